@@ -1,0 +1,36 @@
+//! Errors of the readers and writers.
+
+use std::io;
+
+/// What went wrong reading or writing a profile. Displayed as `FILE:LINE: what`,
+/// or `FILE: what` where no line applies.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file does not follow the format.
+    #[error("{path}:{line}: {message}")]
+    Syntax {
+        /// The file, as the user named it.
+        path: String,
+        /// The 1-based line number.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// Reading or writing failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file, as the user named it.
+        path: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The profile holds something the target format cannot express.
+    #[error("{path}: {message}")]
+    Unsupported {
+        /// The file being written.
+        path: String,
+        /// What cannot be written.
+        message: String,
+    },
+}
