@@ -25,12 +25,13 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// The profile holds something the target format cannot express.
+    /// The file as a whole is not a profile, or the profile holds something the
+    /// target format cannot express.
     #[error("{path}: {message}")]
-    Unsupported {
-        /// The file being written.
+    Invalid {
+        /// The file, as the user named it.
         path: String,
-        /// What cannot be written.
+        /// What is wrong.
         message: String,
     },
 }

@@ -60,7 +60,7 @@ pub fn write_path(profile: &Profile, format: Format, path: &Path) -> Result<(), 
         .and_then(|()| out.flush().map_err(CachegrindError::Io))
         .map_err(|error| match error {
             CachegrindError::Io(source) => io_error(source),
-            other => Error::Unsupported {
+            other => Error::Invalid {
                 path: name.clone(),
                 message: other.to_string(),
             },

@@ -193,7 +193,10 @@ impl Parser {
         self.end_part()
             .map_err(|(line, message)| self.error(line, message))?;
         if self.profile.parts.is_empty() {
-            return Err(self.error(self.line, "no events: line, so no profile data".into()));
+            return Err(Error::Invalid {
+                path: self.path,
+                message: "not a profile: no events: line".into(),
+            });
         }
         Ok(self.profile)
     }
