@@ -1,6 +1,6 @@
 //! Callgrind → Cachegrind: keep self costs by file, function and line.
 
-use cgx_formats::{add_costs, FunctionId, Part, Position, PositionKinds, Profile, Record};
+use cgx_formats::{add_costs, Events, FunctionId, Part, Position, PositionKinds, Profile, Record};
 
 /// Why a profile cannot be converted.
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +28,8 @@ pub enum ConvertError {
 /// is at line 0. `summary:` is the totals of the result.
 pub fn to_cachegrind(profile: &Profile) -> Result<Profile, ConvertError> {
     let first = profile.parts.first().ok_or(ConvertError::Empty)?;
-    let events = first.events.clone();
+    // The format has no `event:` definitions.
+    let events = Events::new(first.events.names.iter().cloned());
     let mut names = profile.names.clone();
     let no_object = names
         .intern("")

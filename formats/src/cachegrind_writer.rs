@@ -64,13 +64,9 @@ pub fn write_cachegrind(profile: &Profile, out: &mut impl Write) -> Result<(), C
                 named = true;
             }
             write!(out, "{}", at.line)?;
-            // cg_annotate 3.19 wants at least one count on a line.
-            let stored = costs
-                .iter()
-                .rposition(|&c| c != 0)
-                .map_or(1, |i| i + 1)
-                .min(events);
-            for cost in &costs[..stored] {
+            // Every count, as Valgrind writes them: cg_annotate 3.19 warns about
+            // missing ones.
+            for cost in costs {
                 write!(out, " {cost}")?;
             }
             writeln!(out)?;

@@ -174,6 +174,20 @@ impl<'a, W: Write> PartWriter<'a, W> {
 
     fn write_header(&mut self) -> io::Result<()> {
         let header = &self.part.header;
+        let PositionKinds { instr, line } = self.part.positions;
+        let positions = match (instr, line) {
+            (true, true) => "instr line",
+            (true, false) => "instr",
+            _ => "line",
+        };
+        // Readers start a new part at pid:, thread:, part: or positions:, so a part
+        // must begin with one of them: the lines before would belong to the part
+        // before. Valgrind's order (pid: first) does that; without pid: or thread:,
+        // positions: comes first.
+        let positions_first = header.pid.is_none() && header.thread.is_none();
+        if positions_first {
+            writeln!(self.out, "positions: {positions}")?;
+        }
         if let Some(pid) = header.pid {
             writeln!(self.out, "pid: {pid}")?;
         }
@@ -202,13 +216,9 @@ impl<'a, W: Write> PartWriter<'a, W> {
             }
             writeln!(self.out)?;
         }
-        let PositionKinds { instr, line } = self.part.positions;
-        let positions = match (instr, line) {
-            (true, true) => "instr line",
-            (true, false) => "instr",
-            _ => "line",
-        };
-        writeln!(self.out, "positions: {positions}")?;
+        if !positions_first {
+            writeln!(self.out, "positions: {positions}")?;
+        }
         writeln!(self.out, "events: {}", self.part.events.names.join(" "))?;
         if let Some(summary) = &self.part.summary {
             write!(self.out, "summary:")?;
@@ -220,10 +230,12 @@ impl<'a, W: Write> PartWriter<'a, W> {
 
     fn name_line(&mut self, key: &str, space: Space, id: NameId) -> io::Result<()> {
         let name = self.names.get(id);
-        // A literal name that looks like a compressed one must be compressed.
+        // A literal name that looks like a compressed one must be compressed; one
+        // that starts with a blank cannot be (readers skip blanks after "(N)").
         let looks_compressed =
             name.starts_with('(') && name[1..].starts_with(|c: char| c.is_ascii_digit());
-        if name.is_empty() || (!self.options.compress_strings && !looks_compressed) {
+        let blank_first = name.starts_with([' ', '\t']);
+        if name.is_empty() || blank_first || (!self.options.compress_strings && !looks_compressed) {
             return writeln!(self.out, "{key}{name}");
         }
         let ids = &mut self.ids[space as usize];
@@ -288,4 +300,56 @@ fn write_costs(out: &mut impl Write, costs: &[u64]) -> io::Result<()> {
         write!(out, " {cost}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use super::*;
+    use crate::model::PartHeader;
+    use crate::reader::read;
+
+    fn reread(profile: &Profile, options: CallgrindOptions) -> Profile {
+        let mut out = Vec::new();
+        write_callgrind(profile, options, &mut out).unwrap();
+        read(Cursor::new(out), "written").unwrap()
+    }
+
+    fn all_options() -> impl Iterator<Item = CallgrindOptions> {
+        [(true, true), (true, false), (false, true), (false, false)]
+            .into_iter()
+            .map(|(compress_strings, compress_positions)| CallgrindOptions {
+                compress_strings,
+                compress_positions,
+            })
+    }
+
+    #[test]
+    fn a_part_without_pid_or_thread_keeps_its_header_lines() {
+        // Found by fuzzing: cmd: and desc: of the second part were written before its
+        // positions: line, so they were read back as lines of the first part.
+        let text = "# callgrind format\nevents: Ir\nfn=a\n1 1\n\
+                    events: Dr\ncmd: ./b\ndesc: second\nx-key: value\nevent: Dr : Data reads\n\
+                    fn=b\n2 2\n";
+        let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
+        assert_eq!(profile.parts[1].header.cmd.as_deref(), Some("./b"));
+        for options in all_options() {
+            let again = reread(&profile, options);
+            assert_eq!(again.parts[0].header, PartHeader::default());
+            assert!(again == profile, "{options:?}");
+        }
+    }
+
+    #[test]
+    fn names_starting_with_blanks_keep_them() {
+        // Found by fuzzing: "fn=(1)  main" is read as "main", so a name starting with
+        // a blank must be written literally, compressed or not.
+        let text =
+            "# callgrind format\nevents: Ir\nfl= a.c\nfn=\t f\n1 1\ncfn=  \ncalls=1 2\n3 4\n";
+        let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
+        for options in all_options() {
+            assert!(reread(&profile, options) == profile, "{options:?}");
+        }
+    }
 }

@@ -2,8 +2,8 @@
 //!
 //! One line-driven parser reads both formats: Cachegrind's is the older, smaller one
 //! and Callgrind's grew out of it. The parser decides which one it reads from the
-//! header (`# callgrind format`, or any header line only Callgrind has) before the
-//! first body line; the Cachegrind dialect has no name compression, no call graph,
+//! header (`# callgrind format`, or any header line only Callgrind has, or else the
+//! `cmd:` line every Cachegrind file has) at the first body line; the Cachegrind dialect has no name compression, no call graph,
 //! allows `.` for zero counts and needs a `summary:` equal to the totals.
 //!
 //! The rules for positions follow KCachegrind's loader: relative subpositions
@@ -202,7 +202,11 @@ impl Parser {
     }
 
     fn line(&mut self, line: &[u8]) -> Result<(), Failure> {
-        let line = trim_start(line);
+        // Carriage returns at the end are line-ending debris (CR CR LF, or a CR at
+        // the end of the file): no name or value ends with one, which also lets the
+        // writers write back every value read.
+        let end = line.iter().rposition(|&b| b != b'\r').map_or(0, |i| i + 1);
+        let line = trim_start(&line[..end]);
         match line.first() {
             None => return Ok(()),
             Some(b'#') => {
@@ -399,10 +403,7 @@ impl Parser {
             return Err(format!("{}= comes before the events: line", lossy(key)));
         }
         if self.dialect == Dialect::Undecided {
-            match key {
-                b"fl" | b"fi" | b"fe" | b"fn" => self.dialect = Dialect::Cachegrind,
-                _ => self.dialect = Dialect::Callgrind,
-            }
+            self.dialect = self.dialect_of_headerless_file(key);
         }
         let cachegrind = self.dialect == Dialect::Cachegrind;
         match key {
@@ -504,6 +505,20 @@ impl Parser {
         Ok(())
     }
 
+    /// Decides the dialect at the first body line of a file whose header did not:
+    /// Cachegrind files always have a `cmd:` line (both grammars require it), files
+    /// without one are taken as Callgrind, the larger format (as callgrind_annotate
+    /// and KCachegrind read them), and so are files whose body starts with a line
+    /// only Callgrind has.
+    fn dialect_of_headerless_file(&self, first_key: &[u8]) -> Dialect {
+        let cachegrind_key = matches!(first_key, b"" | b"fl" | b"fi" | b"fe" | b"fn");
+        if cachegrind_key && self.part.header.cmd.is_some() {
+            Dialect::Cachegrind
+        } else {
+            Dialect::Callgrind
+        }
+    }
+
     fn select_function(&mut self, file: NameId, name: NameId) {
         let function = FunctionId {
             object: self.context.object,
@@ -566,7 +581,7 @@ impl Parser {
             return Err("cost line before the events: line".into());
         }
         if self.dialect == Dialect::Undecided {
-            self.dialect = Dialect::Cachegrind;
+            self.dialect = self.dialect_of_headerless_file(b"");
         }
         let (function, index) = self
             .context
@@ -830,4 +845,29 @@ fn join(costs: &[u64]) -> String {
         .map(u64::to_string)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use super::*;
+
+    #[test]
+    fn carriage_returns_at_the_end_of_a_line_are_dropped() {
+        // Found by fuzzing: "fn=a\r\r\n" was read as the name "a\r" and a last line
+        // "cmd: x\r" as "x\r", which no writer can write back.
+        let text = "# callgrind format\ncmd: x\r\r\nevents: Ir\r\nfn=a\r\r\n1 1\r\ndesc: d\r";
+        let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
+        let part = &profile.parts[0];
+        assert_eq!(part.header.cmd.as_deref(), Some("x"));
+        assert_eq!(part.header.desc, ["d"]);
+        assert_eq!(part.events.names, ["Ir"]);
+        let names: Vec<_> = part
+            .functions
+            .keys()
+            .map(|f| profile.names.get(f.name))
+            .collect();
+        assert_eq!(names, ["a"]);
+    }
 }

@@ -208,28 +208,28 @@ fn gzip_input_is_read() {
 fn malformed_files_name_the_line_and_the_reason() {
     let cases = [
         (
-            "events: Ir\nfl=a.c\nfn=f\n1 x\nsummary: 0\n",
-            "test.out:4: bad count 'x'",
+            "cmd: a\nevents: Ir\nfl=a.c\nfn=f\n1 x\nsummary: 0\n",
+            "test.out:5: bad count 'x'",
         ),
         (
-            "events: Ir\nfl=a.c\nfn=f\n1 1 2\nsummary: 1\n",
-            "test.out:4: 2 counts for 1 event",
+            "cmd: a\nevents: Ir\nfl=a.c\nfn=f\n1 1 2\nsummary: 1\n",
+            "test.out:5: 2 counts for 1 event",
         ),
         (
             "fl=a.c\nfn=f\n1 1\n",
             "test.out:1: fl= comes before the events: line",
         ),
         (
-            "events: Ir\nfl=a.c\n1 1\n",
-            "test.out:3: cost line before any fn= line",
+            "cmd: a\nevents: Ir\nfl=a.c\n1 1\n",
+            "test.out:4: cost line before any fn= line",
         ),
         (
-            "events: Ir\nfl=a.c\nfn=f\n1 2\nsummary: 3\n",
-            "test.out:5: summary: 3 does not equal the totals of the cost lines, 2",
+            "cmd: a\nevents: Ir\nfl=a.c\nfn=f\n1 2\nsummary: 3\n",
+            "test.out:6: summary: 3 does not equal the totals of the cost lines, 2",
         ),
         (
-            "events: Ir\nfl=a.c\nfn=f\n1 2\n",
-            "test.out:4: missing summary: line",
+            "cmd: a\nevents: Ir\nfl=a.c\nfn=f\n1 2\n",
+            "test.out:5: missing summary: line",
         ),
         (
             "# callgrind format\nevents: Ir\nfn=(7)\n",
@@ -268,8 +268,8 @@ fn malformed_files_name_the_line_and_the_reason() {
             "test.out:4: bad count '99999999999999999999'",
         ),
         (
-            "events: Ir\nfl=a.c\nfn=f\nob=x\n",
-            "test.out:4: ob= is not part of the Cachegrind format",
+            "cmd: a\nevents: Ir\nfl=a.c\nfn=f\nob=x\n",
+            "test.out:5: ob= is not part of the Cachegrind format",
         ),
         (
             "# callgrind format\nevents: Ir\nfn=f\njump=1 2\n3 4\n",

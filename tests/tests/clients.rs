@@ -1,0 +1,189 @@
+//! Acceptance 3: the programs that read Valgrind's profiles read what `cgx convert`
+//! writes, and find the same figures in it.
+//!
+//! For every profile Valgrind writes (and the specification's examples):
+//! - Callgrind → Callgrind (`cgx convert --to callgrind`, all four combinations of
+//!   `--compress-strings` and `--compress-pos`): callgrind_annotate prints the same
+//!   events, totals and per-function figures for the converted file as for the
+//!   original, self (default) and inclusive (`--inclusive=yes`, from the `calls=`
+//!   lines), and warns only if it warns about the original; gprof2dot
+//!   (`-f callgrind`) exits with 0, warns about nothing and draws the same graph.
+//! - Callgrind → Cachegrind: cg_annotate prints the per-function figures
+//!   callgrind_annotate prints for the original.
+//! - Cachegrind → Callgrind: callgrind_annotate prints cg_annotate's figures for the
+//!   original; Cachegrind → Cachegrind: cg_annotate prints the same.
+//!
+//! Without gprof2dot installed (`pip install gprof2dot`) its checks are skipped
+//! with a message, unless the environment variable CI is set: then they fail.
+
+use std::env;
+use std::path::{Path, PathBuf};
+
+use cgx_formats::{add_costs, read_path};
+use cgx_tests::cli::convert;
+use cgx_tests::clients::{callgrind_annotate, cg_annotate, gprof2dot, Report};
+use cgx_tests::compare::assert_same_functions;
+use cgx_tests::fixture;
+use cgx_tests::tables::{sum, zero_count_calls};
+use cgx_tests::valgrind::{Case, Tool};
+
+cgx_tests::test_each_valgrind_case!(check);
+
+fn check(case: &Case) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    for file in case.run(dir.path()) {
+        match case.tool {
+            Tool::Callgrind => check_callgrind_file(&file, dir.path()),
+            Tool::Cachegrind => check_cachegrind_file(&file, dir.path()),
+        }
+    }
+}
+
+/// The specification's examples with calls (sections 1.4 and 1.5; those of 1.6
+/// have no `fl=`, which callgrind_annotate cannot handle).
+#[test]
+fn seed_examples() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    for name in [
+        "seed-1.4-extended.out",
+        "seed-1.5-compressed.out",
+        "seed-1.5-compressed-upfront.out",
+    ] {
+        check_callgrind_file(&fixture(name), dir.path());
+    }
+}
+
+/// The `--compress-strings` and `--compress-pos` options of `cgx convert`.
+const COMPRESSION_OPTIONS: [[&str; 2]; 4] = [
+    ["--compress-strings=yes", "--compress-pos=yes"],
+    ["--compress-strings=yes", "--compress-pos=no"],
+    ["--compress-strings=no", "--compress-pos=yes"],
+    ["--compress-strings=no", "--compress-pos=no"],
+];
+
+/// A path in `dir` for the conversion of `file` called `what`.
+fn converted_path(dir: &Path, file: &Path, what: &str) -> PathBuf {
+    let name = file.file_name().expect("a file name").to_string_lossy();
+    dir.join(format!("{name}.{what}"))
+}
+
+/// Converts a Callgrind file to Callgrind (four ways) and to Cachegrind in `dir`,
+/// and compares what the readers make of the original and of the conversions.
+fn check_callgrind_file(file: &Path, dir: &Path) {
+    let original = callgrind_annotate(file, &[]);
+    let original_inclusive = callgrind_annotate(file, &["--inclusive=yes"]);
+    let original_graph = gprof2dot_graph(file);
+    for (index, compression) in COMPRESSION_OPTIONS.iter().enumerate() {
+        let converted = converted_path(dir, file, &format!("callgrind-{index}"));
+        let mut options = vec!["--to", "callgrind"];
+        options.extend(compression);
+        convert(file, &converted, &options);
+        let context = format!("{} converted with {compression:?}", file.display());
+        assert_same_report(&original, &callgrind_annotate(&converted, &[]), &context);
+        assert_same_report(
+            &original_inclusive,
+            &callgrind_annotate(&converted, &["--inclusive=yes"]),
+            &format!("{context}, --inclusive=yes"),
+        );
+        if let Some(graph) = &original_graph {
+            let converted_graph = gprof2dot_graph(&converted).expect("gprof2dot is installed");
+            assert!(
+                *graph == converted_graph,
+                "{context}: gprof2dot draws another graph"
+            );
+        }
+    }
+    check_callgrind_to_cachegrind(file, dir, &original);
+}
+
+/// Checks cg_annotate on `cgx convert --to cachegrind` of a Callgrind file against
+/// callgrind_annotate on the file (`original`). callgrind_annotate counts the
+/// inclusive cost of `calls=0` calls as self cost (see `read_valgrind.rs`); the
+/// Cachegrind file has the self costs of all parts, and their sum as totals.
+fn check_callgrind_to_cachegrind(file: &Path, dir: &Path, original: &Report) {
+    let converted = converted_path(dir, file, "cachegrind");
+    convert(file, &converted, &["--to", "cachegrind"]);
+    let report = cg_annotate(&converted);
+    let context = format!("{} converted to Cachegrind", file.display());
+    assert_eq!(report.events, original.events, "{context}");
+    let profile = read_path(file).expect("cgx reads the original");
+    let mut sum_of_parts = vec![0; report.events.len()];
+    for part in &profile.parts {
+        add_costs(&mut sum_of_parts, &part.self_totals());
+    }
+    assert_eq!(report.totals, sum_of_parts, "{context}: totals");
+    assert_same_functions(
+        &original.functions,
+        &sum(&report.functions, &zero_count_calls(&profile)),
+        &format!("{context}: callgrind_annotate of the original vs cg_annotate"),
+    );
+    assert_no_warnings(&report, &context);
+}
+
+/// Converts a Cachegrind file to Callgrind and to Cachegrind in `dir`, and
+/// compares what the readers make of the original and of the conversions.
+fn check_cachegrind_file(file: &Path, dir: &Path) {
+    let original = cg_annotate(file);
+    let to_callgrind = converted_path(dir, file, "callgrind");
+    convert(file, &to_callgrind, &["--to", "callgrind"]);
+    let report = callgrind_annotate(&to_callgrind, &[]);
+    let context = format!("{} converted to Callgrind", file.display());
+    assert_eq!(report.events, original.events, "{context}");
+    assert_eq!(report.totals, original.totals, "{context}");
+    assert_same_functions(&original.functions, &report.functions, &context);
+    assert_no_warnings(&report, &context);
+    let to_cachegrind = converted_path(dir, file, "cachegrind");
+    convert(file, &to_cachegrind, &["--to", "cachegrind"]);
+    assert_same_report(
+        &original,
+        &cg_annotate(&to_cachegrind),
+        &format!("{} converted to Cachegrind", file.display()),
+    );
+}
+
+/// Checks that two reports have the same events, totals and functions, and that
+/// the second has no warnings unless the first has.
+fn assert_same_report(original: &Report, converted: &Report, context: &str) {
+    assert_eq!(converted.events, original.events, "{context}: events");
+    assert_eq!(converted.totals, original.totals, "{context}: totals");
+    assert_same_functions(&original.functions, &converted.functions, context);
+    if original.stderr.is_empty() {
+        assert_no_warnings(converted, context);
+    }
+}
+
+/// Panics with the first warnings unless the tool printed none.
+fn assert_no_warnings(report: &Report, context: &str) {
+    let warnings: Vec<&str> = report.stderr.lines().collect();
+    assert!(
+        warnings.is_empty(),
+        "{context}: {} lines of warnings, first:\n{}",
+        warnings.len(),
+        warnings[..warnings.len().min(4)].join("\n")
+    );
+}
+
+/// The graph gprof2dot draws of `file`, after checking it exits with 0 and no
+/// warnings; `None` (with a message) if gprof2dot is not installed, which fails
+/// when the environment variable CI is set.
+fn gprof2dot_graph(file: &Path) -> Option<Vec<u8>> {
+    let Some(output) = gprof2dot(file) else {
+        assert!(
+            env::var_os("CI").is_none(),
+            "gprof2dot is not installed (pip install gprof2dot), and CI is set"
+        );
+        eprintln!(
+            "skipping the gprof2dot checks: gprof2dot is not installed (pip install gprof2dot)"
+        );
+        return None;
+    };
+    assert!(
+        output.status.success() && output.stderr.is_empty(),
+        "gprof2dot -f callgrind {} ({}):\n{}",
+        file.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(!output.stdout.is_empty(), "gprof2dot drew nothing");
+    Some(output.stdout)
+}
