@@ -3,7 +3,7 @@
 //! current folder from file names, prints every file name as the profile has it.
 
 use std::io::ErrorKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use crate::successful_output_of;
@@ -112,4 +112,35 @@ pub fn gprof2dot(file: &Path) -> Option<Output> {
         Err(error) if error.kind() == ErrorKind::NotFound => None,
         Err(error) => panic!("cannot run {command:?}: {error}"),
     }
+}
+
+/// Loads `files` in one headless KCachegrind (`QT_QPA_PLATFORM=offscreen`, in its
+/// own D-Bus session) for `seconds`, then returns the loader's complaints: the
+/// stderr lines `Loading "FILE" : LINE : "message"`. `None` when KCachegrind or
+/// dbus-run-session is not installed. KCachegrind never exits by itself, so this
+/// always takes `seconds`.
+pub fn kcachegrind_complaints(files: &[PathBuf], seconds: u32) -> Option<Vec<String>> {
+    let mut command = Command::new("timeout");
+    command
+        .arg(seconds.to_string())
+        .args(["dbus-run-session", "--", "kcachegrind"])
+        .args(files)
+        .env("QT_QPA_PLATFORM", "offscreen");
+    let installed = ["kcachegrind", "dbus-run-session"].iter().all(|tool| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|output| output.status.success())
+    });
+    if !installed {
+        return None;
+    }
+    let output = crate::output_of(&mut command);
+    Some(
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|line| line.starts_with("Loading "))
+            .map(str::to_string)
+            .collect(),
+    )
 }
