@@ -46,7 +46,7 @@ pub fn to_cachegrind(profile: &Profile) -> Result<Profile, ConvertError> {
                 found: source.events.names.join(" "),
             });
         }
-        for (function, records) in &source.functions {
+        for (function, records) in source.functions() {
             records.for_each(events.len(), |record| {
                 if let Record::Cost { file, at, costs } = record {
                     let key = FunctionId {

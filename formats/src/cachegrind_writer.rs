@@ -50,7 +50,7 @@ pub fn write_cachegrind(profile: &Profile, out: &mut impl Write) -> Result<(), C
     let events = part.events.len();
     let mut totals = vec![0u64; events];
     let mut written_file = None;
-    for (function, records) in &part.functions {
+    for (function, records) in part.functions() {
         let mut cursor = records.cursor(events);
         let mut named = false;
         while let Some(record) = cursor.next_record() {

@@ -85,7 +85,7 @@ impl<'a, W: Write> PartWriter<'a, W> {
         let empty = self.names.find("");
         let (mut object, mut fn_file) = (empty, empty);
         let events = self.part.events.len();
-        for (function, records) in &self.part.functions {
+        for (function, records) in self.part.functions() {
             if object != Some(function.object) {
                 self.name_line("ob=", Space::Object, function.object)?;
                 object = Some(function.object);

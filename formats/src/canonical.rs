@@ -93,7 +93,7 @@ fn canonical_part(names: &Names, part: &Part) -> CanonicalPart {
         calls: BTreeMap::new(),
         jumps: BTreeMap::new(),
     };
-    for (&function, records) in &part.functions {
+    for (function, records) in part.functions() {
         let name = function_name(function);
         records.for_each(events, |record| match record {
             Record::Cost { file, at, costs } => {

@@ -17,13 +17,12 @@ pub enum Error {
         message: String,
     },
     /// Reading or writing failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file, as the user named it.
         path: String,
-        /// The cause.
-        #[source]
-        source: io::Error,
+        /// What the system said (part of the message, so not a separate source).
+        error: io::Error,
     },
     /// The file as a whole is not a profile, or the profile holds something the
     /// target format cannot express.
@@ -34,4 +33,14 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+}
+
+impl Error {
+    /// An [`Error::Io`] about `path`.
+    pub fn io(path: impl Into<String>, error: io::Error) -> Error {
+        Error::Io {
+            path: path.into(),
+            error,
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //!   grows with the profile, not the file.
 //! - [`write_path`] writes either format atomically.
 //! - [`Profile`] is the model: parts, each with events, positions and the cost
-//!   [`Records`] of every function; names are interned in [`Names`].
+//!   [`Record`]s of every function; names are interned in [`Names`].
 
 mod cachegrind_writer;
 mod callgrind_writer;
@@ -23,9 +23,10 @@ pub use callgrind_writer::{write_callgrind, CallgrindOptions};
 pub use canonical::{canonical, CanonicalPart, CanonicalProfile, FunctionName, JumpKey, Place};
 pub use error::Error;
 pub use model::{
-    add_costs, EventDef, Events, FunctionId, Part, PartHeader, Position, PositionKinds, Profile,
+    add_costs, EventDef, Events, FunctionId, FunctionRecords, Part, PartHeader, Position,
+    PositionKinds, Profile,
 };
 pub use names::{NameId, Names, TooManyNames};
 pub use output::{write, write_path, Format};
 pub use reader::{read, read_path};
-pub use records::{Cursor, Record, Records};
+pub use records::{Cursor, Record};

@@ -4,7 +4,7 @@ use indexmap::IndexMap;
 use rustc_hash::FxBuildHasher;
 
 use crate::names::{NameId, Names};
-use crate::records::{Record, Records};
+use crate::records::{Cursor, Record, RecordStore, Records};
 
 /// A position in a function: an instruction address and/or a source line. Kinds
 /// that a part's `positions:` does not list are zero.
@@ -122,8 +122,38 @@ pub struct Part {
     pub summary: Option<Vec<u64>>,
     /// `totals:` as written in the file.
     pub totals: Option<Vec<u64>>,
-    /// The records of each function, in first-seen order.
-    pub functions: IndexMap<FunctionId, Records, FxBuildHasher>,
+    functions: IndexMap<FunctionId, Records, FxBuildHasher>,
+    store: RecordStore,
+}
+
+/// The records of one function of a part, to read back.
+#[derive(Clone, Copy)]
+pub struct FunctionRecords<'a> {
+    store: &'a RecordStore,
+    records: &'a Records,
+}
+
+impl<'a> FunctionRecords<'a> {
+    /// How many records the function has.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether the function has no records.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Reads the records in the order they were added; cost slices are padded with
+    /// zeros to at least `events` entries.
+    pub fn cursor(&self, events: usize) -> Cursor<'a> {
+        self.store.cursor(self.records, events)
+    }
+
+    /// Calls `f` for every record, in order.
+    pub fn for_each(&self, events: usize, f: impl FnMut(Record<'_>)) {
+        self.cursor(events).for_each(f);
+    }
 }
 
 impl Part {
@@ -138,13 +168,62 @@ impl Part {
 
     /// Appends a record to the records of `function`.
     pub fn push(&mut self, function: FunctionId, record: &Record<'_>) {
-        self.functions.entry(function).or_default().push(record);
+        let index = self.function_index(function);
+        self.push_at(index, record);
+    }
+
+    /// The number of `function` in this part (see [`Part::push_at`]), adding it
+    /// without records if it is new.
+    pub fn function_index(&mut self, function: FunctionId) -> usize {
+        let entry = self.functions.entry(function);
+        let index = entry.index();
+        entry.or_default();
+        index
+    }
+
+    /// Appends a record to the records of the function numbered `index` by
+    /// [`Part::function_index`]; does nothing for another number.
+    pub fn push_at(&mut self, index: usize, record: &Record<'_>) {
+        if let Some((_, records)) = self.functions.get_index_mut(index) {
+            self.store.push(index, records, record);
+        }
+    }
+
+    /// The functions and their records, in first-seen order.
+    pub fn functions(&self) -> impl ExactSizeIterator<Item = (FunctionId, FunctionRecords<'_>)> {
+        self.functions.iter().map(|(&function, records)| {
+            (
+                function,
+                FunctionRecords {
+                    store: &self.store,
+                    records,
+                },
+            )
+        })
+    }
+
+    /// The records of `function`, if the part has it.
+    pub fn records_of(&self, function: &FunctionId) -> Option<FunctionRecords<'_>> {
+        self.functions.get(function).map(|records| FunctionRecords {
+            store: &self.store,
+            records,
+        })
+    }
+
+    /// How many functions the part has.
+    pub fn function_count(&self) -> usize {
+        self.functions.len()
+    }
+
+    /// How many bytes the encoded records of the part take.
+    pub fn record_bytes(&self) -> usize {
+        self.store.encoded_len()
     }
 
     /// The sum of all self costs, one count per event.
     pub fn self_totals(&self) -> Vec<u64> {
         let mut totals = vec![0u64; self.events.len()];
-        for records in self.functions.values() {
+        for (_, records) in self.functions() {
             records.for_each(self.events.len(), |record| {
                 if let Record::Cost { costs, .. } = record {
                     add_costs(&mut totals, costs);
@@ -157,9 +236,8 @@ impl Part {
     /// The sum of the self costs of each function.
     pub fn function_self_costs(&self) -> IndexMap<FunctionId, Vec<u64>, FxBuildHasher> {
         let events = self.events.len();
-        self.functions
-            .iter()
-            .map(|(&function, records)| {
+        self.functions()
+            .map(|(function, records)| {
                 let mut sum = vec![0u64; events];
                 records.for_each(events, |record| {
                     if let Record::Cost { costs, .. } = record {
@@ -173,7 +251,7 @@ impl Part {
 
     /// Whether any function has call or jump records.
     pub fn has_call_graph(&self) -> bool {
-        self.functions.values().any(|records| {
+        self.functions().any(|(_, records)| {
             let mut found = false;
             records.for_each(0, |record| found |= !matches!(record, Record::Cost { .. }));
             found

@@ -28,10 +28,7 @@ pub enum Format {
 /// gzip-compressed file.
 pub fn write_path(profile: &Profile, format: Format, path: &Path) -> Result<(), Error> {
     let name = path.display().to_string();
-    let io_error = |source: io::Error| Error::Io {
-        path: name.clone(),
-        source,
-    };
+    let io_error = |error: io::Error| Error::io(&name, error);
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -40,6 +37,8 @@ pub fn write_path(profile: &Profile, format: Format, path: &Path) -> Result<(), 
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // The folder is checked first: tempfile's errors name the temporary file.
+    fs::metadata(dir).map_err(io_error)?;
     let temporary = tempfile::Builder::new()
         .prefix(&format!(".{file_name}."))
         .suffix(".tmp")

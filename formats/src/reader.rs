@@ -29,19 +29,13 @@ use crate::records::Record;
 /// Reads the profile at `path` (plain or gzip-compressed).
 pub fn read_path(path: &Path) -> Result<Profile, Error> {
     let name = path.display().to_string();
-    let lines = LineReader::open(path).map_err(|source| Error::Io {
-        path: name.clone(),
-        source,
-    })?;
+    let lines = LineReader::open(path).map_err(|error| Error::io(&name, error))?;
     Parser::new(name).run(lines)
 }
 
 /// Reads a profile from `input` (plain or gzip-compressed); `name` names it in errors.
 pub fn read(input: impl Read + 'static, name: &str) -> Result<Profile, Error> {
-    let lines = LineReader::new(input).map_err(|source| Error::Io {
-        path: name.to_string(),
-        source,
-    })?;
+    let lines = LineReader::new(input).map_err(|error| Error::io(name, error))?;
     Parser::new(name.to_string()).run(lines)
 }
 
@@ -128,6 +122,8 @@ struct Parser {
     part: Part,
     part_has_events: bool,
     part_has_lines: bool,
+    /// Whether the part has a `cmd:` line, even an empty one (`header.cmd` is None).
+    part_has_cmd: bool,
     part_totals: Vec<u64>,
     summary_line: u64,
     ids: [FxHashMap<u64, NameId>; 3],
@@ -150,6 +146,7 @@ impl Parser {
             part: Part::default(),
             part_has_events: false,
             part_has_lines: false,
+            part_has_cmd: false,
             part_totals: Vec::new(),
             summary_line: 0,
             ids: Default::default(),
@@ -166,12 +163,7 @@ impl Parser {
             match lines.next_line(&mut line) {
                 Ok(true) => {}
                 Ok(false) => break,
-                Err(source) => {
-                    return Err(Error::Io {
-                        path: self.path,
-                        source,
-                    })
-                }
+                Err(error) => return Err(Error::io(self.path, error)),
             }
             self.line = lines.line_number();
             if let Err(message) = self.line(&line) {
@@ -289,6 +281,7 @@ impl Parser {
             }
             b"cmd" => {
                 self.part.header.cmd = (!value.is_empty()).then(|| lossy(value));
+                self.part_has_cmd = true;
                 self.part_has_lines = true;
                 Ok(())
             }
@@ -393,6 +386,7 @@ impl Parser {
         self.profile.parts.push(finished);
         self.part_has_events = false;
         self.part_has_lines = false;
+        self.part_has_cmd = false;
         self.ids = Default::default();
         self.context = Context::new(self.empty);
         Ok(())
@@ -512,7 +506,7 @@ impl Parser {
     /// only Callgrind has.
     fn dialect_of_headerless_file(&self, first_key: &[u8]) -> Dialect {
         let cachegrind_key = matches!(first_key, b"" | b"fl" | b"fi" | b"fe" | b"fn");
-        if cachegrind_key && self.part.header.cmd.is_some() {
+        if cachegrind_key && self.part_has_cmd {
             Dialect::Cachegrind
         } else {
             Dialect::Callgrind
@@ -525,9 +519,7 @@ impl Parser {
             file,
             name,
         };
-        let entry = self.part.functions.entry(function);
-        let index = entry.index();
-        entry.or_default();
+        let index = self.part.function_index(function);
         self.context.function = Some((function, index));
     }
 
@@ -639,9 +631,7 @@ impl Parser {
                 }
             }
         };
-        if let Some((_, records)) = self.part.functions.get_index_mut(index) {
-            records.push(&record);
-        }
+        self.part.push_at(index, &record);
         self.part_has_lines = true;
         self.context.base = at;
         Ok(())
@@ -864,10 +854,24 @@ mod tests {
         assert_eq!(part.header.desc, ["d"]);
         assert_eq!(part.events.names, ["Ir"]);
         let names: Vec<_> = part
-            .functions
-            .keys()
-            .map(|f| profile.names.get(f.name))
+            .functions()
+            .map(|(f, _)| profile.names.get(f.name))
             .collect();
         assert_eq!(names, ["a"]);
+    }
+
+    #[test]
+    fn an_empty_cmd_line_makes_a_cachegrind_file() {
+        // Found by fuzzing: the Cachegrind writer writes "cmd: " for a profile without
+        // a command; the file was then read as Callgrind, and "fn=(1) x" as "x".
+        let text = "cmd: \nevents: Ir\nfl=a\nfn=(1) x\n1 1\nsummary: 1\n";
+        let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
+        let part = &profile.parts[0];
+        assert_eq!(part.header.cmd, None);
+        let names: Vec<_> = part
+            .functions()
+            .map(|(f, _)| profile.names.get(f.name))
+            .collect();
+        assert_eq!(names, ["(1) x"]);
     }
 }

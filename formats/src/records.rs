@@ -1,10 +1,18 @@
-//! The cost records of one function, stored compactly.
+//! The cost records of a part, stored compactly.
 //!
 //! A profile of a large program holds tens of millions of cost lines, so records are
 //! kept as a byte stream of LEB128 varints rather than as structs: positions are
-//! stored as differences to the previous record, the file only when it changes and
-//! costs without their trailing zeros. A record of a typical `+3 * 1` line takes five
-//! bytes, less than its text.
+//! stored as differences to the previous record, the file only when it changes,
+//! costs without their trailing zeros and their number in the tag byte. A record of
+//! a typical `+3 * 1` line takes four bytes, less than its text.
+//!
+//! All records of a part go into one [`RecordStore`], in the order they are added;
+//! a function's [`Records`] are the chunks of the store that hold its records (one
+//! chunk per run of consecutive records of the function). One growing buffer
+//! instead of one per function keeps memory close to the encoded size: a large
+//! buffer grows in place, without copies or unused capacity that takes memory.
+
+use std::ops::Range;
 
 use crate::model::{FunctionId, Position};
 use crate::names::NameId;
@@ -61,19 +69,49 @@ const KIND_JUMP: u8 = 2;
 const KIND_COND_JUMP: u8 = 3;
 const KIND_MASK: u8 = 3;
 const FILE_CHANGED: u8 = 4;
+/// The tag's top five bits hold the number of stored costs plus one, or zero when
+/// the number does not fit and follows as a varint.
+const COUNT_SHIFT: u32 = 3;
+const MAX_INLINE_COUNT: usize = 30;
 
-/// The records of one function in the order they were added.
+/// The records of all functions of a part, in one byte stream.
 #[derive(Clone, Debug, Default)]
-pub struct Records {
+pub struct RecordStore {
     bytes: Vec<u8>,
-    count: usize,
-    last_file: Option<NameId>,
+    open: Option<OpenChunk>,
+}
+
+/// The chunk at the end of the store, which the next record of its function extends.
+#[derive(Clone, Debug)]
+struct OpenChunk {
+    function: usize,
+    last_file: NameId,
     last_at: Position,
 }
 
+/// Where the records of one function are in its part's [`RecordStore`].
+#[derive(Clone, Debug, Default)]
+pub struct Records {
+    chunks: Vec<Range<usize>>,
+    count: usize,
+}
+
 impl Records {
-    /// Appends a record.
-    pub fn push(&mut self, record: &Record<'_>) {
+    /// How many records there are.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+impl RecordStore {
+    /// Appends `record` to the records of the function numbered `function`, whose
+    /// chunks are `records`. Each function must have one number and one `records`.
+    pub fn push(&mut self, function: usize, records: &mut Records, record: &Record<'_>) {
         let (kind, file, at) = match *record {
             Record::Cost { file, at, .. } => (KIND_COST, file, at),
             Record::Call { file, at, .. } => (KIND_CALL, file, at),
@@ -89,59 +127,84 @@ impl Records {
                 at,
             ),
         };
-        let file_changed = self.last_file != Some(file);
-        self.bytes
-            .push(kind | if file_changed { FILE_CHANGED } else { 0 });
+        let start = self.bytes.len();
+        let open = match &mut self.open {
+            Some(open) if open.function == function && !records.chunks.is_empty() => open,
+            _ => {
+                records.chunks.push(start..start);
+                self.open.insert(OpenChunk {
+                    function,
+                    last_file: file,
+                    last_at: Position::default(),
+                })
+            }
+        };
+        let (last_file, last_at) = (open.last_file, open.last_at);
+        open.last_file = file;
+        open.last_at = at;
+        let chunk_starts = records.chunks.last().is_some_and(|chunk| chunk.is_empty());
+        let file_changed = chunk_starts || last_file != file;
+        let costs = match *record {
+            Record::Cost { costs, .. }
+            | Record::Call {
+                inclusive: costs, ..
+            } => costs,
+            Record::Jump { .. } => &[],
+        };
+        let stored = costs.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+        let inline_count = if stored <= MAX_INLINE_COUNT {
+            (stored as u8 + 1) << COUNT_SHIFT
+        } else {
+            0
+        };
+        let out = &mut self.bytes;
+        out.push(kind | inline_count | if file_changed { FILE_CHANGED } else { 0 });
         if file_changed {
-            put_varint(&mut self.bytes, file.index() as u64);
+            put_varint(out, file.index() as u64);
         }
-        put_position_delta(&mut self.bytes, self.last_at, at);
-        match *record {
-            Record::Cost { costs, .. } => put_costs(&mut self.bytes, costs),
-            Record::Call {
-                callee,
-                target,
-                count,
-                inclusive,
-                ..
-            } => {
-                put_varint(&mut self.bytes, callee.object.index() as u64);
-                put_varint(&mut self.bytes, callee.file.index() as u64);
-                put_varint(&mut self.bytes, callee.name.index() as u64);
-                put_position_delta(&mut self.bytes, at, target);
-                put_varint(&mut self.bytes, count);
-                put_costs(&mut self.bytes, inclusive);
-            }
-            Record::Jump {
-                target_file,
-                target_fn,
-                target,
-                executed,
-                followed,
-                ..
-            } => {
-                put_varint(&mut self.bytes, target_file.index() as u64);
-                put_varint(&mut self.bytes, target_fn.index() as u64);
-                put_position_delta(&mut self.bytes, at, target);
-                put_varint(&mut self.bytes, executed);
-                if let Some(followed) = followed {
-                    put_varint(&mut self.bytes, followed);
-                }
+        put_position_delta(out, last_at, at);
+        if let Record::Call {
+            callee,
+            target,
+            count,
+            ..
+        } = *record
+        {
+            put_varint(out, callee.object.index() as u64);
+            put_varint(out, callee.file.index() as u64);
+            put_varint(out, callee.name.index() as u64);
+            put_position_delta(out, at, target);
+            put_varint(out, count);
+        }
+        if let Record::Jump {
+            target_file,
+            target_fn,
+            target,
+            executed,
+            followed,
+            ..
+        } = *record
+        {
+            put_varint(out, target_file.index() as u64);
+            put_varint(out, target_fn.index() as u64);
+            put_position_delta(out, at, target);
+            put_varint(out, executed);
+            if let Some(followed) = followed {
+                put_varint(out, followed);
             }
         }
-        self.last_file = Some(file);
-        self.last_at = at;
-        self.count += 1;
-    }
-
-    /// How many records there are.
-    pub fn len(&self) -> usize {
-        self.count
-    }
-
-    /// Whether there are no records.
-    pub fn is_empty(&self) -> bool {
-        self.count == 0
+        if kind == KIND_COST || kind == KIND_CALL {
+            if inline_count == 0 {
+                put_varint(out, stored as u64);
+            }
+            for &cost in &costs[..stored] {
+                put_varint(out, cost);
+            }
+        }
+        if let Some(chunk) = records.chunks.last_mut() {
+            chunk.end = self.bytes.len();
+        }
+        records.count += 1;
     }
 
     /// How many bytes the encoded records take.
@@ -149,30 +212,26 @@ impl Records {
         self.bytes.len()
     }
 
-    /// Reads the records back in order. Cost slices are padded with zeros to at
-    /// least `events` entries.
-    pub fn cursor(&self, events: usize) -> Cursor<'_> {
+    /// Reads the records of one function back in order. Cost slices are padded with
+    /// zeros to at least `events` entries.
+    pub fn cursor<'a>(&'a self, records: &'a Records, events: usize) -> Cursor<'a> {
         Cursor {
-            bytes: &self.bytes,
+            store: &self.bytes,
+            chunks: records.chunks.iter(),
+            bytes: &[],
             events,
             file: None,
             at: Position::default(),
             costs: Vec::new(),
         }
     }
-
-    /// Calls `f` for every record.
-    pub fn for_each(&self, events: usize, mut f: impl FnMut(Record<'_>)) {
-        let mut cursor = self.cursor(events);
-        while let Some(record) = cursor.next_record() {
-            f(record);
-        }
-    }
 }
 
-/// Reads [`Records`] back one at a time (a lending iterator: each record borrows
-/// the cursor's cost buffer).
+/// Reads the records of a function back one at a time (a lending iterator: each
+/// record borrows the cursor's cost buffer).
 pub struct Cursor<'a> {
+    store: &'a [u8],
+    chunks: std::slice::Iter<'a, Range<usize>>,
     bytes: &'a [u8],
     events: usize,
     file: Option<NameId>,
@@ -183,9 +242,13 @@ pub struct Cursor<'a> {
 impl Cursor<'_> {
     /// The next record, or `None` at the end.
     pub fn next_record(&mut self) -> Option<Record<'_>> {
+        while self.bytes.is_empty() {
+            self.bytes = self.store.get(self.chunks.next()?.clone())?;
+            self.at = Position::default();
+        }
         let (&tag, rest) = self.bytes.split_first()?;
         self.bytes = rest;
-        if tag & FILE_CHANGED != 0 || self.file.is_none() {
+        if tag & FILE_CHANGED != 0 {
             self.file = Some(self.name());
         }
         let file = self.file?;
@@ -193,7 +256,7 @@ impl Cursor<'_> {
         self.at = at;
         Some(match tag & KIND_MASK {
             KIND_COST => {
-                self.read_costs();
+                self.read_costs(tag);
                 Record::Cost {
                     file,
                     at,
@@ -208,7 +271,7 @@ impl Cursor<'_> {
                 };
                 let target = self.position_from(at);
                 let count = self.varint();
-                self.read_costs();
+                self.read_costs(tag);
                 Record::Call {
                     file,
                     at,
@@ -237,12 +300,19 @@ impl Cursor<'_> {
         })
     }
 
+    /// Calls `f` for every remaining record.
+    pub fn for_each(mut self, mut f: impl FnMut(Record<'_>)) {
+        while let Some(record) = self.next_record() {
+            f(record);
+        }
+    }
+
     fn varint(&mut self) -> u64 {
         let mut value = 0u64;
         let mut shift = 0;
         while let Some((&byte, rest)) = self.bytes.split_first() {
             self.bytes = rest;
-            value |= u64::from(byte & 0x7f) << shift;
+            value |= u64::from(byte & 0x7f).checked_shl(shift).unwrap_or(0);
             if byte & 0x80 == 0 {
                 break;
             }
@@ -262,8 +332,11 @@ impl Cursor<'_> {
         Position { instr, line }
     }
 
-    fn read_costs(&mut self) {
-        let stored = self.varint() as usize;
+    fn read_costs(&mut self, tag: u8) {
+        let stored = match tag >> COUNT_SHIFT {
+            0 => self.varint() as usize,
+            inline => inline as usize - 1,
+        };
         self.costs.clear();
         for _ in 0..stored {
             let cost = self.varint();
@@ -295,14 +368,6 @@ fn unzigzag(value: u64) -> u64 {
 fn put_position_delta(out: &mut Vec<u8>, from: Position, to: Position) {
     put_varint(out, zigzag(to.instr.wrapping_sub(from.instr)));
     put_varint(out, zigzag(to.line.wrapping_sub(from.line)));
-}
-
-fn put_costs(out: &mut Vec<u8>, costs: &[u64]) {
-    let stored = costs.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
-    put_varint(out, stored as u64);
-    for &cost in &costs[..stored] {
-        put_varint(out, cost);
-    }
 }
 
 #[cfg(test)]
@@ -383,33 +448,51 @@ mod tests {
                 followed: None,
             },
         ];
-        let mut records = Records::default();
-        for record in &pushed {
-            records.push(record);
+        // Two functions' records interleaved, so that each has several chunks.
+        let mut store = RecordStore::default();
+        let (mut first, mut second) = (Records::default(), Records::default());
+        for (i, record) in pushed.iter().enumerate() {
+            store.push(0, &mut first, record);
+            if i % 2 == 0 {
+                store.push(1, &mut second, record);
+            }
         }
-        assert_eq!(records.len(), pushed.len());
-        let mut read = Vec::new();
-        records.for_each(3, |record| read.push(format!("{record:?}")));
+        assert_eq!((first.len(), second.len()), (pushed.len(), 3));
+        assert_eq!(first.chunks.len(), 3);
+        let read = |records: &Records| {
+            let mut read = Vec::new();
+            store
+                .cursor(records, 3)
+                .for_each(|record| read.push(format!("{record:?}")));
+            read
+        };
         let expected: Vec<String> = pushed.iter().map(|r| format!("{r:?}")).collect();
-        assert_eq!(read, expected);
+        assert_eq!(read(&first), expected);
+        let every_other: Vec<String> = expected.iter().step_by(2).cloned().collect();
+        assert_eq!(read(&second), every_other);
     }
 
     #[test]
     fn a_short_cost_line_takes_few_bytes() {
         let mut names = Names::default();
         let file = names.intern("a.c").unwrap();
-        let mut records = Records::default();
+        let (mut store, mut records) = (RecordStore::default(), Records::default());
         for i in 0..100u64 {
-            records.push(&Record::Cost {
-                file,
-                at: Position {
-                    instr: 0x1000 + 3 * i,
-                    line: 7,
+            store.push(
+                0,
+                &mut records,
+                &Record::Cost {
+                    file,
+                    at: Position {
+                        instr: 0x1000 + 3 * i,
+                        line: 7,
+                    },
+                    costs: &[1],
                 },
-                costs: &[1],
-            });
+            );
         }
-        // Tag, two position deltas, cost count and one cost: five bytes a record.
-        assert!(records.encoded_len() <= 5 * 100 + 2);
+        // Tag with the cost count, two position deltas and one cost: four bytes a
+        // record; the first names its file and has a two-byte address delta.
+        assert_eq!(store.encoded_len(), 6 + 99 * 4);
     }
 }

@@ -68,7 +68,7 @@ fn records_by_function(
 ) -> Functions {
     let mut functions = Functions::new();
     for part in &profile.parts {
-        for (function, records) in &part.functions {
+        for (function, records) in part.functions() {
             let name = profile.names.get(function.name);
             records.for_each(part.events.len(), |record| {
                 if let Some((file, costs)) = select(record) {
