@@ -27,17 +27,21 @@ cgx_tests::test_each_valgrind_case!(check);
 /// why rather than misread them.
 #[test]
 fn callgrind_debug_dumps_are_rejected_clearly() {
-    let cases = [
-        (&valgrind::CALLGRIND_DUMP_BB, "unknown position kind 'bb'"),
-        (&valgrind::CALLGRIND_DUMP_BBS, "unknown line 'bb=0x"),
-        // Valgrind's file is inconsistent here: it refers to compressed ids it
-        // never defined (KCachegrind reports the same lines), before any rec= line.
+    let cases: [(&Case, &[&str]); 3] = [
+        (
+            &valgrind::CALLGRIND_DUMP_BB,
+            &["unknown position kind 'bb'"],
+        ),
+        (&valgrind::CALLGRIND_DUMP_BBS, &["unknown line 'bb=0x"]),
+        // Valgrind's file is also inconsistent here: from run to run it may refer
+        // to compressed ids it never defined (KCachegrind reports the same lines)
+        // before the first rec= line.
         (
             &valgrind::CALLGRIND_UNMANGLED,
-            "is used before it is defined",
+            &["unknown line 'rec=", "is used before it is defined"],
         ),
     ];
-    for (case, reason) in cases {
+    for (case, reasons) in cases {
         let dir = tempfile::tempdir().expect("a temporary folder");
         for file in case.run(dir.path()) {
             let error = match read_path(&file) {
@@ -52,7 +56,7 @@ fn callgrind_debug_dumps_are_rejected_clearly() {
             assert!(
                 error.starts_with(&place)
                     && line_number.parse::<u64>().is_ok()
-                    && error.contains(reason),
+                    && reasons.iter().any(|reason| error.contains(reason)),
                 "{case:?}: {error}"
             );
         }
