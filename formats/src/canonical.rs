@@ -96,6 +96,8 @@ fn canonical_part(names: &Names, part: &Part) -> CanonicalPart {
     for (function, records) in part.functions() {
         let name = function_name(function);
         records.for_each(events, |record| match record {
+            // All-zero costs add nothing (and places left at zero are dropped below).
+            Record::Cost { costs, .. } if costs.iter().all(|&c| c == 0) => {}
             Record::Cost { file, at, costs } => {
                 let place = (name.clone(), names.get(file).to_string(), at);
                 let sum = canonical
