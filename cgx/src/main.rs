@@ -2,6 +2,7 @@
 //!
 //! This binary only parses the command line and wires the library crates together.
 
+mod annotate;
 mod convert;
 
 use std::process::ExitCode;
@@ -24,12 +25,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         program: Vec<String>,
     },
-    /// Print a cg_annotate / callgrind_annotate style report (not built yet: issue 3).
-    Annotate {
-        /// The profiles to report on.
-        #[arg(required = true)]
-        files: Vec<String>,
-    },
+    /// Print a cg_annotate / callgrind_annotate style report on profiles: totals,
+    /// File:function and Function:file summaries, annotated source files.
+    Annotate(annotate::AnnotateArgs),
     /// Convert a Cachegrind or Callgrind profile (plain or .gz) to another format.
     Convert(convert::ConvertArgs),
 }
@@ -53,9 +51,7 @@ fn main() -> ExitCode {
         Command::Run { .. } => Err(anyhow::anyhow!(
             "'cgx run' is not built yet (issue 4); use valgrind --tool=callgrind for now"
         )),
-        Command::Annotate { .. } => Err(anyhow::anyhow!(
-            "'cgx annotate' is not built yet (issue 3); use callgrind_annotate or cg_annotate for now"
-        )),
+        Command::Annotate(args) => annotate::run(&args),
         Command::Convert(args) => convert::run(&args),
     };
     match result {

@@ -4,7 +4,19 @@
 //! writing the same model in the other format. Callgrind → Cachegrind is
 //! [`to_cachegrind`]: self costs per source line, call graph and instruction
 //! addresses dropped.
+//!
+//! The stack formats — [`folded`] stacks, a [`flamegraph`] SVG, [`pprof`] and
+//! [`speedscope`] files — are written from the weighted call stacks of one event
+//! that [`stacks`] rebuilds from a profile.
 
 mod cachegrind;
 
 pub use cachegrind::{to_cachegrind, ConvertError};
+
+pub mod flamegraph;
+pub mod folded;
+pub mod pprof;
+pub mod speedscope;
+pub mod stacks;
+
+pub mod annotate;

@@ -8,10 +8,14 @@
 //! - [`tables`]: the same tables computed from a [`cgx_formats::Profile`].
 //! - [`compare`]: profile equality with a readable first difference.
 //! - [`cli`]: the `cgx` binary.
+//! - [`pictures`]: readers of the stack formats (folded, pprof, speedscope).
+//! - [`annotate`]: `cgx annotate` and Valgrind's annotate tools, run and parsed.
 
+pub mod annotate;
 pub mod cli;
 pub mod clients;
 pub mod compare;
+pub mod pictures;
 pub mod programs;
 pub mod tables;
 pub mod valgrind;
