@@ -1,7 +1,5 @@
 //! `cgx convert`: read a profile, write it in another format.
 
-mod output;
-
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -119,7 +117,7 @@ pub fn run(args: &ConvertArgs) -> Result<()> {
             if stacks.command.is_none() {
                 stacks.command = Some(args.input.display().to_string());
             }
-            output::write_atomically(&args.output, |out| write_stacks(target, &stacks, out))?;
+            cgx_formats::write_atomically(&args.output, |out| write_stacks(target, &stacks, out))?;
         }
     }
     Ok(())

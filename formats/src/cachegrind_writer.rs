@@ -6,7 +6,7 @@
 
 use std::io::{self, Write};
 
-use crate::model::{add_costs, Profile};
+use crate::model::{add_costs, Part, Profile};
 use crate::records::Record;
 
 /// Why a profile cannot be written as Cachegrind.
@@ -28,10 +28,9 @@ pub enum CachegrindError {
     Io(#[from] io::Error),
 }
 
-/// Writes a one-part, line-positioned profile without call graph as Cachegrind.
-/// Instruction addresses are dropped; costs at the same line stay separate lines,
-/// which readers add up.
-pub fn write_cachegrind(profile: &Profile, out: &mut impl Write) -> Result<(), CachegrindError> {
+/// The one part of `profile` if the Cachegrind format can hold the profile: one
+/// part, line positions, no calls or jumps.
+pub fn cachegrind_part(profile: &Profile) -> Result<&Part, CachegrindError> {
     let part = match profile.parts.as_slice() {
         [part] => part,
         parts => return Err(CachegrindError::Parts(parts.len())),
@@ -42,6 +41,14 @@ pub fn write_cachegrind(profile: &Profile, out: &mut impl Write) -> Result<(), C
     if part.has_call_graph() {
         return Err(CachegrindError::CallGraph);
     }
+    Ok(part)
+}
+
+/// Writes a one-part, line-positioned profile without call graph as Cachegrind.
+/// Instruction addresses are dropped; costs at the same line stay separate lines,
+/// which readers add up.
+pub fn write_cachegrind(profile: &Profile, out: &mut impl Write) -> Result<(), CachegrindError> {
+    let part = cachegrind_part(profile)?;
     for desc in &part.header.desc {
         writeln!(out, "desc: {desc}")?;
     }

@@ -18,7 +18,7 @@ mod output;
 mod reader;
 mod records;
 
-pub use cachegrind_writer::{write_cachegrind, CachegrindError};
+pub use cachegrind_writer::{cachegrind_part, write_cachegrind, CachegrindError};
 pub use callgrind_writer::{write_callgrind, CallgrindOptions};
 pub use canonical::{canonical, CanonicalPart, CanonicalProfile, FunctionName, JumpKey, Place};
 pub use error::Error;
@@ -27,6 +27,6 @@ pub use model::{
     PositionKinds, Profile,
 };
 pub use names::{NameId, Names, TooManyNames};
-pub use output::{write, write_path, Format};
+pub use output::{write, write_atomically, write_path, Format};
 pub use reader::{read, read_path};
 pub use records::{Cursor, Record};

@@ -9,7 +9,7 @@ use std::path::Path;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 
-use crate::cachegrind_writer::{write_cachegrind, CachegrindError};
+use crate::cachegrind_writer::{cachegrind_part, write_cachegrind, CachegrindError};
 use crate::callgrind_writer::{write_callgrind, CallgrindOptions};
 use crate::error::Error;
 use crate::model::Profile;
@@ -27,6 +27,37 @@ pub enum Format {
 /// Writes `profile` to `path` in `format`, atomically. A path ending in `.gz` gets a
 /// gzip-compressed file.
 pub fn write_path(profile: &Profile, format: Format, path: &Path) -> Result<(), Error> {
+    if format == Format::Cachegrind {
+        cachegrind_part(profile).map_err(|error| Error::Invalid {
+            path: path.display().to_string(),
+            message: error.to_string(),
+        })?;
+    }
+    let gzip = path.to_string_lossy().ends_with(".gz");
+    write_atomically(path, |mut out| {
+        // The profile fits the format (checked above), so only writing can fail.
+        let as_io = |error: CachegrindError| match error {
+            CachegrindError::Io(error) => error,
+            other => io::Error::other(other),
+        };
+        if gzip {
+            let mut encoder = GzEncoder::new(out, Compression::default());
+            write(profile, format, &mut encoder).map_err(as_io)?;
+            encoder.finish().map(drop)
+        } else {
+            write(profile, format, &mut out).map_err(as_io)
+        }
+    })
+}
+
+/// Creates `path` with what `write` writes, whole or not at all: into a temporary
+/// file beside it (rw-r--r-- less the umask, like any new file), renamed over it
+/// only when complete. On failure nothing is left behind and an existing file is
+/// untouched. Errors name `path`.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), Error> {
     let name = path.display().to_string();
     let io_error = |error: io::Error| Error::io(&name, error);
     let dir = match path.parent() {
@@ -42,28 +73,13 @@ pub fn write_path(profile: &Profile, format: Format, path: &Path) -> Result<(), 
     let temporary = tempfile::Builder::new()
         .prefix(&format!(".{file_name}."))
         .suffix(".tmp")
-        // Like any new file: rw-r--r-- less the umask (temporary files default to rw-------).
         .permissions(fs::Permissions::from_mode(0o644))
         .tempfile_in(dir)
         .map_err(io_error)?;
-    let gzip = file_name.ends_with(".gz");
     let mut out = BufWriter::with_capacity(1 << 18, temporary.as_file());
-    let result = if gzip {
-        let mut encoder = GzEncoder::new(&mut out, Compression::default());
-        let written = write(profile, format, &mut encoder);
-        written.and_then(|()| encoder.finish().map(drop).map_err(CachegrindError::Io))
-    } else {
-        write(profile, format, &mut out)
-    };
-    result
-        .and_then(|()| out.flush().map_err(CachegrindError::Io))
-        .map_err(|error| match error {
-            CachegrindError::Io(source) => io_error(source),
-            other => Error::Invalid {
-                path: name.clone(),
-                message: other.to_string(),
-            },
-        })?;
+    write(&mut out)
+        .and_then(|()| out.flush())
+        .map_err(io_error)?;
     drop(out);
     temporary.as_file().sync_all().map_err(io_error)?;
     temporary
