@@ -1,0 +1,305 @@
+//! Starting a program under ptrace: resolve it like a shell, pin the tracer to
+//! one CPU, fork, `PTRACE_TRACEME` and exec in the child.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// A program to run under the tracer, with its arguments. It gets the user's
+/// stdin, stdout, stderr, environment and working directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+impl Command {
+    /// A command that runs `program` (a path, or a name looked up on `PATH` when it
+    /// has no `/`) without arguments.
+    pub fn new(program: impl Into<OsString>) -> Command {
+        Command {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Adds arguments (`argv[1..]`).
+    pub fn args<I, S>(mut self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// The program as given.
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+}
+
+/// Finds the file a shell would execute for `program`: the path itself when it
+/// contains a `/`, else the first executable regular file of that name in the
+/// folders of `PATH`. Errors are [`Error::NotFound`] (exit 127) and
+/// [`Error::NotExecutable`] (exit 126).
+pub fn resolve(program: &OsStr) -> Result<PathBuf> {
+    let not_found = || Error::NotFound {
+        program: PathBuf::from(program),
+    };
+    if program.is_empty() {
+        return Err(not_found());
+    }
+    if program.as_bytes().contains(&b'/') {
+        let path = PathBuf::from(program);
+        return match check_executable(&path) {
+            Candidate::Executable => Ok(path),
+            Candidate::Missing => Err(not_found()),
+            Candidate::NotExecutable(reason) => Err(Error::NotExecutable { path, reason }),
+        };
+    }
+    let search = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    let mut first_denied = None;
+    for folder in std::env::split_paths(&search) {
+        // An empty PATH entry means the working directory.
+        let folder = if folder.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            folder
+        };
+        let path = folder.join(program);
+        match check_executable(&path) {
+            Candidate::Executable => return Ok(path),
+            Candidate::Missing => {}
+            Candidate::NotExecutable(reason) => {
+                first_denied.get_or_insert((path, reason));
+            }
+        }
+    }
+    match first_denied {
+        Some((path, reason)) => Err(Error::NotExecutable { path, reason }),
+        None => Err(not_found()),
+    }
+}
+
+enum Candidate {
+    Executable,
+    Missing,
+    NotExecutable(&'static str),
+}
+
+fn check_executable(path: &Path) -> Candidate {
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == io::ErrorKind::PermissionDenied => {
+            return Candidate::NotExecutable("permission denied")
+        }
+        Err(_) => return Candidate::Missing,
+    };
+    if metadata.is_dir() {
+        return Candidate::NotExecutable("is a directory");
+    }
+    if metadata.permissions().mode() & 0o111 == 0 {
+        return Candidate::NotExecutable("permission denied");
+    }
+    let Ok(c_path) = CString::new(path.as_os_str().as_bytes()) else {
+        return Candidate::Missing;
+    };
+    // SAFETY: `c_path` is a valid NUL-terminated string.
+    if unsafe { libc::access(c_path.as_ptr(), libc::X_OK) } != 0 {
+        return Candidate::NotExecutable("permission denied");
+    }
+    Candidate::Executable
+}
+
+/// Restricts the calling thread to the CPU it runs on, and gives the previous
+/// CPU set back when dropped. A child forked meanwhile keeps the single CPU: a
+/// ptrace stop costs ~4x more when tracer and tracee run on different CPUs.
+pub(crate) struct CpuPin {
+    previous: Option<libc::cpu_set_t>,
+}
+
+impl CpuPin {
+    /// Pins the calling thread. Failure to pin is not an error (only slower).
+    pub(crate) fn pin_current_thread() -> CpuPin {
+        // SAFETY: cpu_set_t is plain data; the calls get valid pointers and sizes.
+        unsafe {
+            let mut previous: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            if libc::sched_getaffinity(0, size, &mut previous) != 0 {
+                return CpuPin { previous: None };
+            }
+            let cpu = libc::sched_getcpu();
+            if cpu < 0 || cpu as usize >= libc::CPU_SETSIZE as usize {
+                return CpuPin { previous: None };
+            }
+            let mut one: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut one);
+            if libc::sched_setaffinity(0, size, &one) != 0 {
+                return CpuPin { previous: None };
+            }
+            CpuPin {
+                previous: Some(previous),
+            }
+        }
+    }
+}
+
+impl Drop for CpuPin {
+    fn drop(&mut self) {
+        if let Some(previous) = &self.previous {
+            // SAFETY: `previous` is the set sched_getaffinity returned.
+            unsafe {
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), previous);
+            }
+        }
+    }
+}
+
+/// A traced child, stopped right after its `execve` (before its first
+/// instruction). Killed and reaped when dropped unless [`Tracee::finished`] was
+/// called.
+pub(crate) struct Tracee {
+    pub(crate) pid: libc::pid_t,
+    done: bool,
+}
+
+impl Tracee {
+    /// Marks the tracee as exited and reaped.
+    pub(crate) fn finished(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Tracee {
+    fn drop(&mut self) {
+        if !self.done {
+            // SAFETY: plain system calls on our own child.
+            unsafe {
+                libc::kill(self.pid, libc::SIGKILL);
+                let mut status = 0;
+                libc::waitpid(self.pid, &mut status, libc::__WALL);
+            }
+        }
+    }
+}
+
+/// Forks and execs `command` as a tracee. Returns once the child is stopped at
+/// the first instruction of the new program. Must be called from the thread that
+/// then issues all ptrace requests for it.
+pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
+    let path = resolve(&command.program)?;
+    let to_c = |text: &OsStr| {
+        CString::new(text.as_bytes())
+            .map_err(|_| Error::Unexpected("an argument contains a NUL byte".into()))
+    };
+    let c_path = to_c(path.as_os_str())?;
+    let mut argv = vec![to_c(&command.program)?];
+    for arg in &command.args {
+        argv.push(to_c(arg)?);
+    }
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|arg| arg.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+
+    // A close-on-exec pipe: the child writes errno to it when execve fails.
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::last_os("pipe2"));
+    }
+    let [read_end, write_end] = fds;
+
+    // SAFETY: fork; the child only makes async-signal-safe calls before execve
+    // or _exit, on data prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        let error = Error::last_os("fork");
+        // SAFETY: closing our own descriptors.
+        unsafe {
+            libc::close(read_end);
+            libc::close(write_end);
+        }
+        return Err(error);
+    }
+    if pid == 0 {
+        // SAFETY: the child; see above.
+        unsafe {
+            libc::close(read_end);
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == 0 {
+                libc::execv(c_path.as_ptr(), argv_ptrs.as_ptr());
+            }
+            let errno = *libc::__errno_location();
+            let bytes = errno.to_ne_bytes();
+            libc::write(write_end, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(127);
+        }
+    }
+    let mut tracee = Tracee { pid, done: false };
+    // SAFETY: closing our copy of the write end, reading into a local buffer.
+    let exec_errno = unsafe {
+        libc::close(write_end);
+        let mut bytes = [0u8; 4];
+        let mut got = 0usize;
+        while got < bytes.len() {
+            let n = libc::read(
+                read_end,
+                bytes[got..].as_mut_ptr().cast(),
+                bytes.len() - got,
+            );
+            if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            if n <= 0 {
+                break;
+            }
+            got += n as usize;
+        }
+        libc::close(read_end);
+        (got == bytes.len()).then(|| i32::from_ne_bytes(bytes))
+    };
+    if let Some(errno) = exec_errno {
+        return Err(Error::Exec {
+            path,
+            source: io::Error::from_raw_os_error(errno),
+        });
+    }
+
+    let status = wait(pid)?;
+    if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            tracee.finished();
+        }
+        return Err(Error::Unexpected(format!(
+            "the child did not stop after execve (wait status {status:#x})"
+        )));
+    }
+    let options = libc::PTRACE_O_EXITKILL | libc::PTRACE_O_TRACEEXEC;
+    // SAFETY: ptrace on our stopped tracee.
+    if unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options) } != 0 {
+        return Err(Error::last_os("ptrace(PTRACE_SETOPTIONS)"));
+    }
+    Ok(tracee)
+}
+
+/// `waitpid` on one tracee, retried on EINTR.
+pub(crate) fn wait(pid: libc::pid_t) -> Result<libc::c_int> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        let got = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if got == pid {
+            return Ok(status);
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(Error::Os {
+                operation: "waitpid",
+                source: error,
+            });
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Symbolization: maps a tracee's code addresses to object, function, source file,
+//! line and inlined frames.
+//!
+//! [`Symbols`] holds the executable mappings of one process (from
+//! `/proc/PID/maps`, re-read with [`Symbols::refresh`] whenever the address space
+//! may have changed, e.g. after `dlopen`) and a cache of parsed object files keyed
+//! by path, device, inode and modification time, so each library is parsed once
+//! even across processes. Function names come from the ELF `.symtab` and
+//! `.dynsym` (demangled); file, line and inlined frames from DWARF (through the
+//! `addr2line` crate). What is unknown is written `???`, as Valgrind does.
+
+#![warn(missing_docs)]
+
+mod demangle;
+mod elf;
+mod error;
+mod maps;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+pub use demangle::demangle;
+pub use error::SymbolsError;
+pub use maps::{parse_maps, read_maps, Mapping};
+
+use elf::ElfObject;
+
+/// The name Valgrind writes for an unknown object, function or file.
+pub const UNKNOWN: &str = "???";
+
+/// A function as the symbol table names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Function {
+    /// The demangled name.
+    pub name: Arc<str>,
+    /// The runtime address of its first instruction.
+    pub start: u64,
+}
+
+/// A function inlined at the looked-up address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InlinedFrame {
+    /// The inlined function's (demangled) name.
+    pub function: Arc<str>,
+    /// The source file of the call site it was inlined at, if known.
+    pub call_file: Option<Arc<str>>,
+    /// The line of that call site, 0 if unknown.
+    pub call_line: u32,
+}
+
+/// Where an address is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// Path of the object the address belongs to, or `???` (anonymous memory).
+    pub object: Arc<str>,
+    /// The function (symbol) containing the address, if any.
+    pub function: Option<Function>,
+    /// Source file of the instruction (its innermost position), if known.
+    pub file: Option<Arc<str>>,
+    /// Source line of the instruction, 0 if unknown.
+    pub line: u32,
+    /// Inlined functions at the address, innermost first; each one's call site is
+    /// in the next outer one, the last one's in `function`.
+    pub inlined: Vec<InlinedFrame>,
+}
+
+impl Location {
+    /// The function name, or `???`.
+    pub fn function_name(&self) -> &str {
+        self.function.as_ref().map_or(UNKNOWN, |f| &f.name)
+    }
+
+    /// The source file, or `???`.
+    pub fn file_name(&self) -> &str {
+        self.file.as_deref().unwrap_or(UNKNOWN)
+    }
+}
+
+/// Identity of an object file on disk, so a changed file is parsed again.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct FileKey {
+    path: String,
+    dev: u64,
+    inode: u64,
+    mtime: Option<SystemTime>,
+}
+
+/// An executable range of the address space and what it maps.
+struct Region {
+    start: u64,
+    end: u64,
+    object: Arc<str>,
+    /// The parsed object and its load bias; `None` when unreadable.
+    elf: Option<(Rc<ElfObject>, u64)>,
+}
+
+/// Address-to-source lookups for one process, with a cache of parsed objects.
+#[derive(Default)]
+pub struct Symbols {
+    regions: Vec<Region>,
+    /// Parsed objects; `None` records a file that failed, so it is reported once.
+    cache: HashMap<FileKey, Option<Rc<ElfObject>>>,
+}
+
+impl std::fmt::Debug for Symbols {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Symbols")
+            .field("regions", &self.regions.len())
+            .field("cached_objects", &self.cache.len())
+            .finish()
+    }
+}
+
+impl Symbols {
+    /// An empty symbolizer: every address is `???` until mappings are loaded.
+    pub fn new() -> Symbols {
+        Symbols::default()
+    }
+
+    /// Re-reads `/proc/<pid>/maps` and replaces the mappings (see
+    /// [`Symbols::set_mappings`]). Fails only when the map cannot be read; the
+    /// problems with individual objects come back as values.
+    pub fn refresh(&mut self, pid: u32) -> Result<Vec<SymbolsError>, SymbolsError> {
+        let maps = read_maps(pid)?;
+        Ok(self.set_mappings(&maps))
+    }
+
+    /// Replaces the mappings with the executable ones of `maps`, parsing objects
+    /// not yet cached. Returns the problems met with objects parsed now (an object
+    /// that failed is not reported again); their addresses resolve to `???`.
+    pub fn set_mappings(&mut self, maps: &[Mapping]) -> Vec<SymbolsError> {
+        let mut problems = Vec::new();
+        let mut regions = Vec::new();
+        for m in maps.iter().filter(|m| m.is_executable()) {
+            let object: Arc<str> = if m.path.is_empty() {
+                Arc::from(UNKNOWN)
+            } else {
+                Arc::from(m.path.as_str())
+            };
+            let elf = if m.is_file() {
+                self.load_object(&m.path, &mut problems).and_then(|obj| {
+                    match obj.bias(m.start, m.offset) {
+                        Some(bias) => Some((obj, bias)),
+                        None => {
+                            problems.push(SymbolsError::NoSegment {
+                                path: m.path.clone(),
+                                offset: m.offset,
+                            });
+                            None
+                        }
+                    }
+                })
+            } else {
+                None
+            };
+            regions.push(Region {
+                start: m.start,
+                end: m.end,
+                object,
+                elf,
+            });
+        }
+        regions.sort_by_key(|r| r.start);
+        self.regions = regions;
+        problems
+    }
+
+    /// The cached or freshly parsed object at `path`.
+    fn load_object(
+        &mut self,
+        path: &str,
+        problems: &mut Vec<SymbolsError>,
+    ) -> Option<Rc<ElfObject>> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(source) => {
+                let key = FileKey {
+                    path: path.to_owned(),
+                    dev: 0,
+                    inode: 0,
+                    mtime: None,
+                };
+                if self.cache.insert(key, None).is_none() {
+                    problems.push(SymbolsError::Io {
+                        path: path.to_owned(),
+                        source,
+                    });
+                }
+                return None;
+            }
+        };
+        let key = FileKey {
+            path: path.to_owned(),
+            dev: meta.dev(),
+            inode: meta.ino(),
+            mtime: meta.modified().ok(),
+        };
+        if let Some(entry) = self.cache.get(&key) {
+            return entry.clone();
+        }
+        let entry = match ElfObject::load(Path::new(path)) {
+            Ok((obj, problem)) => {
+                problems.extend(problem);
+                Some(Rc::new(obj))
+            }
+            Err(e) => {
+                problems.push(e);
+                None
+            }
+        };
+        self.cache.insert(key, entry.clone());
+        entry
+    }
+
+    fn region(&self, addr: u64) -> Option<&Region> {
+        let i = self.regions.partition_point(|r| r.start <= addr);
+        let r = &self.regions[i.checked_sub(1)?];
+        (addr < r.end).then_some(r)
+    }
+
+    /// The function (symbol) containing `addr`, without the DWARF lookup: cheap
+    /// enough to ask for every jump target.
+    pub fn function(&self, addr: u64) -> Option<Function> {
+        let (obj, bias) = self.region(addr)?.elf.as_ref()?;
+        let (name, start) = obj.symbol(addr.wrapping_sub(*bias))?;
+        Some(Function {
+            name,
+            start: start.wrapping_add(*bias),
+        })
+    }
+
+    /// Whether `addr` is the first instruction of a known function.
+    pub fn is_function_start(&self, addr: u64) -> bool {
+        self.function(addr).is_some_and(|f| f.start == addr)
+    }
+
+    /// The object path of `addr`, `???` outside every executable mapping.
+    pub fn object(&self, addr: u64) -> Arc<str> {
+        self.region(addr)
+            .map_or_else(|| Arc::from(UNKNOWN), |r| r.object.clone())
+    }
+
+    /// Everything known about `addr`.
+    pub fn lookup(&self, addr: u64) -> Location {
+        let Some(region) = self.region(addr) else {
+            return Location {
+                object: Arc::from(UNKNOWN),
+                function: None,
+                file: None,
+                line: 0,
+                inlined: Vec::new(),
+            };
+        };
+        let mut loc = Location {
+            object: region.object.clone(),
+            function: None,
+            file: None,
+            line: 0,
+            inlined: Vec::new(),
+        };
+        if let Some((obj, bias)) = &region.elf {
+            let r = obj.resolve(addr.wrapping_sub(*bias));
+            loc.function = r.function.map(|(name, start)| Function {
+                name,
+                start: start.wrapping_add(*bias),
+            });
+            loc.file = r.file;
+            loc.line = r.line;
+            loc.inlined = r
+                .inlined
+                .into_iter()
+                .map(|(function, call_file, call_line)| InlinedFrame {
+                    function,
+                    call_file,
+                    call_line,
+                })
+                .collect();
+        }
+        loc
+    }
+}

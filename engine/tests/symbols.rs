@@ -1,0 +1,268 @@
+//! Symbolization against gcc-built programs, checked with binutils' `nm` and
+//! `addr2line`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use cgx_engine::symbols::{Mapping, Symbols, SymbolsError};
+use object::read::elf::{FileHeader, ProgramHeader};
+
+fn gcc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let out = dir.join(name);
+    let st = Command::new("gcc")
+        .args(flags)
+        .arg("-o")
+        .arg(&out)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed for {name}");
+    out
+}
+
+/// `nm` value (file address) and size of a symbol.
+fn nm(prog: &Path, sym: &str) -> (u64, u64) {
+    let out = Command::new("nm").arg("-S").arg(prog).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() == 4 && f[3] == sym {
+            return (
+                u64::from_str_radix(f[0], 16).unwrap(),
+                u64::from_str_radix(f[1], 16).unwrap(),
+            );
+        }
+    }
+    panic!("{sym} not in nm output");
+}
+
+/// `addr2line -a -f -i`: per address, the frames (function, "file", line),
+/// innermost first.
+fn addr2line(prog: &Path, addrs: &[u64]) -> Vec<Vec<(String, String, u32)>> {
+    let out = Command::new("addr2line")
+        .args(["-a", "-f", "-i", "-e"])
+        .arg(prog)
+        .args(addrs.iter().map(|a| format!("{a:#x}")))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut res: Vec<Vec<(String, String, u32)>> = Vec::new();
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if l.starts_with("0x") {
+            res.push(Vec::new());
+            continue;
+        }
+        let pos = lines.next().unwrap();
+        let pos = pos.split(" (discriminator").next().unwrap();
+        let (file, line) = pos.rsplit_once(':').unwrap();
+        res.last_mut()
+            .unwrap()
+            .push((l.to_owned(), file.to_owned(), line.parse().unwrap_or(0)));
+    }
+    res
+}
+
+/// Executable mappings as the kernel would make them, loaded with `bias`.
+fn synthetic_maps(prog: &Path, bias: u64) -> Vec<Mapping> {
+    let data = std::fs::read(prog).unwrap();
+    let hdr = object::elf::FileHeader64::<object::Endianness>::parse(&*data).unwrap();
+    let e = hdr.endian().unwrap();
+    hdr.program_headers(e, &*data)
+        .unwrap()
+        .iter()
+        .filter(|p| p.p_type(e) == object::elf::PT_LOAD && p.p_flags(e) & object::elf::PF_X != 0)
+        .map(|p| Mapping {
+            start: (p.p_vaddr(e) & !0xfff) + bias,
+            end: ((p.p_vaddr(e) + p.p_memsz(e) + 0xfff) & !0xfff) + bias,
+            perms: "r-xp".into(),
+            offset: p.p_offset(e) & !0xfff,
+            dev: (0, 0),
+            inode: 1,
+            path: prog.to_str().unwrap().to_owned(),
+        })
+        .collect()
+}
+
+/// Checks function, start, file and line of `file_addr + bias` against binutils.
+fn check(syms: &Symbols, prog: &Path, name: &str, bias: u64) {
+    let (addr, size) = nm(prog, name);
+    for probe in [addr, addr + size / 2] {
+        let loc = syms.lookup(probe + bias);
+        assert_eq!(&*loc.object, prog.to_str().unwrap());
+        let f = loc.function.clone().expect("function");
+        assert_eq!(&*f.name, name);
+        assert_eq!(f.start, addr + bias);
+        let frames = addr2line(prog, &[probe]);
+        let (_, file, line) = &frames[0][0];
+        assert_eq!(loc.file_name(), file, "{name}+{:#x}", probe - addr);
+        assert_eq!(loc.line, *line, "{name}+{:#x}", probe - addr);
+    }
+    assert!(syms.is_function_start(addr + bias));
+    assert!(!syms.is_function_start(addr + bias + 1));
+}
+
+const STATIC_SRC: &str = r#"int counter;
+int add(int a, int b) {
+    return a + b;
+}
+static int twice(int x) {
+    return add(x, x);
+}
+void _start(void) {
+    counter = twice(21);
+    for (;;)
+        __asm__ volatile("mov $60, %%eax; xor %%edi, %%edi; syscall" ::: "rax", "rdi");
+}
+"#;
+
+#[test]
+fn static_nostdlib_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(
+        dir.path(),
+        "stat",
+        STATIC_SRC,
+        &["-g", "-O0", "-static", "-nostdlib", "-fno-stack-protector"],
+    );
+    let mut syms = Symbols::new();
+    let problems = syms.set_mappings(&synthetic_maps(&prog, 0));
+    assert!(problems.is_empty(), "{problems:?}");
+    for f in ["add", "twice", "_start"] {
+        check(&syms, &prog, f, 0);
+    }
+    let out = syms.lookup(0x10);
+    assert_eq!(&*out.object, "???");
+    assert_eq!(out.function_name(), "???");
+}
+
+const PIE_SRC: &str = r#"#include <signal.h>
+#include <stdio.h>
+int work(int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++)
+        s += i;
+    return s;
+}
+int main(void) {
+    printf("%p %p\n", (void *)&work, (void *)&puts);
+    fflush(stdout);
+    raise(SIGSTOP);
+    return work(3);
+}
+"#;
+
+#[test]
+fn live_pie_process_and_libc() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(dir.path(), "pie", PIE_SRC, &["-g", "-O0", "-fPIE", "-pie"]);
+    let mut child = Command::new(&prog).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addrs: Vec<u64> = line
+        .split_whitespace()
+        .map(|a| u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap())
+        .collect();
+    let mut syms = Symbols::new();
+    let problems = syms.refresh(child.id());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let problems = problems.unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+
+    let (work_addr, _) = nm(&prog, "work");
+    let bias = addrs[0] - work_addr;
+    assert_ne!(bias, 0, "PIE loaded at its file address?");
+    check(&syms, &prog, "work", bias);
+    check(&syms, &prog, "main", bias);
+
+    let puts = syms.lookup(addrs[1]);
+    assert!(puts.object.contains("libc"), "{}", puts.object);
+    let f = puts.function.expect("libc function");
+    assert!(f.name.contains("puts"), "{}", f.name);
+    assert_eq!(f.start, addrs[1]);
+}
+
+const INLINE_SRC: &str = r#"static inline __attribute__((always_inline)) int helper(int x) {
+    int s = 0;
+    for (int i = 0; i < x; i++)
+        s += (i * x) ^ (s >> 3);
+    return s;
+}
+__attribute__((noinline)) int outer(int x) {
+    return helper(x) + 1;
+}
+int main(int argc, char **argv) {
+    (void)argv;
+    return outer(argc);
+}
+"#;
+
+#[test]
+fn inlined_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(
+        dir.path(),
+        "inl",
+        INLINE_SRC,
+        &["-g", "-O2", "-fPIE", "-pie"],
+    );
+    let bias = 0x5555_5555_4000;
+    let mut syms = Symbols::new();
+    assert!(syms.set_mappings(&synthetic_maps(&prog, bias)).is_empty());
+    let (start, size) = nm(&prog, "outer");
+    let addrs: Vec<u64> = (start..start + size).collect();
+    let frames = addr2line(&prog, &addrs);
+    let mut checked = 0;
+    for (addr, fr) in addrs.iter().zip(&frames) {
+        if fr.len() != 2 || fr[0].0 != "helper" {
+            continue;
+        }
+        let loc = syms.lookup(addr + bias);
+        assert_eq!(loc.function_name(), "outer");
+        assert_eq!(loc.function.as_ref().unwrap().start, start + bias);
+        assert_eq!((loc.file_name(), loc.line), (&*fr[0].1, fr[0].2));
+        assert_eq!(loc.inlined.len(), 1, "{addr:#x}: {loc:?}");
+        let inl = &loc.inlined[0];
+        assert_eq!(&*inl.function, "helper");
+        assert_eq!(inl.call_file.as_deref(), Some(&*fr[1].1));
+        assert_eq!(inl.call_line, fr[1].2);
+        checked += 1;
+    }
+    assert!(checked > 0, "no inlined address found in outer: {frames:?}");
+}
+
+#[test]
+fn unreadable_objects_are_reported_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("not-elf");
+    std::fs::write(&text, "hello").unwrap();
+    let map = |start: u64, path: &Path| Mapping {
+        start,
+        end: start + 0x1000,
+        perms: "r-xp".into(),
+        offset: 0,
+        dev: (0, 0),
+        inode: 1,
+        path: path.to_str().unwrap().to_owned(),
+    };
+    let maps = [map(0x1000, &text), map(0x3000, &dir.path().join("missing"))];
+    let mut syms = Symbols::new();
+    let problems = syms.set_mappings(&maps);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(matches!(problems[0], SymbolsError::Elf { .. }));
+    assert!(matches!(problems[1], SymbolsError::Io { .. }));
+    let loc = syms.lookup(0x1800);
+    assert_eq!(&*loc.object, text.to_str().unwrap());
+    assert_eq!(
+        (loc.function_name(), loc.file_name(), loc.line),
+        ("???", "???", 0)
+    );
+    // Cached failures are not reported twice.
+    assert!(syms.set_mappings(&maps).is_empty());
+}
