@@ -202,14 +202,6 @@ impl Part {
         })
     }
 
-    /// The records of `function`, if the part has it.
-    pub fn records_of(&self, function: &FunctionId) -> Option<FunctionRecords<'_>> {
-        self.functions.get(function).map(|records| FunctionRecords {
-            store: &self.store,
-            records,
-        })
-    }
-
     /// How many functions the part has.
     pub fn function_count(&self) -> usize {
         self.functions.len()
@@ -231,22 +223,6 @@ impl Part {
             });
         }
         totals
-    }
-
-    /// The sum of the self costs of each function.
-    pub fn function_self_costs(&self) -> IndexMap<FunctionId, Vec<u64>, FxBuildHasher> {
-        let events = self.events.len();
-        self.functions()
-            .map(|(function, records)| {
-                let mut sum = vec![0u64; events];
-                records.for_each(events, |record| {
-                    if let Record::Cost { costs, .. } = record {
-                        add_costs(&mut sum, costs);
-                    }
-                });
-                (function, sum)
-            })
-            .collect()
     }
 
     /// Whether any function has call or jump records.
