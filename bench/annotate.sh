@@ -15,26 +15,6 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-size=${BENCH_SIZE:-full}
-work=bench/work
-mkdir -p "$work"
-
-case "$size" in
-full)
-    profile=$work/big.callgrind
-    workload_args=()
-    separate_callers=15
-    ;;
-small)
-    profile=$work/small.callgrind
-    workload_args=(small)
-    separate_callers=3
-    ;;
-*)
-    echo "annotate.sh: BENCH_SIZE must be full or small, not '$size'" >&2
-    exit 2
-    ;;
-esac
 
 for tool in valgrind callgrind_annotate cg_annotate /usr/bin/time; do
     command -v "$tool" >/dev/null || {
@@ -51,24 +31,9 @@ else
     cgx=${CARGO_TARGET_DIR:-$root/target}/release/cgx
 fi
 
-if [[ ! -s $profile ]]; then
-    # The same command as bench/formats.sh.
-    python=${PYTHON:-/usr/bin/python3}
-    [[ -x $python ]] || python=$(python3 -c 'import sys; print(sys.executable)')
-    echo "== generating $profile: callgrind on $python bench/workload.py ${workload_args[*]-}" >&2
-    valgrind --tool=callgrind --dump-instr=yes --collect-jumps=yes \
-        --cache-sim=yes --branch-sim=yes --separate-callers=$separate_callers \
-        --callgrind-out-file="$profile.tmp" \
-        "$python" bench/workload.py "${workload_args[@]}" >/dev/null 2>"$work/valgrind.log" || {
-        tail -n 20 "$work/valgrind.log" >&2
-        exit 1
-    }
-    mv "$profile.tmp" "$profile"
-fi
-bytes=$(stat -c %s "$profile")
-if [[ $size == full && $bytes -lt 200000000 ]]; then
-    echo "annotate.sh: warning: $profile has only $bytes bytes (< 200 MB)" >&2
-fi
+script=annotate.sh
+# shellcheck source=bench/profile.sh
+source bench/profile.sh
 
 cachegrind=$work/${size}.cachegrind
 if [[ ! -s $cachegrind || $cachegrind -ot $profile ]]; then

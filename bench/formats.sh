@@ -14,26 +14,6 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-size=${BENCH_SIZE:-full}
-work=bench/work
-mkdir -p "$work"
-
-case "$size" in
-full)
-    profile=$work/big.callgrind
-    workload_args=()
-    separate_callers=15
-    ;;
-small)
-    profile=$work/small.callgrind
-    workload_args=(small)
-    separate_callers=3
-    ;;
-*)
-    echo "formats.sh: BENCH_SIZE must be full or small, not '$size'" >&2
-    exit 2
-    ;;
-esac
 
 for tool in valgrind callgrind_annotate /usr/bin/time; do
     command -v "$tool" >/dev/null || {
@@ -49,27 +29,9 @@ target=${CARGO_TARGET_DIR:-$root/target}/release
 cgx=$target/cgx
 profile_io=$target/examples/profile_io
 
-if [[ ! -s $profile ]]; then
-    # The system's python (pyenv and similar put a shell script first on PATH).
-    python=${PYTHON:-/usr/bin/python3}
-    [[ -x $python ]] || python=$(python3 -c 'import sys; print(sys.executable)')
-    echo "== generating $profile: callgrind on $python bench/workload.py ${workload_args[*]-}" >&2
-    start=$(date +%s)
-    valgrind --tool=callgrind --dump-instr=yes --collect-jumps=yes \
-        --cache-sim=yes --branch-sim=yes --separate-callers=$separate_callers \
-        --callgrind-out-file="$profile.tmp" \
-        "$python" bench/workload.py "${workload_args[@]}" >/dev/null 2>"$work/valgrind.log" || {
-        tail -n 20 "$work/valgrind.log" >&2
-        exit 1
-    }
-    mv "$profile.tmp" "$profile"
-    echo "   $(stat -c %s "$profile") bytes in $(($(date +%s) - start)) s" >&2
-fi
-
-bytes=$(stat -c %s "$profile")
-if [[ $size == full && $bytes -lt 200000000 ]]; then
-    echo "formats.sh: warning: $profile has only $bytes bytes (< 200 MB)" >&2
-fi
+script=formats.sh
+# shellcheck source=bench/profile.sh
+source bench/profile.sh
 # Both tools read the file from the page cache.
 cat "$profile" >/dev/null
 
