@@ -329,34 +329,66 @@ fn parse_source(file: &str, body: &[&str], n: usize, report: &mut CgxReport) -> 
 }
 
 fn parse_call_section(body: &[&str], n: usize, report: &mut CgxReport) -> Result<(), String> {
-    let mut pending_callers: Vec<(String, Vec<i64>, i64)> = Vec::new();
-    let mut current = String::new();
+    let mut tree = TreeRows::default();
     for line in body.iter().skip(2).filter(|line| !line.is_empty()) {
         let (marker, rest) = line.split_at(2.min(line.len()));
         let (counts, text) = parse_counts(rest, n).ok_or_else(|| format!("bad row '{line}'"))?;
         let counts = zeros(counts);
         let text = text.trim_start();
         if marker == "* " {
-            current = without_object(text).to_string();
-            report.call_functions.insert(current.clone(), counts);
-            for (caller, cost, count) in pending_callers.drain(..) {
-                report.arcs.insert((caller, current.clone()), (cost, count));
-            }
+            let function = tree.function(text, &mut report.arcs);
+            report.call_functions.insert(function, counts);
         } else if let Some(caller) = text.strip_prefix("< ") {
-            let (caller, count) =
-                call_count(caller).ok_or_else(|| format!("bad caller '{line}'"))?;
-            pending_callers.push((caller.to_string(), counts, count));
+            tree.caller(caller, counts, line)?;
         } else if let Some(callee) = text.strip_prefix("> ") {
-            let (callee, count) =
-                call_count(callee).ok_or_else(|| format!("bad callee '{line}'"))?;
-            report
-                .arcs
-                .insert((current.clone(), callee.to_string()), (counts, count));
+            tree.callee(callee, counts, line, &mut report.arcs)?;
         } else {
             return Err(format!("bad call tree row '{line}'"));
         }
     }
     Ok(())
+}
+
+/// The rows of a call tree listing, where the callers of a function come before
+/// it and its callees after it (cgx's call section and callgrind_annotate's
+/// `--tree` output): turns them into arcs.
+#[derive(Default)]
+struct TreeRows {
+    current: String,
+    pending_callers: Vec<(String, Vec<i64>, i64)>,
+}
+
+impl TreeRows {
+    /// A function row: the callers seen since the last one call it. Returns its
+    /// name without the object.
+    fn function(&mut self, text: &str, arcs: &mut Arcs) -> String {
+        self.current = without_object(text.trim_start()).to_string();
+        for (caller, cost, count) in self.pending_callers.drain(..) {
+            arcs.insert((caller, self.current.clone()), (cost, count));
+        }
+        self.current.clone()
+    }
+
+    /// A caller row (`name (Nx)`) of the function that follows.
+    fn caller(&mut self, text: &str, counts: Vec<i64>, line: &str) -> Result<(), String> {
+        let (caller, count) = call_count(text).ok_or_else(|| format!("bad caller '{line}'"))?;
+        self.pending_callers
+            .push((caller.to_string(), counts, count));
+        Ok(())
+    }
+
+    /// A callee row (`name (Nx)`) of the function before.
+    fn callee(
+        &self,
+        text: &str,
+        counts: Vec<i64>,
+        line: &str,
+        arcs: &mut Arcs,
+    ) -> Result<(), String> {
+        let (callee, count) = call_count(text).ok_or_else(|| format!("bad callee '{line}'"))?;
+        arcs.insert((self.current.clone(), callee.to_string()), (counts, count));
+        Ok(())
+    }
 }
 
 /// What cg_annotate or callgrind_annotate (3.19) printed.
@@ -420,8 +452,7 @@ pub fn parse_old(text: &str) -> Result<OldReport, String> {
         .position(|line| line.ends_with(" file:function"))
         .ok_or("no function table")?;
     let mut index = table + 2;
-    let mut pending_callers: Vec<(String, Vec<i64>, i64)> = Vec::new();
-    let mut current = String::new();
+    let mut tree = TreeRows::default();
     while index < lines.len() && !is_dashes(lines[index]) {
         let line = lines[index];
         index += 1;
@@ -432,21 +463,12 @@ pub fn parse_old(text: &str) -> Result<OldReport, String> {
         let counts = zeros(counts);
         let text = text.trim_start();
         if let Some(function) = text.strip_prefix("* ") {
-            current = without_object(function.trim_start()).to_string();
-            report.functions.insert(current.clone(), counts);
-            for (caller, cost, count) in pending_callers.drain(..) {
-                report.arcs.insert((caller, current.clone()), (cost, count));
-            }
+            let function = tree.function(function, &mut report.arcs);
+            report.functions.insert(function, counts);
         } else if let Some(caller) = text.strip_prefix("< ") {
-            let (caller, count) =
-                call_count(caller).ok_or_else(|| format!("bad caller '{line}'"))?;
-            pending_callers.push((caller.to_string(), counts, count));
+            tree.caller(caller, counts, line)?;
         } else if let Some(callee) = text.strip_prefix(">   ") {
-            let (callee, count) =
-                call_count(callee).ok_or_else(|| format!("bad callee '{line}'"))?;
-            report
-                .arcs
-                .insert((current.clone(), callee.to_string()), (counts, count));
+            tree.callee(callee, counts, line, &mut report.arcs)?;
         } else {
             report
                 .functions
