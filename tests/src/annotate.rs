@@ -281,8 +281,7 @@ fn parse_source(file: &str, body: &[&str], n: usize, report: &mut CgxReport) -> 
         }
         None => return Err(format!("{file}: empty section")),
     }
-    let mut next = 1;
-    let mut in_range = false;
+    let mut numbers = SourceLines::new();
     for line in rows {
         if line.is_empty() {
             continue;
@@ -293,32 +292,12 @@ fn parse_source(file: &str, body: &[&str], n: usize, report: &mut CgxReport) -> 
             }
             continue;
         }
-        if let Some(rest) = line.strip_prefix("-- line ") {
-            let number: u64 = rest
-                .split(' ')
-                .next()
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| format!("bad gap line '{line}'"))?;
-            if in_range {
-                in_range = false;
-            } else {
-                next = number;
-            }
+        if numbers.gap(line)? {
             continue;
         }
         let (counts, text) = parse_counts(line, n).ok_or_else(|| format!("bad row '{line}'"))?;
-        let line_number = if text.trim_start() == "<unknown (line 0)>" {
-            0
-        } else if let Some(bogus) = text.trim_start().strip_prefix("<bogus line ") {
-            bogus
-                .strip_suffix('>')
-                .and_then(|n| n.parse().ok())
-                .ok_or_else(|| format!("bad bogus line '{line}'"))?
-        } else {
-            in_range = true;
-            next += 1;
-            next - 1
-        };
+        let text = text.trim_start();
+        let line_number = numbers.number(text, text == "<unknown (line 0)>", line)?;
         if counts.iter().any(Option::is_some) {
             report
                 .lines
@@ -494,8 +473,7 @@ pub fn parse_old(text: &str) -> Result<OldReport, String> {
             continue;
         };
         index += 1; // dashes
-        let mut next = 1;
-        let mut in_range = false;
+        let mut numbers = SourceLines::new();
         let mut header_seen = false;
         while index < lines.len() && !is_dashes(lines[index]) {
             let line = lines[index];
@@ -508,17 +486,7 @@ pub fn parse_old(text: &str) -> Result<OldReport, String> {
                 header_seen = true;
                 continue;
             }
-            if let Some(rest) = line.strip_prefix("-- line ") {
-                let number: u64 = rest
-                    .split(' ')
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .ok_or_else(|| format!("bad gap line '{line}'"))?;
-                if in_range {
-                    in_range = false;
-                } else {
-                    next = number;
-                }
+            if numbers.gap(line)? {
                 continue;
             }
             let Some((counts, text)) = parse_counts(line, n) else {
@@ -528,18 +496,8 @@ pub fn parse_old(text: &str) -> Result<OldReport, String> {
             if text.starts_with("=> ") {
                 continue;
             }
-            let line_number = if text.starts_with("<counts for unidentified lines in ") {
-                0
-            } else if let Some(bogus) = text.strip_prefix("<bogus line ") {
-                bogus
-                    .strip_suffix('>')
-                    .and_then(|n| n.parse().ok())
-                    .ok_or_else(|| format!("bad bogus line '{line}'"))?
-            } else {
-                in_range = true;
-                next += 1;
-                next - 1
-            };
+            let unknown = text.starts_with("<counts for unidentified lines in ");
+            let line_number = numbers.number(text, unknown, line)?;
             if counts.iter().any(Option::is_some) {
                 report
                     .lines
@@ -721,30 +679,57 @@ pub fn zero_count_calls_to_called(profile: &Profile) -> Table {
         .collect()
 }
 
-/// Panics with the differing rows unless two tables are equal.
-pub fn assert_same_rows<K: Ord + std::fmt::Debug>(
-    expected: &BTreeMap<K, Vec<i64>>,
-    actual: &BTreeMap<K, Vec<i64>>,
-    context: &str,
-) {
-    let mut differences: Vec<String> = expected
-        .iter()
-        .filter(|(key, counts)| actual.get(*key) != Some(counts))
-        .map(|(key, counts)| format!("  {key:?}: {counts:?} != {:?}", actual.get(key)))
-        .collect();
-    differences.extend(
-        actual
-            .iter()
-            .filter(|(key, _)| !expected.contains_key(*key))
-            .map(|(key, counts)| format!("  {key:?}: missing != {counts:?}")),
-    );
-    assert!(
-        differences.is_empty(),
-        "{context}: {} of {} rows differ (expected != actual):\n{}",
-        differences.len(),
-        expected.len(),
-        differences.join("\n")
-    );
+/// Numbers the rows of an annotated source listing, as cg_annotate and
+/// callgrind_annotate print them: rows count up from line 1; a `-- line N ---`
+/// marker before a range of rows says where the range starts (the one after it
+/// only closes it); the rows of line 0 and `<bogus line N>` rows say their own.
+struct SourceLines {
+    next: u64,
+    in_range: bool,
+}
+
+impl SourceLines {
+    fn new() -> SourceLines {
+        SourceLines {
+            next: 1,
+            in_range: false,
+        }
+    }
+
+    /// Takes `line` if it is a `-- line N ---` marker.
+    fn gap(&mut self, line: &str) -> Result<bool, String> {
+        let Some(rest) = line.strip_prefix("-- line ") else {
+            return Ok(false);
+        };
+        let number: u64 = rest
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("bad gap line '{line}'"))?;
+        if self.in_range {
+            self.in_range = false;
+        } else {
+            self.next = number;
+        }
+        Ok(true)
+    }
+
+    /// The line number of a row whose text (after the counts) is `text`;
+    /// `unknown` says it is the row of line 0. `line` is the whole row, for errors.
+    fn number(&mut self, text: &str, unknown: bool, line: &str) -> Result<u64, String> {
+        if unknown {
+            return Ok(0);
+        }
+        if let Some(bogus) = text.strip_prefix("<bogus line ") {
+            return bogus
+                .strip_suffix('>')
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("bad bogus line '{line}'"));
+        }
+        self.in_range = true;
+        self.next += 1;
+        Ok(self.next - 1)
+    }
 }
 
 #[cfg(test)]

@@ -76,20 +76,30 @@ fn map_difference<K: Ord + Debug, V: PartialEq + Debug>(
 
 /// Panics with the differing rows unless two function tables are equal.
 pub fn assert_same_functions(expected: &Functions, actual: &Functions, context: &str) {
+    assert_same_rows(expected, actual, context);
+}
+
+/// Panics with the differing rows unless two tables (function, file or line →
+/// counts) are equal.
+pub fn assert_same_rows<K: Ord + Debug, V: PartialEq + Debug>(
+    expected: &BTreeMap<K, V>,
+    actual: &BTreeMap<K, V>,
+    context: &str,
+) {
     let mut differences: Vec<String> = expected
         .iter()
-        .filter(|(function, costs)| actual.get(*function) != Some(costs))
-        .map(|(function, costs)| format!("  {function}: {costs:?} != {:?}", actual.get(function)))
+        .filter(|(key, counts)| actual.get(*key) != Some(counts))
+        .map(|(key, counts)| format!("  {key:?}: {counts:?} != {:?}", actual.get(key)))
         .collect();
     differences.extend(
         actual
             .iter()
-            .filter(|(function, _)| !expected.contains_key(*function))
-            .map(|(function, costs)| format!("  {function}: missing != {costs:?}")),
+            .filter(|(key, _)| !expected.contains_key(*key))
+            .map(|(key, counts)| format!("  {key:?}: missing != {counts:?}")),
     );
     assert!(
         differences.is_empty(),
-        "{context}: {} of {} functions differ (expected != actual):\n{}",
+        "{context}: {} of {} rows differ (expected != actual):\n{}",
         differences.len(),
         expected.len(),
         differences.join("\n")

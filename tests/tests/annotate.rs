@@ -23,10 +23,11 @@ use std::path::{Path, PathBuf};
 
 use cgx_formats::{read_path, Profile};
 use cgx_tests::annotate::{
-    add_row, assert_same_rows, cg_diff, cg_merge, cgx_annotate, file_totals, nonzero, old_annotate,
-    profile_program, zero_count_arcs, zero_count_call_lines, zero_count_calls_to_called, Arcs,
-    CgxReport, Lines, OldReport, Table,
+    add_row, cg_diff, cg_merge, cgx_annotate, file_totals, nonzero, old_annotate, profile_program,
+    zero_count_arcs, zero_count_call_lines, zero_count_calls_to_called, Arcs, CgxReport, Lines,
+    OldReport, Table,
 };
+use cgx_tests::compare::assert_same_rows;
 use cgx_tests::tables::zero_count_calls;
 use cgx_tests::tests_dir;
 use cgx_tests::valgrind::{Case, Tool, CACHEGRIND_SIMULATORS};
