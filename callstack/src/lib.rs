@@ -1,4 +1,114 @@
-//! The collector of cgx: per-thread shadow call stacks of call arcs with inclusive
-//! costs (the global-counter method of the back-dating paper).
+//! The collector of cgx: turns the engine's events into Callgrind profiles.
 //!
-//! Nothing here yet: it arrives with issue 4 ("cgx run").
+//! Per thread a shadow call stack of call arcs (JCCs) with inclusive costs by
+//! the global-counter method (seed 004, method 3), and Callgrind's rules for
+//! what is a call, a return and a function context (DESIGN.md, "Facts").
+//!
+//! - [`Options`]: Callgrind's collection options.
+//! - [`Collector`]: an [`cgx_engine::EventSink`] for all traced processes; it
+//!   hands back finished [`Dump`]s (a process exited, or a client request asked
+//!   for a dump).
+//!
+//! One module per concept, as in Callgrind: `thread` holds the rules
+//! for calls and returns, `functions` what a block belongs to, `context` the
+//! names with callers and recursion levels, `costs` the tables, `process`
+//! the client requests and dumps, `dump` the conversion to a profile part.
+
+mod collector;
+mod context;
+mod costs;
+mod dump;
+mod functions;
+mod pattern;
+mod process;
+mod thread;
+
+pub use collector::Collector;
+
+use cgx_formats::{Profile, TooManyNames};
+
+/// What can go wrong while collecting.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A profile needs more distinct names than the format can number.
+    #[error("the profile of process {pid} cannot be written: {source}")]
+    TooManyNames {
+        /// The process.
+        pid: i32,
+        /// The underlying limit.
+        source: TooManyNames,
+    },
+}
+
+/// Callgrind's collection and dump options, with Valgrind's defaults.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `--separate-recs=N` (default 2): recursion levels shown as `fn'2` …
+    pub separate_recursions: u32,
+    /// `--separate-callers=N` (default 0): caller chains in names, `fn'caller`.
+    pub separate_callers: u32,
+    /// `--separate-threads=yes`: one dump per thread.
+    pub separate_threads: bool,
+    /// `--skip-plt=yes` (default): PLT stubs' cost goes to their caller.
+    pub skip_plt: bool,
+    /// `--fn-skip=PATTERN`: functions whose cost goes to their caller.
+    pub fn_skip: Vec<String>,
+    /// `--toggle-collect=PATTERN`: collection toggles while inside these.
+    pub toggle_collect: Vec<String>,
+    /// `--collect-atstart=yes` (default).
+    pub collect_atstart: bool,
+    /// `--instr-atstart=yes` (default).
+    pub instr_atstart: bool,
+    /// `--dump-instr=yes`: positions by instruction address.
+    pub dump_instr: bool,
+    /// `--dump-line=yes` (default): positions by source line.
+    pub dump_line: bool,
+    /// `--collect-jumps=yes`: jump= / jcnd= lines.
+    pub collect_jumps: bool,
+    /// `--combine-dumps=yes`: all dumps of a process as parts of one file.
+    pub combine_dumps: bool,
+    /// Cachegrind's attribution instead of Callgrind's: every instruction is
+    /// charged to its own function (no call graph, PLT stubs are functions),
+    /// and a thread's last block counts (Callgrind never charges it: it adds
+    /// a block's cost when the next one starts).
+    pub cachegrind: bool,
+    /// The command line for the `cmd:` header.
+    pub command: String,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            separate_recursions: 2,
+            separate_callers: 0,
+            separate_threads: false,
+            skip_plt: true,
+            fn_skip: Vec::new(),
+            toggle_collect: Vec::new(),
+            collect_atstart: true,
+            instr_atstart: true,
+            dump_instr: false,
+            dump_line: true,
+            collect_jumps: false,
+            combine_dumps: false,
+            cachegrind: false,
+            command: String::new(),
+        }
+    }
+}
+
+/// One profile ready to be written: what Valgrind writes as one file.
+#[derive(Debug)]
+pub struct Dump {
+    /// The process it belongs to (`%p` of the output name).
+    pub pid: i32,
+    /// The dump's number when the program asked for dumps (DUMP_STATS):
+    /// Valgrind appends `.N` to the file name; `None` for the final dump of a
+    /// process that never asked.
+    pub sequence: Option<u32>,
+    /// The thread's number (1, 2, …) with `--separate-threads=yes`: Valgrind
+    /// appends `-01`, `-02` … to the file name.
+    pub thread: Option<u32>,
+    /// The profile.
+    pub profile: Profile,
+}

@@ -4,6 +4,7 @@
 
 mod annotate;
 mod convert;
+mod run;
 
 use std::process::ExitCode;
 
@@ -19,12 +20,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a program under cgx and write its profile (not built yet: issue 4).
-    Run {
-        /// The program and its arguments.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
-        program: Vec<String>,
-    },
+    /// Run a program and write its profile, as Valgrind does.
+    ///
+    /// `cgx run [OPTIONS] PROGRAM [ARGS...]` takes Valgrind's options
+    /// (--tool=callgrind|cachegrind, --callgrind-out-file=NAME, --dump-instr=yes ...)
+    /// and writes callgrind.out.PID (or cachegrind.out.PID), as `valgrind
+    /// [OPTIONS] PROGRAM [ARGS...]` would: swap `valgrind` for `cgx run`.
+    Run(run::RunArgs),
     /// Print a cg_annotate / callgrind_annotate style report on profiles: totals,
     /// File:function and Function:file summaries, annotated source files.
     Annotate(annotate::AnnotateArgs),
@@ -48,14 +50,12 @@ impl YesNo {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { .. } => Err(anyhow::anyhow!(
-            "'cgx run' is not built yet (issue 4); use valgrind --tool=callgrind for now"
-        )),
-        Command::Annotate(args) => annotate::run(&args),
-        Command::Convert(args) => convert::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Annotate(args) => annotate::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Convert(args) => convert::run(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("cgx: {error:#}");
             ExitCode::FAILURE

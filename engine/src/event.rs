@@ -1,21 +1,126 @@
 //! The events a backend produces for the collector.
+//!
+//! A backend reports execution as a sequence of basic blocks, each followed by
+//! its executed instructions, tagged with the thread that ran them. The blocks
+//! are Valgrind's (VEX's, with block chasing off, as Callgrind runs it): a block
+//! starts where control arrives and ends after the first instruction that may
+//! transfer control (jump, conditional jump, call, return, system call,
+//! `int`/`ud2`/`hlt`/`pause`, the client-request marker, a taken `loop`/`jrcxz`),
+//! after each iteration of a REP string instruction, or after 60 instructions
+//! (VEX's `guest_max_insns` in Valgrind 3.19). This is what the collector needs
+//! to apply Callgrind's call/return rules at the same points as Callgrind.
+//!
+//! A block-based backend (the `translate` backend of issue 6) produces the same
+//! sequence: for each executed block one [`EventSink::block`] and then the
+//! block's instructions (known from decoding it once) up to the one where the
+//! block was left, so a sink cannot tell the backends apart.
 
-/// Receives the execution events of a traced program, in execution order.
+/// A thread of a traced process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Thread {
+    /// The process (thread group) id.
+    pub pid: i32,
+    /// The thread id (equal to `pid` for the main thread).
+    pub tid: i32,
+}
+
+/// How control arrived at a block: the kind of the exit the thread's previous
+/// block took (Callgrind's jump kinds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// The thread's first block: a new process, a new thread, a new program
+    /// after `execve`, or the first block of a signal handler.
+    Start,
+    /// Fall-through to the next instruction: a conditional jump not taken, or
+    /// a block that ended without a transfer (system call, REP iteration, the
+    /// block-length limit).
+    FallThrough,
+    /// A taken jump, direct or indirect.
+    Jump {
+        /// Whether the jump was conditional (`jcc`, `loop`, `jrcxz`).
+        conditional: bool,
+    },
+    /// A call instruction; its return address is `from` plus its length.
+    Call,
+    /// A return instruction.
+    Return,
+}
+
+/// The start of an executed block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// Address of the block's first instruction.
+    pub addr: u64,
+    /// The stack pointer when the block starts (after the transfer that led
+    /// here, e.g. after a call pushed its return address).
+    pub sp: u64,
+    /// How control arrived here.
+    pub arrival: Arrival,
+}
+
+/// How a traced process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this status (0–255).
+    Code(i32),
+    /// It was killed by this signal.
+    Signal {
+        /// The signal number.
+        signal: i32,
+        /// Whether it dumped core.
+        core_dumped: bool,
+    },
+}
+
+/// Receives the execution events of all traced processes and threads, in the
+/// order they happened (threads are traced one step at a time).
 ///
-/// Minimal for now: one call per executed instruction. A backend that works on
-/// whole basic blocks (the `translate` backend) produces the very same sequence of
-/// events: for each executed block it replays the block's instructions (address
-/// and length, known from decoding the block once) up to the instruction where
-/// the block was left, so a sink cannot tell the backends apart. Later events
-/// (data accesses, branch outcomes, calls and returns with the stack pointer)
-/// will be added as further methods with empty default bodies.
+/// Only [`EventSink::block`] and [`EventSink::instruction`] are required; the
+/// other events have empty defaults.
 pub trait EventSink {
-    /// One execution of the instruction of `len` bytes at `addr`.
+    /// `thread` starts executing a block.
+    fn block(&mut self, thread: Thread, block: Block);
+
+    /// One execution of the instruction of `len` bytes at `addr`, in the block
+    /// last started by `thread`.
     ///
     /// A REP string instruction is reported once per iteration plus once for
     /// the final `rcx == 0` check, as Valgrind counts it (`rep movsb` with
-    /// rcx = N: N + 1 events; rcx = 0: one event).
-    fn instruction(&mut self, addr: u64, len: u8);
+    /// rcx = N: N + 1 events; rcx = 0: one event); each iteration is its own
+    /// block, as in Valgrind.
+    fn instruction(&mut self, thread: Thread, addr: u64, len: u8);
+
+    /// A Valgrind client request (the special instruction sequence): `args` are
+    /// the six words rax points to (`[request, arg1..arg5]`), `default` the
+    /// value of rdx. The returned value is written to rdx.
+    fn client_request(&mut self, _thread: Thread, _args: [u64; 6], default: u64) -> u64 {
+        default
+    }
+
+    /// The kernel delivered `signal` to `thread` and it enters the handler;
+    /// its next block (arrival [`Arrival::Start`]) is the handler's first.
+    fn signal_handler_entered(&mut self, _thread: Thread, _signal: i32) {}
+
+    /// `thread` returned from its innermost signal handler (`rt_sigreturn`);
+    /// its next block continues the interrupted code.
+    fn signal_handler_returned(&mut self, _thread: Thread) {}
+
+    /// A new thread `thread` was created (its first block follows).
+    fn thread_started(&mut self, _thread: Thread) {}
+
+    /// `thread` ended (the process goes on, unless it was the last thread).
+    fn thread_exited(&mut self, _thread: Thread) {}
+
+    /// `parent` forked (or vforked); the new process `child_pid` continues with
+    /// a copy of the parent's state. Its events follow with `pid == child_pid`.
+    fn forked(&mut self, _parent: Thread, _child_pid: i32) {}
+
+    /// Process `pid` replaced its program with `execve`; it is traced on only
+    /// if the engine was asked to trace children.
+    fn exec(&mut self, _pid: i32, _traced: bool) {}
+
+    /// Process `pid` ended.
+    fn process_exited(&mut self, _pid: i32, _exit: Exit) {}
 }
 
 /// An [`EventSink`] that only counts instructions.
@@ -26,13 +131,9 @@ pub struct InstructionCounter {
 }
 
 impl EventSink for InstructionCounter {
-    fn instruction(&mut self, _addr: u64, _len: u8) {
-        self.instructions += 1;
-    }
-}
+    fn block(&mut self, _thread: Thread, _block: Block) {}
 
-impl<S: EventSink + ?Sized> EventSink for &mut S {
-    fn instruction(&mut self, addr: u64, len: u8) {
-        (**self).instruction(addr, len);
+    fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {
+        self.instructions += 1;
     }
 }

@@ -1,11 +1,13 @@
 //! Starting a program under ptrace: resolve it like a shell, pin the tracer to
-//! one CPU, fork, `PTRACE_TRACEME` and exec in the child.
+//! one CPU, ignore SIGINT/SIGQUIT in the tracer, fork, `PTRACE_TRACEME` and
+//! exec in the child (with the interrupt signals' dispositions restored).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 
@@ -160,6 +162,102 @@ impl Drop for CpuPin {
     }
 }
 
+/// The signals a tracer ignores while its tracee runs (like a shell's `time`):
+/// the terminal sends them to the whole foreground process group, and they
+/// must end the tracee, not the tracer.
+const INTERRUPTS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGQUIT];
+
+/// Dispositions of [`INTERRUPTS`] before the first live [`InterruptGuard`],
+/// and how many guards are alive (runs may overlap on several threads).
+struct Ignoring {
+    guards: usize,
+    previous: [libc::sigaction; 2],
+}
+
+// SAFETY: `sigaction` is plain data (a handler address, a mask, flags).
+unsafe impl Send for Ignoring {}
+
+static IGNORING: Mutex<Option<Ignoring>> = Mutex::new(None);
+
+/// While alive, the process ignores SIGINT and SIGQUIT; the last guard
+/// dropped restores the previous dispositions.
+pub(crate) struct InterruptGuard;
+
+impl InterruptGuard {
+    /// Starts ignoring SIGINT and SIGQUIT (if no other guard does already).
+    pub(crate) fn ignore() -> InterruptGuard {
+        let mut ignoring = IGNORING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match ignoring.as_mut() {
+            Some(ignoring) => ignoring.guards += 1,
+            None => {
+                // SAFETY: sigaction is plain data; the calls get valid pointers.
+                unsafe {
+                    let mut previous: [libc::sigaction; 2] = std::mem::zeroed();
+                    let mut ignore: libc::sigaction = std::mem::zeroed();
+                    ignore.sa_sigaction = libc::SIG_IGN;
+                    for (signal, previous) in INTERRUPTS.iter().zip(previous.iter_mut()) {
+                        libc::sigaction(*signal, &ignore, previous);
+                    }
+                    *ignoring = Some(Ignoring {
+                        guards: 1,
+                        previous,
+                    });
+                }
+            }
+        }
+        InterruptGuard
+    }
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        let mut ignoring = IGNORING
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(state) = ignoring.as_mut() {
+            state.guards -= 1;
+            if state.guards == 0 {
+                // SAFETY: restoring dispositions sigaction returned.
+                unsafe {
+                    for (signal, previous) in INTERRUPTS.iter().zip(state.previous.iter()) {
+                        libc::sigaction(*signal, previous, std::ptr::null_mut());
+                    }
+                }
+                *ignoring = None;
+            }
+        }
+    }
+}
+
+/// The dispositions a new tracee gets for [`INTERRUPTS`]: ignored if they
+/// were ignored before any [`InterruptGuard`] (e.g. under `nohup`), else the
+/// default.
+fn interrupt_dispositions_for_child() -> [libc::sighandler_t; 2] {
+    let ignoring = IGNORING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut dispositions = [libc::SIG_DFL; 2];
+    for (index, signal) in INTERRUPTS.iter().enumerate() {
+        let handler = match ignoring.as_ref() {
+            Some(state) => state.previous[index].sa_sigaction,
+            None => {
+                // SAFETY: querying a disposition into a local.
+                unsafe {
+                    let mut current: libc::sigaction = std::mem::zeroed();
+                    libc::sigaction(*signal, std::ptr::null(), &mut current);
+                    current.sa_sigaction
+                }
+            }
+        };
+        if handler == libc::SIG_IGN {
+            dispositions[index] = libc::SIG_IGN;
+        }
+    }
+    dispositions
+}
+
 /// A traced child, stopped right after its `execve` (before its first
 /// instruction). Killed and reaped when dropped unless [`Tracee::finished`] was
 /// called.
@@ -212,6 +310,7 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
         return Err(Error::last_os("pipe2"));
     }
     let [read_end, write_end] = fds;
+    let interrupt_dispositions = interrupt_dispositions_for_child();
 
     // SAFETY: fork; the child only makes async-signal-safe calls before execve
     // or _exit, on data prepared before the fork.
@@ -229,6 +328,11 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
         // SAFETY: the child; see above.
         unsafe {
             libc::close(read_end);
+            for (signal, handler) in INTERRUPTS.iter().zip(interrupt_dispositions) {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = handler;
+                libc::sigaction(*signal, &action, std::ptr::null_mut());
+            }
             if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == 0 {
                 libc::execv(c_path.as_ptr(), argv_ptrs.as_ptr());
             }
@@ -277,7 +381,11 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
             "the child did not stop after execve (wait status {status:#x})"
         )));
     }
-    let options = libc::PTRACE_O_EXITKILL | libc::PTRACE_O_TRACEEXEC;
+    let options = libc::PTRACE_O_EXITKILL
+        | libc::PTRACE_O_TRACEEXEC
+        | libc::PTRACE_O_TRACECLONE
+        | libc::PTRACE_O_TRACEFORK
+        | libc::PTRACE_O_TRACEVFORK;
     // SAFETY: ptrace on our stopped tracee.
     if unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options) } != 0 {
         return Err(Error::last_os("ptrace(PTRACE_SETOPTIONS)"));

@@ -3,10 +3,11 @@
 //! See `shared/DESIGN.md`, "Architecture".
 //!
 //! What exists (issue 4, in progress):
-//! - [`step::run`], the first slice of the `step` backend: start a program under
-//!   ptrace ([`launch`]), single-step it, decode each instruction with iced-x86
-//!   and report it to an [`event::EventSink`], with Valgrind's counting of REP
-//!   string instructions. One thread only so far; a block-based backend (issue 6)
+//! - [`step::run`], the `step` backend: start a program under ptrace
+//!   ([`launch`]), single-step every thread of every traced process, decode
+//!   each instruction with iced-x86 and report Valgrind's blocks and their
+//!   instructions, threads, forks, execs, signal handlers, client requests
+//!   and exits to an [`event::EventSink`]. A block-based backend (issue 6)
 //!   will produce the same events (see [`event::EventSink`]).
 //! - [`symbols`]: addresses to object, function, source file, line and inlined
 //!   frames, from /proc/PID/maps, ELF symbols and DWARF.
@@ -18,6 +19,6 @@ pub mod step;
 pub mod symbols;
 
 pub use error::{Error, Result};
-pub use event::{EventSink, InstructionCounter};
+pub use event::{Arrival, Block, EventSink, Exit, InstructionCounter, Thread};
 pub use launch::Command;
-pub use step::{Exit, Outcome};
+pub use step::{Outcome, RunOptions};

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use cgx_engine::symbols::{Mapping, Symbols, SymbolsError};
+use cgx_engine::symbols::{Mapping, SectionKind, Symbols, SymbolsError};
 use object::read::elf::{FileHeader, ProgramHeader};
 
 fn gcc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
@@ -265,4 +265,43 @@ fn unreadable_objects_are_reported_not_fatal() {
     );
     // Cached failures are not reported twice.
     assert!(syms.set_mappings(&maps).is_empty());
+}
+
+/// File address of `<name>:` in `objdump -d`.
+fn objdump_label(prog: &Path, name: &str) -> u64 {
+    let out = Command::new("objdump")
+        .arg("-d")
+        .arg(prog)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let label = format!("<{name}>:");
+    let line = text
+        .lines()
+        .find(|l| l.ends_with(&label))
+        .unwrap_or_else(|| panic!("{name} not in objdump output"));
+    u64::from_str_radix(line.split_whitespace().next().unwrap(), 16).unwrap()
+}
+
+#[test]
+fn section_kinds_as_valgrind() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = "#include <stdio.h>\nint main(void) { puts(\"hi\"); return 0; }\n";
+    // Lazy binding without IBT: calls go through `.plt`.
+    let prog = gcc(
+        dir.path(),
+        "dyn",
+        src,
+        &["-O0", "-fcf-protection=none", "-Wl,-z,lazy"],
+    );
+    let bias = 0x5555_0000_0000;
+    let mut syms = Symbols::new();
+    syms.set_mappings(&synthetic_maps(&prog, bias));
+    let (main, _) = nm(&prog, "main");
+    assert_eq!(syms.section_kind(main + bias), SectionKind::Text);
+    let plt = objdump_label(&prog, "puts@plt");
+    assert_eq!(syms.section_kind(plt + bias), SectionKind::Plt);
+    // Valgrind finds no name for a PLT stub either.
+    assert_eq!(syms.function(plt + bias), None);
+    assert_eq!(syms.section_kind(0x1000), SectionKind::Other);
 }

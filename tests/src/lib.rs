@@ -10,6 +10,9 @@
 //! - [`cli`]: the `cgx` binary.
 //! - [`pictures`]: readers of the stack formats (folded, pprof, speedscope).
 //! - [`annotate`]: `cgx annotate` and Valgrind's annotate tools, run and parsed.
+//! - [`run`]: `cgx run` and `valgrind --tool=callgrind` on the programs in
+//!   `tests/programs/run/`, and the tables by function, call arc and instruction
+//!   they are compared by.
 
 pub mod annotate;
 pub mod cli;
@@ -17,6 +20,7 @@ pub mod clients;
 pub mod compare;
 pub mod pictures;
 pub mod programs;
+pub mod run;
 pub mod tables;
 pub mod valgrind;
 

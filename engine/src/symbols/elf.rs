@@ -10,7 +10,7 @@ use object::read::elf::{FileHeader, ProgramHeader};
 use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
 
 use super::demangle::demangle;
-use super::SymbolsError;
+use super::{SectionKind as CodeSection, SymbolsError};
 
 type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
@@ -44,6 +44,8 @@ pub(super) struct Resolved {
 /// A parsed object file.
 pub(super) struct ElfObject {
     segments: Vec<Segment>,
+    /// File address ranges of `.text` and `.plt`: (start, end, kind).
+    sections: Vec<(u64, u64, CodeSection)>,
     symbols: Vec<Sym>,
     dwarf: Option<addr2line::Context<Reader>>,
 }
@@ -63,25 +65,26 @@ impl ElfObject {
         };
         let file = object::File::parse(&*data).map_err(elf_err)?;
         let segments = segments(&data).map_err(elf_err)?;
-        let symbols = symbols(&file);
+        let sections = code_sections(&file);
         let mut problem = None;
         let mut dwarf = None;
-        // Prefer the file's own DWARF; else a separate debug file found by build id.
-        let debug_data;
-        let debug_file;
+        // A separate debug file found by build id adds its symbols (local
+        // functions of stripped libraries) and, if the file has none, DWARF.
+        let debug_path = separate_debug_file(&file);
+        let debug_data = debug_path.as_ref().and_then(|p| std::fs::read(p).ok());
+        let debug_file = debug_data
+            .as_deref()
+            .and_then(|data| object::File::parse(data).ok());
+        let mut symbol_files = vec![&file];
+        symbol_files.extend(debug_file.as_ref());
+        let symbols = symbols(&symbol_files);
         let (dfile, dpath) = if has_dwarf(&file) {
             (Some(&file), shown.clone())
-        } else if let Some(p) = separate_debug_file(&file) {
-            match std::fs::read(&p) {
-                Ok(d) => {
-                    debug_data = d;
-                    debug_file = object::File::parse(&*debug_data).ok();
-                    (debug_file.as_ref(), p.display().to_string())
-                }
-                Err(_) => (None, shown.clone()),
-            }
         } else {
-            (None, shown.clone())
+            match (&debug_file, &debug_path) {
+                (Some(f), Some(p)) => (Some(f), p.display().to_string()),
+                _ => (None, shown.clone()),
+            }
         };
         if let Some(f) = dfile {
             match load_dwarf(f) {
@@ -97,6 +100,7 @@ impl ElfObject {
         Ok((
             ElfObject {
                 segments,
+                sections,
                 symbols,
                 dwarf,
             },
@@ -120,6 +124,14 @@ impl ElfObject {
                 .wrapping_sub(offset)
                 .wrapping_sub(seg.vaddr),
         )
+    }
+
+    /// The kind of section the file address `addr` is in.
+    pub fn section_kind(&self, addr: u64) -> CodeSection {
+        self.sections
+            .iter()
+            .find(|(start, end, _)| (*start..*end).contains(&addr))
+            .map_or(CodeSection::Other, |(_, _, kind)| *kind)
     }
 
     /// The function symbol containing the file address `addr`: (name, start).
@@ -166,6 +178,19 @@ impl ElfObject {
     }
 }
 
+/// The `.text` and `.plt` sections, as Valgrind 3.19's `readelf.c` records them
+/// (one of each per object; `.plt.sec` and `.plt.got` are neither).
+fn code_sections(file: &object::File) -> Vec<(u64, u64, CodeSection)> {
+    [(".text", CodeSection::Text), (".plt", CodeSection::Plt)]
+        .into_iter()
+        .filter_map(|(name, kind)| {
+            let section = file.section_by_name(name)?;
+            let start = section.address();
+            (section.size() > 0).then(|| (start, start + section.size(), kind))
+        })
+        .collect()
+}
+
 fn segments(data: &[u8]) -> Result<Vec<Segment>, object::Error> {
     let header = object::elf::FileHeader64::<object::Endianness>::parse(data)?;
     let endian = header.endian()?;
@@ -182,11 +207,22 @@ fn segments(data: &[u8]) -> Result<Vec<Segment>, object::Error> {
         .collect())
 }
 
-/// Function symbols from `.symtab` and `.dynsym`, sorted, one per start address.
-fn symbols(file: &object::File) -> Vec<Sym> {
-    // (start, size, rank, name, end of section)
-    let mut all: Vec<(u64, u64, u8, String, u64)> = Vec::new();
-    for s in file.symbols().chain(file.dynamic_symbols()) {
+/// Function symbols from `.symtab` and `.dynsym` of `files` (an object and
+/// its separate debug file), sorted, one per start address.
+///
+/// Of several names at one address the one Valgrind prefers wins: sized
+/// before unsized, then the shortest name without its `@version`, then the
+/// versioned one, then the first in byte order.
+fn symbols(files: &[&object::File]) -> Vec<Sym> {
+    // (start, size, unsized, unversioned length, unversioned, name, end of section)
+    type Candidate = (u64, u64, bool, usize, bool, String, u64);
+    let mut all: Vec<Candidate> = Vec::new();
+    let every_symbol = files.iter().flat_map(|file| {
+        file.symbols()
+            .chain(file.dynamic_symbols())
+            .map(move |s| (file, s))
+    });
+    for (file, s) in every_symbol {
         if s.is_undefined() || s.address() == 0 {
             continue;
         }
@@ -206,17 +242,22 @@ fn symbols(file: &object::File) -> Vec<Sym> {
         if !ok || name.is_empty() {
             continue;
         }
-        // Prefer sized, global, fewer leading underscores, shorter names.
-        let underscores = name.bytes().take_while(|&b| b == b'_').count().min(15) as u8;
-        let rank =
-            (u8::from(s.size() == 0) << 6) | (u8::from(!s.is_global()) << 5) | (underscores << 1);
+        let unversioned = name.find('@').unwrap_or(name.len());
         let section_end = section.address() + section.size();
-        all.push((s.address(), s.size(), rank, name.to_owned(), section_end));
+        all.push((
+            s.address(),
+            s.size(),
+            s.size() == 0,
+            unversioned,
+            unversioned == name.len(),
+            name.to_owned(),
+            section_end,
+        ));
     }
-    all.sort_by(|a, b| (a.0, a.2, a.3.len(), &a.3).cmp(&(b.0, b.2, b.3.len(), &b.3)));
+    all.sort_by(|a, b| (a.0, a.2, a.3, a.4, &a.5).cmp(&(b.0, b.2, b.3, b.4, &b.5)));
     all.dedup_by_key(|s| s.0);
     let mut out: Vec<Sym> = Vec::with_capacity(all.len());
-    for (i, (start, size, _, name, section_end)) in all.iter().enumerate() {
+    for (i, (start, size, _, _, _, name, section_end)) in all.iter().enumerate() {
         let end = if *size > 0 {
             start + size
         } else {

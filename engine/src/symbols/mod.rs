@@ -40,6 +40,24 @@ pub struct Function {
     pub start: u64,
 }
 
+/// The kind of section an address is in, as Valgrind tells them apart (its
+/// `VgSectKind`, reduced to what code can execute in). Callgrind treats a jump
+/// between sections of different kinds as a call, and skips functions whose
+/// first block is in the PLT (`--skip-plt=yes`).
+///
+/// As in Valgrind 3.19, only the `.text` section is [`SectionKind::Text`] and
+/// only `.plt` is [`SectionKind::Plt`]: the `.plt.sec` (IBT) and `.plt.got`
+/// stubs, `.init` and `.fini` are [`SectionKind::Other`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SectionKind {
+    /// The object's `.text` section.
+    Text,
+    /// The object's `.plt` section (lazy-binding stubs).
+    Plt,
+    /// Anything else: other sections, anonymous memory, unknown objects.
+    Other,
+}
+
 /// A function inlined at the looked-up address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InlinedFrame {
@@ -233,9 +251,26 @@ impl Symbols {
         })
     }
 
+    /// The kind of section `addr` is in: cheap enough to ask for every block.
+    /// A PLT stub has no function symbol ([`Symbols::function`] gives `None`,
+    /// as Valgrind finds no name): Callgrind then names it after its address,
+    /// `format!("{addr:#018x} [PLT]")`, e.g. `0x0000000000109030 [PLT]`.
+    pub fn section_kind(&self, addr: u64) -> SectionKind {
+        match self.region(addr).and_then(|region| region.elf.as_ref()) {
+            Some((obj, bias)) => obj.section_kind(addr.wrapping_sub(*bias)),
+            None => SectionKind::Other,
+        }
+    }
+
     /// Whether `addr` is the first instruction of a known function.
     pub fn is_function_start(&self, addr: u64) -> bool {
         self.function(addr).is_some_and(|f| f.start == addr)
+    }
+
+    /// The load bias of the object containing `addr` (its runtime address
+    /// minus its link-time address), if the object could be read.
+    pub fn bias(&self, addr: u64) -> Option<u64> {
+        self.region(addr)?.elf.as_ref().map(|(_, bias)| *bias)
     }
 
     /// The object path of `addr`, `???` outside every executable mapping.

@@ -1,0 +1,191 @@
+//! Turns a process's cost tables into a Callgrind part, as Callgrind's dump
+//! writes it: self cost per instruction (or per source line), and a call
+//! record for every arc with a non-zero inclusive cost.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cgx_engine::symbols::Symbols;
+use cgx_formats::{
+    Events, FunctionId, NameId, Names, Part, PartHeader, Position, PositionKinds, Record,
+    TooManyNames,
+};
+use rustc_hash::FxHashMap;
+
+use crate::context::{Centre, Contexts};
+use crate::costs::{add, Costs};
+use crate::functions::Functions;
+use crate::process::EVENTS;
+use crate::Options;
+
+/// What a part's header says besides the costs.
+pub(crate) struct PartInfo<'a> {
+    /// The process.
+    pub pid: i32,
+    /// The dump's number (`part:`).
+    pub part: u32,
+    /// The thread (`thread:`), with `--separate-threads=yes`.
+    pub thread: Option<u32>,
+    /// Why the dump was made (`desc: Trigger:`).
+    pub trigger: &'a str,
+    /// Blocks executed at the previous dump and now (`desc: Timerange:`).
+    pub blocks: (u64, u64),
+    /// The counted cost since the last dump (`summary:`); the totals when
+    /// `None`.
+    pub summary: Option<Vec<u64>>,
+}
+
+/// Source positions of instructions, looked up once.
+struct SourcePositions<'a> {
+    symbols: &'a Symbols,
+    cache: FxHashMap<u64, (Option<Arc<str>>, u64)>,
+}
+
+impl SourcePositions<'_> {
+    /// The source file (if known) and line (0 if unknown) of `addr`.
+    fn of(&mut self, addr: u64) -> (Option<Arc<str>>, u64) {
+        let symbols = self.symbols;
+        self.cache
+            .entry(addr)
+            .or_insert_with(|| {
+                let location = symbols.lookup(addr);
+                (location.file, u64::from(location.line))
+            })
+            .clone()
+    }
+}
+
+/// Builds the part for `costs`, interning names into `names`.
+pub(crate) fn build_part(
+    names: &mut Names,
+    costs: &Costs,
+    contexts: &Contexts,
+    functions: &Functions,
+    symbols: &Symbols,
+    options: &Options,
+    info: &PartInfo<'_>,
+) -> Result<Part, TooManyNames> {
+    let positions = PositionKinds {
+        instr: options.dump_instr,
+        line: options.dump_line || !options.dump_instr,
+    };
+    let mut part = Part::new(Events::new(EVENTS.iter().copied()), positions);
+    part.header = PartHeader {
+        pid: Some(info.pid as u64),
+        thread: info.thread.map(u64::from),
+        part: Some(u64::from(info.part)),
+        cmd: Some(options.command.clone()),
+        desc: vec![
+            format!(
+                "Timerange: Basic block {} - {}",
+                info.blocks.0, info.blocks.1
+            ),
+            format!("Trigger: {}", info.trigger),
+        ],
+        extra: Vec::new(),
+    };
+    let mut sources = SourcePositions {
+        symbols,
+        cache: FxHashMap::default(),
+    };
+    let mut function_ids: FxHashMap<Centre, FunctionId> = FxHashMap::default();
+    let mut function_of = |names: &mut Names, centre: Centre| -> Result<FunctionId, TooManyNames> {
+        if let Some(id) = function_ids.get(&centre) {
+            return Ok(*id);
+        }
+        let function = functions.get(contexts.function(centre.cxt));
+        let id = FunctionId {
+            object: names.intern(&function.object)?,
+            file: names.intern(&function.file)?,
+            name: names.intern(&contexts.name(centre, functions))?,
+        };
+        function_ids.insert(centre, id);
+        Ok(id)
+    };
+
+    // Self costs, in centre and address order; by line unless by address.
+    let mut self_costs: Vec<(&(Centre, u64), &Vec<u64>)> = costs.self_costs.iter().collect();
+    self_costs.sort_by_key(|(key, _)| **key);
+    let mut totals = vec![0u64; EVENTS.len()];
+    let mut by_line: BTreeMap<(Centre, NameId, u64), Vec<u64>> = BTreeMap::new();
+    for (&(centre, addr), cost) in self_costs {
+        add(&mut totals, cost);
+        let function = function_of(names, centre)?;
+        let (file, line) = sources.of(addr);
+        let file = match file {
+            Some(file) => names.intern(&file)?,
+            None => function.file,
+        };
+        if options.dump_instr {
+            let at = Position {
+                instr: addr,
+                line: if positions.line { line } else { 0 },
+            };
+            part.push(
+                function,
+                &Record::Cost {
+                    file,
+                    at,
+                    costs: cost,
+                },
+            );
+        } else {
+            let sum = by_line
+                .entry((centre, file, line))
+                .or_insert_with(|| vec![0; cost.len()]);
+            add(sum, cost);
+        }
+    }
+    for ((centre, file, line), cost) in &by_line {
+        let function = function_of(names, *centre)?;
+        let at = Position {
+            instr: 0,
+            line: *line,
+        };
+        part.push(
+            function,
+            &Record::Cost {
+                file: *file,
+                at,
+                costs: cost,
+            },
+        );
+    }
+
+    // Calls with a non-zero inclusive cost.
+    let mut arcs: Vec<_> = costs
+        .arcs
+        .iter()
+        .filter(|(_, cost)| cost.inclusive.iter().any(|&c| c != 0))
+        .collect();
+    arcs.sort_by_key(|(arc, _)| **arc);
+    for (arc, cost) in arcs {
+        let caller = function_of(names, arc.from)?;
+        let callee = function_of(names, arc.to)?;
+        let (site_file, site_line) = sources.of(arc.site);
+        let file = match site_file {
+            Some(file) => names.intern(&file)?,
+            None => caller.file,
+        };
+        let (_, target_line) = sources.of(arc.target);
+        let position = |instr: u64, line: u64| Position {
+            instr: if positions.instr { instr } else { 0 },
+            line: if positions.line { line } else { 0 },
+        };
+        part.push(
+            caller,
+            &Record::Call {
+                file,
+                at: position(arc.site, site_line),
+                callee,
+                target: position(arc.target, target_line),
+                count: cost.count,
+                inclusive: &cost.inclusive,
+            },
+        );
+    }
+
+    part.summary = Some(info.summary.clone().unwrap_or_else(|| totals.clone()));
+    part.totals = Some(totals);
+    Ok(part)
+}

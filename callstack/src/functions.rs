@@ -1,0 +1,196 @@
+//! Functions as Callgrind knows them, and what it remembers of each block.
+//!
+//! Callgrind names a block's function once, from the block's first address:
+//! the symbol containing it (or the address, for code without symbols), the
+//! object it is in, and the source file of that first instruction. A function
+//! is the triple (object, file, name), so one whose blocks start in an inlined
+//! header's code appears once per file, as in Valgrind.
+
+use std::sync::Arc;
+
+use cgx_engine::symbols::{SectionKind, Symbols, UNKNOWN};
+use indexmap::IndexMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+
+use crate::pattern::matches;
+use crate::Options;
+
+/// The number of a function of a process (its index in [`Functions`]).
+pub(crate) type FnId = u32;
+
+/// The names Valgrind shows as `(below main)`.
+fn is_below_main(name: &str) -> bool {
+    matches!(
+        name,
+        "__libc_start_main" | "__libc_start_call_main" | "generic_start_main" | "_start"
+    ) || name.starts_with("__libc_start_main.")
+        || name.starts_with("generic_start_main.")
+}
+
+/// A function and the options that apply to it.
+#[derive(Clone, Debug)]
+pub(crate) struct Function {
+    /// The object's path.
+    pub object: Arc<str>,
+    /// The source file of the function's first block seen, or `???`.
+    pub file: Arc<str>,
+    /// The (demangled) name.
+    pub name: Arc<str>,
+    /// Calls to it are not tracked: its cost goes to its caller (PLT stubs,
+    /// `--fn-skip`).
+    pub skip: bool,
+    /// A jump out of it replaces its own call (`_dl_runtime_resolve`).
+    pub pop_on_jump: bool,
+    /// Entering and leaving it toggles collection (`--toggle-collect`).
+    pub toggle_collect: bool,
+}
+
+/// A function's identity: object, file and name.
+type FunctionKey = (Arc<str>, Arc<str>, Arc<str>);
+
+/// What Callgrind remembers of a block (by its first address).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockInfo {
+    /// The block's function.
+    pub function: FnId,
+    /// Whether the block starts at its function's first instruction.
+    pub is_entry: bool,
+    /// The number of the object it is in.
+    pub object: u32,
+    /// The kind of section it is in.
+    pub section: SectionKind,
+}
+
+/// The functions of a process and the blocks seen so far.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Functions {
+    functions: IndexMap<FunctionKey, Function, FxBuildHasher>,
+    objects: IndexMap<Arc<str>, (), FxBuildHasher>,
+    blocks: FxHashMap<u64, BlockInfo>,
+    /// Cachegrind's function of each instruction.
+    instructions: FxHashMap<u64, FnId>,
+}
+
+impl Functions {
+    /// The function numbered `id`.
+    pub fn get(&self, id: FnId) -> &Function {
+        &self.functions[id as usize]
+    }
+
+    /// The function Cachegrind charges the instruction at `addr` to: the
+    /// symbol containing it, `???` for none, with the instruction's own file.
+    pub fn of_instruction(&mut self, addr: u64, symbols: &mut Symbols, pid: i32) -> FnId {
+        if let Some(function) = self.instructions.get(&addr) {
+            return *function;
+        }
+        refresh_if_unknown(addr, symbols, pid);
+        let location = symbols.lookup(addr);
+        let name: Arc<str> = match &location.function {
+            Some(function) if is_below_main(&function.name) => Arc::from("(below main)"),
+            Some(function) => function.name.clone(),
+            None => Arc::from(UNKNOWN),
+        };
+        let file = location.file.clone().unwrap_or_else(|| Arc::from(UNKNOWN));
+        let key = (location.object.clone(), file.clone(), name.clone());
+        let entry = self.functions.entry(key);
+        let function = entry.index() as FnId;
+        entry.or_insert_with(|| Function {
+            object: location.object,
+            file,
+            name,
+            skip: false,
+            pop_on_jump: false,
+            toggle_collect: false,
+        });
+        self.instructions.insert(addr, function);
+        function
+    }
+
+    /// What is known of the block starting at `addr`, looked up once.
+    /// `symbols` is refreshed from the process's maps when `addr` is outside
+    /// every known object (new code, e.g. after `dlopen`).
+    pub fn block(
+        &mut self,
+        addr: u64,
+        symbols: &mut Symbols,
+        pid: i32,
+        options: &Options,
+    ) -> BlockInfo {
+        if let Some(info) = self.blocks.get(&addr) {
+            return *info;
+        }
+        refresh_if_unknown(addr, symbols, pid);
+        let section = symbols.section_kind(addr);
+        let mut location = symbols.lookup(addr);
+        if section != SectionKind::Text {
+            // Valgrind knows objects by their text: other code (PLT, .init)
+            // is in no object and has no name.
+            location.object = Arc::from(UNKNOWN);
+            location.function = None;
+            location.file = None;
+        }
+        let (name, is_entry): (Arc<str>, bool) = match &location.function {
+            Some(function) if is_below_main(&function.name) => {
+                (Arc::from("(below main)"), function.start == addr)
+            }
+            Some(function) => (function.name.clone(), function.start == addr),
+            None => {
+                // The address within the object, as Valgrind names it.
+                let bias = match section {
+                    SectionKind::Text => symbols.bias(addr).unwrap_or(0),
+                    _ => 0,
+                };
+                let offset = addr.wrapping_sub(bias);
+                (Arc::from(unknown_name(offset, section)), false)
+            }
+        };
+        let file: Arc<str> = location.file.clone().unwrap_or_else(|| Arc::from(UNKNOWN));
+        let object = location.object.clone();
+        let (object_number, _) = self.objects.insert_full(object.clone(), ());
+        let key = (object.clone(), file.clone(), name.clone());
+        let function = match self.functions.get_index_of(&key) {
+            Some(index) => index,
+            None => {
+                let skip = (options.skip_plt && section == SectionKind::Plt)
+                    || options.fn_skip.iter().any(|p| matches(p, &name));
+                let function = Function {
+                    object,
+                    file,
+                    pop_on_jump: name.starts_with("_dl_runtime_resolve"),
+                    toggle_collect: options.toggle_collect.iter().any(|p| matches(p, &name)),
+                    name,
+                    skip,
+                };
+                self.functions.insert_full(key, function).0
+            }
+        };
+        let info = BlockInfo {
+            function: function as FnId,
+            is_entry,
+            object: object_number as u32,
+            section,
+        };
+        self.blocks.insert(addr, info);
+        info
+    }
+}
+
+/// Re-reads the process's maps when `addr` is outside every known object
+/// (new code, e.g. after `dlopen`). Unreadable objects resolve to `???`, as
+/// in Valgrind; their problems are not fatal.
+fn refresh_if_unknown(addr: u64, symbols: &mut Symbols, pid: i32) {
+    if symbols.object(addr).as_ref() == UNKNOWN {
+        let _ = symbols.refresh(pid as u32);
+    }
+}
+
+/// Valgrind's name for code without a symbol: its address in the object
+/// (absolute outside objects), and the section kind for PLT code.
+fn unknown_name(addr: u64, section: SectionKind) -> String {
+    let kind = if section == SectionKind::Plt {
+        " [PLT]"
+    } else {
+        ""
+    };
+    format!("0x{addr:016x}{kind}")
+}

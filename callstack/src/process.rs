@@ -1,0 +1,415 @@
+//! One traced process: its symbols, functions, threads and cost tables, and
+//! the client requests that control collection.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use cgx_engine::symbols::Symbols;
+use cgx_engine::Block;
+use cgx_formats::{Names, Part, TooManyNames};
+
+use crate::context::{Centre, Contexts};
+use crate::costs::Costs;
+use crate::dump::{build_part, PartInfo};
+use crate::functions::Functions;
+use crate::thread::{add_into, Shared, ThreadState};
+use crate::Options;
+
+/// Callgrind's client requests (`callgrind.h`), Cachegrind's, and the core's
+/// `RUNNING_ON_VALGRIND`.
+mod request {
+    pub const DUMP_STATS: u64 = 0x4354_0000;
+    pub const ZERO_STATS: u64 = 0x4354_0001;
+    pub const TOGGLE_COLLECT: u64 = 0x4354_0002;
+    pub const DUMP_STATS_AT: u64 = 0x4354_0003;
+    pub const START_INSTRUMENTATION: u64 = 0x4354_0004;
+    pub const STOP_INSTRUMENTATION: u64 = 0x4354_0005;
+    pub const CACHEGRIND_START_INSTRUMENTATION: u64 = 0x4347_0000;
+    pub const CACHEGRIND_STOP_INSTRUMENTATION: u64 = 0x4347_0001;
+    pub const RUNNING_ON_VALGRIND: u64 = 0x1001;
+}
+
+/// The events collected (issue 4: instructions only).
+pub(crate) const EVENTS: &[&str] = &["Ir"];
+
+/// A finished part of a process's profile, before it becomes a file.
+pub(crate) struct FinishedPart {
+    /// The part; its names are the process's ([`Process::names`]).
+    pub part: Part,
+    /// The thread number with `--separate-threads=yes`.
+    pub thread: Option<u32>,
+    /// Whether the program asked for it (a client request), not its end.
+    pub requested: bool,
+}
+
+/// The collector's state for one process.
+pub(crate) struct Process {
+    pid: i32,
+    options: Arc<Options>,
+    symbols: Symbols,
+    /// The names of every part made so far.
+    names: Names,
+    functions: Functions,
+    contexts: Contexts,
+    /// All threads' costs, or (with `--separate-threads`) costs per thread
+    /// number.
+    costs: BTreeMap<u32, Costs>,
+    threads: BTreeMap<i32, ThreadState>,
+    /// Costs since the last dump of threads that ended.
+    ended_threads_cost: BTreeMap<u32, Vec<u64>>,
+    next_thread_number: u32,
+    instrumenting: bool,
+    /// Blocks executed so far, and at the last dump (`desc: Timerange`).
+    blocks: u64,
+    blocks_at_dump: u64,
+    /// Parts dumped so far.
+    parts_dumped: u32,
+}
+
+impl Process {
+    /// A new process (the first one, or one after `execve`).
+    pub fn new(pid: i32, options: Arc<Options>) -> Process {
+        let instrumenting = options.instr_atstart;
+        Process {
+            pid,
+            options,
+            symbols: Symbols::new(),
+            names: Names::default(),
+            functions: Functions::default(),
+            contexts: Contexts::default(),
+            costs: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            ended_threads_cost: BTreeMap::new(),
+            next_thread_number: 1,
+            instrumenting,
+            blocks: 0,
+            blocks_at_dump: 0,
+            parts_dumped: 0,
+        }
+    }
+
+    /// The child of a fork: a copy of this process with only the forking
+    /// thread, which becomes the child's thread `child_pid`.
+    pub fn fork(&self, parent_tid: i32, child_pid: i32) -> Process {
+        let mut threads = BTreeMap::new();
+        if let Some(thread) = self.threads.get(&parent_tid) {
+            threads.insert(child_pid, thread.clone());
+        }
+        Process {
+            pid: child_pid,
+            options: self.options.clone(),
+            symbols: Symbols::new(),
+            names: self.names.clone(),
+            functions: self.functions.clone(),
+            contexts: self.contexts.clone(),
+            costs: self.costs.clone(),
+            threads,
+            ended_threads_cost: self.ended_threads_cost.clone(),
+            next_thread_number: self.next_thread_number,
+            instrumenting: self.instrumenting,
+            blocks: self.blocks,
+            blocks_at_dump: self.blocks_at_dump,
+            parts_dumped: self.parts_dumped,
+        }
+    }
+
+    fn thread(&mut self, tid: i32) -> &mut ThreadState {
+        let number = &mut self.next_thread_number;
+        let options = &self.options;
+        self.threads.entry(tid).or_insert_with(|| {
+            let thread = ThreadState::new(*number, options, EVENTS.len());
+            *number += 1;
+            thread
+        })
+    }
+
+    /// Runs `f` on thread `tid` with the process state it needs.
+    fn with_thread<R>(
+        &mut self,
+        tid: i32,
+        f: impl FnOnce(&mut ThreadState, &mut Shared<'_>) -> R,
+    ) -> R {
+        let number = self.thread(tid).number;
+        let key = if self.options.separate_threads {
+            number
+        } else {
+            0
+        };
+        let Process {
+            threads,
+            functions,
+            contexts,
+            costs,
+            options,
+            ..
+        } = self;
+        let costs = costs.entry(key).or_default();
+        let mut shared = Shared {
+            functions,
+            contexts,
+            costs,
+            options,
+        };
+        let Some(thread) = threads.get_mut(&tid) else {
+            unreachable!("thread() created the thread")
+        };
+        f(thread, &mut shared)
+    }
+
+    /// The names the parts of this process refer to.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// A block starts on thread `tid`.
+    pub fn block(&mut self, tid: i32, block: Block) {
+        if !self.instrumenting {
+            return;
+        }
+        self.blocks += 1;
+        if self.options.cachegrind {
+            return;
+        }
+        let info = self
+            .functions
+            .block(block.addr, &mut self.symbols, self.pid, &self.options);
+        self.with_thread(tid, |thread, shared| {
+            thread.enter_block(shared, block.addr, block.sp, block.arrival, info);
+        });
+    }
+
+    /// An instruction executes on thread `tid`.
+    pub fn instruction(&mut self, tid: i32, addr: u64, len: u8) {
+        if !self.instrumenting {
+            return;
+        }
+        if self.options.cachegrind {
+            self.charge_to_own_function(tid, addr);
+        } else {
+            self.thread(tid).instruction(addr, len);
+        }
+    }
+
+    /// Cachegrind's attribution: the instruction is charged at once, to the
+    /// function that contains it.
+    fn charge_to_own_function(&mut self, tid: i32, addr: u64) {
+        let function = self
+            .functions
+            .of_instruction(addr, &mut self.symbols, self.pid);
+        let cxt = self.contexts.of_stack(&[None, Some(function)], 0);
+        let thread = self.thread(tid);
+        let number = thread.number;
+        let one = [1u64];
+        thread.count(&one);
+        let key = if self.options.separate_threads {
+            number
+        } else {
+            0
+        };
+        let centre = Centre { cxt, rec: 0 };
+        self.costs
+            .entry(key)
+            .or_default()
+            .charge(centre, addr, &one);
+    }
+
+    /// A signal handler starts on thread `tid`.
+    pub fn signal_handler_entered(&mut self, tid: i32, signal: i32) {
+        if self.instrumenting {
+            self.with_thread(tid, |thread, shared| {
+                thread.enter_signal_handler(shared, signal)
+            });
+        }
+    }
+
+    /// A signal handler returned on thread `tid`.
+    pub fn signal_handler_returned(&mut self, tid: i32) {
+        if self.instrumenting {
+            self.with_thread(tid, |thread, shared| thread.leave_signal_handler(shared));
+        }
+    }
+
+    /// Thread `tid` ended: its last block is settled and its state dropped.
+    pub fn thread_exited(&mut self, tid: i32) {
+        if !self.threads.contains_key(&tid) {
+            return;
+        }
+        // Its calls still active count with what they cost so far, as
+        // Callgrind adds every thread's active calls at a dump.
+        self.with_thread(tid, |thread, shared| thread.add_active_calls(shared.costs));
+        if let Some(thread) = self.threads.remove(&tid) {
+            let cost = self.ended_threads_cost.entry(thread.number).or_default();
+            add_into(cost, &thread.cost_since_dump());
+        }
+    }
+
+    /// A client request from thread `tid`; returns the value for rdx and the
+    /// parts it dumped.
+    pub fn client_request(
+        &mut self,
+        tid: i32,
+        args: [u64; 6],
+        default: u64,
+    ) -> (u64, Result<Vec<FinishedPart>, TooManyNames>) {
+        let none = || Ok(Vec::new());
+        match args[0] {
+            request::RUNNING_ON_VALGRIND => (1, none()),
+            request::DUMP_STATS => (0, self.dump("Client Request", Some(tid))),
+            request::DUMP_STATS_AT => {
+                let text = self.read_string(args[1]);
+                (0, self.dump(&format!("Client Request: {text}"), Some(tid)))
+            }
+            request::ZERO_STATS => {
+                self.zero();
+                (0, none())
+            }
+            request::TOGGLE_COLLECT => {
+                self.thread(tid).toggle_collect();
+                (0, none())
+            }
+            request::START_INSTRUMENTATION | request::CACHEGRIND_START_INSTRUMENTATION => {
+                self.set_instrumenting(true);
+                (0, none())
+            }
+            request::STOP_INSTRUMENTATION | request::CACHEGRIND_STOP_INSTRUMENTATION => {
+                self.set_instrumenting(false);
+                (0, none())
+            }
+            _ => (default, none()),
+        }
+    }
+
+    /// Switches instrumentation: every thread's calls are popped and its
+    /// counter restarts (Callgrind's `set_instrument_state`).
+    fn set_instrumenting(&mut self, on: bool) {
+        if self.instrumenting == on {
+            return;
+        }
+        self.instrumenting = on;
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            self.with_thread(tid, |thread, shared| thread.reset(shared));
+        }
+    }
+
+    /// `CALLGRIND_ZERO_STATS`: all costs so far are forgotten.
+    fn zero(&mut self) {
+        for costs in self.costs.values_mut() {
+            costs.clear();
+        }
+        for thread in self.threads.values_mut() {
+            thread.mark_dumped();
+        }
+        self.ended_threads_cost.clear();
+    }
+
+    /// A NUL-terminated string of the tracee (at most 4 KiB), lossily.
+    fn read_string(&self, addr: u64) -> String {
+        let mut bytes = vec![0u8; 4096];
+        let read = File::open(format!("/proc/{}/mem", self.pid))
+            .and_then(|memory| memory.read_at(&mut bytes, addr))
+            .unwrap_or(0);
+        bytes.truncate(read);
+        if let Some(end) = bytes.iter().position(|&b| b == 0) {
+            bytes.truncate(end);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The process ended: every thread's last block is settled, and the final
+    /// parts are made.
+    pub fn finish(&mut self) -> Result<Vec<FinishedPart>, TooManyNames> {
+        let tids: Vec<i32> = self.threads.keys().copied().collect();
+        for tid in tids {
+            self.thread_exited(tid);
+        }
+        self.dump("Program termination", None)
+    }
+
+    /// Makes the parts of a dump (one, or one per thread) and restarts the
+    /// costs. A dump the program asked for (`requester` is its thread) holds,
+    /// with `--separate-threads=yes`, only that thread, as in Callgrind.
+    fn dump(
+        &mut self,
+        trigger: &str,
+        requester: Option<i32>,
+    ) -> Result<Vec<FinishedPart>, TooManyNames> {
+        let requested = requester.is_some();
+        let only = match requester {
+            Some(tid) if self.options.separate_threads => {
+                self.threads.get(&tid).map(|thread| thread.number)
+            }
+            _ => None,
+        };
+        // Active calls contribute their cost so far.
+        let separate = self.options.separate_threads;
+        let included = |number: u32| only.is_none_or(|only| only == number);
+        for thread in self.threads.values_mut() {
+            if !included(thread.number) {
+                continue;
+            }
+            let key = if separate { thread.number } else { 0 };
+            thread.add_active_calls(self.costs.entry(key).or_default());
+        }
+        let mut summaries: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+        for thread in self.threads.values().filter(|t| included(t.number)) {
+            let key = if separate { thread.number } else { 0 };
+            add_into(summaries.entry(key).or_default(), &thread.cost_since_dump());
+        }
+        for (&number, cost) in &self.ended_threads_cost {
+            let key = if separate { number } else { 0 };
+            add_into(summaries.entry(key).or_default(), cost);
+        }
+        let mut keys: Vec<u32> = self.costs.keys().copied().collect();
+        if let Some(only) = only {
+            keys = vec![only];
+        }
+        if keys.is_empty() {
+            keys.push(if separate { 1 } else { 0 });
+        }
+        self.parts_dumped += 1;
+        let mut parts = Vec::new();
+        for key in keys {
+            let empty = Costs::default();
+            let costs = self.costs.get(&key).unwrap_or(&empty);
+            let info = PartInfo {
+                pid: self.pid,
+                part: self.parts_dumped,
+                thread: separate.then_some(key),
+                trigger,
+                blocks: (self.blocks_at_dump, self.blocks),
+                summary: summaries.get(&key).cloned(),
+            };
+            let part = build_part(
+                &mut self.names,
+                costs,
+                &self.contexts,
+                &self.functions,
+                &self.symbols,
+                &self.options,
+                &info,
+            )?;
+            parts.push(FinishedPart {
+                part,
+                thread: info.thread,
+                requested,
+            });
+        }
+        for (key, costs) in &mut self.costs {
+            if included(*key) {
+                costs.clear();
+            }
+        }
+        for thread in self.threads.values_mut() {
+            if included(thread.number) {
+                thread.mark_dumped();
+            }
+        }
+        self.ended_threads_cost
+            .retain(|number, _| !included(*number));
+        self.blocks_at_dump = self.blocks;
+        Ok(parts)
+    }
+}

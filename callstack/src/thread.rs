@@ -1,0 +1,639 @@
+//! The shadow call stack of one thread and Callgrind's rules for calls and
+//! returns, applied at the start of every block (Callgrind's `setup_bbcc`).
+//!
+//! The rules, in the order they apply when a block starts:
+//! - the previous block's instructions are charged (Callgrind charges a block
+//!   when the next one starts, so a thread's last block is never charged);
+//! - a return is real only if the stack pointer left the top frame, or stayed
+//!   and the block is a frame's return address; otherwise it is a jump;
+//! - a jump (or fall-through) is a call when it reaches a function's first
+//!   instruction or another object or section kind; a jump out of
+//!   `_dl_runtime_resolve` replaces the resolver's own call;
+//! - frames whose stack pointer is below the current one are popped (longjmp,
+//!   exceptions); if any were, the transfer counts as a return;
+//! - a call pushes the function's context and an arc, unless the callee is
+//!   skipped (PLT stubs, `--fn-skip`), whose cost then goes to the call site;
+//! - the recursion level of the context's function picks the centre (`fn'2`).
+//!
+//! Inclusive costs use the global-counter method: each thread state counts
+//! its cost; a call remembers the count, a return adds the difference to the
+//! arc.
+
+use cgx_engine::Arrival;
+use rustc_hash::FxHashMap;
+
+use crate::context::{Centre, Contexts, CxtId};
+use crate::costs::{add, CallArc, Costs};
+use crate::functions::{BlockInfo, FnId, Functions};
+use crate::Options;
+
+/// What a block's start needs from the process.
+pub(crate) struct Shared<'a> {
+    /// The functions and blocks of the process.
+    pub functions: &'a Functions,
+    /// The contexts of the process.
+    pub contexts: &'a mut Contexts,
+    /// The cost tables this thread charges.
+    pub costs: &'a mut Costs,
+    /// The collection options.
+    pub options: &'a Options,
+}
+
+/// The kind of a block's exit, as Callgrind classifies it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// No transfer known (first block, fall-through).
+    None,
+    /// A jump.
+    Jump,
+    /// A call.
+    Call,
+    /// A return.
+    Return,
+}
+
+/// The exit of a block in a centre: the "from" of a call arc.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Site {
+    /// The centre the block ran in.
+    centre: Centre,
+    /// The address of the block's last instruction.
+    addr: u64,
+    /// The address after that instruction when it was a call, else 0.
+    return_addr: u64,
+}
+
+/// The block a thread state is executing.
+#[derive(Clone, Debug)]
+struct CurrentBlock {
+    addr: u64,
+    info: BlockInfo,
+    centre: Centre,
+    /// Instructions executed in it so far, not yet charged.
+    pending: Vec<u64>,
+    /// The last executed instruction (address, length).
+    last: Option<(u64, u8)>,
+}
+
+/// The execution state of a thread, or of a signal handler running on it.
+#[derive(Clone, Debug)]
+struct ExecState {
+    cxt: Option<CxtId>,
+    block: Option<CurrentBlock>,
+    /// Where the cost of skipped code goes: the call into it.
+    nonskipped: Option<Site>,
+    collect: bool,
+    /// The global counter of this state.
+    cost: Vec<u64>,
+    /// The signal being handled, 0 for the thread's own code.
+    sig: i32,
+    /// Call stack depth when the handler started.
+    call_stack_bottom: usize,
+}
+
+impl ExecState {
+    fn new(options: &Options, events: usize, sig: i32, call_stack_bottom: usize) -> ExecState {
+        ExecState {
+            cxt: None,
+            block: None,
+            nonskipped: None,
+            collect: options.collect_atstart,
+            cost: vec![0; events],
+            sig,
+            call_stack_bottom,
+        }
+    }
+}
+
+/// An active call.
+#[derive(Clone, Debug)]
+struct CallEntry {
+    /// `None` for a call into skipped code.
+    arc: Option<CallArc>,
+    sp: u64,
+    return_addr: u64,
+    nonskipped: Option<Site>,
+    enter_cost: Vec<u64>,
+    /// The caller's context and function-stack height, restored on return.
+    saved_cxt: Option<CxtId>,
+    saved_fn_height: usize,
+}
+
+/// The shadow call stack and execution states of one thread.
+#[derive(Clone, Debug)]
+pub(crate) struct ThreadState {
+    /// Valgrind's number of the thread (1 for the first).
+    pub number: u32,
+    events: usize,
+    /// Innermost last: the thread's own state, then nested signal handlers.
+    states: Vec<ExecState>,
+    call_stack: Vec<CallEntry>,
+    /// Functions of the contexts, innermost last; `None` separates a signal
+    /// handler's from the interrupted code's.
+    fn_stack: Vec<Option<FnId>>,
+    /// Active instances of each function (for recursion levels).
+    active: FxHashMap<FnId, u32>,
+    /// Context saved by the last context push, for the next call entry.
+    saved_slot: (Option<CxtId>, usize),
+    /// The global counter at the last dump.
+    last_dump_cost: Vec<u64>,
+}
+
+impl ThreadState {
+    /// A thread with an empty call stack.
+    pub fn new(number: u32, options: &Options, events: usize) -> ThreadState {
+        ThreadState {
+            number,
+            events,
+            states: vec![ExecState::new(options, events, 0, 0)],
+            call_stack: Vec::new(),
+            fn_stack: vec![None],
+            active: FxHashMap::default(),
+            saved_slot: (None, 0),
+            last_dump_cost: vec![0; events],
+        }
+    }
+
+    fn state(&mut self) -> &mut ExecState {
+        let last = self.states.len() - 1;
+        &mut self.states[last]
+    }
+
+    fn state_ref(&self) -> &ExecState {
+        &self.states[self.states.len() - 1]
+    }
+
+    /// One executed instruction of the current block.
+    pub fn instruction(&mut self, addr: u64, len: u8) {
+        if let Some(block) = self.state().block.as_mut() {
+            block.pending.push(addr);
+            block.last = Some((addr, len));
+        }
+    }
+
+    /// Charges the current block's executed instructions (Callgrind does so
+    /// when the next block starts, or never for a thread's last block).
+    pub fn charge_pending(&mut self, shared: &mut Shared<'_>) {
+        let events = self.events;
+        let state = self.state();
+        let Some(block) = state.block.as_mut() else {
+            return;
+        };
+        let pending = std::mem::take(&mut block.pending);
+        if !state.collect || pending.is_empty() {
+            return;
+        }
+        let mut one = vec![0u64; events];
+        if let Some(ir) = one.first_mut() {
+            *ir = 1;
+        }
+        for addr in &pending {
+            match state.nonskipped {
+                Some(site) => shared.costs.charge(site.centre, site.addr, &one),
+                None => shared.costs.charge(block.centre, *addr, &one),
+            }
+        }
+        if let Some(ir) = state.cost.first_mut() {
+            *ir += pending.len() as u64;
+        }
+    }
+
+    /// A new block starts: Callgrind's `setup_bbcc`.
+    pub fn enter_block(
+        &mut self,
+        shared: &mut Shared<'_>,
+        addr: u64,
+        sp: u64,
+        arrival: Arrival,
+        info: BlockInfo,
+    ) {
+        self.charge_pending(shared);
+        let last = self.state_ref().block.clone();
+        let arrived_by_call = arrival == Arrival::Call;
+        let mut kind = match arrival {
+            Arrival::Start | Arrival::FallThrough => Kind::None,
+            Arrival::Jump { .. } => Kind::Jump,
+            Arrival::Call => Kind::Call,
+            Arrival::Return => Kind::Return,
+        };
+        let last = last.filter(|_| arrival != Arrival::Start);
+        let last_site = last.as_ref().map(|block| Site {
+            centre: block.centre,
+            addr: block.last.map_or(block.addr, |(at, _)| at),
+            return_addr: match (arrived_by_call, block.last) {
+                (true, Some((at, len))) => at + u64::from(len),
+                _ => 0,
+            },
+        });
+
+        // A return that matches no frame is a jump.
+        let mut popcount_on_return = 1;
+        let mut return_without_call = false;
+        if kind == Kind::Return && !self.call_stack.is_empty() {
+            let mut up = self.call_stack.len() - 1;
+            if sp < self.call_stack[up].sp {
+                popcount_on_return = 0;
+            } else if self.call_stack[up].sp == sp {
+                loop {
+                    if self.call_stack[up].return_addr == addr {
+                        break;
+                    }
+                    if up > 0 {
+                        up -= 1;
+                        if self.call_stack[up].sp == sp {
+                            popcount_on_return += 1;
+                            continue;
+                        }
+                    }
+                    popcount_on_return = 0;
+                    break;
+                }
+            }
+            if popcount_on_return == 0 {
+                kind = Kind::Jump;
+                return_without_call = true;
+            }
+        }
+
+        // A jump to a function's start or into another object is a call.
+        let mut sp = sp;
+        let mut from = last_site;
+        let mut call_emulation = false;
+        if kind != Kind::Return && kind != Kind::Call {
+            if let Some(last) = &last {
+                if return_without_call
+                    || info.is_entry
+                    || last.info.section != info.section
+                    || last.info.object != info.object
+                {
+                    let pops = shared.functions.get(last.info.function).pop_on_jump;
+                    if pops {
+                        if let Some(top) = self.call_stack.last() {
+                            if let Some(arc) = top.arc {
+                                from = Some(Site {
+                                    centre: arc.from,
+                                    addr: arc.site,
+                                    return_addr: top.return_addr,
+                                });
+                                sp = top.sp;
+                                self.pop(shared);
+                            }
+                        }
+                    }
+                    kind = Kind::Call;
+                    call_emulation = true;
+                }
+            }
+        }
+
+        let skip = kind == Kind::Call && shared.functions.get(info.function).skip;
+        let mut delayed_push = false;
+        if kind == Kind::Return {
+            let below_top_is_separator =
+                self.fn_stack.len() > 1 && self.fn_stack[self.fn_stack.len() - 2].is_none();
+            if self.call_stack.is_empty() || below_top_is_separator {
+                self.underflow(shared, addr, info);
+                self.pop(shared);
+            } else {
+                self.unwind(shared, sp, popcount_on_return);
+            }
+        } else {
+            if self.unwind(shared, sp, 0) > 0 {
+                kind = Kind::Return;
+            }
+            if kind == Kind::Call {
+                delayed_push = true;
+                if call_emulation {
+                    if let Some(top) = self.call_stack.last() {
+                        sp = top.sp;
+                    }
+                }
+            }
+        }
+
+        if (delayed_push && !skip) || self.state_ref().cxt.is_none() {
+            self.push_cxt(shared, Some(info.function));
+        }
+        let centre = self.centre(shared, delayed_push && !skip);
+
+        if delayed_push {
+            let nonskipped = self.state_ref().nonskipped;
+            let from = match nonskipped {
+                Some(site) if !skip => Some(site),
+                _ => from,
+            };
+            if let Some(from) = from {
+                self.push_call(shared, from, centre, addr, sp, skip);
+            }
+        }
+
+        self.state().block = Some(CurrentBlock {
+            addr,
+            info,
+            centre,
+            pending: Vec::new(),
+            last: None,
+        });
+    }
+
+    /// The centre of the current context at its function's recursion level.
+    fn centre(&mut self, shared: &Shared<'_>, entering: bool) -> Centre {
+        let cxt = self.state_ref().cxt.unwrap_or_default();
+        let separate = shared.options.separate_recursions;
+        let top = self.fn_stack.last().copied().flatten();
+        let rec = match top {
+            Some(function) if separate > 1 => {
+                let active = self.active.entry(function).or_insert(0);
+                let mut level = *active + u32::from(entering);
+                level = level.min(separate);
+                if level == 0 {
+                    level = 1;
+                    *active = 1;
+                }
+                level - 1
+            }
+            _ => 0,
+        };
+        Centre { cxt, rec }
+    }
+
+    /// Makes `function` the current context's function (Callgrind's
+    /// `push_cxt`); `None` pushes a signal-handler separator.
+    fn push_cxt(&mut self, shared: &mut Shared<'_>, function: Option<FnId>) {
+        let height = self.fn_stack.len() - 1;
+        self.saved_slot = (self.state_ref().cxt, height);
+        let top = self.fn_stack.last().copied().flatten();
+        if let (Some(function), Some(top)) = (function, top) {
+            if function == top {
+                return;
+            }
+        }
+        if let (Some(function), None) = (function, top) {
+            *self.active.entry(function).or_insert(0) += 1;
+        }
+        self.fn_stack.push(function);
+        let cxt = function.map(|_| {
+            shared
+                .contexts
+                .of_stack(&self.fn_stack, shared.options.separate_callers)
+        });
+        self.state().cxt = cxt;
+    }
+
+    /// Pushes a call from `from` to the block `target` in centre `to`.
+    fn push_call(
+        &mut self,
+        shared: &mut Shared<'_>,
+        from: Site,
+        to: Centre,
+        target: u64,
+        sp: u64,
+        skip: bool,
+    ) {
+        let (saved_cxt, saved_fn_height) = self.saved_slot;
+        let enter_cost = self.state_ref().cost.clone();
+        let arc = (!skip).then(|| {
+            let arc = CallArc {
+                from: from.centre,
+                site: from.addr,
+                to,
+                target,
+            };
+            shared.costs.count_call(arc);
+            let function = shared.contexts.function(to.cxt);
+            let depth = self.active.entry(function).or_insert(0);
+            *depth += 1;
+            if *depth == 1 {
+                self.toggle_if_marked(shared, function);
+            }
+            arc
+        });
+        let nonskipped = self.state_ref().nonskipped;
+        self.call_stack.push(CallEntry {
+            arc,
+            sp,
+            return_addr: from.return_addr,
+            nonskipped,
+            enter_cost,
+            saved_cxt,
+            saved_fn_height,
+        });
+        let state = self.state();
+        if !skip {
+            state.nonskipped = None;
+        } else if state.nonskipped.is_none() {
+            state.nonskipped = Some(from);
+        }
+    }
+
+    /// Pops the top call, adding its inclusive cost to its arc.
+    fn pop(&mut self, shared: &mut Shared<'_>) {
+        let at_handler_bottom = {
+            let state = self.state_ref();
+            state.sig > 0 && self.call_stack.len() == state.call_stack_bottom
+        };
+        if at_handler_bottom {
+            self.leave_signal_handler(shared);
+        }
+        let Some(entry) = self.call_stack.pop() else {
+            return;
+        };
+        self.state().nonskipped = entry.nonskipped;
+        if let Some(arc) = entry.arc {
+            let function = shared.contexts.function(arc.to.cxt);
+            let depth = self.active.entry(function).or_insert(0);
+            *depth = depth.saturating_sub(1);
+            let left = *depth == 0;
+            let now = self.state_ref().cost.clone();
+            shared.costs.add_inclusive(arc, &entry.enter_cost, &now);
+            self.state().cxt = entry.saved_cxt;
+            self.fn_stack.truncate(entry.saved_fn_height + 1);
+            if left {
+                self.toggle_if_marked(shared, function);
+            }
+        }
+    }
+
+    /// Pops frames whose stack pointer is below `sp` (and `minpops` frames at
+    /// `sp`); returns how many were popped.
+    fn unwind(&mut self, shared: &mut Shared<'_>, sp: u64, minpops: i32) -> u32 {
+        let mut minpops = minpops;
+        let mut popped = 0;
+        while let Some(top) = self.call_stack.last() {
+            if top.sp < sp || (top.sp == sp && minpops > 0) {
+                minpops -= 1;
+                popped += 1;
+                self.pop(shared);
+            } else {
+                break;
+            }
+        }
+        popped
+    }
+
+    /// A return with nothing to return to (Callgrind's `handleUnderflow`): an
+    /// arc from the function returned into (at the address before the return
+    /// target) to the returning block, so the returning code's cost is
+    /// accounted inclusively; the caller pops it right away.
+    fn underflow(&mut self, shared: &mut Shared<'_>, addr: u64, info: BlockInfo) {
+        let Some(current) = self.state_ref().block.clone() else {
+            return;
+        };
+        if self.fn_stack.len() > 1 {
+            self.fn_stack.pop();
+        }
+        self.state().cxt = None;
+        self.push_cxt(shared, Some(info.function));
+        let source = Site {
+            centre: Centre {
+                cxt: self.state_ref().cxt.unwrap_or_default(),
+                rec: 0,
+            },
+            addr: addr.wrapping_sub(1),
+            return_addr: 0,
+        };
+        let returning = shared.contexts.function(current.centre.cxt);
+        let active = self.active.entry(returning).or_insert(0);
+        *active = active.saturating_sub(1);
+        self.state().nonskipped = None;
+        self.push_cxt(shared, Some(returning));
+        self.push_call(
+            shared,
+            source,
+            current.centre,
+            current.addr,
+            u64::MAX,
+            false,
+        );
+        let enter_cost = if self.state_ref().sig == 0 {
+            self.last_dump_cost.clone()
+        } else {
+            vec![0; self.events]
+        };
+        if let Some(entry) = self.call_stack.last_mut() {
+            entry.enter_cost = enter_cost;
+        }
+    }
+
+    /// `--toggle-collect`: entering or leaving a marked function flips
+    /// collection.
+    fn toggle_if_marked(&mut self, shared: &Shared<'_>, function: FnId) {
+        if shared.functions.get(function).toggle_collect {
+            let state = self.state();
+            state.collect = !state.collect;
+        }
+    }
+
+    /// The kernel runs a signal handler on this thread: a new execution state
+    /// with its own counter and an empty context.
+    pub fn enter_signal_handler(&mut self, shared: &mut Shared<'_>, signal: i32) {
+        let bottom = self.call_stack.len();
+        self.states
+            .push(ExecState::new(shared.options, self.events, signal, bottom));
+        self.push_cxt(shared, None);
+    }
+
+    /// The innermost signal handler returned (or was left by longjmp): its
+    /// calls are popped and the interrupted state continues.
+    pub fn leave_signal_handler(&mut self, shared: &mut Shared<'_>) {
+        if self.states.len() < 2 {
+            return;
+        }
+        let bottom = self.state_ref().call_stack_bottom;
+        while self.call_stack.len() > bottom {
+            // Not through `pop` at the bottom: that would recurse.
+            let before = self.call_stack.len();
+            self.pop_above_bottom(shared);
+            if self.call_stack.len() == before {
+                break;
+            }
+        }
+        if let Some(cxt) = self.state_ref().cxt {
+            let function = shared.contexts.function(cxt);
+            let active = self.active.entry(function).or_insert(0);
+            *active = active.saturating_sub(1);
+        }
+        if self.fn_stack.len() > 1 {
+            if self.fn_stack.last().copied().flatten().is_some() {
+                self.fn_stack.pop();
+            }
+            if self.fn_stack.len() > 1 {
+                self.fn_stack.pop();
+            }
+        }
+        self.states.pop();
+    }
+
+    /// [`ThreadState::pop`] for a frame above the handler's bottom.
+    fn pop_above_bottom(&mut self, shared: &mut Shared<'_>) {
+        let bottom = self.state_ref().call_stack_bottom;
+        if self.call_stack.len() > bottom {
+            self.pop(shared);
+        }
+    }
+
+    /// `CALLGRIND_TOGGLE_COLLECT`.
+    pub fn toggle_collect(&mut self) {
+        let state = self.state();
+        state.collect = !state.collect;
+    }
+
+    /// Before a dump: adds the cost so far of every active call to its arc.
+    pub fn add_active_calls(&mut self, costs: &mut Costs) {
+        let now = self.state_ref().cost.clone();
+        for entry in &mut self.call_stack {
+            if let Some(arc) = entry.arc {
+                costs.add_inclusive(arc, &entry.enter_cost, &now);
+                entry.enter_cost.clone_from(&now);
+            }
+        }
+    }
+
+    /// After a dump or a zeroing: costs restart from here.
+    pub fn mark_dumped(&mut self) {
+        let now = self.state_ref().cost.clone();
+        for entry in &mut self.call_stack {
+            entry.enter_cost.clone_from(&now);
+        }
+        self.last_dump_cost = now;
+    }
+
+    /// The thread's cost since the last dump (its own code, not handlers).
+    pub fn cost_since_dump(&self) -> Vec<u64> {
+        let mut cost = self.states[0].cost.clone();
+        for (total, before) in cost.iter_mut().zip(&self.last_dump_cost) {
+            *total = total.wrapping_sub(*before);
+        }
+        cost
+    }
+
+    /// Instrumentation switched on or off: all calls are popped and the
+    /// thread starts afresh (Callgrind's `unwind_thread`); the current block
+    /// is dropped uncharged.
+    pub fn reset(&mut self, shared: &mut Shared<'_>) {
+        while self.states.len() > 1 {
+            self.leave_signal_handler(shared);
+        }
+        while !self.call_stack.is_empty() {
+            self.pop(shared);
+        }
+        let events = self.events;
+        self.states[0] = ExecState::new(shared.options, events, 0, 0);
+        self.fn_stack.truncate(1);
+        self.last_dump_cost = vec![0; events];
+    }
+
+    /// Counts `costs` in the thread's own counter (Cachegrind's attribution,
+    /// which charges instructions directly).
+    pub fn count(&mut self, costs: &[u64]) {
+        add(&mut self.states[0].cost, costs);
+    }
+}
+
+/// Adds `costs` into `sum` (re-exported for the process's summaries).
+pub(crate) fn add_into(sum: &mut Vec<u64>, costs: &[u64]) {
+    if sum.len() < costs.len() {
+        sum.resize(costs.len(), 0);
+    }
+    add(sum, costs);
+}

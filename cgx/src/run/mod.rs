@@ -1,0 +1,230 @@
+//! `cgx run [VALGRIND OPTIONS] PROGRAM [ARGS...]`: runs a program under cgx and
+//! writes its profiles, as `valgrind --tool=callgrind|cachegrind` does.
+//!
+//! One module per job: [`options`] reads Valgrind's command line, [`outfile`]
+//! names the files, [`trace`] runs the engine with the collector, [`output`]
+//! writes the dumps and [`summary`] words what is printed on stderr.
+
+mod options;
+mod outfile;
+mod output;
+mod summary;
+mod trace;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, Result};
+use cgx_callstack::Dump;
+use cgx_engine::Exit;
+
+use options::{Options, Tool};
+use outfile::Template;
+use output::Output;
+
+/// Arguments of `cgx run`: Valgrind's options, then the program and its arguments.
+#[derive(clap::Args)]
+#[command(
+    after_help = OPTIONS_HELP,
+    override_usage = "cgx run [OPTIONS] PROGRAM [ARGS]..."
+)]
+pub struct RunArgs {
+    /// Valgrind-style options (listed below), then the program and its arguments.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    args: Vec<OsString>,
+}
+
+/// The options of `cgx run`, for `cgx run --help`.
+const OPTIONS_HELP: &str = "\
+Options (Valgrind's spellings; booleans are =yes or =no; they end at the program's name):
+  --tool=callgrind|cachegrind   the profile to write [callgrind]
+  --callgrind-out-file=NAME     [callgrind.out.%p]; %p process id, %q{VAR} environment
+  --cachegrind-out-file=NAME    [cachegrind.out.%p]  variable, %% a percent sign
+  -q, --quiet                   print nothing but errors
+  -v, --verbose                 also print the name of every file written
+  --trace-children=no|yes       follow execve into new programs [no]
+  --backend=step                how the program is traced: single steps (slow, exact)
+Callgrind only:
+  --dump-instr=no|yes           positions by instruction address [no]
+  --dump-line=yes|no            positions by source line [yes]
+  --compress-strings=yes|no     name compression [yes]
+  --compress-pos=yes|no         relative positions [yes]
+  --collect-jumps=no|yes        jump= and jcnd= lines [no]
+  --separate-recs=N             recursion levels as fn'2 ... [2]
+  --separate-callers=N          callers in names [0]
+  --separate-threads=no|yes     one file per thread, NAME-01, NAME-02 ... [no]
+  --skip-plt=yes|no             PLT stubs' cost goes to their caller [yes]
+  --fn-skip=PATTERN             functions whose cost goes to their caller
+  --toggle-collect=PATTERN      collection toggles inside these functions
+  --collect-atstart=yes|no      collect from the start [yes]
+  --instr-atstart=yes|no        instrument from the start [yes]
+  --combine-dumps=no|yes        all dumps of a process in one file [no]
+Not yet (issue 5): --cache-sim=yes, --branch-sim=yes, --cacheuse=yes; --I1, --D1
+and --LL=size,assoc,line are checked and kept for then.
+
+Files: NAME for the profile of each process; NAME.N for the Nth dump a program asked
+for (CALLGRIND_DUMP_STATS); NAME-NN for thread NN with --separate-threads=yes. The
+folder is checked before the program starts. cgx exits with the program's exit code,
+128+N when it was killed by signal N (its profile is written all the same), 127 or 126
+when it cannot be started, and 1 for errors of cgx (a profile that could not be
+written: then at least 1).";
+
+/// Runs `cgx run`: returns the program's exit code, or an error of cgx.
+pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    let options = options::parse(&args.args)?;
+    let template = Template::from_env(options.out_file()).map_err(|error| {
+        anyhow!(
+            "bad option: {}={}: {error}",
+            options.out_file_option(),
+            options.out_file()
+        )
+    })?;
+    template.check_writable(std::process::id() as i32)?;
+    let command_line = command_line(&options);
+    let mut output = Output::new(&options, template, command_line.clone());
+    let command = cgx_engine::Command::new(&options.program).args(&options.args);
+    let mut listener = Report {
+        output: &mut output,
+        failed: false,
+    };
+    let result = trace::trace(
+        &command,
+        options.trace_children,
+        collector_options(&options, command_line),
+        &mut listener,
+    );
+    let collector_failed = listener.failed;
+    output.finish();
+    let failed = collector_failed || output.failed();
+    match result {
+        Ok(exit) => {
+            let code = exit_code(exit);
+            Ok(ExitCode::from(if failed && code == 0 { 1 } else { code }))
+        }
+        Err(error) => match error.shell_exit_code() {
+            Some(code) => {
+                eprintln!("cgx: {error}");
+                Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
+            }
+            None => Err(error.into()),
+        },
+    }
+}
+
+/// The command line as Valgrind shows it (`Command:`, `cmd:`): the program and
+/// its arguments as given, joined by spaces.
+fn command_line(options: &Options) -> String {
+    std::iter::once(&options.program)
+        .chain(&options.args)
+        .map(|arg| arg.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The collector's options for this run. Cachegrind has no dumps on request nor
+/// threads: all of a process goes into one file (combined parts, added up when
+/// converted), and costs are attributed as Cachegrind does.
+fn collector_options(options: &Options, command: String) -> cgx_callstack::Options {
+    let cachegrind = options.tool == Tool::Cachegrind;
+    cgx_callstack::Options {
+        separate_recursions: options.separate_recs,
+        separate_callers: options.separate_callers,
+        separate_threads: options.separate_threads,
+        skip_plt: options.skip_plt,
+        fn_skip: options.fn_skip.clone(),
+        toggle_collect: options.toggle_collect.clone(),
+        collect_atstart: options.collect_atstart,
+        instr_atstart: options.instr_atstart,
+        dump_instr: options.dump_instr,
+        dump_line: options.dump_line,
+        collect_jumps: options.collect_jumps,
+        combine_dumps: options.combine_dumps || cachegrind,
+        cachegrind,
+        command,
+    }
+}
+
+/// The exit code for how the program ended: its own, or 128 + the signal.
+fn exit_code(exit: Exit) -> u8 {
+    match exit {
+        Exit::Code(code) => u8::try_from(code & 0xff).unwrap_or(1),
+        Exit::Signal { signal, .. } => u8::try_from(128 + signal).unwrap_or(255),
+    }
+}
+
+/// Passes what happens during the run to the [`Output`].
+struct Report<'a> {
+    output: &'a mut Output,
+    failed: bool,
+}
+
+impl trace::Listener for Report<'_> {
+    fn process_started(&mut self, pid: i32) {
+        self.output.started(pid);
+    }
+
+    fn dumps(&mut self, dumps: Vec<Dump>) {
+        for dump in dumps {
+            self.output
+                .write(dump.pid, dump.sequence, dump.thread, &dump.profile);
+        }
+    }
+
+    fn process_exited(&mut self, pid: i32, exit: Exit) {
+        let signal = match exit {
+            Exit::Code(_) => None,
+            Exit::Signal { signal, .. } => Some(signal),
+        };
+        self.output.exited(pid, signal);
+    }
+
+    fn collector_failed(&mut self, error: cgx_callstack::Error) {
+        eprintln!("cgx: {error}");
+        self.failed = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_as_a_shell_gives_them() {
+        assert_eq!(exit_code(Exit::Code(0)), 0);
+        assert_eq!(exit_code(Exit::Code(3)), 3);
+        assert_eq!(exit_code(Exit::Code(255)), 255);
+        let killed = |signal| Exit::Signal {
+            signal,
+            core_dumped: false,
+        };
+        assert_eq!(exit_code(killed(11)), 139);
+        assert_eq!(exit_code(killed(9)), 137);
+        assert_eq!(exit_code(killed(64)), 192);
+    }
+
+    #[test]
+    fn the_command_line_as_valgrind_shows_it() {
+        let mut options = Options::new("./prog".into());
+        options.args = vec!["a".into(), "b c".into()];
+        assert_eq!(command_line(&options), "./prog a b c");
+    }
+
+    #[test]
+    fn collector_options_follow_the_tool() {
+        let mut options = Options::new("p".into());
+        options.separate_recs = 5;
+        options.fn_skip = vec!["f*".into()];
+        let callgrind = collector_options(&options, "p".into());
+        assert_eq!(callgrind.separate_recursions, 5);
+        assert_eq!(callgrind.fn_skip, ["f*"]);
+        assert!(!callgrind.cachegrind && !callgrind.combine_dumps);
+        assert_eq!(callgrind.command, "p");
+        options.tool = Tool::Cachegrind;
+        let cachegrind = collector_options(&options, "p".into());
+        assert!(cachegrind.cachegrind && cachegrind.combine_dumps);
+    }
+}

@@ -1,0 +1,643 @@
+//! Valgrind's command line for `cgx run`: the options before the program name,
+//! spelled as Valgrind spells them (`--opt=value`, `yes`/`no` booleans), and the
+//! program with its arguments.
+//!
+//! Parsing is strict, like Valgrind's: an option cgx does not know, or one the
+//! chosen tool does not have (`--dump-instr=yes` with `--tool=cachegrind`), is an
+//! error, and so is a malformed value.
+
+use std::ffi::OsString;
+
+/// The tool whose profiles `cgx run` writes (`--tool=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    /// Callgrind: call graph and inclusive costs (`callgrind.out.%p`), the default.
+    Callgrind,
+    /// Cachegrind: self costs by file, function and line (`cachegrind.out.%p`).
+    Cachegrind,
+}
+
+impl Tool {
+    /// The tool's name, as `--tool=` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Callgrind => "callgrind",
+            Tool::Cachegrind => "cachegrind",
+        }
+    }
+
+    /// The output file name Valgrind uses when none is given.
+    pub fn default_out_file(self) -> &'static str {
+        match self {
+            Tool::Callgrind => "callgrind.out.%p",
+            Tool::Cachegrind => "cachegrind.out.%p",
+        }
+    }
+}
+
+/// How the program is traced (`--backend=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Single-steps every instruction: exact, and very slow.
+    Step,
+}
+
+/// A cache's geometry, `--I1/--D1/--LL=size,assoc,line_size` (bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheGeometry {
+    /// Total size in bytes.
+    pub size: u64,
+    /// Associativity (ways).
+    pub assoc: u64,
+    /// Line size in bytes.
+    pub line: u64,
+}
+
+/// Everything `cgx run` was told, with Valgrind's defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// `--tool=callgrind|cachegrind`.
+    pub tool: Tool,
+    /// `--backend=step`.
+    pub backend: Backend,
+    /// 1 by default; each `-q` subtracts one, each `-v` adds one. At 0 and below
+    /// cgx prints nothing but errors.
+    pub verbosity: i32,
+    /// `--trace-children=yes`: follow `execve` into new programs.
+    pub trace_children: bool,
+    /// `--callgrind-out-file=` / `--cachegrind-out-file=`, not yet expanded.
+    pub out_file: Option<String>,
+    /// `--dump-instr=yes`.
+    pub dump_instr: bool,
+    /// `--dump-line=no` turns it off.
+    pub dump_line: bool,
+    /// `--compress-strings=no` turns it off.
+    pub compress_strings: bool,
+    /// `--compress-pos=no` turns it off.
+    pub compress_pos: bool,
+    /// `--collect-jumps=yes`.
+    pub collect_jumps: bool,
+    /// `--separate-recs=N` (default 2).
+    pub separate_recs: u32,
+    /// `--separate-callers=N` (default 0).
+    pub separate_callers: u32,
+    /// `--separate-threads=yes`.
+    pub separate_threads: bool,
+    /// `--skip-plt=no` turns it off.
+    pub skip_plt: bool,
+    /// `--fn-skip=PATTERN`, in the order given.
+    pub fn_skip: Vec<String>,
+    /// `--toggle-collect=PATTERN`, in the order given.
+    pub toggle_collect: Vec<String>,
+    /// `--collect-atstart=no` turns it off.
+    pub collect_atstart: bool,
+    /// `--instr-atstart=no` turns it off.
+    pub instr_atstart: bool,
+    /// `--combine-dumps=yes`.
+    pub combine_dumps: bool,
+    /// `--I1=size,assoc,line` (used once cache simulation exists, issue 5).
+    pub i1: Option<CacheGeometry>,
+    /// `--D1=size,assoc,line`.
+    pub d1: Option<CacheGeometry>,
+    /// `--LL=size,assoc,line`.
+    pub ll: Option<CacheGeometry>,
+    /// The program to run, as given (looked up on `PATH` by the engine).
+    pub program: OsString,
+    /// The program's arguments.
+    pub args: Vec<OsString>,
+}
+
+impl Options {
+    /// Options with Valgrind's defaults for `program`.
+    pub fn new(program: OsString) -> Options {
+        Options {
+            tool: Tool::Callgrind,
+            backend: Backend::Step,
+            verbosity: 1,
+            trace_children: false,
+            out_file: None,
+            dump_instr: false,
+            dump_line: true,
+            compress_strings: true,
+            compress_pos: true,
+            collect_jumps: false,
+            separate_recs: 2,
+            separate_callers: 0,
+            separate_threads: false,
+            skip_plt: true,
+            fn_skip: Vec::new(),
+            toggle_collect: Vec::new(),
+            collect_atstart: true,
+            instr_atstart: true,
+            combine_dumps: false,
+            i1: None,
+            d1: None,
+            ll: None,
+            program,
+            args: Vec::new(),
+        }
+    }
+
+    /// The output file name template: the one given or the tool's default.
+    pub fn out_file(&self) -> &str {
+        self.out_file
+            .as_deref()
+            .unwrap_or_else(|| self.tool.default_out_file())
+    }
+
+    /// The option that set the output file, for messages: `--callgrind-out-file`.
+    pub fn out_file_option(&self) -> String {
+        format!("--{}-out-file", self.tool.name())
+    }
+}
+
+/// Why a command line was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OptionError {
+    /// An option cgx does not know (or the tool does not have).
+    #[error("unknown option: {option}{hint}")]
+    Unknown {
+        /// The argument as given.
+        option: String,
+        /// An explanation appended to the message (may be empty).
+        hint: &'static str,
+    },
+    /// A known option with a value that is not valid.
+    #[error("bad option: {option}: {reason}")]
+    Bad {
+        /// The argument as given.
+        option: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A valid option asking for something cgx cannot do yet.
+    #[error("{option} is not supported yet ({issue})")]
+    Unsupported {
+        /// The argument as given.
+        option: String,
+        /// Where the work is tracked.
+        issue: &'static str,
+    },
+    /// No program after the options.
+    #[error("no program specified (usage: cgx run [OPTIONS] PROGRAM [ARGS...])")]
+    NoProgram,
+}
+
+/// The options whose value is `yes` or `no`, for the hint on a bare `--dump-instr`.
+const BOOLEAN_OPTIONS: &[&str] = &[
+    "--trace-children",
+    "--dump-instr",
+    "--dump-line",
+    "--compress-strings",
+    "--compress-pos",
+    "--collect-jumps",
+    "--separate-threads",
+    "--skip-plt",
+    "--collect-atstart",
+    "--instr-atstart",
+    "--combine-dumps",
+    "--cache-sim",
+    "--branch-sim",
+    "--cacheuse",
+];
+
+/// Parses `cgx run`'s arguments: options up to the first argument that does not
+/// start with `-`, which is the program; the rest are its arguments.
+pub fn parse(args: &[OsString]) -> Result<Options, OptionError> {
+    let split = args
+        .iter()
+        .position(|arg| !arg.as_encoded_bytes().starts_with(b"-"))
+        .ok_or(OptionError::NoProgram)?;
+    let mut options = Options::new(args[split].clone());
+    options.args = args[split + 1..].to_vec();
+    let mut flags = Vec::with_capacity(split);
+    for arg in &args[..split] {
+        match arg.to_str() {
+            Some(arg) => flags.push(arg),
+            None => {
+                return Err(OptionError::Unknown {
+                    option: arg.to_string_lossy().into_owned(),
+                    hint: "",
+                })
+            }
+        }
+    }
+    // The tool decides which options exist, wherever --tool= is (as Valgrind).
+    for arg in &flags {
+        if let Some(tool) = arg.strip_prefix("--tool=") {
+            options.tool = match tool {
+                "callgrind" => Tool::Callgrind,
+                "cachegrind" => Tool::Cachegrind,
+                _ => return Err(bad(arg, "cgx has the tools callgrind and cachegrind")),
+            };
+        }
+    }
+    let mut simulation = Vec::new();
+    for arg in flags {
+        parse_one(&mut options, arg, &mut simulation)?;
+    }
+    // The simulations are issue 5: refuse what asks for them, whatever comes last.
+    if let Some(option) = simulation.into_iter().last() {
+        return Err(OptionError::Unsupported {
+            option,
+            issue: "issue 5",
+        });
+    }
+    Ok(options)
+}
+
+/// Parses one option into `options`; options turning on a simulation are
+/// collected in `simulation` (a later `=no` removes them).
+fn parse_one(
+    options: &mut Options,
+    arg: &str,
+    simulation: &mut Vec<String>,
+) -> Result<(), OptionError> {
+    let (name, value) = match arg.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (arg, None),
+    };
+    let callgrind = options.tool == Tool::Callgrind;
+    let cachegrind = options.tool == Tool::Cachegrind;
+    match (name, value) {
+        ("-q" | "--quiet", None) => options.verbosity -= 1,
+        ("-v" | "--verbose", None) => options.verbosity += 1,
+        ("--tool", Some(_)) => {} // done first
+        ("--backend", Some(value)) => {
+            options.backend = match value {
+                "step" => Backend::Step,
+                _ => return Err(bad(arg, "the only backend so far is 'step'")),
+            }
+        }
+        ("--trace-children", Some(value)) => options.trace_children = yes_no(arg, value)?,
+        ("--callgrind-out-file", Some(value)) if callgrind => {
+            options.out_file = Some(file_name(arg, value)?)
+        }
+        ("--cachegrind-out-file", Some(value)) if cachegrind => {
+            options.out_file = Some(file_name(arg, value)?)
+        }
+        ("--dump-instr", Some(value)) if callgrind => options.dump_instr = yes_no(arg, value)?,
+        ("--dump-line", Some(value)) if callgrind => options.dump_line = yes_no(arg, value)?,
+        ("--compress-strings", Some(value)) if callgrind => {
+            options.compress_strings = yes_no(arg, value)?
+        }
+        ("--compress-pos", Some(value)) if callgrind => options.compress_pos = yes_no(arg, value)?,
+        ("--collect-jumps", Some(value)) if callgrind => {
+            options.collect_jumps = yes_no(arg, value)?
+        }
+        ("--separate-recs", Some(value)) if callgrind => {
+            options.separate_recs = number(arg, value)?
+        }
+        ("--separate-callers", Some(value)) if callgrind => {
+            options.separate_callers = number(arg, value)?
+        }
+        ("--separate-threads", Some(value)) if callgrind => {
+            options.separate_threads = yes_no(arg, value)?
+        }
+        ("--skip-plt", Some(value)) if callgrind => options.skip_plt = yes_no(arg, value)?,
+        ("--fn-skip", Some(value)) if callgrind => options.fn_skip.push(pattern(arg, value)?),
+        ("--toggle-collect", Some(value)) if callgrind => {
+            options.toggle_collect.push(pattern(arg, value)?)
+        }
+        ("--collect-atstart", Some(value)) if callgrind => {
+            options.collect_atstart = yes_no(arg, value)?
+        }
+        ("--instr-atstart", Some(value)) if callgrind => {
+            options.instr_atstart = yes_no(arg, value)?
+        }
+        ("--combine-dumps", Some(value)) if callgrind => {
+            options.combine_dumps = yes_no(arg, value)?
+        }
+        ("--cache-sim" | "--branch-sim", Some(value)) => {
+            simulation.retain(|earlier| !earlier.starts_with(&format!("{name}=")));
+            if yes_no(arg, value)? {
+                simulation.push(arg.to_string());
+            }
+        }
+        ("--cacheuse", Some(value)) if callgrind => {
+            simulation.retain(|earlier| !earlier.starts_with("--cacheuse="));
+            if yes_no(arg, value)? {
+                simulation.push(arg.to_string());
+            }
+        }
+        ("--I1", Some(value)) => options.i1 = Some(geometry(arg, value)?),
+        ("--D1", Some(value)) => options.d1 = Some(geometry(arg, value)?),
+        ("--LL", Some(value)) => options.ll = Some(geometry(arg, value)?),
+        _ => {
+            let hint = if value.is_none() && BOOLEAN_OPTIONS.contains(&name) {
+                " (say =yes or =no, as Valgrind)"
+            } else {
+                ""
+            };
+            return Err(OptionError::Unknown {
+                option: arg.to_string(),
+                hint,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A [`OptionError::Bad`] for `arg`.
+fn bad(arg: &str, reason: impl Into<String>) -> OptionError {
+    OptionError::Bad {
+        option: arg.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Valgrind's booleans: exactly `yes` or `no`.
+fn yes_no(arg: &str, value: &str) -> Result<bool, OptionError> {
+    match value {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(bad(
+            arg,
+            format!("invalid boolean value '{value}' (should be 'yes' or 'no')"),
+        )),
+    }
+}
+
+/// A decimal number, 0 or more.
+fn number(arg: &str, value: &str) -> Result<u32, OptionError> {
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(number) = value.parse() {
+            return Ok(number);
+        }
+    }
+    Err(bad(
+        arg,
+        format!("invalid integer value '{value}' (should be 0 or more)"),
+    ))
+}
+
+/// An output file name: not empty (its `%` sequences are checked later).
+fn file_name(arg: &str, value: &str) -> Result<String, OptionError> {
+    if value.is_empty() {
+        return Err(bad(arg, "no file name given"));
+    }
+    Ok(value.to_string())
+}
+
+/// A function name pattern: not empty.
+fn pattern(arg: &str, value: &str) -> Result<String, OptionError> {
+    if value.is_empty() {
+        return Err(bad(arg, "no pattern given"));
+    }
+    Ok(value.to_string())
+}
+
+/// `size,assoc,line_size` with Valgrind's checks: the line size is a power of
+/// two of at least 16 bytes, the size a multiple of line × assoc, and the number
+/// of sets a power of two.
+fn geometry(arg: &str, value: &str) -> Result<CacheGeometry, OptionError> {
+    let numbers: Vec<u64> = value
+        .split(',')
+        .map(|part| {
+            (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| part.parse().ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()
+        .filter(|numbers: &Vec<u64>| numbers.len() == 3)
+        .ok_or_else(|| bad(arg, "expected size,assoc,line_size (three numbers)"))?;
+    let (size, assoc, line) = (numbers[0], numbers[1], numbers[2]);
+    if assoc == 0 || size == 0 {
+        return Err(bad(arg, "size and associativity must be more than 0"));
+    }
+    if line < 16 || !line.is_power_of_two() {
+        return Err(bad(
+            arg,
+            "the line size must be a power of two of at least 16",
+        ));
+    }
+    let way_bytes = line.saturating_mul(assoc);
+    if size / way_bytes * way_bytes != size {
+        return Err(bad(
+            arg,
+            "the size must be a multiple of line size × associativity",
+        ));
+    }
+    if !(size / way_bytes).is_power_of_two() {
+        return Err(bad(arg, "the cache's set count is not a power of two"));
+    }
+    Ok(CacheGeometry { size, assoc, line })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Vec<OsString> {
+        text.split_whitespace().map(OsString::from).collect()
+    }
+
+    fn ok(text: &str) -> Options {
+        match parse(&args(text)) {
+            Ok(options) => options,
+            Err(error) => panic!("{text}: {error}"),
+        }
+    }
+
+    fn error(text: &str) -> String {
+        match parse(&args(text)) {
+            Ok(options) => panic!("{text}: accepted as {options:?}"),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[test]
+    fn defaults_are_valgrinds() {
+        let options = ok("./prog");
+        assert_eq!(options, Options::new("./prog".into()));
+        assert_eq!(options.tool, Tool::Callgrind);
+        assert_eq!(options.out_file(), "callgrind.out.%p");
+        assert_eq!(options.separate_recs, 2);
+        assert!(options.dump_line && options.skip_plt && options.compress_strings);
+    }
+
+    #[test]
+    fn options_stop_at_the_program() {
+        let options = ok("-q --dump-instr=yes prog -v --foo x");
+        assert_eq!(options.program, "prog");
+        assert_eq!(options.args, args("-v --foo x"));
+        assert_eq!(options.verbosity, 0);
+        assert!(options.dump_instr);
+    }
+
+    #[test]
+    fn every_callgrind_option() {
+        let options = ok(
+            "--tool=callgrind --callgrind-out-file=out.%p --dump-instr=yes \
+             --dump-line=no --compress-strings=no --compress-pos=no --collect-jumps=yes \
+             --separate-recs=10 --separate-callers=3 --separate-threads=yes --skip-plt=no \
+             --fn-skip=a* --fn-skip=b --toggle-collect=main --collect-atstart=no \
+             --instr-atstart=no --combine-dumps=yes --trace-children=yes -v -v \
+             --cache-sim=no --branch-sim=no --cacheuse=no --I1=32768,8,64 --backend=step p",
+        );
+        let mut expected = Options::new("p".into());
+        expected.out_file = Some("out.%p".into());
+        expected.dump_instr = true;
+        expected.dump_line = false;
+        expected.compress_strings = false;
+        expected.compress_pos = false;
+        expected.collect_jumps = true;
+        expected.separate_recs = 10;
+        expected.separate_callers = 3;
+        expected.separate_threads = true;
+        expected.skip_plt = false;
+        expected.fn_skip = vec!["a*".into(), "b".into()];
+        expected.toggle_collect = vec!["main".into()];
+        expected.collect_atstart = false;
+        expected.instr_atstart = false;
+        expected.combine_dumps = true;
+        expected.trace_children = true;
+        expected.verbosity = 3;
+        expected.i1 = Some(CacheGeometry {
+            size: 32768,
+            assoc: 8,
+            line: 64,
+        });
+        assert_eq!(options, expected);
+    }
+
+    #[test]
+    fn cachegrind_has_its_own_options() {
+        let options = ok("--cachegrind-out-file=cg.out --tool=cachegrind --LL=1048576,16,64 p");
+        assert_eq!(options.tool, Tool::Cachegrind);
+        assert_eq!(options.out_file(), "cg.out");
+        assert_eq!(ok("--tool=cachegrind p").out_file(), "cachegrind.out.%p");
+        assert_eq!(
+            error("--tool=cachegrind --dump-instr=yes p"),
+            "unknown option: --dump-instr=yes"
+        );
+        assert_eq!(
+            error("--tool=cachegrind --callgrind-out-file=x p"),
+            "unknown option: --callgrind-out-file=x"
+        );
+        assert_eq!(
+            error("--cachegrind-out-file=x p"),
+            "unknown option: --cachegrind-out-file=x"
+        );
+    }
+
+    #[test]
+    fn unknown_options_are_refused() {
+        assert_eq!(error("--foo p"), "unknown option: --foo");
+        assert_eq!(error("--log-file=x p"), "unknown option: --log-file=x");
+        assert_eq!(error("-q=yes p"), "unknown option: -q=yes");
+        assert_eq!(
+            error("--dump-instr p"),
+            "unknown option: --dump-instr (say =yes or =no, as Valgrind)"
+        );
+        assert_eq!(error("--tool p"), "unknown option: --tool");
+    }
+
+    #[test]
+    fn values_are_checked() {
+        assert_eq!(
+            error("--dump-instr=maybe p"),
+            "bad option: --dump-instr=maybe: invalid boolean value 'maybe' (should be 'yes' or 'no')"
+        );
+        assert_eq!(
+            error("--dump-instr=YES p"),
+            "bad option: --dump-instr=YES: invalid boolean value 'YES' (should be 'yes' or 'no')"
+        );
+        for value in ["x", "-1", "", "+3", "99999999999"] {
+            assert_eq!(
+                error(&format!("--separate-recs={value} p")),
+                format!(
+                    "bad option: --separate-recs={value}: invalid integer value '{value}' (should be 0 or more)"
+                )
+            );
+        }
+        assert_eq!(
+            error("--tool=memcheck p"),
+            "bad option: --tool=memcheck: cgx has the tools callgrind and cachegrind"
+        );
+        assert_eq!(
+            error("--backend=translate p"),
+            "bad option: --backend=translate: the only backend so far is 'step'"
+        );
+        assert_eq!(
+            error("--callgrind-out-file= p"),
+            "bad option: --callgrind-out-file=: no file name given"
+        );
+        assert_eq!(
+            error("--fn-skip= p"),
+            "bad option: --fn-skip=: no pattern given"
+        );
+    }
+
+    #[test]
+    fn cache_geometries_are_checked() {
+        assert_eq!(
+            error("--I1=1,2,3 p"),
+            "bad option: --I1=1,2,3: the line size must be a power of two of at least 16"
+        );
+        assert_eq!(
+            error("--D1=1000,2,64 p"),
+            "bad option: --D1=1000,2,64: the size must be a multiple of line size × associativity"
+        );
+        assert_eq!(
+            error("--LL=384,2,64 p"),
+            "bad option: --LL=384,2,64: the cache's set count is not a power of two"
+        );
+        for value in ["1,2", "a,b,c", "1,2,3,4", "", "0,1,64"] {
+            assert!(error(&format!("--LL={value} p"))
+                .starts_with(&format!("bad option: --LL={value}: ")));
+        }
+    }
+
+    #[test]
+    fn simulations_are_issue_5() {
+        assert_eq!(
+            error("--cache-sim=yes p"),
+            "--cache-sim=yes is not supported yet (issue 5)"
+        );
+        assert_eq!(
+            error("--tool=cachegrind --branch-sim=yes p"),
+            "--branch-sim=yes is not supported yet (issue 5)"
+        );
+        assert_eq!(
+            error("--cacheuse=yes p"),
+            "--cacheuse=yes is not supported yet (issue 5)"
+        );
+        assert_eq!(
+            error("--tool=cachegrind --cacheuse=no p"),
+            "unknown option: --cacheuse=no"
+        );
+        // The last word counts, as for every option.
+        ok("--cache-sim=yes --cache-sim=no p");
+        assert_eq!(
+            error("--cache-sim=no --cache-sim=yes p"),
+            "--cache-sim=yes is not supported yet (issue 5)"
+        );
+    }
+
+    #[test]
+    fn a_program_is_needed() {
+        assert_eq!(
+            error("-q --dump-instr=yes"),
+            "no program specified (usage: cgx run [OPTIONS] PROGRAM [ARGS...])"
+        );
+        assert_eq!(error(""), error("-v"));
+    }
+
+    #[test]
+    fn arguments_that_are_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = std::ffi::OsStr::from_bytes(b"--x\xff").to_os_string();
+        let error = parse(&[odd, "p".into()]).map(drop);
+        assert_eq!(
+            error,
+            Err(OptionError::Unknown {
+                option: "--x\u{fffd}".into(),
+                hint: ""
+            })
+        );
+        let program = std::ffi::OsStr::from_bytes(b"./\xff").to_os_string();
+        let options = parse(&[program.clone(), "\u{e9}".into()]);
+        assert_eq!(options.map(|o| o.program), Ok(program));
+    }
+}

@@ -1,0 +1,129 @@
+//! The wiring of the engine and the collector: runs the program with a
+//! [`Collector`] as the event sink and hands every dump to a [`Listener`] as
+//! soon as it is complete (a dump the program asked for, a process that ended),
+//! so files appear while the program runs, as with Valgrind. This is the one
+//! place that knows the engine's and the collector's APIs.
+
+use cgx_callstack::{Collector, Dump, Options};
+use cgx_engine::{Block, Command, EventSink, Exit, RunOptions, Thread};
+
+/// Who receives what happens during the run.
+pub trait Listener {
+    /// Process `pid` runs its first block (told once per process, and not for
+    /// forked copies of a running process).
+    fn process_started(&mut self, pid: i32);
+    /// Dumps completed (in the order the collector made them).
+    fn dumps(&mut self, dumps: Vec<Dump>);
+    /// Process `pid` ended; its last dumps came just before.
+    fn process_exited(&mut self, pid: i32, exit: Exit);
+    /// The collector could not make a profile (reported, the run goes on).
+    fn collector_failed(&mut self, error: cgx_callstack::Error);
+}
+
+/// Runs `command` under the step backend, collecting with `options`, and tells
+/// `listener`. The dumps of the processes still known when the engine stops
+/// (also after an engine error) are handed over before returning. Returns how
+/// the program (the first process) ended.
+pub fn trace(
+    command: &Command,
+    trace_children: bool,
+    options: Options,
+    listener: &mut dyn Listener,
+) -> Result<Exit, cgx_engine::Error> {
+    let mut tap = Tap {
+        collector: Collector::new(options),
+        listener,
+        last_pid: None,
+        started: Vec::new(),
+    };
+    let result = cgx_engine::step::run(command, &RunOptions { trace_children }, &mut tap);
+    match tap.collector.finish() {
+        Ok(dumps) => tap.deliver(dumps),
+        Err(error) => tap.listener.collector_failed(error),
+    }
+    result.map(|outcome| outcome.exit)
+}
+
+/// Forwards the events to the collector and takes its dumps when an event may
+/// have completed some.
+struct Tap<'a> {
+    collector: Collector,
+    listener: &'a mut dyn Listener,
+    /// The process of the last block, to notice new processes cheaply.
+    last_pid: Option<i32>,
+    /// The processes seen running.
+    started: Vec<i32>,
+}
+
+impl Tap<'_> {
+    fn deliver(&mut self, dumps: Vec<Dump>) {
+        if !dumps.is_empty() {
+            self.listener.dumps(dumps);
+        }
+    }
+
+    fn take_dumps(&mut self) {
+        let dumps = self.collector.take_dumps();
+        self.deliver(dumps);
+    }
+}
+
+impl EventSink for Tap<'_> {
+    #[inline]
+    fn block(&mut self, thread: Thread, block: Block) {
+        if self.last_pid != Some(thread.pid) {
+            self.last_pid = Some(thread.pid);
+            if !self.started.contains(&thread.pid) {
+                self.started.push(thread.pid);
+                self.listener.process_started(thread.pid);
+            }
+        }
+        self.collector.block(thread, block);
+    }
+
+    #[inline]
+    fn instruction(&mut self, thread: Thread, addr: u64, len: u8) {
+        self.collector.instruction(thread, addr, len);
+    }
+
+    fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {
+        let result = self.collector.client_request(thread, args, default);
+        self.take_dumps();
+        result
+    }
+
+    fn signal_handler_entered(&mut self, thread: Thread, signal: i32) {
+        self.collector.signal_handler_entered(thread, signal);
+    }
+
+    fn signal_handler_returned(&mut self, thread: Thread) {
+        self.collector.signal_handler_returned(thread);
+    }
+
+    fn thread_started(&mut self, thread: Thread) {
+        self.collector.thread_started(thread);
+    }
+
+    fn thread_exited(&mut self, thread: Thread) {
+        self.collector.thread_exited(thread);
+        self.take_dumps();
+    }
+
+    fn forked(&mut self, parent: Thread, child_pid: i32) {
+        // A copy of a running process, not a new start (Valgrind prints no
+        // header for it either).
+        self.started.push(child_pid);
+        self.collector.forked(parent, child_pid);
+    }
+
+    fn exec(&mut self, pid: i32, traced: bool) {
+        self.collector.exec(pid, traced);
+        self.take_dumps();
+    }
+
+    fn process_exited(&mut self, pid: i32, exit: Exit) {
+        self.collector.process_exited(pid, exit);
+        self.take_dumps();
+        self.listener.process_exited(pid, exit);
+    }
+}

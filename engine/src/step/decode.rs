@@ -1,0 +1,191 @@
+//! Decoding: what the step backend needs to know of an instruction (its length,
+//! how it may transfer control, REP behaviour), decoded once per address with
+//! iced-x86, and Valgrind's counting of REP string instructions.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
+
+/// The client-request marker: `rol rdi,3; rol rdi,13; rol rdi,61; rol rdi,51;
+/// xchg rbx,rbx`. Valgrind's VEX decodes it as one 19-byte instruction.
+const CLIENT_REQUEST: [u8; 19] = [
+    0x48, 0xC1, 0xC7, 0x03, 0x48, 0xC1, 0xC7, 0x0D, 0x48, 0xC1, 0xC7, 0x3D, 0x48, 0xC1, 0xC7, 0x33,
+    0x48, 0x87, 0xDB,
+];
+
+/// Length of the client-request marker (one instruction for Valgrind).
+pub(super) const CLIENT_REQUEST_LEN: u8 = CLIENT_REQUEST.len() as u8;
+
+/// How an instruction may transfer control, as VEX ends its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Flow {
+    /// Continues with the next instruction; the block goes on.
+    Next,
+    /// `jcc`: ends the block.
+    ConditionalJump,
+    /// `loop`, `loope`, `loopne`, `jrcxz`, `jecxz`: a side exit of the block
+    /// when taken, the block goes on when not.
+    SideExit,
+    /// `jmp`: ends the block.
+    Jump {
+        /// A direct jump (target in the instruction).
+        direct: bool,
+    },
+    /// `call`, direct or indirect.
+    Call,
+    /// `ret`, `iret`.
+    Return,
+    /// `syscall`/`sysenter`: ends the block, continues at the next instruction.
+    SystemCall,
+    /// Ends the block without a jump: `int`, `int3`, `ud2`, `hlt`, `pause`
+    /// (VEX's yield), `clflush` (VEX's cache invalidation).
+    Stop,
+    /// The client-request marker (emulated, never stepped).
+    ClientRequest,
+}
+
+/// The REP behaviour of a string instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Rep {
+    /// `Some(true)`: repeat while ZF = 1 (REPE cmps/scas); `Some(false)`: while
+    /// ZF = 0 (REPNE); `None`: only the count ends it.
+    while_zero_flag: Option<bool>,
+    /// The counter is `ecx` (address-size prefix), not `rcx`.
+    counter_32: bool,
+}
+
+/// What the backend keeps of a decoded instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Decoded {
+    /// Length in bytes.
+    pub len: u8,
+    /// How it may transfer control.
+    pub flow: Flow,
+    /// `Some` for a REP-prefixed string instruction (which ends its block).
+    pub rep: Option<Rep>,
+}
+
+impl Decoded {
+    /// The decoded instruction at `addr` in the memory of `memory`, `None` when
+    /// the bytes there do not decode.
+    pub fn read(memory: &File, addr: u64) -> Option<Decoded> {
+        let mut bytes = [0u8; 24];
+        let got = read_available(memory, addr, &mut bytes);
+        if bytes[..got].starts_with(&CLIENT_REQUEST) {
+            return Some(Decoded {
+                len: CLIENT_REQUEST_LEN,
+                flow: Flow::ClientRequest,
+                rep: None,
+            });
+        }
+        let mut decoder = Decoder::with_ip(64, &bytes[..got], addr, DecoderOptions::NONE);
+        let instruction = decoder.decode();
+        if instruction.is_invalid() {
+            return None;
+        }
+        Some(Decoded::from_instruction(&instruction))
+    }
+
+    fn from_instruction(instruction: &Instruction) -> Decoded {
+        let repeated = instruction.has_rep_prefix() || instruction.has_repne_prefix();
+        let rep = (repeated && instruction.is_string_instruction()).then(|| {
+            let conditional = matches!(
+                instruction.mnemonic(),
+                Mnemonic::Cmpsb
+                    | Mnemonic::Cmpsw
+                    | Mnemonic::Cmpsd
+                    | Mnemonic::Cmpsq
+                    | Mnemonic::Scasb
+                    | Mnemonic::Scasw
+                    | Mnemonic::Scasd
+                    | Mnemonic::Scasq
+            );
+            let counter_32 = (0..instruction.op_count()).any(|operand| {
+                matches!(
+                    instruction.op_kind(operand),
+                    OpKind::MemorySegESI | OpKind::MemoryESEDI
+                )
+            });
+            Rep {
+                while_zero_flag: conditional.then(|| instruction.has_rep_prefix()),
+                counter_32,
+            }
+        });
+        Decoded {
+            len: instruction.len() as u8,
+            flow: flow(instruction),
+            rep,
+        }
+    }
+
+    /// How many times the instruction counts for a step that went from
+    /// `before` to `after` (Valgrind's rules: a REP string instruction counts
+    /// once per iteration plus once for the final `rcx == 0` check). `completed`
+    /// says whether the step is known to have finished the instruction (a
+    /// single-step trap); otherwise leaving the address is the evidence.
+    pub fn executions(
+        &self,
+        at: u64,
+        before: &libc::user_regs_struct,
+        after: &libc::user_regs_struct,
+        completed: bool,
+    ) -> u64 {
+        let left = after.rip != at;
+        let Some(rep) = self.rep else {
+            return u64::from(completed || left);
+        };
+        let mask = if rep.counter_32 {
+            u64::from(u32::MAX)
+        } else {
+            u64::MAX
+        };
+        let (count_before, count_after) = (before.rcx & mask, after.rcx & mask);
+        let iterations = count_before.wrapping_sub(count_after) & mask;
+        let zero_flag = after.eflags & 0x40 != 0;
+        let condition_holds = match rep.while_zero_flag {
+            Some(want) => want == zero_flag,
+            None => true,
+        };
+        let ended_by_count_check =
+            left && (iterations == 0 || (count_after == 0 && condition_holds));
+        iterations + u64::from(ended_by_count_check)
+    }
+}
+
+fn flow(instruction: &Instruction) -> Flow {
+    match instruction.mnemonic() {
+        Mnemonic::Syscall | Mnemonic::Sysenter => return Flow::SystemCall,
+        Mnemonic::Loop
+        | Mnemonic::Loope
+        | Mnemonic::Loopne
+        | Mnemonic::Jrcxz
+        | Mnemonic::Jecxz
+        | Mnemonic::Jcxz => return Flow::SideExit,
+        Mnemonic::Pause | Mnemonic::Hlt | Mnemonic::Clflush => return Flow::Stop,
+        Mnemonic::Iret | Mnemonic::Iretd | Mnemonic::Iretq => return Flow::Return,
+        _ => {}
+    }
+    match instruction.flow_control() {
+        FlowControl::Next | FlowControl::XbeginXabortXend => Flow::Next,
+        FlowControl::ConditionalBranch => Flow::ConditionalJump,
+        FlowControl::UnconditionalBranch => Flow::Jump { direct: true },
+        FlowControl::IndirectBranch => Flow::Jump { direct: false },
+        FlowControl::Call | FlowControl::IndirectCall => Flow::Call,
+        FlowControl::Return => Flow::Return,
+        FlowControl::Interrupt | FlowControl::Exception => Flow::Stop,
+    }
+}
+
+/// Reads as many bytes at `addr` as are mapped (code may end at a page before an
+/// unmapped one); returns how many were read.
+pub(super) fn read_available(memory: &File, addr: u64, buffer: &mut [u8]) -> usize {
+    let mut got = 0;
+    while got < buffer.len() {
+        match memory.read_at(&mut buffer[got..], addr.wrapping_add(got as u64)) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    got
+}

@@ -1,0 +1,132 @@
+//! Thin wrappers over the ptrace and wait requests the step backend makes.
+
+use std::io;
+
+use crate::error::{Error, Result};
+
+/// Registers of a stopped thread.
+pub(super) type Regs = libc::user_regs_struct;
+
+/// Resumes `tid` for one instruction, delivering `signal` (0: none).
+pub(super) fn single_step(tid: i32, signal: i32) -> Result<()> {
+    // SAFETY: ptrace on a stopped tracee; no pointers.
+    if unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, tid, 0, signal) } != 0 {
+        return Err(Error::last_os("ptrace(PTRACE_SINGLESTEP)"));
+    }
+    Ok(())
+}
+
+/// Detaches from `tid`, which runs on untraced.
+pub(super) fn detach(tid: i32) -> Result<()> {
+    // SAFETY: ptrace on a stopped tracee; no pointers.
+    if unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0) } != 0 {
+        return Err(Error::last_os("ptrace(PTRACE_DETACH)"));
+    }
+    Ok(())
+}
+
+/// The registers of stopped `tid`.
+pub(super) fn regs(tid: i32) -> Result<Regs> {
+    // SAFETY: user_regs_struct is plain data; ptrace fills it.
+    unsafe {
+        let mut regs: Regs = std::mem::zeroed();
+        if libc::ptrace(libc::PTRACE_GETREGS, tid, 0, &mut regs as *mut Regs) != 0 {
+            return Err(Error::last_os("ptrace(PTRACE_GETREGS)"));
+        }
+        Ok(regs)
+    }
+}
+
+/// Sets the registers of stopped `tid`.
+pub(super) fn set_regs(tid: i32, regs: &Regs) -> Result<()> {
+    // SAFETY: ptrace reads a valid user_regs_struct.
+    if unsafe { libc::ptrace(libc::PTRACE_SETREGS, tid, 0, regs as *const Regs) } != 0 {
+        return Err(Error::last_os("ptrace(PTRACE_SETREGS)"));
+    }
+    Ok(())
+}
+
+/// The message of a ptrace event stop (new thread id, former thread id).
+pub(super) fn event_message(tid: i32) -> Result<u64> {
+    let mut message: libc::c_ulong = 0;
+    // SAFETY: ptrace writes one unsigned long.
+    if unsafe {
+        libc::ptrace(
+            libc::PTRACE_GETEVENTMSG,
+            tid,
+            0,
+            &mut message as *mut libc::c_ulong,
+        )
+    } != 0
+    {
+        return Err(Error::last_os("ptrace(PTRACE_GETEVENTMSG)"));
+    }
+    Ok(message)
+}
+
+/// What `PTRACE_GETSIGINFO` says of a signal stop.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SignalInfo {
+    /// `si_code`.
+    pub code: i32,
+}
+
+/// The signal information of a signal-delivery-stop; `None` for a group-stop
+/// (PTRACE_GETSIGINFO fails with EINVAL).
+pub(super) fn signal_info(tid: i32) -> Result<Option<SignalInfo>> {
+    // SAFETY: siginfo_t is plain data; ptrace fills it.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        if libc::ptrace(
+            libc::PTRACE_GETSIGINFO,
+            tid,
+            0,
+            &mut info as *mut libc::siginfo_t,
+        ) != 0
+        {
+            let error = io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::EINVAL) {
+                return Ok(None);
+            }
+            return Err(Error::Os {
+                operation: "ptrace(PTRACE_GETSIGINFO)",
+                source: error,
+            });
+        }
+        Ok(Some(SignalInfo { code: info.si_code }))
+    }
+}
+
+/// Waits for any tracee (or child) of the calling thread: `(tid, status)`,
+/// `None` when there is none left (ECHILD). Retried on EINTR.
+pub(super) fn wait_any() -> Result<Option<(i32, i32)>> {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer. __WNOTHREAD: only this
+        // thread's tracees, not those of other tracer threads in the process.
+        let got = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
+        if got > 0 {
+            return Ok(Some((got, status)));
+        }
+        let error = io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return Ok(None),
+            _ => {
+                return Err(Error::Os {
+                    operation: "waitpid",
+                    source: error,
+                })
+            }
+        }
+    }
+}
+
+/// The thread group (process) of thread `tid`, from `/proc/TID/status`.
+pub(super) fn thread_group(tid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Tgid:"))
+        .and_then(|value| value.trim().parse().ok())
+}

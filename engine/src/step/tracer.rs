@@ -1,0 +1,453 @@
+//! The tracing loop: waits for any traced thread to stop, turns what its step
+//! did into events, and resumes it for its next instruction. Each thread is
+//! resumed on its own, so one blocked in a system call (a futex wait, a join)
+//! does not hold up the others.
+
+use crate::error::{Error, Result};
+use crate::event::{Arrival, Block, EventSink, Exit, Thread};
+
+use super::blocks::{self, BlockCursor};
+use super::decode::{read_available, Decoded, Flow, CLIENT_REQUEST_LEN};
+use super::ptrace::{self, Regs};
+use super::tracees::{open_memory, Process, Step, ThreadState, Tracees};
+use super::{Outcome, RunOptions};
+
+/// `si_code` of a single-step trap, and of the step report after a system call.
+const TRAP_TRACE: i32 = 2;
+const TRAP_BRKPT: i32 = 1;
+/// `si_code` of the stop the kernel reports when a stepped thread enters a
+/// signal handler (`ptrace_notify(SIGTRAP)`).
+const HANDLER_ENTERED: i32 = libc::SIGTRAP;
+
+/// System call numbers the backend must recognize.
+const SYS_RT_SIGRETURN: u64 = 15;
+const SYS_EXIT: u64 = 60;
+const SYS_EXIT_GROUP: u64 = 231;
+
+/// What a stop says about the step in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepEnd {
+    /// A single-step trap: the instruction (or one REP iteration) completed.
+    Trap,
+    /// A signal stopped the thread; the instruction completed if the thread
+    /// left its address. `fault`: a synchronous fault of the instruction.
+    Signal { fault: bool },
+    /// Nothing was executed (a group-stop, a signal handler entry).
+    Nothing,
+}
+
+/// The state of one run of the step backend.
+pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
+    sink: &'s mut S,
+    options: RunOptions,
+    tracees: Tracees,
+    initial: i32,
+    initial_exit: Option<Exit>,
+    instructions: u64,
+    steps: u64,
+}
+
+impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
+    /// A tracer for the process `initial`, stopped before its first
+    /// instruction.
+    pub fn new(sink: &'s mut S, options: RunOptions, initial: i32) -> Tracer<'s, S> {
+        Tracer {
+            sink,
+            options,
+            tracees: Tracees::default(),
+            initial,
+            initial_exit: None,
+            instructions: 0,
+            steps: 0,
+        }
+    }
+
+    /// Traces until the initial process has exited and no traced process is
+    /// left.
+    pub fn run(mut self) -> Result<Outcome> {
+        let thread = Thread {
+            pid: self.initial,
+            tid: self.initial,
+        };
+        let mut state = ThreadState::new(thread)?;
+        state.regs = ptrace::regs(thread.tid)?;
+        self.tracees.threads.insert(thread.tid, state);
+        self.tracees
+            .processes
+            .insert(thread.pid, Process::default());
+        self.advance(thread.tid, false)?;
+        loop {
+            if let Some(exit) = self.initial_exit {
+                if self.tracees.threads.is_empty() {
+                    return Ok(Outcome {
+                        exit,
+                        instructions: self.instructions,
+                        steps: self.steps,
+                    });
+                }
+            }
+            let Some((tid, status)) = ptrace::wait_any()? else {
+                return Err(Error::Unexpected(
+                    "the traced processes vanished without an exit status".into(),
+                ));
+            };
+            self.handle(tid, status)?;
+        }
+    }
+
+    fn handle(&mut self, tid: i32, status: i32) -> Result<()> {
+        if libc::WIFEXITED(status) {
+            return self.thread_gone(tid, Exit::Code(libc::WEXITSTATUS(status)));
+        }
+        if libc::WIFSIGNALED(status) {
+            let exit = Exit::Signal {
+                signal: libc::WTERMSIG(status),
+                core_dumped: libc::WCOREDUMP(status),
+            };
+            return self.thread_gone(tid, exit);
+        }
+        if !libc::WIFSTOPPED(status) {
+            return Err(Error::Unexpected(format!("wait status {status:#x}")));
+        }
+        let signal = libc::WSTOPSIG(status);
+        let event = status >> 16;
+        let Some(state) = self.tracees.threads.get_mut(&tid) else {
+            // A new thread or process stopped before its creator's event stop.
+            self.tracees.early_stops.insert(tid);
+            return Ok(());
+        };
+        if state.awaiting_start && event == 0 && signal == libc::SIGSTOP {
+            state.awaiting_start = false;
+            state.regs = ptrace::regs(tid)?;
+            return self.advance(tid, false);
+        }
+        match event {
+            0 => self.signal_stop(tid, signal),
+            libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK => {
+                self.created(tid, event)
+            }
+            libc::PTRACE_EVENT_EXEC => self.executed(tid),
+            // Other events: the step in flight goes on.
+            _ => ptrace::single_step(tid, 0),
+        }
+    }
+
+    /// A signal-delivery-stop, a single-step trap or a group-stop of `tid`.
+    fn signal_stop(&mut self, tid: i32, signal: i32) -> Result<()> {
+        let info = ptrace::signal_info(tid)?;
+        let after = ptrace::regs(tid)?;
+        let Some(state) = self.tracees.threads.get_mut(&tid) else {
+            return Ok(());
+        };
+        let step = state.step.take();
+        let injected = step.map_or(0, |step| step.injected);
+        let end = match info {
+            // Group-stop (job control): resume without a signal.
+            None => StepEnd::Nothing,
+            Some(info)
+                if signal == libc::SIGTRAP
+                    && (info.code == TRAP_TRACE || info.code == TRAP_BRKPT) =>
+            {
+                StepEnd::Trap
+            }
+            Some(info)
+                if signal == libc::SIGTRAP && injected != 0 && info.code == HANDLER_ENTERED =>
+            {
+                // The kernel set up a handler frame; nothing was executed.
+                let resumption = state.cursor.resumption();
+                state.signal_frames.push(resumption);
+                state.cursor = BlockCursor::start();
+                self.sink.signal_handler_entered(state.thread, injected);
+                StepEnd::Nothing
+            }
+            Some(info) => {
+                // A signal for the tracee: deliver it with the next step.
+                state.inject = signal;
+                let fault = info.code > 0
+                    && matches!(
+                        signal,
+                        libc::SIGSEGV | libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGTRAP
+                    );
+                StepEnd::Signal { fault }
+            }
+        };
+        if let Some(step) = step {
+            complete(self.sink, &mut self.instructions, state, &step, &after, end);
+        }
+        state.regs = after;
+        self.advance(tid, false)
+    }
+
+    /// `tid` created a thread or process (a clone, fork or vfork event stop).
+    fn created(&mut self, tid: i32, event: i32) -> Result<()> {
+        let child = i32::try_from(ptrace::event_message(tid)?)
+            .map_err(|_| Error::Unexpected("a new thread id out of range".into()))?;
+        let Some(parent) = self.tracees.threads.get(&tid) else {
+            return Ok(());
+        };
+        let parent_thread = parent.thread;
+        let is_thread = event == libc::PTRACE_EVENT_CLONE
+            && ptrace::thread_group(child).unwrap_or(parent_thread.pid) == parent_thread.pid;
+        let thread = Thread {
+            pid: if is_thread { parent_thread.pid } else { child },
+            tid: child,
+        };
+        let mut state = ThreadState::new(thread)?;
+        if is_thread {
+            self.sink.thread_started(thread);
+        } else {
+            state.signal_frames = parent.signal_frames.clone();
+            let decoded = self
+                .tracees
+                .processes
+                .get(&parent_thread.pid)
+                .map(|process| process.decoded.clone())
+                .unwrap_or_default();
+            self.tracees.processes.insert(child, Process { decoded });
+            self.sink.forked(parent_thread, child);
+        }
+        let stopped_already = self.tracees.early_stops.remove(&child);
+        state.awaiting_start = !stopped_already;
+        if stopped_already {
+            state.regs = ptrace::regs(child)?;
+        }
+        self.tracees.threads.insert(child, state);
+        if stopped_already {
+            self.advance(child, false)?;
+        }
+        // The creator's system call goes on; its step completes with a trap.
+        ptrace::single_step(tid, 0)
+    }
+
+    /// `tid` completed an `execve` (an exec event stop).
+    fn executed(&mut self, tid: i32) -> Result<()> {
+        let former = i32::try_from(ptrace::event_message(tid)?).unwrap_or(tid);
+        if former != tid {
+            // A non-leader thread exec'd: it takes over the leader's id.
+            if let Some(leader) = self.tracees.threads.remove(&tid) {
+                self.sink.thread_exited(leader.thread);
+            }
+            if let Some(mut state) = self.tracees.threads.remove(&former) {
+                state.thread.tid = tid;
+                self.tracees.threads.insert(tid, state);
+            }
+        }
+        let after = ptrace::regs(tid)?;
+        let Some(state) = self.tracees.threads.get_mut(&tid) else {
+            return Ok(());
+        };
+        let pid = state.thread.pid;
+        // The `execve` itself completed.
+        if let Some(step) = state.step.take() {
+            let before = step.before;
+            let mut executed = before;
+            executed.rip = step
+                .at
+                .wrapping_add(step.decoded.map_or(2, |d| u64::from(d.len)));
+            complete(
+                self.sink,
+                &mut self.instructions,
+                state,
+                &step,
+                &executed,
+                StepEnd::Trap,
+            );
+        }
+        if let Some(process) = self.tracees.processes.get_mut(&pid) {
+            process.decoded.clear();
+        }
+        if self.options.trace_children {
+            self.sink.exec(pid, true);
+            state.memory = open_memory(tid)?;
+            state.regs = after;
+            state.cursor = BlockCursor::start();
+            state.signal_frames.clear();
+            state.inject = 0;
+            return self.advance(tid, true);
+        }
+        self.sink.exec(pid, false);
+        ptrace::detach(tid)?;
+        self.tracees
+            .threads
+            .retain(|_, state| state.thread.pid != pid);
+        self.tracees.processes.remove(&pid);
+        Ok(())
+    }
+
+    /// Thread `tid` ended with `exit`.
+    fn thread_gone(&mut self, tid: i32, exit: Exit) -> Result<()> {
+        self.tracees.early_stops.remove(&tid);
+        let Some(mut state) = self.tracees.threads.remove(&tid) else {
+            // The initial process after it was detached (untraced exec).
+            if tid == self.initial && self.initial_exit.is_none() {
+                self.initial_exit = Some(exit);
+                self.sink.process_exited(tid, exit);
+            }
+            return Ok(());
+        };
+        if let (Some(step), Exit::Code(_)) = (state.step.take(), exit) {
+            let exits = matches!(
+                step.decoded,
+                Some(Decoded {
+                    flow: Flow::SystemCall,
+                    ..
+                })
+            ) && matches!(step.before.rax, SYS_EXIT | SYS_EXIT_GROUP);
+            if exits {
+                let mut executed = step.before;
+                executed.rip = step.at.wrapping_add(2);
+                complete(
+                    self.sink,
+                    &mut self.instructions,
+                    &mut state,
+                    &step,
+                    &executed,
+                    StepEnd::Trap,
+                );
+            }
+        }
+        self.sink.thread_exited(state.thread);
+        let pid = state.thread.pid;
+        if tid == pid {
+            self.tracees.processes.remove(&pid);
+            self.sink.process_exited(pid, exit);
+            if pid == self.initial {
+                self.initial_exit = Some(exit);
+            }
+        }
+        Ok(())
+    }
+
+    /// Resumes stopped `tid` for its next instruction. Client requests are
+    /// served here without a step.
+    fn advance(&mut self, tid: i32, after_exec: bool) -> Result<()> {
+        let Some(state) = self.tracees.threads.get_mut(&tid) else {
+            return Ok(());
+        };
+        let process = self.tracees.processes.entry(state.thread.pid).or_default();
+        loop {
+            let at = state.regs.rip;
+            let decoded = *process
+                .decoded
+                .entry(at)
+                .or_insert_with(|| Decoded::read(&state.memory, at));
+            if let (Some(decoded), 0) = (decoded, state.inject) {
+                if decoded.flow == Flow::ClientRequest {
+                    self.instructions += 1;
+                    client_request(self.sink, state, at)?;
+                    continue;
+                }
+            }
+            ptrace::single_step(tid, state.inject)?;
+            self.steps += 1;
+            state.step = Some(Step {
+                at,
+                decoded,
+                before: state.regs,
+                injected: state.inject,
+                after_exec,
+            });
+            state.inject = 0;
+            return Ok(());
+        }
+    }
+}
+
+/// Reports the block start of `state` at `at` unless a block is open.
+fn open_block<S: EventSink + ?Sized>(sink: &mut S, state: &mut ThreadState, at: u64, sp: u64) {
+    if !state.cursor.open {
+        sink.block(
+            state.thread,
+            Block {
+                addr: at,
+                sp,
+                arrival: state.cursor.arrival,
+            },
+        );
+        state.cursor.open = true;
+        state.cursor.count = 0;
+    }
+}
+
+/// Turns the step `step` of `state`, which ended as `end` with registers
+/// `after`, into events.
+fn complete<S: EventSink + ?Sized>(
+    sink: &mut S,
+    instructions: &mut u64,
+    state: &mut ThreadState,
+    step: &Step,
+    after: &Regs,
+    end: StepEnd,
+) {
+    let at = step.at;
+    let completed = end == StepEnd::Trap && !(step.after_exec && after.rip == at);
+    let executions = match (end, step.decoded) {
+        (StepEnd::Nothing, _) => 0,
+        (_, Some(decoded)) => decoded.executions(at, &step.before, after, completed),
+        (_, None) => u64::from(completed || after.rip != at),
+    };
+    let fault = matches!(end, StepEnd::Signal { fault: true });
+    if executions == 0 {
+        if fault {
+            // The faulting instruction's block was entered.
+            open_block(sink, state, at, step.before.rsp);
+        }
+        return;
+    }
+    open_block(sink, state, at, step.before.rsp);
+    let len = step.decoded.map_or(0, |decoded| decoded.len);
+    for execution in 0..executions {
+        if execution > 0 {
+            // A further REP iteration is a block of its own (see `blocks`).
+            sink.block(
+                state.thread,
+                Block {
+                    addr: at,
+                    sp: after.rsp,
+                    arrival: Arrival::Jump { conditional: true },
+                },
+            );
+        }
+        sink.instruction(state.thread, at, len);
+    }
+    *instructions += executions;
+    state.cursor.count += 1;
+    let Some(decoded) = step.decoded else {
+        return;
+    };
+    if decoded.flow == Flow::SystemCall && step.before.rax == SYS_RT_SIGRETURN {
+        sink.signal_handler_returned(state.thread);
+        let arrival = state.signal_frames.pop().unwrap_or(Arrival::FallThrough);
+        state.cursor.leave(arrival);
+        return;
+    }
+    if let Some(arrival) = blocks::exit(&decoded, at, after.rip, state.cursor.count) {
+        state.cursor.leave(arrival);
+    }
+}
+
+/// Serves the client request at `at` (the marker, one instruction for
+/// Valgrind): reads `[request, arg1..arg5]` at rax, asks the sink, writes the
+/// answer to rdx and moves past the marker.
+fn client_request<S: EventSink + ?Sized>(
+    sink: &mut S,
+    state: &mut ThreadState,
+    at: u64,
+) -> Result<()> {
+    open_block(sink, state, at, state.regs.rsp);
+    sink.instruction(state.thread, at, CLIENT_REQUEST_LEN);
+    let mut bytes = [0u8; 48];
+    if read_available(&state.memory, state.regs.rax, &mut bytes) == bytes.len() {
+        let mut args = [0u64; 6];
+        for (arg, word) in args.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut raw = [0u8; 8];
+            raw.copy_from_slice(word);
+            *arg = u64::from_ne_bytes(raw);
+        }
+        state.regs.rdx = sink.client_request(state.thread, args, state.regs.rdx);
+    }
+    state.regs.rip = at.wrapping_add(u64::from(CLIENT_REQUEST_LEN));
+    ptrace::set_regs(state.thread.tid, &state.regs)?;
+    state.cursor.leave(Arrival::FallThrough);
+    Ok(())
+}

@@ -1,0 +1,211 @@
+//! Helpers of the step backend's tests: building the test programs, running
+//! Valgrind on them, and a sink that records every event.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+
+use cgx_engine::{Block, EventSink, Exit, Thread};
+
+/// Builds `programs/NAME.c` (`-static -nostdlib`) with `EXIT_CODE` into `dir`.
+pub fn build(dir: &Path, name: &str, exit_code: i32) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
+    let executable = dir.join(format!("{name}{exit_code}"));
+    let output = Process::new("gcc")
+        .args(["-O1", "-g", "-static", "-nostdlib", "-fno-stack-protector"])
+        .arg(format!("-DEXIT_CODE={exit_code}"))
+        .arg("-o")
+        .arg(&executable)
+        .arg(&source)
+        .output()
+        .expect("gcc runs");
+    assert!(
+        output.status.success(),
+        "gcc failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    executable
+}
+
+/// Runs `valgrind --tool=TOOL` with `args` on `program`; returns its stderr.
+fn valgrind(tool: &str, args: &[String], program: &Path) -> String {
+    let output = Process::new("valgrind")
+        .arg(format!("--tool={tool}"))
+        .args(args)
+        .arg(program)
+        .output()
+        .expect("valgrind runs");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Instructions a Valgrind tool (`cachegrind` or `callgrind`) counts for
+/// `program`, read with cgx-formats from the file it writes.
+pub fn valgrind_total(dir: &Path, tool: &str, program: &Path) -> u64 {
+    let out = dir.join(format!("{tool}.out"));
+    valgrind(
+        tool,
+        &[
+            format!("--{tool}-out-file={}", out.display()),
+            "--cache-sim=no".into(),
+        ],
+        program,
+    );
+    total_of(&out)
+}
+
+fn total_of(file: &Path) -> u64 {
+    let profile = cgx_formats::read_path(file).expect("cgx-formats reads Valgrind's file");
+    profile
+        .parts
+        .iter()
+        .map(|part| part.self_totals().first().copied().unwrap_or(0))
+        .sum()
+}
+
+/// Cachegrind's instruction counts of a program that forks once: (parent,
+/// child), from its per-process files.
+pub fn cachegrind_per_process(dir: &Path, program: &Path) -> (u64, u64) {
+    let pattern = dir.join("cg.%p");
+    valgrind(
+        "cachegrind",
+        &[
+            format!("--cachegrind-out-file={}", pattern.display()),
+            "--cache-sim=no".into(),
+        ],
+        program,
+    );
+    let mut files: Vec<(u32, PathBuf)> = std::fs::read_dir(dir)
+        .expect("the folder")
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let pid = path
+                .file_name()?
+                .to_str()?
+                .strip_prefix("cg.")?
+                .parse()
+                .ok()?;
+            Some((pid, path))
+        })
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    (total_of(&files[0].1), total_of(&files[1].1))
+}
+
+/// Lackey's counts for `program` run as Callgrind runs it (no block chasing,
+/// no loop unrolling): (guest instructions, blocks entered). Lackey counts an
+/// instruction before executing it, so a faulting one counts too.
+pub fn lackey_counts(program: &Path) -> (u64, u64) {
+    let stderr = valgrind(
+        "lackey",
+        &[
+            "--basic-counts=yes".into(),
+            "--vex-guest-chase=no".into(),
+            "--vex-iropt-unroll-thresh=0".into(),
+        ],
+        program,
+    );
+    let count = |label: &str| {
+        let line = stderr
+            .lines()
+            .find(|line| line.contains(label))
+            .expect("lackey's counts");
+        line.rsplit(':')
+            .next()
+            .and_then(|count| count.trim().replace(',', "").parse().ok())
+            .expect("a count")
+    };
+    (count("guest instrs:"), count("SBs entered:"))
+}
+
+/// One event as recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    Block(Thread, Block),
+    Instruction(Thread, u64, u8),
+    ClientRequest(Thread, [u64; 6], u64),
+    HandlerEntered(Thread, i32),
+    HandlerReturned(Thread),
+    ThreadStarted(Thread),
+    ThreadExited(Thread),
+    Forked(Thread, i32),
+    Exec(i32, bool),
+    ProcessExited(i32, Exit),
+}
+
+/// A sink that records every event; answers client requests with `answer`
+/// (default: the default value).
+#[derive(Default)]
+pub struct Recorder {
+    pub events: Vec<Event>,
+    pub answer: Option<u64>,
+}
+
+impl Recorder {
+    /// The blocks, with their threads.
+    pub fn blocks(&self) -> Vec<(Thread, Block)> {
+        self.events
+            .iter()
+            .filter_map(|event| match event {
+                Event::Block(thread, block) => Some((*thread, *block)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Instructions per thread.
+    pub fn instructions_per_thread(&self) -> HashMap<Thread, u64> {
+        let mut counts = HashMap::new();
+        for event in &self.events {
+            if let Event::Instruction(thread, _, _) = event {
+                *counts.entry(*thread).or_default() += 1;
+            }
+        }
+        counts
+    }
+
+    /// Instructions among the first `end` events.
+    pub fn instructions_until(&self, end: usize) -> u64 {
+        self.events[..end]
+            .iter()
+            .filter(|event| matches!(event, Event::Instruction(..)))
+            .count() as u64
+    }
+}
+
+impl EventSink for Recorder {
+    fn block(&mut self, thread: Thread, block: Block) {
+        self.events.push(Event::Block(thread, block));
+    }
+    fn instruction(&mut self, thread: Thread, addr: u64, len: u8) {
+        self.events.push(Event::Instruction(thread, addr, len));
+    }
+    fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {
+        self.events
+            .push(Event::ClientRequest(thread, args, default));
+        self.answer.unwrap_or(default)
+    }
+    fn signal_handler_entered(&mut self, thread: Thread, signal: i32) {
+        self.events.push(Event::HandlerEntered(thread, signal));
+    }
+    fn signal_handler_returned(&mut self, thread: Thread) {
+        self.events.push(Event::HandlerReturned(thread));
+    }
+    fn thread_started(&mut self, thread: Thread) {
+        self.events.push(Event::ThreadStarted(thread));
+    }
+    fn thread_exited(&mut self, thread: Thread) {
+        self.events.push(Event::ThreadExited(thread));
+    }
+    fn forked(&mut self, parent: Thread, child_pid: i32) {
+        self.events.push(Event::Forked(parent, child_pid));
+    }
+    fn exec(&mut self, pid: i32, traced: bool) {
+        self.events.push(Event::Exec(pid, traced));
+    }
+    fn process_exited(&mut self, pid: i32, exit: Exit) {
+        self.events.push(Event::ProcessExited(pid, exit));
+    }
+}

@@ -1,0 +1,581 @@
+//! `cgx run` against `valgrind --tool=callgrind` on the programs in
+//! `tests/programs/run/`: building them, running them natively, under Valgrind and
+//! under cgx, and the tables (by function name, by call arc, by instruction) the
+//! tests compare.
+//!
+//! Functions are keyed by name only: Valgrind and cgx may name the object and
+//! source files differently (absolute or relative paths), but a function's name
+//! (`fib`, `fib'2`, `(below main)`) must be the same.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+
+use cgx_formats::{add_costs, read_path, Profile, Record};
+
+use crate::clients::{callgrind_annotate, kcachegrind_complaints};
+use crate::compare::assert_same_rows;
+use crate::tables::{self, zero_count_calls};
+use crate::{cli, output_of, successful_output_of, tests_dir};
+
+/// How a test program is compiled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// C without libc: `gcc -static -nostdlib`, with its own `_start`
+    /// (`nolibc.h`). Non-PIE, so Valgrind and cgx see the same addresses.
+    NoLibc,
+    /// C linked dynamically with glibc and libpthread. Symbols are bound at
+    /// start-up (`-z now`): a lazy binding goes through
+    /// `_dl_runtime_resolve_xsavec` natively but `_dl_runtime_resolve_xsave` under
+    /// Valgrind, whose CPU has no XSAVEC, and the program's functions would call
+    /// differently named functions.
+    C,
+    /// C++ linked dynamically with glibc (`-z now` as [`Kind::C`]); libstdc++ and
+    /// libgcc are linked in statically, since relocating the shared libstdc++ alone takes 1.6 million
+    /// instructions (over a minute of single-stepping).
+    Cxx,
+}
+
+/// Compiles `tests/programs/run/SOURCE` (`-O2 -g`, with the flags of `kind`) into
+/// `dir` and returns the executable, named after the source without extension.
+pub fn build(source: &str, kind: Kind, dir: &Path) -> PathBuf {
+    let path = tests_dir().join("programs").join("run").join(source);
+    let stem = Path::new(source)
+        .file_stem()
+        .expect("a source file name")
+        .to_string_lossy()
+        .into_owned();
+    let executable = dir.join(stem);
+    let (compiler, flags): (&str, &[&str]) = match kind {
+        Kind::NoLibc => (
+            "gcc",
+            &[
+                "-static",
+                "-nostdlib",
+                "-fno-stack-protector",
+                "-fno-builtin",
+                "-fno-tree-loop-distribute-patterns",
+            ],
+        ),
+        Kind::C => ("gcc", &["-pthread", "-Wl,-z,now"]),
+        Kind::Cxx => (
+            "g++",
+            &["-static-libstdc++", "-static-libgcc", "-Wl,-z,now"],
+        ),
+    };
+    successful_output_of(
+        Command::new(compiler)
+            .args(["-O2", "-g"])
+            .args(flags)
+            .arg("-o")
+            .arg(&executable)
+            .arg(&path),
+    );
+    executable
+}
+
+/// A tracing profiler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profiler {
+    /// `valgrind --tool=callgrind` (unless the options pick another tool).
+    Valgrind,
+    /// `cgx run`.
+    Cgx,
+}
+
+impl Profiler {
+    /// `valgrind` or `cgx`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Profiler::Valgrind => "valgrind",
+            Profiler::Cgx => "cgx",
+        }
+    }
+
+    /// The command that runs a program under the profiler, before its options.
+    fn command(self) -> Command {
+        match self {
+            Profiler::Valgrind => Command::new("valgrind"),
+            Profiler::Cgx => {
+                let mut command = Command::new(cli::binary());
+                command.arg("run");
+                command
+            }
+        }
+    }
+}
+
+/// A finished run of a program, under a profiler or natively.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// What ran, for messages.
+    pub command: String,
+    /// The exit status as a shell gives it: the exit code, or 128 + N when signal
+    /// N killed the process.
+    pub status: i32,
+    /// What the program (and profiler) wrote on stdout.
+    pub stdout: String,
+    /// What was written on stderr.
+    pub stderr: String,
+    /// The folder the program ran in, where its profiles go.
+    pub folder: PathBuf,
+    /// The non-empty files in `folder` after the run, sorted by name: the profiles.
+    pub files: Vec<PathBuf>,
+}
+
+impl Run {
+    /// The profiles, read by `cgx_formats::read_path`; panics if one is unreadable.
+    pub fn profiles(&self) -> Vec<Profile> {
+        self.files.iter().map(|file| read(file)).collect()
+    }
+
+    /// The one profile written; panics unless there is exactly one.
+    pub fn profile(&self) -> Profile {
+        assert_eq!(
+            self.files.len(),
+            1,
+            "{}: expected one profile, found {:?}\nstderr:\n{}",
+            self.command,
+            self.files,
+            self.stderr
+        );
+        read(&self.files[0])
+    }
+}
+
+/// Reads a profile with `cgx_formats::read_path`, panicking with the error.
+pub fn read(file: &Path) -> Profile {
+    read_path(file).unwrap_or_else(|error| panic!("cannot read {}: {error}", file.display()))
+}
+
+/// The exit status as a shell reports it: the code, or 128 + the signal.
+pub fn shell_status(status: ExitStatus) -> i32 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        (None, None) => panic!("{status} has neither a code nor a signal"),
+    }
+}
+
+/// The environment variable that, set to `valgrind`, makes [`run`] run Valgrind
+/// where the tests ask for `cgx run`: a check of the tests themselves (they must
+/// then pass, except those of cgx's own messages and exit codes).
+pub const SELF_CHECK: &str = "CGX_TESTS_RUN_WITH";
+
+/// Runs `program ARGS` under `profiler` with `options`, in the folder
+/// `dir/PROFILER` (created), stdin empty. `{out}` in an option stands for that
+/// folder; unless an option names an output file (`-out-file=`),
+/// `--callgrind-out-file={out}/callgrind.out` is added. `valgrind` gets
+/// `--tool=callgrind` unless an option gives a tool. Does not check the status.
+/// See [`SELF_CHECK`].
+pub fn run(profiler: Profiler, options: &[&str], program: &Path, args: &[&str], dir: &Path) -> Run {
+    let folder = dir.join(profiler.name());
+    fs::create_dir_all(&folder).expect("a folder for the run");
+    let profiler = match std::env::var(SELF_CHECK) {
+        Ok(value) if value == "valgrind" => Profiler::Valgrind,
+        _ => profiler,
+    };
+    let out = folder.to_string_lossy().into_owned();
+    let mut options: Vec<String> = options
+        .iter()
+        .map(|option| option.replace("{out}", &out))
+        .collect();
+    if profiler == Profiler::Valgrind && !options.iter().any(|o| o.starts_with("--tool=")) {
+        options.insert(0, "--tool=callgrind".into());
+    }
+    if !options.iter().any(|o| o.contains("-out-file=")) {
+        options.push(format!("--callgrind-out-file={out}/callgrind.out"));
+    }
+    let mut command = profiler.command();
+    command.args(&options).arg(program).args(args);
+    finish(command, folder)
+}
+
+/// Runs `program ARGS` without a profiler, in the folder `dir/native` (created).
+pub fn native(program: &Path, args: &[&str], dir: &Path) -> Run {
+    let folder = dir.join("native");
+    fs::create_dir_all(&folder).expect("a folder for the run");
+    let mut command = Command::new(program);
+    command.args(args);
+    finish(command, folder)
+}
+
+/// Runs `command` in `folder` with stdin empty and a small environment (the
+/// dynamic loader's start-up reads every variable: with cargo's environment it
+/// runs 15% more instructions, seconds of single-stepping).
+fn finish(mut command: Command, folder: PathBuf) -> Run {
+    command
+        .current_dir(&folder)
+        .stdin(Stdio::null())
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    let description = format!("{command:?}");
+    let output = output_of(&mut command);
+    let mut files: Vec<PathBuf> = fs::read_dir(&folder)
+        .expect("the run's folder is readable")
+        .map(|entry| entry.expect("a readable folder entry").path())
+        .filter(|path| fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0))
+        .collect();
+    files.sort();
+    Run {
+        command: description,
+        status: shell_status(output.status),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        folder,
+        files,
+    }
+}
+
+/// The column of `Ir` in every part of `profile`; panics if a part has no `Ir`.
+fn ir_columns(profile: &Profile) -> Vec<usize> {
+    profile
+        .parts
+        .iter()
+        .map(|part| {
+            part.events
+                .index_of("Ir")
+                .unwrap_or_else(|| panic!("a part without Ir: {:?}", part.events.names))
+        })
+        .collect()
+}
+
+/// The name of a function without Callgrind's suffixes: `fib'2` → `fib`.
+pub fn base_name(name: &str) -> &str {
+    name.split('\'').next().unwrap_or(name)
+}
+
+/// Calls `f(caller, record, ir)` for every record of every part, `ir` being the
+/// record's Ir column.
+fn for_each_record(profile: &Profile, mut f: impl FnMut(&str, &Record<'_>, usize)) {
+    for (part, ir) in profile.parts.iter().zip(ir_columns(profile)) {
+        for (function, records) in part.functions() {
+            let name = profile.names.get(function.name);
+            records.for_each(part.events.len(), |record| f(name, &record, ir));
+        }
+    }
+}
+
+/// The self Ir of every function by name (`fib'2` apart from `fib`), added over
+/// all parts, objects and files; functions with no Ir are left out.
+pub fn self_ir(profile: &Profile) -> BTreeMap<String, u64> {
+    let mut table = BTreeMap::new();
+    for_each_record(profile, |name, record, ir| {
+        if let Record::Cost { costs, .. } = record {
+            *table.entry(name.to_string()).or_insert(0) += costs[ir];
+        }
+    });
+    table.retain(|_, ir| *ir != 0);
+    table
+}
+
+/// The sum of all self Ir of `profile` (all parts).
+pub fn total_ir(profile: &Profile) -> u64 {
+    self_ir(profile).values().sum()
+}
+
+/// The calls of one caller to one callee, added over call sites and parts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Arc {
+    /// The `calls=` counts.
+    pub calls: u64,
+    /// The inclusive Ir of the calls (the line after `calls=`).
+    pub inclusive: u64,
+}
+
+/// The call arcs by (caller, callee) name, with their counts and inclusive Ir
+/// added over call sites and parts.
+pub fn arcs(profile: &Profile) -> BTreeMap<(String, String), Arc> {
+    let mut table: BTreeMap<(String, String), Arc> = BTreeMap::new();
+    for_each_record(profile, |caller, record, ir| {
+        if let Record::Call {
+            callee,
+            count,
+            inclusive,
+            ..
+        } = record
+        {
+            let key = (
+                caller.to_string(),
+                profile.names.get(callee.name).to_string(),
+            );
+            let arc = table.entry(key).or_default();
+            arc.calls += count;
+            arc.inclusive += inclusive[ir];
+        }
+    });
+    table
+}
+
+/// The self Ir of every instruction address (`positions: instr`), added over
+/// functions and parts. Panics unless every part has instruction positions.
+pub fn instr_ir(profile: &Profile) -> BTreeMap<u64, u64> {
+    for part in &profile.parts {
+        assert!(
+            part.positions.instr,
+            "a part without instruction addresses (positions: instr)"
+        );
+    }
+    let mut table = BTreeMap::new();
+    for_each_record(profile, |_, record, ir| {
+        if let Record::Cost { at, costs, .. } = record {
+            *table.entry(at.instr).or_insert(0) += costs[ir];
+        }
+    });
+    table.retain(|_, ir| *ir != 0);
+    table
+}
+
+/// The names (without `'N` suffixes) of the functions of `profile` whose source
+/// file (`fl=`) is called `source` (the file name without folders): the test
+/// program's own functions.
+pub fn own_functions(profile: &Profile, source: &str) -> BTreeSet<String> {
+    let mut own = BTreeSet::new();
+    for part in &profile.parts {
+        for (function, _) in part.functions() {
+            let file = profile.names.get(function.file);
+            if file.rsplit('/').next() == Some(source) {
+                own.insert(base_name(profile.names.get(function.name)).to_string());
+            }
+        }
+    }
+    own
+}
+
+/// Asserts that two profiles of a program without libc have the same figures:
+/// total Ir, each function's self Ir, each call arc's count and inclusive Ir;
+/// with `instructions`, also the Ir of every instruction address. Prints what it
+/// compared.
+pub fn assert_same_figures(
+    expected: &Profile,
+    actual: &Profile,
+    instructions: bool,
+    context: &str,
+) {
+    assert_eq!(
+        expected.parts.len(),
+        actual.parts.len(),
+        "{context}: number of parts"
+    );
+    let (expected_total, actual_total) = (total_ir(expected), total_ir(actual));
+    assert_eq!(expected_total, actual_total, "{context}: total Ir");
+    let (expected_self, actual_self) = (self_ir(expected), self_ir(actual));
+    assert_same_rows(&expected_self, &actual_self, &format!("{context}: self Ir"));
+    let (expected_arcs, actual_arcs) = (arcs(expected), arcs(actual));
+    assert_same_rows(
+        &expected_arcs,
+        &actual_arcs,
+        &format!("{context}: calls (count, inclusive Ir) by caller and callee"),
+    );
+    let mut compared = format!(
+        "{context}: equal: total Ir {actual_total}, self Ir of {} functions, {} call arcs",
+        actual_self.len(),
+        actual_arcs.len()
+    );
+    if instructions {
+        let (expected_instr, actual_instr) = (instr_ir(expected), instr_ir(actual));
+        assert_same_rows(
+            &expected_instr,
+            &actual_instr,
+            &format!("{context}: Ir by instruction address"),
+        );
+        compared += &format!(", Ir of {} instructions", actual_instr.len());
+    }
+    println!("{compared}");
+}
+
+/// Asserts what a profile of a program with libc must share with Valgrind's: the
+/// self Ir of each of the program's own functions (`own`, names without `'N`),
+/// the counts of every call arc from or to one of them, and the total Ir within
+/// 2%. Also that no call arc of `actual` but a recursive one has an inclusive
+/// Ir above its part's total (a negative cost wrapped around) and that every
+/// arc to an own function
+/// has at least one instruction per call. Prints what it compared.
+pub fn assert_same_own_figures(
+    expected: &Profile,
+    actual: &Profile,
+    own: &BTreeSet<String>,
+    context: &str,
+) {
+    assert!(!own.is_empty(), "{context}: no own functions to compare");
+    let is_own = |name: &str| own.contains(base_name(name));
+    let own_self = |profile: &Profile| -> BTreeMap<String, u64> {
+        self_ir(profile)
+            .into_iter()
+            .filter(|(name, _)| is_own(name))
+            .collect()
+    };
+    let own_calls = |profile: &Profile| -> BTreeMap<(String, String), u64> {
+        arcs(profile)
+            .into_iter()
+            .filter(|((caller, callee), _)| is_own(caller) || is_own(callee))
+            .map(|(key, arc)| (key, arc.calls))
+            .collect()
+    };
+    let (expected_self, actual_self) = (own_self(expected), own_self(actual));
+    assert_same_rows(
+        &expected_self,
+        &actual_self,
+        &format!("{context}: self Ir of the program's own functions"),
+    );
+    let (expected_calls, actual_calls) = (own_calls(expected), own_calls(actual));
+    assert_same_rows(
+        &expected_calls,
+        &actual_calls,
+        &format!("{context}: calls= counts of arcs from or to own functions"),
+    );
+    let (expected_total, actual_total) = (total_ir(expected), total_ir(actual));
+    let difference = expected_total.abs_diff(actual_total) as f64 / expected_total as f64;
+    assert!(
+        difference <= 0.02,
+        "{context}: total Ir {actual_total} is {:.2}% off Valgrind's {expected_total}",
+        difference * 100.0
+    );
+    assert_sane_inclusive(actual, own, context);
+    println!(
+        "{context}: equal: self Ir of {} own functions, counts of {} arcs from or to \
+         them; total Ir {actual_total} vs Valgrind's {expected_total} ({:.3}% off)",
+        actual_self.len(),
+        actual_calls.len(),
+        difference * 100.0
+    );
+}
+
+/// Asserts that every call arc's inclusive Ir but a recursive one's is at most
+/// its part's total (a negative cost would wrap around) and that every arc to
+/// one of the `own`
+/// functions has at least one instruction per call.
+fn assert_sane_inclusive(profile: &Profile, own: &BTreeSet<String>, context: &str) {
+    for (part, ir) in profile.parts.iter().zip(ir_columns(profile)) {
+        let total = part.self_totals()[ir];
+        for (function, records) in part.functions() {
+            let caller = profile.names.get(function.name);
+            records.for_each(part.events.len(), |record| {
+                if let Record::Call {
+                    callee,
+                    count,
+                    inclusive,
+                    ..
+                } = record
+                {
+                    let callee = profile.names.get(callee.name);
+                    let inclusive = inclusive[ir];
+                    // A recursive arc counts the nested calls again, as in
+                    // Valgrind: only other arcs are bounded by the total.
+                    let recursive = base_name(caller) == base_name(callee);
+                    assert!(
+                        recursive || inclusive <= total,
+                        "{context}: {caller} -> {callee}: inclusive Ir {inclusive} > \
+                         the part's total {total}"
+                    );
+                    if own.contains(base_name(callee)) {
+                        assert!(
+                            inclusive >= count && inclusive > 0,
+                            "{context}: {caller} -> {callee}: {count} calls, inclusive \
+                             Ir {inclusive}"
+                        );
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// Asserts that callgrind_annotate reads each of `files`: its `PROGRAM TOTALS` are
+/// the file's `summary:` (or `totals:`) as cgx's reader finds it, and its function
+/// table adds up to the self costs cgx's reader finds (with the inclusive costs of
+/// `calls=0` lines, which it counts as self costs). Then that headless KCachegrind
+/// loads them all without a loader complaint (skipped with a message when
+/// KCachegrind is not installed, unless the environment variable CI is set);
+/// KCachegrind takes 10 seconds. Prints what it checked.
+pub fn assert_clients_load(files: &[PathBuf], context: &str) {
+    assert!(!files.is_empty(), "{context}: no files to load");
+    for file in files {
+        let profile = read(file);
+        let events = profile.parts[0].events.len();
+        let (mut stated, mut costs) = (vec![0u64; events], vec![0u64; events]);
+        for part in &profile.parts {
+            let line = part.summary.as_ref().or(part.totals.as_ref());
+            add_costs(&mut stated, line.map_or(&[][..], Vec::as_slice));
+        }
+        for row in tables::sum(&tables::self_costs(&profile), &zero_count_calls(&profile)).values()
+        {
+            add_costs(&mut costs, row);
+        }
+        let report = callgrind_annotate(file, &[]);
+        assert_eq!(
+            report.totals,
+            stated,
+            "{context}: callgrind_annotate's PROGRAM TOTALS of {} are not its summary:",
+            file.display()
+        );
+        let mut listed = vec![0u64; events];
+        for row in report.functions.values() {
+            add_costs(&mut listed, row);
+        }
+        assert_eq!(
+            listed,
+            costs,
+            "{context}: callgrind_annotate's functions of {} do not add up to the costs \
+             cgx reads",
+            file.display()
+        );
+        println!(
+            "{context}: callgrind_annotate reads {}: totals {stated:?}, functions adding \
+             up to {costs:?}",
+            file.display()
+        );
+    }
+    // A malformed file goes last: complaints about it show that KCachegrind did
+    // load and report within the time, so that silence about the others means
+    // something.
+    let control_dir = tempfile::tempdir().expect("a temporary folder");
+    let control = control_dir.path().join("control.callgrind");
+    fs::write(&control, "# callgrind format\nevents: Ir\nfn=(3)\n1 2\n")
+        .expect("the control file is written");
+    let mut loaded = files.to_vec();
+    loaded.push(control);
+    let Some(complaints) = kcachegrind_complaints(&loaded, 10) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "KCachegrind is not installed (apt-get install kcachegrind dbus), and CI is set"
+        );
+        println!("{context}: KCachegrind check skipped: KCachegrind is not installed");
+        return;
+    };
+    // Several files load into one profile; different cmd: lines are no error.
+    let (control, others): (Vec<&String>, Vec<&String>) = complaints
+        .iter()
+        .filter(|line| !line.contains("Redefined command"))
+        .partition(|line| line.contains("control.callgrind"));
+    assert!(
+        !control.is_empty(),
+        "{context}: KCachegrind said nothing about the malformed control file; did it \
+         load anything?"
+    );
+    assert!(
+        others.is_empty(),
+        "{context}: KCachegrind complains:\n{}",
+        others
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    println!(
+        "{context}: KCachegrind loads {} files without complaint (and complains about a \
+         malformed control file)",
+        files.len()
+    );
+}
+
+/// Asserts that a run exited with `status`, showing its stderr otherwise.
+pub fn assert_status(run: &Run, status: i32) {
+    assert_eq!(
+        run.status, status,
+        "{}: exit status\nstderr:\n{}",
+        run.command, run.stderr
+    );
+}
