@@ -18,6 +18,31 @@ pub(crate) struct CallArc {
     pub target: u64,
 }
 
+/// A jump (`--collect-jumps=yes`): from the exit of a block in a centre to a
+/// block of a centre.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct JumpArc {
+    /// The centre the jump was made in.
+    pub from: Centre,
+    /// The block it left.
+    pub from_block: u64,
+    /// The address of the jump instruction.
+    pub site: u64,
+    /// The centre of the target.
+    pub to: Centre,
+    /// The address jumped to.
+    pub target: u64,
+}
+
+/// What a jump accumulated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct JumpCount {
+    /// Times it was taken.
+    pub taken: u64,
+    /// Whether it is a conditional jump (`jcnd=`) rather than `jump=`.
+    pub conditional: bool,
+}
+
 /// What an arc accumulated.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ArcCost {
@@ -35,6 +60,11 @@ pub(crate) struct Costs {
     pub self_costs: FxHashMap<(Centre, u64), Vec<u64>>,
     /// The call arcs.
     pub arcs: FxHashMap<CallArc, ArcCost>,
+    /// The jumps taken, with `--collect-jumps=yes`.
+    pub jumps: FxHashMap<JumpArc, JumpCount>,
+    /// Executions of each block in each centre, with `--collect-jumps=yes`
+    /// (how often a conditional jump was reached).
+    pub block_executions: FxHashMap<(Centre, u64), u64>,
 }
 
 impl Costs {
@@ -63,10 +93,24 @@ impl Costs {
         }
     }
 
+    /// Counts one taken jump along `jump`.
+    pub fn count_jump(&mut self, jump: JumpArc, conditional: bool) {
+        let entry = self.jumps.entry(jump).or_default();
+        entry.taken += 1;
+        entry.conditional = conditional;
+    }
+
+    /// Counts one execution of `block` in `centre`.
+    pub fn count_execution(&mut self, centre: Centre, block: u64) {
+        *self.block_executions.entry((centre, block)).or_default() += 1;
+    }
+
     /// Forgets all costs (after a dump, or `CALLGRIND_ZERO_STATS`).
     pub fn clear(&mut self) {
         self.self_costs.clear();
         self.arcs.clear();
+        self.jumps.clear();
+        self.block_executions.clear();
     }
 }
 

@@ -1,6 +1,6 @@
 //! Turns a process's cost tables into a Callgrind part, as Callgrind's dump
-//! writes it: self cost per instruction (or per source line), and a call
-//! record for every arc with a non-zero inclusive cost.
+//! writes it: self cost per instruction (or per source line), a call record
+//! for every arc with a non-zero inclusive cost, and the jumps taken.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -181,6 +181,53 @@ pub(crate) fn build_part(
                 target: position(arc.target, target_line),
                 count: cost.count,
                 inclusive: &cost.inclusive,
+            },
+        );
+    }
+
+    // Jumps, where the target's position says something.
+    let mut jumps: Vec<_> = costs.jumps.iter().collect();
+    jumps.sort_by_key(|(jump, _)| **jump);
+    for (jump, count) in jumps {
+        let (target_file, target_line) = sources.of(jump.target);
+        if !options.dump_instr && target_line == 0 {
+            continue;
+        }
+        let function = function_of(names, jump.from)?;
+        let (site_file, site_line) = sources.of(jump.site);
+        let file = match site_file {
+            Some(file) => names.intern(&file)?,
+            None => function.file,
+        };
+        let target_file = match target_file {
+            Some(target_file) => names.intern(&target_file)?,
+            None => file,
+        };
+        let target_fn = function_of(names, jump.to)?.name;
+        let position = |instr: u64, line: u64| Position {
+            instr: if positions.instr { instr } else { 0 },
+            line: if positions.line { line } else { 0 },
+        };
+        let (executed, followed) = if count.conditional {
+            let executions = costs
+                .block_executions
+                .get(&(jump.from, jump.from_block))
+                .copied()
+                .unwrap_or(count.taken);
+            (executions, Some(count.taken))
+        } else {
+            (count.taken, None)
+        };
+        part.push(
+            function,
+            &Record::Jump {
+                file,
+                at: position(jump.site, site_line),
+                target_file,
+                target_fn,
+                target: position(jump.target, target_line),
+                executed,
+                followed,
             },
         );
     }

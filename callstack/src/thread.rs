@@ -23,7 +23,7 @@ use cgx_engine::Arrival;
 use rustc_hash::FxHashMap;
 
 use crate::context::{Centre, Contexts, CxtId};
-use crate::costs::{add, CallArc, Costs};
+use crate::costs::{add, CallArc, Costs, JumpArc};
 use crate::functions::{BlockInfo, FnId, Functions};
 use crate::Options;
 
@@ -193,6 +193,9 @@ impl ThreadState {
                 None => shared.costs.charge(block.centre, *addr, &one),
             }
         }
+        if shared.options.collect_jumps && state.nonskipped.is_none() {
+            shared.costs.count_execution(block.centre, block.addr);
+        }
         if let Some(ir) = state.cost.first_mut() {
             *ir += pending.len() as u64;
         }
@@ -210,6 +213,7 @@ impl ThreadState {
         self.charge_pending(shared);
         let last = self.state_ref().block.clone();
         let arrived_by_call = arrival == Arrival::Call;
+        let conditional = matches!(arrival, Arrival::Jump { conditional: true });
         let mut kind = match arrival {
             Arrival::Start | Arrival::FallThrough => Kind::None,
             Arrival::Jump { .. } => Kind::Jump,
@@ -324,6 +328,19 @@ impl ThreadState {
             };
             if let Some(from) = from {
                 self.push_call(shared, from, centre, addr, sp, skip);
+            }
+        }
+
+        if shared.options.collect_jumps && kind == Kind::Jump {
+            if let (Some(last), Some(site)) = (&last, last_site) {
+                let jump = JumpArc {
+                    from: last.centre,
+                    from_block: last.addr,
+                    site: site.addr,
+                    to: centre,
+                    target: addr,
+                };
+                shared.costs.count_jump(jump, conditional);
             }
         }
 

@@ -58,6 +58,31 @@ pub struct Block {
     pub arrival: Arrival,
 }
 
+/// What a data access does (Valgrind's `Dr`, `Dw` and modify).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AccessKind {
+    /// A load.
+    Read,
+    /// A store.
+    Write,
+    /// A load and a store of the same bytes by one instruction
+    /// (read-modify-write: `add [m], r`, `inc [m]`, `xchg`, `cmpxchg`,
+    /// lock-prefixed instructions). Cachegrind counts it as `Dr`, Callgrind
+    /// as `Dw`.
+    Modify,
+}
+
+/// One data access of an instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DataAccess {
+    /// The first byte accessed.
+    pub addr: u64,
+    /// Bytes accessed (the simulator clamps sizes above its smallest line).
+    pub size: u32,
+    /// Load, store or both.
+    pub kind: AccessKind,
+}
+
 /// How a traced process ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
@@ -89,6 +114,19 @@ pub trait EventSink {
     /// rcx = N: N + 1 events; rcx = 0: one event); each iteration is its own
     /// block, as in Valgrind.
     fn instruction(&mut self, thread: Thread, addr: u64, len: u8);
+
+    /// A data access of the instruction last reported by
+    /// [`EventSink::instruction`] on `thread` (events come in the order
+    /// Valgrind's instrumentation sees them: loads before stores).
+    fn data_access(&mut self, _thread: Thread, _access: DataAccess) {}
+
+    /// A conditional branch of the instruction last reported on `thread`
+    /// was evaluated: a `jcc`, `loop`, `jrcxz`, or the per-iteration checks
+    /// of a REP string instruction; `taken` is its outcome.
+    fn conditional_branch(&mut self, _thread: Thread, _addr: u64, _taken: bool) {}
+
+    /// The indirect jump or call (not return) at `addr` went to `target`.
+    fn indirect_branch(&mut self, _thread: Thread, _addr: u64, _target: u64) {}
 
     /// A Valgrind client request (the special instruction sequence): `args` are
     /// the six words rax points to (`[request, arg1..arg5]`), `default` the

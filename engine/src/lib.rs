@@ -19,6 +19,8 @@ pub mod step;
 pub mod symbols;
 
 pub use error::{Error, Result};
-pub use event::{Arrival, Block, EventSink, Exit, InstructionCounter, Thread};
+pub use event::{
+    AccessKind, Arrival, Block, DataAccess, EventSink, Exit, InstructionCounter, Thread,
+};
 pub use launch::Command;
 pub use step::{Outcome, RunOptions};

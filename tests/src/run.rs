@@ -41,8 +41,18 @@ pub enum Kind {
 /// Compiles `tests/programs/run/SOURCE` (`-O2 -g`, with the flags of `kind`) into
 /// `dir` and returns the executable, named after the source without extension.
 pub fn build(source: &str, kind: Kind, dir: &Path) -> PathBuf {
-    let path = tests_dir().join("programs").join("run").join(source);
-    let stem = Path::new(source)
+    build_file(
+        &tests_dir().join("programs").join("run").join(source),
+        kind,
+        dir,
+    )
+}
+
+/// Compiles the C or C++ source at `path` (anywhere, e.g. in
+/// `engine/tests/programs/`) as [`build`] does, into `dir`; returns the
+/// executable, named after the source without extension.
+pub fn build_file(path: &Path, kind: Kind, dir: &Path) -> PathBuf {
+    let stem = path
         .file_stem()
         .expect("a source file name")
         .to_string_lossy()
@@ -71,7 +81,7 @@ pub fn build(source: &str, kind: Kind, dir: &Path) -> PathBuf {
             .args(flags)
             .arg("-o")
             .arg(&executable)
-            .arg(&path),
+            .arg(path),
     );
     executable
 }
@@ -171,6 +181,19 @@ pub const SELF_CHECK: &str = "CGX_TESTS_RUN_WITH";
 /// `--tool=callgrind` unless an option gives a tool. Does not check the status.
 /// See [`SELF_CHECK`].
 pub fn run(profiler: Profiler, options: &[&str], program: &Path, args: &[&str], dir: &Path) -> Run {
+    run_with_env(profiler, options, &[], program, args, dir)
+}
+
+/// [`run`] with the environment variables `env` set (besides `PATH`), for the
+/// profiler and the program.
+pub fn run_with_env(
+    profiler: Profiler,
+    options: &[&str],
+    env: &[(&str, &str)],
+    program: &Path,
+    args: &[&str],
+    dir: &Path,
+) -> Run {
     let folder = dir.join(profiler.name());
     fs::create_dir_all(&folder).expect("a folder for the run");
     let profiler = match std::env::var(SELF_CHECK) {
@@ -190,7 +213,7 @@ pub fn run(profiler: Profiler, options: &[&str], program: &Path, args: &[&str], 
     }
     let mut command = profiler.command();
     command.args(&options).arg(program).args(args);
-    finish(command, folder)
+    finish_with_env(command, folder, env)
 }
 
 /// Runs `program ARGS` without a profiler, in the folder `dir/native` (created).
@@ -205,12 +228,18 @@ pub fn native(program: &Path, args: &[&str], dir: &Path) -> Run {
 /// Runs `command` in `folder` with stdin empty and a small environment (the
 /// dynamic loader's start-up reads every variable: with cargo's environment it
 /// runs 15% more instructions, seconds of single-stepping).
-fn finish(mut command: Command, folder: PathBuf) -> Run {
+fn finish(command: Command, folder: PathBuf) -> Run {
+    finish_with_env(command, folder, &[])
+}
+
+/// [`finish`] with the environment variables `env` added.
+fn finish_with_env(mut command: Command, folder: PathBuf, env: &[(&str, &str)]) -> Run {
     command
         .current_dir(&folder)
         .stdin(Stdio::null())
         .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .envs(env.iter().copied());
     let description = format!("{command:?}");
     let output = output_of(&mut command);
     let mut files: Vec<PathBuf> = fs::read_dir(&folder)
@@ -578,4 +607,166 @@ pub fn assert_status(run: &Run, status: i32) {
         "{}: exit status\nstderr:\n{}",
         run.command, run.stderr
     );
+}
+
+/// Every file a run left in its folder, empty ones too, sorted by name (Valgrind
+/// creates its base output file at start-up and may leave it empty; [`Run::files`]
+/// leaves such files out).
+pub fn all_files(run: &Run) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(&run.folder)
+        .expect("the run's folder is readable")
+        .map(|entry| entry.expect("a readable folder entry").path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// The name of `file` with its process id replaced by `%p`, and that id: the
+/// digits right after `prefix`, which the name must start with
+/// (`callgrind.out.1234-02` → `callgrind.out.%p-02` and 1234 for the prefix
+/// `callgrind.out.`). Panics if the name does not have that shape.
+pub fn pid_pattern(file: &Path, prefix: &str) -> (String, u64) {
+    let name = file
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let rest = name
+        .strip_prefix(prefix)
+        .unwrap_or_else(|| panic!("{name} does not start with {prefix}"));
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let pid = rest[..digits]
+        .parse()
+        .unwrap_or_else(|_| panic!("no process id after {prefix} in {name}"));
+    (format!("{prefix}%p{}", &rest[digits..]), pid)
+}
+
+/// The names of `files` with their process ids replaced by `%p`, as
+/// [`pid_pattern`] gives them.
+pub fn name_patterns(files: &[PathBuf], prefix: &str) -> Vec<String> {
+    files
+        .iter()
+        .map(|file| pid_pattern(file, prefix).0)
+        .collect()
+}
+
+/// One profile per part of `profile` (each with all of `profile`'s names), to
+/// compare a file of several dumps (`--combine-dumps=yes`) part by part.
+pub fn split_parts(profile: &Profile) -> Vec<Profile> {
+    profile
+        .parts
+        .iter()
+        .map(|part| Profile {
+            creator: profile.creator.clone(),
+            names: profile.names.clone(),
+            parts: vec![part.clone()],
+        })
+        .collect()
+}
+
+/// What identifies each part of `profile`: its `part:` number, its `thread:`, and
+/// its `desc: Trigger:` lines.
+pub fn part_headers(profile: &Profile) -> Vec<(Option<u64>, Option<u64>, Vec<String>)> {
+    profile
+        .parts
+        .iter()
+        .map(|part| {
+            let triggers = part
+                .header
+                .desc
+                .iter()
+                .filter(|desc| desc.trim_start().starts_with("Trigger:"))
+                .map(|desc| desc.trim().to_string())
+                .collect();
+            (part.header.part, part.header.thread, triggers)
+        })
+        .collect()
+}
+
+/// Asserts that two runs wrote the same Callgrind profiles: non-empty files with
+/// the same names once the process id after `prefix` is replaced by `%p` (see
+/// [`pid_pattern`]), every part of a file naming that process (`pid:`), the same
+/// part numbers, threads and triggers, and, part by part, the figures
+/// [`assert_same_figures`] compares (with `instructions`, the Ir of every
+/// instruction too). Prints what it compared.
+pub fn assert_same_outputs(
+    expected: &Run,
+    actual: &Run,
+    prefix: &str,
+    instructions: bool,
+    context: &str,
+) {
+    let (expected_names, actual_names) = (
+        name_patterns(&expected.files, prefix),
+        name_patterns(&actual.files, prefix),
+    );
+    assert_eq!(
+        actual_names, expected_names,
+        "{context}: the files written (non-empty, %p for the process id)\nstderr:\n{}",
+        actual.stderr
+    );
+    println!("{context}: the same files: {actual_names:?}");
+    for (name, (expected_file, actual_file)) in
+        actual_names.iter().zip(expected.files.iter().zip(&actual.files))
+    {
+        let context = format!("{context}, {name}");
+        let (expected, actual) = (read(expected_file), read(actual_file));
+        for (profile, file) in [(&expected, expected_file), (&actual, actual_file)] {
+            let pid = pid_pattern(file, prefix).1;
+            for part in &profile.parts {
+                assert_eq!(
+                    part.header.pid,
+                    Some(pid),
+                    "{context}: pid: of a part of {}",
+                    file.display()
+                );
+            }
+        }
+        let (expected_headers, actual_headers) = (part_headers(&expected), part_headers(&actual));
+        assert_eq!(
+            actual_headers, expected_headers,
+            "{context}: (part, thread, triggers) of each part"
+        );
+        println!("{context}: (part, thread, triggers) of each part: {actual_headers:?}");
+        let parts = split_parts(&expected).into_iter().zip(split_parts(&actual));
+        for (index, (expected, actual)) in parts.enumerate() {
+            let context = format!("{context}, part {} of {}", index + 1, actual_headers.len());
+            assert_same_figures(&expected, &actual, instructions, &context);
+        }
+    }
+}
+
+/// The self Ir of every source line by (function, source file name without
+/// folders, line), added over all parts; lines with no Ir are left out. For
+/// Cachegrind files, whose cost lines are source lines.
+pub fn line_ir(profile: &Profile) -> BTreeMap<(String, String, u64), u64> {
+    let mut table = BTreeMap::new();
+    for_each_record(profile, |name, record, ir| {
+        if let Record::Cost { file, at, costs } = record {
+            let file = profile.names.get(*file);
+            let file = file.rsplit('/').next().unwrap_or(file).to_string();
+            *table.entry((name.to_string(), file, at.line)).or_insert(0) += costs[ir];
+        }
+    });
+    table.retain(|_, ir| *ir != 0);
+    table
+}
+
+/// The lines `==PID== TEXT` of `stderr` whose TEXT starts with one of `starts`,
+/// as (PID, TEXT), in order: Valgrind's closing summary (`Events    : Ir`,
+/// `Collected : 26250`, `I   refs:      26,250`).
+pub fn summary_lines(stderr: &str, starts: &[&str]) -> Vec<(u64, String)> {
+    stderr
+        .lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix("==")?;
+            let (pid, text) = rest.split_once("== ")?;
+            let pid = pid.parse().ok()?;
+            starts
+                .iter()
+                .any(|start| text.starts_with(start))
+                .then(|| (pid, text.to_string()))
+        })
+        .collect()
 }
