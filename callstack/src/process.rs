@@ -254,6 +254,22 @@ impl Process {
         default: u64,
     ) -> (u64, Result<Vec<FinishedPart>, TooManyNames>) {
         let none = || Ok(Vec::new());
+        if self.options.cachegrind {
+            // Cachegrind handles no Callgrind request (and Valgrind 3.19's
+            // none at all); its own start/stop came with later versions.
+            return match args[0] {
+                request::RUNNING_ON_VALGRIND => (1, none()),
+                request::CACHEGRIND_START_INSTRUMENTATION => {
+                    self.set_instrumenting(true);
+                    (0, none())
+                }
+                request::CACHEGRIND_STOP_INSTRUMENTATION => {
+                    self.set_instrumenting(false);
+                    (0, none())
+                }
+                _ => (default, none()),
+            };
+        }
         match args[0] {
             request::RUNNING_ON_VALGRIND => (1, none()),
             request::DUMP_STATS => (0, self.dump("Client Request", Some(tid))),
@@ -269,11 +285,11 @@ impl Process {
                 self.thread(tid).toggle_collect();
                 (0, none())
             }
-            request::START_INSTRUMENTATION | request::CACHEGRIND_START_INSTRUMENTATION => {
+            request::START_INSTRUMENTATION => {
                 self.set_instrumenting(true);
                 (0, none())
             }
-            request::STOP_INSTRUMENTATION | request::CACHEGRIND_STOP_INSTRUMENTATION => {
+            request::STOP_INSTRUMENTATION => {
                 self.set_instrumenting(false);
                 (0, none())
             }

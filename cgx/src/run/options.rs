@@ -297,7 +297,10 @@ fn parse_one(
         ("--skip-plt", Some(value)) if callgrind => options.skip_plt = yes_no(arg, value)?,
         ("--fn-skip", Some(value)) if callgrind => options.fn_skip.push(pattern(arg, value)?),
         ("--toggle-collect", Some(value)) if callgrind => {
-            options.toggle_collect.push(pattern(arg, value)?)
+            options.toggle_collect.push(pattern(arg, value)?);
+            // As in Valgrind: collection then starts off, unless a later
+            // --collect-atstart=yes says otherwise.
+            options.collect_atstart = false;
         }
         ("--collect-atstart", Some(value)) if callgrind => {
             options.collect_atstart = yes_no(arg, value)?

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use object::elf::{PF_X, PT_LOAD};
 use object::read::elf::{FileHeader, ProgramHeader};
-use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 use super::demangle::demangle;
 use super::{SectionKind as CodeSection, SymbolsError};
@@ -232,12 +232,9 @@ fn symbols(files: &[&object::File]) -> Vec<Sym> {
         else {
             continue;
         };
-        let text = section.kind() == SectionKind::Text;
-        let ok = match s.kind() {
-            SymbolKind::Text => true,
-            SymbolKind::Unknown => text,
-            _ => false,
-        };
+        // Function symbols only (FUNC and GNU_IFUNC), as Valgrind: an untyped
+        // label in assembly names no function.
+        let ok = s.kind() == SymbolKind::Text;
         let Ok(name) = s.name() else { continue };
         if !ok || name.is_empty() {
             continue;

@@ -34,15 +34,16 @@ __asm__(".text\n"
         "1: ret\n"
         ".size spawn_thread, .-spawn_thread\n");
 
-static volatile u64 sink;
+/* One sink per thread: the threads may run at the same time. */
+static volatile u64 main_sink, thread_sink;
 
-__attribute__((noipa)) static void work(u64 n)
+__attribute__((noipa)) static void work(volatile u64 *sink, u64 n)
 {
     for (u64 i = 0; i < n; i++)
-        sink += i;
+        *sink += i;
 }
 
-__attribute__((noipa)) static void thread_main(void) { work(300); }
+__attribute__((noipa)) static void thread_main(void) { work(&thread_sink, 300); }
 
 __attribute__((noreturn)) void start(long *stack)
 {
@@ -51,7 +52,7 @@ __attribute__((noreturn)) void start(long *stack)
                             thread_main);
     if (tid < 0)
         sys_exit(1);
-    work(100);
+    work(&main_sink, 100);
     /* FUTEX_WAIT while child_tid == 1: returns at once if it is 0 already. */
     register long timeout __asm__("r10") = 0;
     long result;
@@ -62,6 +63,6 @@ __attribute__((noreturn)) void start(long *stack)
     (void)result;
     while (child_tid != 0) {
     }
-    put_u64(sink);
+    put_u64(main_sink + thread_sink);
     sys_exit(0);
 }

@@ -1,0 +1,379 @@
+//! `cgx run` with Callgrind's options against `valgrind --tool=callgrind` with the
+//! same options, on `-static -nostdlib` programs (`exact.c`, `requests.c`,
+//! `threads.c` in `tests/programs/run/`, and `engine/tests/programs/threads.c`).
+//!
+//! Every comparison runs both profilers with the same options and
+//! `--callgrind-out-file=DIR/callgrind.out.%p`, and asserts: the same exit status
+//! and stdout; the same non-empty output files by name, the process id written
+//! `%p`; in every file, `pid:` equal to the name's process id, and the same part
+//! numbers, threads and triggers; and part by part the same figures: total Ir,
+//! self Ir of each function (by name, `fib'2` apart from `fib`), count and
+//! inclusive Ir of each call arc by caller and callee name, and (the runs use
+//! `--dump-instr=yes`, except those of `-q`, the summary lines and half of the
+//! compression test) the Ir of every instruction address.
+//!
+//! Options covered: `--separate-recs=1` and `=3`, `--separate-callers=2`,
+//! `--fn-skip` (recursive, leaf and mutually recursive functions),
+//! `--toggle-collect` alone and with `--collect-atstart`, `--instr-atstart=no`,
+//! `--separate-threads=yes` (files `-01`, `-02`, and Valgrind's empty base file),
+//! `--combine-dumps=yes`, `--compress-strings=no --compress-pos=no` (whose files
+//! also read back equal to the compressed ones), `-q` (nothing on stderr), the
+//! closing summary lines without `-q`, and `%q{VAR}` in the output file name.
+
+use cgx_tests::compare::assert_same_profile;
+use cgx_tests::run::{
+    assert_same_outputs, assert_status, build, build_file, name_patterns, native, read, run,
+    run_with_env, summary_lines, Kind, Profiler, Run,
+};
+use cgx_tests::workspace_root;
+
+/// The prefix of the output files' names: the process id follows.
+const PREFIX: &str = "callgrind.out.";
+
+/// The option that puts the output files in the run's folder, named by process.
+const OUT_FILE: &str = "--callgrind-out-file={out}/callgrind.out.%p";
+
+/// The exit status of `exact` without arguments.
+const EXACT_STATUS: i32 = 3;
+
+/// Valgrind's run of one comparison (cgx's equals it), and the folder that
+/// holds the files.
+struct Runs {
+    valgrind: Run,
+    _dir: tempfile::TempDir,
+}
+
+/// Builds `source` (in `tests/programs/run/`, or a path from the workspace root
+/// when it has a `/`), runs it natively, under Valgrind and under cgx with `-q`,
+/// [`OUT_FILE`], `--dump-instr=yes` and `options`, and asserts that both exit
+/// with `status` and print what the program prints alone (after the first
+/// `skip_lines` lines, which may differ under a profiler), then that they wrote
+/// the same files with the same figures ([`assert_same_outputs`]).
+fn compare(source: &str, options: &[&str], status: i32, skip_lines: usize) -> Runs {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = if source.contains('/') {
+        build_file(&workspace_root().join(source), Kind::NoLibc, dir.path())
+    } else {
+        build(source, Kind::NoLibc, dir.path())
+    };
+    let alone = native(&program, &[], dir.path());
+    assert_status(&alone, status);
+    let options: Vec<&str> = ["-q", OUT_FILE, "--dump-instr=yes"]
+        .iter()
+        .chain(options)
+        .copied()
+        .collect();
+    let valgrind = run(Profiler::Valgrind, &options, &program, &[], dir.path());
+    assert_status(&valgrind, status);
+    let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
+    assert_status(&cgx, status);
+    let rest = |run: &Run| {
+        run.stdout
+            .lines()
+            .skip(skip_lines)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(rest(&cgx), rest(&alone), "{}: stdout", cgx.command);
+    let context = format!("{source}, options {options:?}");
+    assert_same_outputs(&valgrind, &cgx, PREFIX, true, &context);
+    Runs {
+        valgrind,
+        _dir: dir,
+    }
+}
+
+/// [`compare`] on `exact.c`.
+fn compare_exact(options: &[&str]) -> Runs {
+    compare("exact.c", options, EXACT_STATUS, 0)
+}
+
+/// The Ir Valgrind's one file has, to check that an option did what the test
+/// wants of it.
+fn valgrind_total(runs: &Runs) -> u64 {
+    assert_eq!(runs.valgrind.files.len(), 1, "Valgrind's files");
+    cgx_tests::run::total_ir(&read(&runs.valgrind.files[0]))
+}
+
+/// The names of the functions in Valgrind's files.
+fn valgrind_functions(runs: &Runs) -> Vec<String> {
+    let mut names: Vec<String> = runs
+        .valgrind
+        .files
+        .iter()
+        .flat_map(|file| cgx_tests::run::self_ir(&read(file)).into_keys())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn separate_recs_1_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--separate-recs=1"]);
+    assert!(!valgrind_functions(&runs).contains(&"fib'2".to_string()));
+}
+
+#[test]
+fn separate_recs_3_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--separate-recs=3"]);
+    assert!(valgrind_functions(&runs).contains(&"fib'3".to_string()));
+}
+
+#[test]
+fn separate_callers_2_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--separate-callers=2"]);
+    assert!(
+        valgrind_functions(&runs)
+            .iter()
+            .any(|name| name.contains('\'') && name.contains("start")),
+        "no caller-separated names: {:?}",
+        valgrind_functions(&runs)
+    );
+}
+
+#[test]
+fn fn_skip_of_a_recursive_function_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--fn-skip=fib"]);
+    assert!(!valgrind_functions(&runs)
+        .iter()
+        .any(|name| name.starts_with("fib")));
+}
+
+#[test]
+fn fn_skip_of_a_leaf_function_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--fn-skip=square"]);
+    assert!(!valgrind_functions(&runs).contains(&"square".to_string()));
+}
+
+#[test]
+fn fn_skip_of_mutually_recursive_functions_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--fn-skip=is_*"]);
+    assert!(!valgrind_functions(&runs)
+        .iter()
+        .any(|name| name.starts_with("is_")));
+}
+
+/// Valgrind: `--toggle-collect` sets `--collect-atstart=no` (clo.c), so only the
+/// cost inside the function is collected.
+#[test]
+fn toggle_collect_alone_collects_only_inside_the_function() {
+    let runs = compare_exact(&["--toggle-collect=strings"]);
+    assert!(
+        valgrind_total(&runs) < 2_000,
+        "Valgrind collected outside strings"
+    );
+}
+
+/// A later `--collect-atstart=yes` turns collection at start back on.
+#[test]
+fn toggle_collect_then_collect_atstart_yes_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--toggle-collect=strings", "--collect-atstart=yes"]);
+    assert!(
+        valgrind_total(&runs) > 20_000,
+        "Valgrind collected too little"
+    );
+}
+
+/// An earlier `--collect-atstart=yes` does not: `--toggle-collect` sets it to no.
+#[test]
+fn collect_atstart_yes_then_toggle_collect_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--collect-atstart=yes", "--toggle-collect=strings"]);
+    assert!(
+        valgrind_total(&runs) < 2_000,
+        "Valgrind collected outside strings"
+    );
+}
+
+#[test]
+fn toggle_collect_of_a_recursive_function_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--collect-atstart=no", "--toggle-collect=fib"]);
+    assert!(valgrind_total(&runs) > 0, "Valgrind collected nothing");
+}
+
+/// is_even and is_odd call each other by jumps: toggles on entries that are jumps.
+#[test]
+fn toggle_collect_of_mutually_recursive_functions_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--collect-atstart=no", "--toggle-collect=is_even"]);
+    assert!(valgrind_total(&runs) > 0, "Valgrind collected nothing");
+}
+
+/// requests.c stops and starts instrumentation (which `--instr-atstart=no` has
+/// off from the start), zeroes, toggles and dumps: three files.
+#[test]
+fn instr_atstart_no_gives_valgrinds_dumps() {
+    let runs = compare("requests.c", &["--instr-atstart=no"], 0, 1);
+    assert_eq!(runs.valgrind.files.len(), 3, "Valgrind's files");
+}
+
+#[test]
+fn combine_dumps_gives_valgrinds_parts() {
+    let runs = compare("requests.c", &["--combine-dumps=yes"], 0, 1);
+    assert_eq!(runs.valgrind.files.len(), 1, "Valgrind's files");
+    assert_eq!(
+        read(&runs.valgrind.files[0]).parts.len(),
+        3,
+        "Valgrind's parts"
+    );
+}
+
+/// One file per thread, `callgrind.out.%p-01` and `-02`, each with that thread's
+/// figures.
+#[test]
+fn separate_threads_gives_valgrinds_files_per_thread() {
+    let runs = compare("threads.c", &["--separate-threads=yes"], 0, 0);
+    assert_eq!(
+        name_patterns(&runs.valgrind.files, PREFIX),
+        ["callgrind.out.%p-01", "callgrind.out.%p-02"],
+        "Valgrind's files"
+    );
+}
+
+/// The engine's two-thread program, whose `spawn_thread` (assembly) is an untyped
+/// (`NOTYPE`) symbol.
+#[test]
+fn separate_threads_on_the_engines_program_gives_valgrinds_files() {
+    compare(
+        "engine/tests/programs/threads.c",
+        &["--separate-threads=yes"],
+        0,
+        0,
+    );
+}
+
+/// Uncompressed names and positions: the same figures as Valgrind's uncompressed
+/// files, the files read back equal to cgx's compressed ones, and they have no
+/// `(N)` name references nor relative positions.
+#[test]
+fn uncompressed_files_give_valgrinds_figures_and_read_as_compressed_ones() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("exact.c", Kind::NoLibc, dir.path());
+    for positions in [&["--dump-instr=yes"][..], &[]] {
+        let compressed: Vec<&str> = ["-q"].iter().chain(positions).copied().collect();
+        let mut uncompressed = compressed.clone();
+        uncompressed.extend(["--compress-strings=no", "--compress-pos=no"]);
+        let instructions = !positions.is_empty();
+        let case = dir.path().join(format!("instructions-{instructions}"));
+        let valgrind = run(Profiler::Valgrind, &uncompressed, &program, &[], &case);
+        assert_status(&valgrind, EXACT_STATUS);
+        let cgx = run(Profiler::Cgx, &uncompressed, &program, &[], &case);
+        assert_status(&cgx, EXACT_STATUS);
+        let context = format!("exact.c, options {uncompressed:?}");
+        cgx_tests::run::assert_same_figures(
+            &valgrind.profile(),
+            &cgx.profile(),
+            instructions,
+            &context,
+        );
+        let text = std::fs::read_to_string(&cgx.files[0]).expect("cgx's file is readable");
+        for line in text.lines() {
+            let compressed_name = line
+                .split_once("=(")
+                .is_some_and(|(_, rest)| rest.starts_with(|c: char| c.is_ascii_digit()));
+            assert!(
+                !compressed_name,
+                "{context}: a compressed name in cgx's file: {line}"
+            );
+            assert!(
+                !line.starts_with(['+', '-', '*']),
+                "{context}: a relative position in cgx's file: {line}"
+            );
+        }
+        let compressed_case = case.join("compressed");
+        let cgx_compressed = run(Profiler::Cgx, &compressed, &program, &[], &compressed_case);
+        assert_status(&cgx_compressed, EXACT_STATUS);
+        // The runs differ in their process ids only.
+        let without_pid = |mut profile: cgx_formats::Profile| {
+            for part in &mut profile.parts {
+                part.header.pid = None;
+            }
+            profile
+        };
+        assert_same_profile(
+            &without_pid(cgx_compressed.profile()),
+            &without_pid(cgx.profile()),
+            &context,
+        );
+        println!("{context}: cgx's file reads back equal to its compressed one");
+    }
+}
+
+/// With `-q` cgx writes nothing on stderr (as Valgrind, checked too).
+#[test]
+fn quiet_prints_nothing() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("exact.c", Kind::NoLibc, dir.path());
+    for profiler in [Profiler::Valgrind, Profiler::Cgx] {
+        let quiet = run(profiler, &["-q"], &program, &[], dir.path());
+        assert_status(&quiet, EXACT_STATUS);
+        assert_eq!(quiet.stderr, "", "{}: stderr", quiet.command);
+        assert_eq!(quiet.files.len(), 1, "{}: files", quiet.command);
+    }
+}
+
+/// Without `-q`, the closing summary: `Events    : Ir`, `Collected : N` and
+/// `I   refs:      N,NNN` with Valgrind's numbers, after `==PID==` with the
+/// process id of the file name. On exact.c and on requests.c (whose collected
+/// total is less than its instructions).
+#[test]
+fn the_summary_lines_are_valgrinds() {
+    for (source, status) in [("exact.c", EXACT_STATUS), ("requests.c", 0)] {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let program = build(source, Kind::NoLibc, dir.path());
+        let summary = |profiler| {
+            let run = run(profiler, &[OUT_FILE], &program, &[], dir.path());
+            assert_status(&run, status);
+            let lines = summary_lines(&run.stderr, &["Events ", "Collected ", "I   refs:"]);
+            assert_eq!(
+                lines.len(),
+                3,
+                "{}: summary lines in\n{}",
+                run.command,
+                run.stderr
+            );
+            let pids: Vec<u64> = run
+                .files
+                .iter()
+                .map(|file| cgx_tests::run::pid_pattern(file, PREFIX).1)
+                .collect();
+            for (pid, line) in &lines {
+                assert!(
+                    pids.contains(pid),
+                    "{}: ==PID== {pid} of {line:?} is not the pid of a file {:?}",
+                    run.command,
+                    run.files
+                );
+            }
+            lines.into_iter().map(|(_, text)| text).collect::<Vec<_>>()
+        };
+        let expected = summary(Profiler::Valgrind);
+        let actual = summary(Profiler::Cgx);
+        assert_eq!(actual, expected, "{source}: the summary lines");
+        println!("{source}: the summary lines are Valgrind's: {actual:?}");
+    }
+}
+
+/// `%q{VAR}` in the output file name is the value of the environment variable.
+#[test]
+fn percent_q_in_the_file_name_is_the_variable() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("exact.c", Kind::NoLibc, dir.path());
+    let options = [
+        "-q",
+        "--dump-instr=yes",
+        "--callgrind-out-file={out}/callgrind.%q{CGX_TEST_LABEL}.out.%p",
+    ];
+    let env = [("CGX_TEST_LABEL", "label")];
+    let [valgrind, cgx] = [Profiler::Valgrind, Profiler::Cgx].map(|profiler| {
+        let run = run_with_env(profiler, &options, &env, &program, &[], dir.path());
+        assert_status(&run, EXACT_STATUS);
+        run
+    });
+    let prefix = "callgrind.label.out.";
+    assert_eq!(
+        name_patterns(&valgrind.files, prefix),
+        ["callgrind.label.out.%p"],
+        "Valgrind's files"
+    );
+    assert_same_outputs(&valgrind, &cgx, prefix, true, "exact.c, %q{CGX_TEST_LABEL}");
+}
