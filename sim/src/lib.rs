@@ -1,3 +1,31 @@
-//! The simulators of cgx: I1/D1/LL caches, branch predictors and cache-use metrics.
+//! The simulators of cgx, reproducing Valgrind 3.19's numbers exactly:
 //!
-//! Nothing here yet: it arrives with issue 5 (cache and branch simulation).
+//! - [`Cache`]: one set-associative true-LRU cache; [`Hierarchy`]: I1, D1 and a
+//!   shared LL as in Cachegrind and Callgrind's `--cache-sim=yes`.
+//! - [`UseHierarchy`]: Callgrind's `--cacheuse=yes` model, producing
+//!   `AcCost1/SpLoss1/AcCost2/SpLoss2` [`Charge`]s for the owner that loaded each
+//!   evicted line.
+//! - [`CondPredictor`] and [`IndirectPredictor`]: the branch predictors of
+//!   `--branch-sim=yes`.
+//! - [`CacheConfig`] and [`CachesConfig`]: geometry, `--I1/--D1/--LL` parsing and the
+//!   `desc:` header lines; [`cpuid::detect`]: Valgrind's CPUID auto-detection.
+//!
+//! Everything is per process: a traced program gets its own hierarchy and
+//! predictors.
+
+mod branch;
+mod cache;
+mod caches;
+mod cacheuse;
+mod config;
+pub mod cpuid;
+mod outcome;
+
+pub use branch::{BranchPredictors, CondPredictor, IndirectPredictor};
+pub use cache::Cache;
+pub use caches::Hierarchy;
+pub use cacheuse::{CacheUseError, Charge, Owner, UseEvent, UseHierarchy, NO_OWNER};
+pub use config::{
+    CacheConfig, CacheLevel, CachesConfig, ConfigError, DescStyle, GeometryError, MIN_LINE_SIZE,
+};
+pub use outcome::Outcome;

@@ -1,0 +1,160 @@
+//! The I1/D1/LL hierarchy of Cachegrind and of Callgrind's `--cache-sim=yes`.
+//!
+//! An instruction fetch is one I1 access of `(addr, len)`; a read or write is one D1
+//! access. LL is consulted only when L1 misses, with the same `(addr, size)`; I1 and
+//! D1 share it and nothing is invalidated in L1 when LL evicts a line. Reads and
+//! writes behave the same (write-allocate, no dirty state).
+
+use crate::cache::Cache;
+use crate::config::{CacheLevel, CachesConfig, GeometryError};
+use crate::outcome::Outcome;
+
+/// The three caches of a simulation, with the data-size clamp Valgrind applies.
+#[derive(Clone, Debug)]
+pub struct Hierarchy {
+    config: CachesConfig,
+    i1: Cache,
+    d1: Cache,
+    ll: Cache,
+    min_line: u32,
+}
+
+impl Hierarchy {
+    /// Empty caches of the given geometry; the error names the first bad cache.
+    pub fn new(config: &CachesConfig) -> Result<Hierarchy, (CacheLevel, GeometryError)> {
+        let make = |level| Cache::new(config.get(level)).map_err(|e| (level, e));
+        Ok(Hierarchy {
+            config: *config,
+            i1: make(CacheLevel::I1)?,
+            d1: make(CacheLevel::D1)?,
+            ll: make(CacheLevel::LL)?,
+            min_line: config.min_line_size(),
+        })
+    }
+
+    /// The geometry.
+    pub fn config(&self) -> &CachesConfig {
+        &self.config
+    }
+
+    /// Empties all three caches (as Callgrind does when instrumentation is
+    /// switched on or off).
+    pub fn clear(&mut self) {
+        self.i1.clear();
+        self.d1.clear();
+        self.ll.clear();
+    }
+
+    /// Clamps a data access size to the smallest line size of the three caches, as
+    /// Valgrind does for large accesses (`fxsave`, `xsave`, …). [`Hierarchy::read`]
+    /// and [`Hierarchy::write`] apply it themselves.
+    #[inline]
+    pub fn clamp(&self, size: u32) -> u32 {
+        size.min(self.min_line)
+    }
+
+    /// Fetches the `len` bytes of one instruction at `addr` (one I1 access).
+    #[inline]
+    pub fn fetch(&mut self, addr: u64, len: u32) -> Outcome {
+        if !self.i1.access(addr, len) {
+            Outcome::L1Hit
+        } else if !self.ll.access(addr, len) {
+            Outcome::LlHit
+        } else {
+            Outcome::LlMiss
+        }
+    }
+
+    /// Reads `size` bytes at `addr` (one D1 access; `size` is clamped).
+    #[inline]
+    pub fn read(&mut self, addr: u64, size: u32) -> Outcome {
+        self.data(addr, size)
+    }
+
+    /// Writes `size` bytes at `addr`; simulated exactly like a read.
+    #[inline]
+    pub fn write(&mut self, addr: u64, size: u32) -> Outcome {
+        self.data(addr, size)
+    }
+
+    #[inline]
+    fn data(&mut self, addr: u64, size: u32) -> Outcome {
+        let size = self.clamp(size);
+        if !self.d1.access(addr, size) {
+            Outcome::L1Hit
+        } else if !self.ll.access(addr, size) {
+            Outcome::LlHit
+        } else {
+            Outcome::LlMiss
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CacheConfig;
+
+    /// I1 and D1: 2 sets × 1 way × 16 B; LL: 4 sets × 1 way × 16 B.
+    fn small() -> Hierarchy {
+        Hierarchy::new(&CachesConfig {
+            i1: CacheConfig::new(32, 1, 16),
+            d1: CacheConfig::new(32, 1, 16),
+            ll: CacheConfig::new(64, 1, 16),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn ll_is_shared_and_consulted_only_on_l1_miss() {
+        let mut h = small();
+        assert_eq!(h.fetch(0x100, 4), Outcome::LlMiss);
+        assert_eq!(h.fetch(0x104, 4), Outcome::L1Hit);
+        // D1 misses, LL has the line from the instruction fetch.
+        assert_eq!(h.read(0x108, 8), Outcome::LlHit);
+        assert_eq!(h.write(0x108, 8), Outcome::L1Hit);
+        // 0x140 maps to LL set 0 like 0x100, so it evicts 0x100 from LL, but the
+        // fetch hits I1 and never reaches LL: no back-invalidation.
+        assert_eq!(h.read(0x140, 1), Outcome::LlMiss);
+        assert_eq!(h.fetch(0x100, 4), Outcome::L1Hit);
+        // D1 set 0 now holds 0x140; 0x100 misses D1 and LL.
+        assert_eq!(h.read(0x100, 1), Outcome::LlMiss);
+    }
+
+    #[test]
+    fn clamps_large_data_accesses_to_the_smallest_line() {
+        let mut h = small();
+        assert_eq!(h.clamp(512), 16);
+        assert_eq!(h.clamp(8), 8);
+        // A 512-byte fxsave at 0x208 touches lines 0x200 and 0x210 only.
+        assert_eq!(h.write(0x208, 512), Outcome::LlMiss);
+        assert_eq!(h.read(0x210, 16), Outcome::L1Hit);
+        assert_eq!(h.read(0x200, 16), Outcome::L1Hit);
+        assert_eq!(h.read(0x220, 1), Outcome::LlMiss);
+    }
+
+    #[test]
+    fn straddle_goes_to_ll_with_both_lines() {
+        let mut h = small();
+        // Load line 0x10 into D1 set 1 and LL set 1.
+        h.read(0x10, 1);
+        // Straddles 0x0 (set 0, resident from the start: block 0) and 0x10: hit.
+        assert_eq!(h.read(0x0c, 8), Outcome::L1Hit);
+        // Straddles 0x30 (D1 set 1, LL set 3) and 0x40 (D1 set 0, LL set 0): both
+        // miss D1; LL misses on both.
+        assert_eq!(h.read(0x3c, 8), Outcome::LlMiss);
+        // Straddles 0x20 (D1 set 0, miss) and 0x30 (D1 set 1, hit): one L1 miss;
+        // LL gets (0x2c, 8) — 0x20 misses LL, 0x30 hits — so an LL miss.
+        assert_eq!(h.read(0x2c, 8), Outcome::LlMiss);
+        assert_eq!(h.read(0x2c, 8), Outcome::L1Hit);
+    }
+
+    #[test]
+    fn clear_empties_everything() {
+        let mut h = small();
+        h.fetch(0x100, 4);
+        h.clear();
+        assert_eq!(h.fetch(0x100, 4), Outcome::LlMiss);
+        assert_eq!(h.config().ll.size, 64);
+    }
+}
