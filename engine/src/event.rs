@@ -122,7 +122,10 @@ pub trait EventSink {
 
     /// A conditional branch of the instruction last reported on `thread`
     /// was evaluated: a `jcc`, `loop`, `jrcxz`, or the per-iteration checks
-    /// of a REP string instruction; `taken` is its outcome.
+    /// of a REP string instruction; `taken` is its outcome as Callgrind
+    /// feeds it to its predictor (for a `jcc`, whether it jumped; for the
+    /// count check of plain `rep`, whether an iteration follows; of
+    /// REPE/REPNE, whether rcx was zero; see the step backend's `branches`).
     fn conditional_branch(&mut self, _thread: Thread, _addr: u64, _taken: bool) {}
 
     /// The indirect jump or call (not return) at `addr` went to `target`.

@@ -7,7 +7,9 @@
 //!   ([`launch`]), single-step every thread of every traced process, decode
 //!   each instruction with iced-x86 and report Valgrind's blocks and their
 //!   instructions, threads, forks, execs, signal handlers, client requests
-//!   and exits to an [`event::EventSink`]. A block-based backend (issue 6)
+//!   and exits to an [`event::EventSink`], with each instruction's data
+//!   accesses and conditional and indirect branches as Valgrind's cache and
+//!   branch simulations see them. A block-based backend (issue 6)
 //!   will produce the same events (see [`event::EventSink`]).
 //! - [`symbols`]: addresses to object, function, source file, line and inlined
 //!   frames, from /proc/PID/maps, ELF symbols and DWARF.

@@ -77,6 +77,18 @@ pub struct Charge {
     pub amount: u64,
 }
 
+/// A line changed hands: `owner` got a line (`loaded`) or lost one (evicted,
+/// flushed or cleared). Lets a caller keep, per owner, how many resident lines
+/// it has (the back-dating tree's reference counts), whether or not
+/// collection is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LineChange {
+    /// The line's owner.
+    pub owner: Owner,
+    /// `true` when the owner got the line, `false` when it lost it.
+    pub loaded: bool,
+}
+
 /// Why a cache-use simulation cannot be built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CacheUseError {
@@ -261,6 +273,7 @@ pub struct UseHierarchy {
     min_line: u32,
     collect: bool,
     charges: Vec<Charge>,
+    lines: Vec<LineChange>,
 }
 
 impl UseHierarchy {
@@ -274,6 +287,7 @@ impl UseHierarchy {
             min_line: config.min_line_size(),
             collect: true,
             charges: Vec::new(),
+            lines: Vec::new(),
         })
     }
 
@@ -296,8 +310,17 @@ impl UseHierarchy {
 
     /// Empties all caches and forgets all usage without charging anything (as
     /// Callgrind does when instrumentation is switched on or off). Pending charges
-    /// stay in [`UseHierarchy::drain_charges`].
+    /// stay in [`UseHierarchy::drain_charges`]; every owned line is reported
+    /// lost in [`UseHierarchy::drain_line_changes`].
     pub fn clear(&mut self) {
+        for cache in [&self.i1, &self.d1, &self.ll] {
+            for usage in cache.usage.iter().filter(|u| u.owner != NO_OWNER) {
+                self.lines.push(LineChange {
+                    owner: usage.owner,
+                    loaded: false,
+                });
+            }
+        }
         self.i1.clear();
         self.d1.clear();
         self.ll.clear();
@@ -306,6 +329,11 @@ impl UseHierarchy {
     /// The charges produced since the last call, oldest first.
     pub fn drain_charges(&mut self) -> std::vec::Drain<'_, Charge> {
         self.charges.drain(..)
+    }
+
+    /// The lines that changed hands since the last call, in order.
+    pub fn drain_line_changes(&mut self) -> std::vec::Drain<'_, LineChange> {
+        self.lines.drain(..)
     }
 
     /// The charges produced so far, without removing them.
@@ -330,11 +358,9 @@ impl UseHierarchy {
 
     /// Charges every resident line that has an owner, as Callgrind does at the end
     /// of the run: I1, then D1 (passing their usage to LL), then LL. Afterwards no
-    /// line has an owner. Does nothing while collection is off.
+    /// line has an owner. While collection is off nothing is charged, but the
+    /// lines still leave their owners.
     pub fn flush(&mut self) {
-        if !self.collect {
-            return;
-        }
         for which in [L1::I, L1::D] {
             let len = self.l1(which).usage.len();
             for idx in 0..len {
@@ -436,6 +462,24 @@ impl UseHierarchy {
             mask,
             owner,
         };
+        self.record_change(old.owner, owner);
+    }
+
+    /// Reports that a line went from `old` to `new` owner.
+    #[inline]
+    fn record_change(&mut self, old: Owner, new: Owner) {
+        if old != NO_OWNER {
+            self.lines.push(LineChange {
+                owner: old,
+                loaded: false,
+            });
+        }
+        if new != NO_OWNER {
+            self.lines.push(LineChange {
+                owner: new,
+                loaded: true,
+            });
+        }
     }
 
     /// Looks up `memline` in LL for the L1 line in slot `l1_idx`.
@@ -473,6 +517,7 @@ impl UseHierarchy {
             mask: 0,
             owner,
         };
+        self.record_change(old.owner, owner);
     }
 }
 
@@ -497,6 +542,33 @@ mod tests {
         h.drain_charges()
             .map(|c| (c.owner, c.event, c.amount))
             .collect()
+    }
+
+    #[test]
+    fn every_owned_line_is_reported_loaded_and_lost_once() {
+        type Held = std::collections::HashMap<Owner, i64>;
+        fn count(h: &mut UseHierarchy, held: &mut Held) {
+            for change in h.drain_line_changes() {
+                *held.entry(change.owner).or_default() += if change.loaded { 1 } else { -1 };
+            }
+        }
+        let mut h = small();
+        let mut held = Held::new();
+        h.data(0x100, 4, 1);
+        count(&mut h, &mut held);
+        h.set_collect(false);
+        h.data(0x140, 4, 2);
+        h.data(0x180, 4, 3);
+        h.fetch(0x1000, 4, 3);
+        count(&mut h, &mut held);
+        h.flush();
+        count(&mut h, &mut held);
+        assert!(held.values().all(|&n| n == 0), "flushed: {held:?}");
+        h.set_collect(true);
+        h.data(0x100, 4, 4);
+        h.clear();
+        count(&mut h, &mut held);
+        assert!(held.values().all(|&n| n == 0), "cleared: {held:?}");
     }
 
     #[test]
@@ -623,15 +695,27 @@ mod tests {
         h.data(0x100, 1, 1);
         h.data(0x140, 1, 1);
         h.data(0x180, 1, 1); // evicts 0x100: no charge, no propagation
-        h.flush(); // does nothing while off
+                             // Still off: charges nothing, but 0x140 and 0x180 leave D1 and LL
+                             // loses its owners, so nothing is left for a later flush.
+        h.flush();
         assert!(charges(&mut h).is_empty());
         h.set_collect(true);
         h.flush();
-        // 0x140 and 0x180 in D1; their LL lines got usage from the flush; 0x100's
-        // LL line got none (its eviction happened while off).
+        assert!(charges(&mut h).is_empty());
+    }
+
+    #[test]
+    fn a_flush_charges_d1_usage_into_ll() {
+        let mut h = small();
+        h.data(0x100, 1, 1);
+        h.data(0x140, 1, 1);
+        h.data(0x180, 1, 1); // evicts 0x100 while collecting
+        h.flush();
+        // 0x140 and 0x180 in D1 and the evicted 0x100 charge AcCost1; the three
+        // LL lines got usage (0x100's at its eviction, the others at the flush).
         let all = charges(&mut h);
-        assert_eq!(all.iter().filter(|c| c.1 == AcCost1).count(), 2);
-        assert_eq!(all.iter().filter(|c| c.1 == AcCost2).count(), 2);
+        assert_eq!(all.iter().filter(|c| c.1 == AcCost1).count(), 3);
+        assert_eq!(all.iter().filter(|c| c.1 == AcCost2).count(), 3);
     }
 
     #[test]

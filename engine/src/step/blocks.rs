@@ -34,6 +34,9 @@ pub(super) struct BlockCursor {
     pub count: u32,
     /// How the next block will be arrived at (when no block is open).
     pub arrival: Arrival,
+    /// The general-purpose registers that hold constants of the open block
+    /// (see `branches`): set by its instructions, unknown at its start.
+    pub known: u16,
 }
 
 impl BlockCursor {
@@ -43,6 +46,7 @@ impl BlockCursor {
             open: false,
             count: 0,
             arrival: Arrival::Start,
+            known: 0,
         }
     }
 
@@ -51,6 +55,7 @@ impl BlockCursor {
         self.open = false;
         self.count = 0;
         self.arrival = arrival;
+        self.known = 0;
     }
 
     /// The arrival a block would have if the thread went on from here: a

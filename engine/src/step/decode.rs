@@ -5,7 +5,12 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind};
+use iced_x86::{
+    Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpKind,
+};
+
+use super::accesses::Accesses;
+use super::branches::{Branch, Effect};
 
 /// The client-request marker: `rol rdi,3; rol rdi,13; rol rdi,61; rol rdi,51;
 /// xchg rbx,rbx`. Valgrind's VEX decodes it as one 19-byte instruction.
@@ -50,7 +55,7 @@ pub(super) enum Flow {
 pub(super) struct Rep {
     /// `Some(true)`: repeat while ZF = 1 (REPE cmps/scas); `Some(false)`: while
     /// ZF = 0 (REPNE); `None`: only the count ends it.
-    while_zero_flag: Option<bool>,
+    pub while_zero_flag: Option<bool>,
     /// The counter is `ecx` (address-size prefix), not `rcx`.
     counter_32: bool,
 }
@@ -64,6 +69,27 @@ pub(super) struct Decoded {
     pub flow: Flow,
     /// `Some` for a REP-prefixed string instruction (which ends its block).
     pub rep: Option<Rep>,
+    /// Its data accesses (of one iteration, for a REP string instruction).
+    pub accesses: Accesses,
+    /// The element size of a string instruction (its pointers move by it).
+    pub element: u8,
+    /// The branch it is for Valgrind's branch simulation.
+    pub branch: Branch,
+    /// What it does to the registers holding constants of the block.
+    pub effect: Effect,
+}
+
+/// How a step of a REP string instruction went: the iterations it ran, and
+/// whether it then ended the instruction by the count check (an execution of
+/// its own for Valgrind).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Repetitions {
+    /// Iterations run.
+    pub iterations: u64,
+    /// The final `rcx == 0` check ended the instruction.
+    pub count_check: bool,
+    /// The continue condition (REPE/REPNE) held after the last iteration.
+    pub condition_held: bool,
 }
 
 impl Decoded {
@@ -77,6 +103,10 @@ impl Decoded {
                 len: CLIENT_REQUEST_LEN,
                 flow: Flow::ClientRequest,
                 rep: None,
+                accesses: Accesses::none(),
+                element: 0,
+                branch: Branch::None,
+                effect: Effect::unknown(),
             });
         }
         let mut decoder = Decoder::with_ip(64, &bytes[..got], addr, DecoderOptions::NONE);
@@ -112,10 +142,19 @@ impl Decoded {
                 counter_32,
             }
         });
+        let mut factory = InstructionInfoFactory::new();
         Decoded {
             len: instruction.len() as u8,
             flow: flow(instruction),
             rep,
+            accesses: Accesses::of(instruction, &mut factory),
+            element: if instruction.is_string_instruction() {
+                instruction.memory_size().size() as u8
+            } else {
+                0
+            },
+            branch: Branch::of(instruction),
+            effect: Effect::of(instruction, &mut factory),
         }
     }
 
@@ -131,10 +170,22 @@ impl Decoded {
         after: &libc::user_regs_struct,
         completed: bool,
     ) -> u64 {
+        match self.repetitions(at, before, after) {
+            Some(rep) => rep.iterations + u64::from(rep.count_check),
+            None => u64::from(completed || after.rip != at),
+        }
+    }
+
+    /// For a REP string instruction, what a step from `before` to `after`
+    /// did; `None` for other instructions.
+    pub fn repetitions(
+        &self,
+        at: u64,
+        before: &libc::user_regs_struct,
+        after: &libc::user_regs_struct,
+    ) -> Option<Repetitions> {
+        let rep = self.rep?;
         let left = after.rip != at;
-        let Some(rep) = self.rep else {
-            return u64::from(completed || left);
-        };
         let mask = if rep.counter_32 {
             u64::from(u32::MAX)
         } else {
@@ -143,13 +194,16 @@ impl Decoded {
         let (count_before, count_after) = (before.rcx & mask, after.rcx & mask);
         let iterations = count_before.wrapping_sub(count_after) & mask;
         let zero_flag = after.eflags & 0x40 != 0;
-        let condition_holds = match rep.while_zero_flag {
+        let condition_held = match rep.while_zero_flag {
             Some(want) => want == zero_flag,
             None => true,
         };
-        let ended_by_count_check =
-            left && (iterations == 0 || (count_after == 0 && condition_holds));
-        iterations + u64::from(ended_by_count_check)
+        let count_check = left && (iterations == 0 || (count_after == 0 && condition_held));
+        Some(Repetitions {
+            iterations,
+            count_check,
+            condition_held,
+        })
     }
 }
 

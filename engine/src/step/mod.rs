@@ -14,6 +14,11 @@
 //! final `rcx == 0` check; the client-request marker (`rol rdi` ×4 + `xchg
 //! rbx,rbx`) is one 19-byte instruction, served without being stepped.
 //!
+//! Besides the instructions it reports what Valgrind's cache and branch
+//! simulations see of each execution: data accesses (`accesses`), and
+//! conditional and indirect branches (`branches`), computed from the
+//! registers before the step (`report`).
+//!
 //! Signal handlers: when a thread enters one, `signal_handler_entered` is
 //! reported and the handler's first block arrives with [`Arrival::Start`].
 //! When the thread executes `rt_sigreturn`, `signal_handler_returned` is
@@ -31,9 +36,12 @@
 //! [`Arrival::Start`]: crate::event::Arrival::Start
 //! [`Arrival::FallThrough`]: crate::event::Arrival::FallThrough
 
+mod accesses;
 mod blocks;
+mod branches;
 mod decode;
 mod ptrace;
+mod report;
 mod tracees;
 mod tracer;
 

@@ -9,6 +9,7 @@ use crate::event::{Arrival, Block, EventSink, Exit, Thread};
 use super::blocks::{self, BlockCursor};
 use super::decode::{read_available, Decoded, Flow, CLIENT_REQUEST_LEN};
 use super::ptrace::{self, Regs};
+use super::report::Execution;
 use super::tracees::{open_memory, Process, Step, ThreadState, Tracees};
 use super::{Outcome, RunOptions};
 
@@ -366,6 +367,7 @@ fn open_block<S: EventSink + ?Sized>(sink: &mut S, state: &mut ThreadState, at: 
         );
         state.cursor.open = true;
         state.cursor.count = 0;
+        state.cursor.known = 0;
     }
 }
 
@@ -396,8 +398,16 @@ fn complete<S: EventSink + ?Sized>(
     }
     open_block(sink, state, at, step.before.rsp);
     let len = step.decoded.map_or(0, |decoded| decoded.len);
-    for execution in 0..executions {
-        if execution > 0 {
+    let execution = step.decoded.as_ref().map(|decoded| Execution {
+        thread: state.thread,
+        at,
+        decoded,
+        before: &step.before,
+        after,
+        repetitions: decoded.repetitions(at, &step.before, after),
+    });
+    for index in 0..executions {
+        if index > 0 {
             // A further REP iteration is a block of its own (see `blocks`).
             sink.block(
                 state.thread,
@@ -407,14 +417,19 @@ fn complete<S: EventSink + ?Sized>(
                     arrival: Arrival::Jump { conditional: true },
                 },
             );
+            state.cursor.known = 0;
         }
         sink.instruction(state.thread, at, len);
+        if let Some(execution) = &execution {
+            execution.report(sink, index, state.cursor.known);
+        }
     }
     *instructions += executions;
     state.cursor.count += 1;
     let Some(decoded) = step.decoded else {
         return;
     };
+    state.cursor.known = decoded.effect.apply(state.cursor.known);
     if decoded.flow == Flow::SystemCall && step.before.rax == SYS_RT_SIGRETURN {
         sink.signal_handler_returned(state.thread);
         let arrival = state.signal_frames.pop().unwrap_or(Arrival::FallThrough);

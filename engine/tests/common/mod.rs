@@ -30,7 +30,7 @@ pub fn build(dir: &Path, name: &str, exit_code: i32) -> PathBuf {
 }
 
 /// Runs `valgrind --tool=TOOL` with `args` on `program`; returns its stderr.
-fn valgrind(tool: &str, args: &[String], program: &Path) -> String {
+pub fn valgrind(tool: &str, args: &[String], program: &Path) -> String {
     let output = Process::new("valgrind")
         .arg(format!("--tool={tool}"))
         .args(args)
