@@ -22,6 +22,20 @@ use slab::Slab;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct NodeId(usize);
 
+impl NodeId {
+    /// The node's number, to store it compactly (e.g. in a cache line's
+    /// owner id).
+    pub fn index(self) -> usize {
+        self.0
+    }
+
+    /// The node numbered `index` (from [`NodeId::index`]); operations on a
+    /// node that no longer exists do nothing.
+    pub fn from_index(index: usize) -> NodeId {
+        NodeId(index)
+    }
+}
+
 /// Receives the costs of pruned nodes: their call arc and what was charged to
 /// their subtree.
 pub trait ArcSink<A> {
@@ -162,17 +176,29 @@ impl<A: Copy + Eq + Hash> Forest<A> {
         }
     }
 
-    /// A line `node` loaded was evicted (or flushed at the end) with these
-    /// costs.
-    pub fn evict(&mut self, node: NodeId, cost: &[u64], sink: &mut impl ArcSink<A>) {
+    /// Adds `cost` to what `node` collected (a line it loaded was evicted).
+    pub fn charge(&mut self, node: NodeId, cost: &[u64]) {
+        if let Some(current) = self.nodes.get_mut(node.0) {
+            for (total, add) in current.cost.iter_mut().zip(cost) {
+                *total += add;
+            }
+        }
+    }
+
+    /// A line `node` loaded left the cache: once nothing else keeps the node,
+    /// it is pruned.
+    pub fn release(&mut self, node: NodeId, sink: &mut impl ArcSink<A>) {
         let Some(current) = self.nodes.get_mut(node.0) else {
             return;
         };
-        for (total, add) in current.cost.iter_mut().zip(cost) {
-            *total += add;
-        }
         current.references = current.references.saturating_sub(1);
         self.prune(node.0, sink);
+    }
+
+    /// [`Forest::charge`] then [`Forest::release`]: the usual eviction.
+    pub fn evict(&mut self, node: NodeId, cost: &[u64], sink: &mut impl ArcSink<A>) {
+        self.charge(node, cost);
+        self.release(node, sink);
     }
 
     /// Removes `index` and then its ancestors while each is an inactive leaf

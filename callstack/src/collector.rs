@@ -4,16 +4,21 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cgx_engine::{Block, EventSink, Exit, Thread};
+use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread};
 use cgx_formats::{Part, Profile, TooManyNames};
 
+use crate::events::EventSet;
 use crate::process::{FinishedPart, Process};
+use crate::simulation::Simulation;
 use crate::{Dump, Error, Options};
 
 /// Collects the costs of every traced process (an [`EventSink`]) and makes
 /// their dumps: when a process ends, and when a program asks for one.
 pub struct Collector {
     options: Arc<Options>,
+    events: Arc<EventSet>,
+    /// The simulators as a new process starts with them.
+    simulation: Simulation,
     processes: BTreeMap<i32, Process>,
     /// Parts kept for one file per process, with `--combine-dumps=yes`.
     combined: BTreeMap<i32, Vec<Part>>,
@@ -21,18 +26,38 @@ pub struct Collector {
     ready: Vec<Dump>,
     /// The first error met (profiles that cannot be represented).
     error: Option<Error>,
+    /// The forest sizes of processes that ended.
+    ended_statistics: Vec<(i32, cgx_backdate::Statistics)>,
 }
 
 impl Collector {
-    /// A collector with these options.
-    pub fn new(options: Options) -> Collector {
-        Collector {
+    /// A collector with these options; fails if the caches cannot be
+    /// simulated.
+    pub fn new(options: Options) -> Result<Collector, Error> {
+        let events = EventSet::new(&options);
+        let simulation = Simulation::new(&events, &options)?;
+        Ok(Collector {
             options: Arc::new(options),
+            events: Arc::new(events),
+            simulation,
             processes: BTreeMap::new(),
             combined: BTreeMap::new(),
             ready: Vec::new(),
             error: None,
-        }
+            ended_statistics: Vec::new(),
+        })
+    }
+
+    /// The back-dating forest's sizes of each process still running or
+    /// ended, with `--cacheuse=yes` (for `-v`).
+    pub fn statistics(&self) -> Vec<(i32, cgx_backdate::Statistics)> {
+        let mut all = self.ended_statistics.clone();
+        all.extend(
+            self.processes
+                .iter()
+                .filter_map(|(pid, process)| Some((*pid, process.statistics()?))),
+        );
+        all
     }
 
     /// The dumps made so far (processes that ended, dumps the programs asked
@@ -55,10 +80,16 @@ impl Collector {
     }
 
     fn process(&mut self, pid: i32) -> &mut Process {
-        let options = &self.options;
-        self.processes
-            .entry(pid)
-            .or_insert_with(|| Process::new(pid, options.clone()))
+        let Collector {
+            options,
+            events,
+            simulation,
+            processes,
+            ..
+        } = self;
+        processes.entry(pid).or_insert_with(|| {
+            Process::new(pid, options.clone(), events.clone(), simulation.clone())
+        })
     }
 
     /// Turns finished parts of `pid` into dumps (or keeps them for one
@@ -117,6 +148,9 @@ impl Collector {
             return;
         };
         let parts = process.finish();
+        if let Some(statistics) = process.statistics() {
+            self.ended_statistics.push((pid, statistics));
+        }
         self.deliver(pid, parts, true);
         self.processes.remove(&pid);
     }
@@ -129,6 +163,20 @@ impl EventSink for Collector {
 
     fn instruction(&mut self, thread: Thread, addr: u64, len: u8) {
         self.process(thread.pid).instruction(thread.tid, addr, len);
+    }
+
+    fn data_access(&mut self, thread: Thread, access: DataAccess) {
+        self.process(thread.pid).data_access(thread.tid, access);
+    }
+
+    fn conditional_branch(&mut self, thread: Thread, addr: u64, taken: bool) {
+        self.process(thread.pid)
+            .conditional_branch(thread.tid, addr, taken);
+    }
+
+    fn indirect_branch(&mut self, thread: Thread, addr: u64, target: u64) {
+        self.process(thread.pid)
+            .indirect_branch(thread.tid, addr, target);
     }
 
     fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {

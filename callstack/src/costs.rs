@@ -43,6 +43,10 @@ pub(crate) struct JumpCount {
     pub conditional: bool,
 }
 
+/// A call arc with the key of its cost table (the thread's number with
+/// `--separate-threads=yes`, else 0): what a back-dating node stands for.
+pub(crate) type ArcKey = (u32, CallArc);
+
 /// What an arc accumulated.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ArcCost {
@@ -90,6 +94,18 @@ impl Costs {
         }
         for ((sum, new), old) in entry.inclusive.iter_mut().zip(now).zip(before) {
             *sum = sum.wrapping_add(new.wrapping_sub(*old));
+        }
+    }
+
+    /// Adds `values` to the inclusive cost of `arc` in `columns` (cache use,
+    /// known only when lines are evicted).
+    pub fn add_to_inclusive(&mut self, arc: CallArc, columns: &[usize], values: &[u64]) {
+        let entry = self.arcs.entry(arc).or_default();
+        for (&column, &value) in columns.iter().zip(values) {
+            if entry.inclusive.len() <= column {
+                entry.inclusive.resize(column + 1, 0);
+            }
+            entry.inclusive[column] += value;
         }
     }
 

@@ -10,12 +10,13 @@ use cgx_formats::{
     Events, FunctionId, NameId, Names, Part, PartHeader, Position, PositionKinds, Record,
     TooManyNames,
 };
+use cgx_sim::DescStyle;
 use rustc_hash::FxHashMap;
 
 use crate::context::{Centre, Contexts};
 use crate::costs::{add, Costs};
+use crate::events::EventSet;
 use crate::functions::Functions;
-use crate::process::EVENTS;
 use crate::Options;
 
 /// What a part's header says besides the costs.
@@ -33,6 +34,16 @@ pub(crate) struct PartInfo<'a> {
     /// The counted cost since the last dump (`summary:`); the totals when
     /// `None`.
     pub summary: Option<Vec<u64>>,
+}
+
+/// What names the functions and places of a part.
+pub(crate) struct Naming<'a> {
+    /// The contexts of the process.
+    pub contexts: &'a Contexts,
+    /// Its functions.
+    pub functions: &'a Functions,
+    /// Its symbols, for the source positions of instructions.
+    pub symbols: &'a Symbols,
 }
 
 /// Source positions of instructions, looked up once.
@@ -59,31 +70,46 @@ impl SourcePositions<'_> {
 pub(crate) fn build_part(
     names: &mut Names,
     costs: &Costs,
-    contexts: &Contexts,
-    functions: &Functions,
-    symbols: &Symbols,
+    naming: &Naming<'_>,
     options: &Options,
+    events: &EventSet,
     info: &PartInfo<'_>,
 ) -> Result<Part, TooManyNames> {
     let positions = PositionKinds {
         instr: options.dump_instr,
         line: options.dump_line || !options.dump_instr,
     };
-    let mut part = Part::new(Events::new(EVENTS.iter().copied()), positions);
+    let mut part = Part::new(Events::new(events.names.iter().copied()), positions);
+    let caches = if events.cache.is_some() {
+        options
+            .caches
+            .desc_lines(DescStyle::Callgrind)
+            .map(|line| line.trim_start_matches("desc: ").to_string())
+    } else {
+        ["I1 cache: ", "D1 cache: ", "LL cache: "].map(String::from)
+    };
     part.header = PartHeader {
         pid: Some(info.pid as u64),
         thread: info.thread.map(u64::from),
         part: Some(u64::from(info.part)),
         cmd: Some(options.command.clone()),
-        desc: vec![
-            format!(
-                "Timerange: Basic block {} - {}",
-                info.blocks.0, info.blocks.1
-            ),
-            format!("Trigger: {}", info.trigger),
-        ],
+        desc: caches
+            .into_iter()
+            .chain([
+                format!(
+                    "Timerange: Basic block {} - {}",
+                    info.blocks.0, info.blocks.1
+                ),
+                format!("Trigger: {}", info.trigger),
+            ])
+            .collect(),
         extra: Vec::new(),
     };
+    let Naming {
+        contexts,
+        functions,
+        symbols,
+    } = *naming;
     let mut sources = SourcePositions {
         symbols,
         cache: FxHashMap::default(),
@@ -106,7 +132,7 @@ pub(crate) fn build_part(
     // Self costs, in centre and address order; by line unless by address.
     let mut self_costs: Vec<(&(Centre, u64), &Vec<u64>)> = costs.self_costs.iter().collect();
     self_costs.sort_by_key(|(key, _)| **key);
-    let mut totals = vec![0u64; EVENTS.len()];
+    let mut totals = vec![0u64; events.len()];
     let mut by_line: BTreeMap<(Centre, NameId, u64), Vec<u64>> = BTreeMap::new();
     for (&(centre, addr), cost) in self_costs {
         add(&mut totals, cost);

@@ -14,13 +14,16 @@
 //! names with callers and recursion levels, `costs` the tables, `process`
 //! the client requests and dumps, `dump` the conversion to a profile part.
 
+mod cacheuse;
 mod collector;
 mod context;
 mod costs;
 mod dump;
+mod events;
 mod functions;
 mod pattern;
 mod process;
+mod simulation;
 mod thread;
 
 pub use collector::Collector;
@@ -38,6 +41,9 @@ pub enum Error {
         /// The underlying limit.
         source: TooManyNames,
     },
+    /// The caches given cannot be simulated.
+    #[error("the caches cannot be simulated: {0}")]
+    Caches(#[from] cgx_sim::CacheUseError),
 }
 
 /// Callgrind's collection and dump options, with Valgrind's defaults.
@@ -74,6 +80,20 @@ pub struct Options {
     pub cachegrind: bool,
     /// The command line for the `cmd:` header.
     pub command: String,
+    /// `--cache-sim=yes`: I1/D1/LL simulation (`Dr Dw I1mr D1mr D1mw ILmr
+    /// DLmr DLmw`).
+    pub cache_sim: bool,
+    /// `--branch-sim=yes`: branch predictors (`Bc Bcm Bi Bim`).
+    pub branch_sim: bool,
+    /// `--cacheuse=yes`: cache-use metrics (`AcCost1 SpLoss1 AcCost2
+    /// SpLoss2`), simulated with the cache simulation (zero without it, as in
+    /// Valgrind).
+    pub cacheuse: bool,
+    /// `--cacheuse-inclusive=yes` (default): exact inclusive cache-use costs
+    /// from the back-dating tree; `no` leaves them zero, as Valgrind does.
+    pub cacheuse_inclusive: bool,
+    /// The simulated caches (detected, or `--I1`/`--D1`/`--LL`).
+    pub caches: cgx_sim::CachesConfig,
 }
 
 impl Default for Options {
@@ -93,6 +113,11 @@ impl Default for Options {
             combine_dumps: false,
             cachegrind: false,
             command: String::new(),
+            cache_sim: false,
+            branch_sim: false,
+            cacheuse: false,
+            cacheuse_inclusive: true,
+            caches: cgx_sim::CachesConfig::DEFAULT,
         }
     }
 }

@@ -6,14 +6,18 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
+use cgx_backdate::{Forest, Statistics};
 use cgx_engine::symbols::Symbols;
-use cgx_engine::Block;
+use cgx_engine::{Block, DataAccess};
 use cgx_formats::{Names, Part, TooManyNames};
 
+use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts};
-use crate::costs::Costs;
-use crate::dump::{build_part, PartInfo};
+use crate::costs::{ArcKey, Costs};
+use crate::dump::{build_part, Naming, PartInfo};
+use crate::events::EventSet;
 use crate::functions::Functions;
+use crate::simulation::Simulation;
 use crate::thread::{add_into, Shared, ThreadState};
 use crate::Options;
 
@@ -31,9 +35,6 @@ mod request {
     pub const RUNNING_ON_VALGRIND: u64 = 0x1001;
 }
 
-/// The events collected (issue 4: instructions only).
-pub(crate) const EVENTS: &[&str] = &["Ir"];
-
 /// A finished part of a process's profile, before it becomes a file.
 pub(crate) struct FinishedPart {
     /// The part; its names are the process's ([`Process::names`]).
@@ -48,6 +49,15 @@ pub(crate) struct FinishedPart {
 pub(crate) struct Process {
     pid: i32,
     options: Arc<Options>,
+    events: Arc<EventSet>,
+    simulation: Simulation,
+    /// The back-dating forest, with `--cacheuse=yes`.
+    forest: Option<Forest<ArcKey>>,
+    /// The owners of cache lines, with `--cacheuse=yes`.
+    owners: Owners,
+    /// With Cachegrind's attribution: where the last instruction was
+    /// charged, for the events that follow it.
+    last_charged: Option<(u32, Centre, u64)>,
     symbols: Symbols,
     /// The names of every part made so far.
     names: Names,
@@ -70,11 +80,23 @@ pub(crate) struct Process {
 
 impl Process {
     /// A new process (the first one, or one after `execve`).
-    pub fn new(pid: i32, options: Arc<Options>) -> Process {
+    pub fn new(
+        pid: i32,
+        options: Arc<Options>,
+        events: Arc<EventSet>,
+        simulation: Simulation,
+    ) -> Process {
         let instrumenting = options.instr_atstart;
+        let forest =
+            (events.cacheuse.is_some() && options.cacheuse_inclusive).then(|| Forest::new(4));
         Process {
             pid,
             options,
+            events,
+            simulation,
+            forest,
+            owners: Owners::default(),
+            last_charged: None,
             symbols: Symbols::new(),
             names: Names::default(),
             functions: Functions::default(),
@@ -100,6 +122,11 @@ impl Process {
         Process {
             pid: child_pid,
             options: self.options.clone(),
+            events: self.events.clone(),
+            simulation: self.simulation.clone(),
+            forest: self.forest.clone(),
+            owners: self.owners.clone(),
+            last_charged: None,
             symbols: Symbols::new(),
             names: self.names.clone(),
             functions: self.functions.clone(),
@@ -118,8 +145,11 @@ impl Process {
     fn thread(&mut self, tid: i32) -> &mut ThreadState {
         let number = &mut self.next_thread_number;
         let options = &self.options;
+        let events = self.events.len();
+        let forest = &mut self.forest;
         self.threads.entry(tid).or_insert_with(|| {
-            let thread = ThreadState::new(*number, options, EVENTS.len());
+            let root = forest.as_mut().map(Forest::root);
+            let thread = ThreadState::new(*number, options, events, root);
             *number += 1;
             thread
         })
@@ -143,6 +173,8 @@ impl Process {
             contexts,
             costs,
             options,
+            events,
+            forest,
             ..
         } = self;
         let costs = costs.entry(key).or_default();
@@ -150,7 +182,10 @@ impl Process {
             functions,
             contexts,
             costs,
+            costs_key: key,
             options,
+            events,
+            forest: forest.as_mut(),
         };
         let Some(thread) = threads.get_mut(&tid) else {
             unreachable!("thread() created the thread")
@@ -187,32 +222,126 @@ impl Process {
         }
         if self.options.cachegrind {
             self.charge_to_own_function(tid, addr);
-        } else {
-            self.thread(tid).instruction(addr, len);
+            self.add_to_last(tid, |simulation, cost| {
+                simulation.fetch(addr, len, 0, cost);
+            });
+            return;
+        }
+        self.thread(tid).instruction(addr, len);
+        let owner = self.owner(tid);
+        self.add_to_last(tid, |simulation, cost| {
+            simulation.fetch(addr, len, owner, cost);
+        });
+    }
+
+    /// A data access of the instruction last executed on thread `tid`.
+    pub fn data_access(&mut self, tid: i32, access: DataAccess) {
+        if self.instrumenting {
+            let owner = self.owner(tid);
+            self.add_to_last(tid, |simulation, cost| {
+                simulation.data(access, owner, cost);
+            });
         }
     }
 
+    /// A conditional branch of the instruction last executed on `tid`.
+    pub fn conditional_branch(&mut self, tid: i32, addr: u64, taken: bool) {
+        if self.instrumenting {
+            self.add_to_last(tid, |simulation, cost| {
+                simulation.conditional_branch(addr, taken, cost);
+            });
+        }
+    }
+
+    /// An indirect branch of the instruction last executed on `tid`.
+    pub fn indirect_branch(&mut self, tid: i32, addr: u64, target: u64) {
+        if self.instrumenting {
+            self.add_to_last(tid, |simulation, cost| {
+                simulation.indirect_branch(addr, target, cost);
+            });
+        }
+    }
+
+    /// The owner of lines loaded now by thread `tid` (cache use only).
+    fn owner(&mut self, tid: i32) -> cgx_sim::Owner {
+        if self.events.cacheuse.is_none() {
+            return 0;
+        }
+        let separate = self.options.separate_threads;
+        let thread = self.thread(tid);
+        let key = if separate { thread.number } else { 0 };
+        match thread.load_site() {
+            Some((centre, addr, node)) => self.owners.owner((key, centre, addr), node),
+            None => cgx_sim::NO_OWNER,
+        }
+    }
+
+    /// Runs a simulation step for the instruction last executed on `tid` and
+    /// adds its events where that instruction's costs go; books the
+    /// cache-use charges it caused.
+    fn add_to_last(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
+        let mut cost = vec![0u64; self.events.len()];
+        let collecting = self.thread(tid).collecting();
+        self.simulation.set_collect(collecting);
+        step(&mut self.simulation, &mut cost);
+        if self.options.cachegrind {
+            if let Some((key, centre, addr)) = self.last_charged {
+                self.costs
+                    .entry(key)
+                    .or_default()
+                    .charge(centre, addr, &cost);
+                self.thread(tid).count(&cost);
+            }
+        } else if let Some(last) = self.thread(tid).last_cost() {
+            crate::costs::add(last, &cost);
+        }
+        self.settle_cache_use();
+    }
+
+    /// Books the cache-use model's charges and line changes (see
+    /// [`Owners::settle`] for `only_executed`).
+    fn settle_cache_use(&mut self) {
+        self.settle_cache_use_of(false);
+    }
+
+    fn settle_cache_use_of(&mut self, only_executed: bool) {
+        if self.events.cacheuse.is_none() {
+            return;
+        }
+        let (charges, changes) = self.simulation.take_cache_use();
+        if charges.is_empty() && changes.is_empty() {
+            return;
+        }
+        self.owners.settle(
+            only_executed,
+            &charges,
+            &changes,
+            &self.events,
+            &mut self.costs,
+            self.forest.as_mut(),
+        );
+    }
+
     /// Cachegrind's attribution: the instruction is charged at once, to the
-    /// function that contains it.
+    /// function that contains it (its events follow through
+    /// [`Process::add_to_last`]).
     fn charge_to_own_function(&mut self, tid: i32, addr: u64) {
         let function = self
             .functions
             .of_instruction(addr, &mut self.symbols, self.pid);
         let cxt = self.contexts.of_stack(&[None, Some(function)], 0);
-        let thread = self.thread(tid);
-        let number = thread.number;
-        let one = [1u64];
-        thread.count(&one);
+        let number = self.thread(tid).number;
         let key = if self.options.separate_threads {
             number
         } else {
             0
         };
-        let centre = Centre { cxt, rec: 0 };
-        self.costs
-            .entry(key)
-            .or_default()
-            .charge(centre, addr, &one);
+        self.last_charged = Some((key, Centre { cxt, rec: 0 }, addr));
+    }
+
+    /// The back-dating forest's sizes, with `--cacheuse=yes`.
+    pub fn statistics(&self) -> Option<Statistics> {
+        self.forest.as_ref().map(Forest::statistics)
     }
 
     /// A signal handler starts on thread `tid`.
@@ -238,7 +367,11 @@ impl Process {
         }
         // Its calls still active count with what they cost so far, as
         // Callgrind adds every thread's active calls at a dump.
-        self.with_thread(tid, |thread, shared| thread.add_active_calls(shared.costs));
+        self.with_thread(tid, |thread, shared| {
+            thread.finish(shared);
+            thread.add_active_calls(shared.costs);
+            thread.close_forest(shared);
+        });
         if let Some(thread) = self.threads.remove(&tid) {
             let cost = self.ended_threads_cost.entry(thread.number).or_default();
             add_into(cost, &thread.cost_since_dump());
@@ -308,6 +441,8 @@ impl Process {
         for tid in tids {
             self.with_thread(tid, |thread, shared| thread.reset(shared));
         }
+        self.simulation.clear();
+        self.settle_cache_use();
     }
 
     /// `CALLGRIND_ZERO_STATS`: all costs so far are forgotten.
@@ -337,6 +472,15 @@ impl Process {
     /// The process ended: every thread's last block is settled, and the final
     /// parts are made.
     pub fn finish(&mut self) -> Result<Vec<FinishedPart>, TooManyNames> {
+        // Resident lines are charged as if evicted; with every thread's calls
+        // out of the back-dating forest (at their exits), all cache-use costs
+        // reach their arcs.
+        if let Some(thread) = self.threads.values().next() {
+            let collecting = thread.collecting();
+            self.simulation.set_collect(collecting);
+        }
+        self.simulation.flush();
+        self.settle_cache_use_of(true);
         let tids: Vec<i32> = self.threads.keys().copied().collect();
         for tid in tids {
             self.thread_exited(tid);
@@ -398,13 +542,17 @@ impl Process {
                 blocks: (self.blocks_at_dump, self.blocks),
                 summary: summaries.get(&key).cloned(),
             };
+            let naming = Naming {
+                contexts: &self.contexts,
+                functions: &self.functions,
+                symbols: &self.symbols,
+            };
             let part = build_part(
                 &mut self.names,
                 costs,
-                &self.contexts,
-                &self.functions,
-                &self.symbols,
+                &naming,
                 &self.options,
+                &self.events,
                 &info,
             )?;
             parts.push(FinishedPart {

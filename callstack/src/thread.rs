@@ -22,12 +22,15 @@
 use cgx_engine::Arrival;
 use rustc_hash::FxHashMap;
 
+use cgx_backdate::{Forest, NodeId};
+
 use crate::context::{Centre, Contexts, CxtId};
-use crate::costs::{add, CallArc, Costs, JumpArc};
+use crate::costs::{add, ArcKey, CallArc, Costs, JumpArc};
+use crate::events::EventSet;
 use crate::functions::{BlockInfo, FnId, Functions};
 use crate::Options;
 
-/// What a block's start needs from the process.
+/// What a thread's events need from the process.
 pub(crate) struct Shared<'a> {
     /// The functions and blocks of the process.
     pub functions: &'a Functions,
@@ -35,8 +38,27 @@ pub(crate) struct Shared<'a> {
     pub contexts: &'a mut Contexts,
     /// The cost tables this thread charges.
     pub costs: &'a mut Costs,
+    /// The key of those tables (the thread's number with
+    /// `--separate-threads=yes`, else 0).
+    pub costs_key: u32,
     /// The collection options.
     pub options: &'a Options,
+    /// The events and their columns.
+    pub events: &'a EventSet,
+    /// The back-dating forest, with `--cacheuse=yes`.
+    pub forest: Option<&'a mut Forest<ArcKey>>,
+}
+
+impl Shared<'_> {
+    /// Adds a pruned node's cache-use costs to its arc's inclusive cost.
+    fn sink<'a>(costs: &'a mut Costs, events: &'a EventSet) -> impl FnMut(ArcKey, &[u64]) + 'a {
+        let columns = events.cacheuse;
+        move |(_, arc), cost: &[u64]| {
+            if let Some(columns) = columns {
+                costs.add_to_inclusive(arc, &columns.columns, cost);
+            }
+        }
+    }
 }
 
 /// The kind of a block's exit, as Callgrind classifies it.
@@ -69,8 +91,10 @@ struct CurrentBlock {
     addr: u64,
     info: BlockInfo,
     centre: Centre,
-    /// Instructions executed in it so far, not yet charged.
+    /// Instructions executed in it so far, not yet charged: their addresses
+    /// and, one vector of event counts after another, their costs.
     pending: Vec<u64>,
+    pending_costs: Vec<u64>,
     /// The last executed instruction (address, length).
     last: Option<(u64, u8)>,
 }
@@ -89,10 +113,18 @@ struct ExecState {
     sig: i32,
     /// Call stack depth when the handler started.
     call_stack_bottom: usize,
+    /// The root of this state's back-dating tree.
+    root: Option<NodeId>,
 }
 
 impl ExecState {
-    fn new(options: &Options, events: usize, sig: i32, call_stack_bottom: usize) -> ExecState {
+    fn new(
+        options: &Options,
+        events: usize,
+        sig: i32,
+        call_stack_bottom: usize,
+        root: Option<NodeId>,
+    ) -> ExecState {
         ExecState {
             cxt: None,
             block: None,
@@ -101,6 +133,7 @@ impl ExecState {
             cost: vec![0; events],
             sig,
             call_stack_bottom,
+            root,
         }
     }
 }
@@ -117,6 +150,8 @@ struct CallEntry {
     /// The caller's context and function-stack height, restored on return.
     saved_cxt: Option<CxtId>,
     saved_fn_height: usize,
+    /// The call's node in the back-dating tree.
+    node: Option<NodeId>,
 }
 
 /// The shadow call stack and execution states of one thread.
@@ -140,12 +175,13 @@ pub(crate) struct ThreadState {
 }
 
 impl ThreadState {
-    /// A thread with an empty call stack.
-    pub fn new(number: u32, options: &Options, events: usize) -> ThreadState {
+    /// A thread with an empty call stack (and the root of its back-dating
+    /// tree, with `--cacheuse=yes`).
+    pub fn new(number: u32, options: &Options, events: usize, root: Option<NodeId>) -> ThreadState {
         ThreadState {
             number,
             events,
-            states: vec![ExecState::new(options, events, 0, 0)],
+            states: vec![ExecState::new(options, events, 0, 0, root)],
             call_stack: Vec::new(),
             fn_stack: vec![None],
             active: FxHashMap::default(),
@@ -163,12 +199,50 @@ impl ThreadState {
         &self.states[self.states.len() - 1]
     }
 
-    /// One executed instruction of the current block.
+    /// One executed instruction of the current block, with no cost yet (see
+    /// [`ThreadState::last_cost`]).
     pub fn instruction(&mut self, addr: u64, len: u8) {
+        let events = self.events;
         if let Some(block) = self.state().block.as_mut() {
             block.pending.push(addr);
+            block
+                .pending_costs
+                .resize(block.pending_costs.len() + events, 0);
             block.last = Some((addr, len));
         }
+    }
+
+    /// The cost of the instruction last executed, to add its events to.
+    pub fn last_cost(&mut self) -> Option<&mut [u64]> {
+        let events = self.events;
+        let block = self.state().block.as_mut()?;
+        let start = block.pending_costs.len().checked_sub(events)?;
+        Some(&mut block.pending_costs[start..])
+    }
+
+    /// Where a line loaded now is charged when it leaves the cache: the
+    /// running instruction in its centre (or, in skipped code, the call into
+    /// it), and the running call's node.
+    pub fn load_site(&self) -> Option<(Centre, u64, Option<NodeId>)> {
+        let state = self.state_ref();
+        let node = self.current_node();
+        if let Some(site) = state.nonskipped {
+            return Some((site.centre, site.addr, node));
+        }
+        let block = state.block.as_ref()?;
+        let (addr, _) = block.last?;
+        Some((block.centre, addr, node))
+    }
+
+    /// The running call's node: the innermost call of the current state that
+    /// has one, else the state's root.
+    fn current_node(&self) -> Option<NodeId> {
+        let state = self.state_ref();
+        self.call_stack[state.call_stack_bottom.min(self.call_stack.len())..]
+            .iter()
+            .rev()
+            .find_map(|entry| entry.node)
+            .or(state.root)
     }
 
     /// Charges the current block's executed instructions (Callgrind does so
@@ -180,24 +254,40 @@ impl ThreadState {
             return;
         };
         let pending = std::mem::take(&mut block.pending);
+        let pending_costs = std::mem::take(&mut block.pending_costs);
         if !state.collect || pending.is_empty() {
             return;
         }
-        let mut one = vec![0u64; events];
-        if let Some(ir) = one.first_mut() {
-            *ir = 1;
-        }
-        for addr in &pending {
+        for (addr, cost) in pending.iter().zip(pending_costs.chunks_exact(events)) {
             match state.nonskipped {
-                Some(site) => shared.costs.charge(site.centre, site.addr, &one),
-                None => shared.costs.charge(block.centre, *addr, &one),
+                Some(site) => shared.costs.charge(site.centre, site.addr, cost),
+                None => shared.costs.charge(block.centre, *addr, cost),
             }
+            add(&mut state.cost, cost);
         }
         if shared.options.collect_jumps && state.nonskipped.is_none() {
             shared.costs.count_execution(block.centre, block.addr);
         }
-        if let Some(ir) = state.cost.first_mut() {
-            *ir += pending.len() as u64;
+    }
+
+    /// The thread ends: Callgrind never charges its last block, but with
+    /// the cache simulation its events (and with branch simulation its
+    /// branches) were already counted in the thread's total.
+    pub fn finish(&mut self, shared: &Shared<'_>) {
+        let events = self.events;
+        let cache_sim = shared.events.cache.is_some();
+        let state = self.state();
+        let Some(block) = state.block.as_mut() else {
+            return;
+        };
+        let pending_costs = std::mem::take(&mut block.pending_costs);
+        block.pending.clear();
+        if !state.collect {
+            return;
+        }
+        for cost in pending_costs.chunks_exact(events) {
+            let from = if cache_sim { 0 } else { 1 };
+            add(&mut state.cost[from..], &cost[from..]);
         }
     }
 
@@ -349,6 +439,7 @@ impl ThreadState {
             info,
             centre,
             pending: Vec::new(),
+            pending_costs: Vec::new(),
             last: None,
         });
     }
@@ -426,6 +517,16 @@ impl ThreadState {
             arc
         });
         let nonskipped = self.state_ref().nonskipped;
+        let node = match (arc, shared.forest.as_deref_mut()) {
+            (Some(arc), Some(forest)) => {
+                let key = (shared.costs_key, arc);
+                Some(match self.current_node() {
+                    Some(parent) => forest.call(parent, key),
+                    None => forest.root(),
+                })
+            }
+            _ => None,
+        };
         self.call_stack.push(CallEntry {
             arc,
             sp,
@@ -434,6 +535,7 @@ impl ThreadState {
             enter_cost,
             saved_cxt,
             saved_fn_height,
+            node,
         });
         let state = self.state();
         if !skip {
@@ -455,6 +557,9 @@ impl ThreadState {
         let Some(entry) = self.call_stack.pop() else {
             return;
         };
+        if let (Some(node), Some(forest)) = (entry.node, shared.forest.as_deref_mut()) {
+            forest.ret(node, &mut Shared::sink(shared.costs, shared.events));
+        }
         self.state().nonskipped = entry.nonskipped;
         if let Some(arc) = entry.arc {
             let function = shared.contexts.function(arc.to.cxt);
@@ -545,8 +650,14 @@ impl ThreadState {
     /// with its own counter and an empty context.
     pub fn enter_signal_handler(&mut self, shared: &mut Shared<'_>, signal: i32) {
         let bottom = self.call_stack.len();
-        self.states
-            .push(ExecState::new(shared.options, self.events, signal, bottom));
+        let root = shared.forest.as_deref_mut().map(Forest::root);
+        self.states.push(ExecState::new(
+            shared.options,
+            self.events,
+            signal,
+            bottom,
+            root,
+        ));
         self.push_cxt(shared, None);
     }
 
@@ -578,7 +689,11 @@ impl ThreadState {
                 self.fn_stack.pop();
             }
         }
-        self.states.pop();
+        if let Some(state) = self.states.pop() {
+            if let (Some(root), Some(forest)) = (state.root, shared.forest.as_deref_mut()) {
+                forest.end(root, &mut Shared::sink(shared.costs, shared.events));
+            }
+        }
     }
 
     /// [`ThreadState::pop`] for a frame above the handler's bottom.
@@ -587,6 +702,11 @@ impl ThreadState {
         if self.call_stack.len() > bottom {
             self.pop(shared);
         }
+    }
+
+    /// Whether the thread's current state collects costs.
+    pub fn collecting(&self) -> bool {
+        self.state_ref().collect
     }
 
     /// `CALLGRIND_TOGGLE_COLLECT`.
@@ -635,9 +755,37 @@ impl ThreadState {
             self.pop(shared);
         }
         let events = self.events;
-        self.states[0] = ExecState::new(shared.options, events, 0, 0);
+        let mut root = self.states[0].root;
+        if let Some(forest) = shared.forest.as_deref_mut() {
+            if let Some(old) = root {
+                forest.end(old, &mut Shared::sink(shared.costs, shared.events));
+            }
+            root = Some(forest.root());
+        }
+        self.states[0] = ExecState::new(shared.options, events, 0, 0, root);
         self.fn_stack.truncate(1);
         self.last_dump_cost = vec![0; events];
+    }
+
+    /// The thread ended: its calls and roots leave the back-dating forest, to
+    /// be pruned (into their arcs) as soon as their lines leave the cache, at
+    /// the latest when it is flushed at the end. The call stack itself stays
+    /// (its arcs' other costs are added as active calls).
+    pub fn close_forest(&mut self, shared: &mut Shared<'_>) {
+        let Some(forest) = shared.forest.as_deref_mut() else {
+            return;
+        };
+        let mut sink = Shared::sink(shared.costs, shared.events);
+        for entry in self.call_stack.iter_mut().rev() {
+            if let Some(node) = entry.node.take() {
+                forest.ret(node, &mut sink);
+            }
+        }
+        for state in self.states.iter_mut().rev() {
+            if let Some(root) = state.root.take() {
+                forest.end(root, &mut sink);
+            }
+        }
     }
 
     /// Counts `costs` in the thread's own counter (Cachegrind's attribution,

@@ -333,6 +333,13 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
                 action.sa_sigaction = handler;
                 libc::sigaction(*signal, &action, std::ptr::null_mut());
             }
+            // Without address-space randomization, as under Valgrind: the
+            // same run gives the same addresses, so cache simulation results
+            // are reproducible. (If it fails, the run is merely randomized.)
+            let current = libc::personality(0xffff_ffff);
+            if current != -1 {
+                libc::personality((current | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong);
+            }
             if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == 0 {
                 libc::execv(c_path.as_ptr(), argv_ptrs.as_ptr());
             }

@@ -1,22 +1,27 @@
 //! `cgx run [VALGRIND OPTIONS] PROGRAM [ARGS...]`: runs a program under cgx and
 //! writes its profiles, as `valgrind --tool=callgrind|cachegrind` does.
 //!
-//! One module per job: [`options`] reads Valgrind's command line, [`outfile`]
-//! names the files, [`trace`] runs the engine with the collector, [`output`]
-//! writes the dumps and [`summary`] words what is printed on stderr.
+//! One module per job: [`options`] reads Valgrind's command line, [`caches`]
+//! detects the simulated caches, [`outfile`] names the files, [`trace`] runs
+//! the engine with the collector, [`output`] writes the dumps and [`summary`]
+//! words what is printed on stderr.
 
+mod caches;
 mod options;
 mod outfile;
 mod output;
 mod summary;
+#[cfg(test)]
+mod summary_fixtures;
 mod trace;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Result};
-use cgx_callstack::Dump;
+use cgx_callstack::{Collector, Dump};
 use cgx_engine::Exit;
+use cgx_sim::CachesConfig;
 
 use options::{Options, Tool};
 use outfile::Template;
@@ -48,7 +53,19 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
   --backend=step                how the program is traced: single steps (slow, exact)
+  --cache-sim=yes|no            simulate the I1, D1 and LL caches: Ir Dr Dw I1mr D1mr
+                                D1mw ILmr DLmr DLmw [callgrind: no; cachegrind: yes,
+                                Valgrind 3.19's default (cgx said no before)]
+  --branch-sim=no|yes           simulate the branch predictors: Bc Bcm Bi Bim [no]
+  --I1=SIZE,ASSOC,LINE_SIZE     the simulated caches, in bytes [detected with CPUID
+  --D1=SIZE,ASSOC,LINE_SIZE     as Valgrind does]; for callgrind they turn the cache
+  --LL=SIZE,ASSOC,LINE_SIZE     simulation on, as in Valgrind
 Callgrind only:
+  --cacheuse=no|yes             cache use: AcCost1 SpLoss1 AcCost2 SpLoss2; turns the
+                                cache simulation and --dump-instr on, as in Valgrind
+                                (and, as there, --cacheuse=no turns the former on)
+  --cacheuse-inclusive=yes|no   exact inclusive cache-use costs [yes] (cgx's own;
+                                no gives Valgrind's zero inclusive costs, to compare)
   --dump-instr=no|yes           positions by instruction address [no]
   --dump-line=yes|no            positions by source line [yes]
   --compress-strings=yes|no     name compression [yes]
@@ -63,8 +80,7 @@ Callgrind only:
   --collect-atstart=yes|no      collect from the start [yes]
   --instr-atstart=yes|no        instrument from the start [yes]
   --combine-dumps=no|yes        all dumps of a process in one file [no]
-Not yet (issue 5): --cache-sim=yes, --branch-sim=yes, --cacheuse=yes; --I1, --D1
-and --LL=size,assoc,line are checked and kept for then.
+The caches' warnings (--PID-- warning: ...) come even with -q, as from Valgrind.
 
 Files: NAME for the profile of each process; NAME.N for the Nth dump a program asked
 for (CALLGRIND_DUMP_STATS); NAME-NN for thread NN with --separate-threads=yes. The
@@ -84,19 +100,26 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         )
     })?;
     template.check_writable(std::process::id() as i32)?;
+    // As Valgrind: the caches are configured (and their warnings known)
+    // before the program starts; an unusable one stops the run here.
+    let caches = if options.configures_caches() {
+        Some(caches::detect(&options)?)
+    } else {
+        None
+    };
     let command_line = command_line(&options);
-    let mut output = Output::new(&options, template, command_line.clone());
+    let collector = Collector::new(collector_options(
+        &options,
+        command_line.clone(),
+        caches.as_ref().map(|setup| setup.config),
+    ))?;
+    let mut output = Output::new(&options, template, command_line, caches);
     let command = cgx_engine::Command::new(&options.program).args(&options.args);
     let mut listener = Report {
         output: &mut output,
         failed: false,
     };
-    let result = trace::trace(
-        &command,
-        options.trace_children,
-        collector_options(&options, command_line),
-        &mut listener,
-    );
+    let result = trace::trace(&command, options.trace_children, collector, &mut listener);
     let collector_failed = listener.failed;
     output.finish();
     let failed = collector_failed || output.failed();
@@ -125,10 +148,15 @@ fn command_line(options: &Options) -> String {
         .join(" ")
 }
 
-/// The collector's options for this run. Cachegrind has no dumps on request nor
-/// threads: all of a process goes into one file (combined parts, added up when
-/// converted), and costs are attributed as Cachegrind does.
-fn collector_options(options: &Options, command: String) -> cgx_callstack::Options {
+/// The collector's options for this run, simulating `caches` (when they were
+/// configured). Cachegrind has no dumps on request nor threads: all of a
+/// process goes into one file (combined parts, added up when converted), and
+/// costs are attributed as Cachegrind does.
+fn collector_options(
+    options: &Options,
+    command: String,
+    caches: Option<CachesConfig>,
+) -> cgx_callstack::Options {
     let cachegrind = options.tool == Tool::Cachegrind;
     cgx_callstack::Options {
         separate_recursions: options.separate_recs,
@@ -145,6 +173,11 @@ fn collector_options(options: &Options, command: String) -> cgx_callstack::Optio
         combine_dumps: options.combine_dumps || cachegrind,
         cachegrind,
         command,
+        cache_sim: options.cache_sim,
+        branch_sim: options.branch_sim,
+        cacheuse: options.cacheuse,
+        cacheuse_inclusive: options.cacheuse_inclusive,
+        caches: caches.unwrap_or_default(),
     }
 }
 
@@ -186,6 +219,10 @@ impl trace::Listener for Report<'_> {
         eprintln!("cgx: {error}");
         self.failed = true;
     }
+
+    fn statistics(&mut self, pid: i32, statistics: &cgx_backdate::Statistics) {
+        self.output.statistics(pid, statistics);
+    }
 }
 
 #[cfg(test)]
@@ -218,13 +255,38 @@ mod tests {
         let mut options = Options::new("p".into());
         options.separate_recs = 5;
         options.fn_skip = vec!["f*".into()];
-        let callgrind = collector_options(&options, "p".into());
+        let callgrind = collector_options(&options, "p".into(), None);
         assert_eq!(callgrind.separate_recursions, 5);
         assert_eq!(callgrind.fn_skip, ["f*"]);
         assert!(!callgrind.cachegrind && !callgrind.combine_dumps);
         assert_eq!(callgrind.command, "p");
+        assert!(!callgrind.cache_sim && !callgrind.branch_sim && !callgrind.cacheuse);
+        assert!(callgrind.cacheuse_inclusive);
+        assert_eq!(callgrind.caches, CachesConfig::DEFAULT);
         options.tool = Tool::Cachegrind;
-        let cachegrind = collector_options(&options, "p".into());
+        let cachegrind = collector_options(&options, "p".into(), None);
         assert!(cachegrind.cachegrind && cachegrind.combine_dumps);
+    }
+
+    #[test]
+    fn collector_options_carry_the_simulations() {
+        let mut options = Options::new("p".into());
+        options.cache_sim = true;
+        options.branch_sim = true;
+        options.cacheuse = true;
+        options.cacheuse_inclusive = false;
+        let caches = CachesConfig {
+            ll: cgx_sim::CacheConfig::new(1 << 20, 16, 64),
+            ..CachesConfig::DEFAULT
+        };
+        let collector = collector_options(&options, "p".into(), Some(caches));
+        assert!(collector.cache_sim && collector.branch_sim && collector.cacheuse);
+        assert!(!collector.cacheuse_inclusive);
+        assert_eq!(collector.caches, caches);
+        // Cache use without the cache simulation (--cacheuse=yes
+        // --cache-sim=no): the events stay, with zeros, as in Valgrind.
+        options.cache_sim = false;
+        let collector = collector_options(&options, "p".into(), Some(caches));
+        assert!(collector.cacheuse && !collector.cache_sim);
     }
 }

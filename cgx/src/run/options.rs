@@ -5,8 +5,17 @@
 //! Parsing is strict, like Valgrind's: an option cgx does not know, or one the
 //! chosen tool does not have (`--dump-instr=yes` with `--tool=cachegrind`), is an
 //! error, and so is a malformed value.
+//!
+//! The simulations follow Valgrind 3.19, quirks included: Cachegrind simulates
+//! the caches unless `--cache-sim=no`; Callgrind does not, but any of its cache
+//! options (`--cacheuse=yes|no`, `--I1`, `--D1`, `--LL`) turns the cache
+//! simulation on, and `--cacheuse=yes` also turns `--dump-instr` on, each at
+//! its place on the command line (a later `--cache-sim=no` or
+//! `--dump-instr=no` wins).
 
 use std::ffi::OsString;
+
+use cgx_sim::{CacheConfig, CacheLevel, ConfigError};
 
 /// The tool whose profiles `cgx run` writes (`--tool=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,17 +49,6 @@ impl Tool {
 pub enum Backend {
     /// Single-steps every instruction: exact, and very slow.
     Step,
-}
-
-/// A cache's geometry, `--I1/--D1/--LL=size,assoc,line_size` (bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CacheGeometry {
-    /// Total size in bytes.
-    pub size: u64,
-    /// Associativity (ways).
-    pub assoc: u64,
-    /// Line size in bytes.
-    pub line: u64,
 }
 
 /// Everything `cgx run` was told, with Valgrind's defaults.
@@ -95,12 +93,23 @@ pub struct Options {
     pub instr_atstart: bool,
     /// `--combine-dumps=yes`.
     pub combine_dumps: bool,
-    /// `--I1=size,assoc,line` (used once cache simulation exists, issue 5).
-    pub i1: Option<CacheGeometry>,
+    /// `--cache-sim=yes`: simulate I1, D1 and LL (Cachegrind's default; for
+    /// Callgrind also turned on by its other cache options).
+    pub cache_sim: bool,
+    /// `--branch-sim=yes`: simulate the branch predictors.
+    pub branch_sim: bool,
+    /// `--cacheuse=yes` (Callgrind): cache-use metrics `AcCost1 SpLoss1 AcCost2
+    /// SpLoss2`.
+    pub cacheuse: bool,
+    /// `--cacheuse-inclusive=no` (Callgrind, cgx's own) leaves the inclusive
+    /// cache-use costs zero, as Valgrind does; by default they are exact.
+    pub cacheuse_inclusive: bool,
+    /// `--I1=size,assoc,line` (checked as Valgrind checks it).
+    pub i1: Option<CacheConfig>,
     /// `--D1=size,assoc,line`.
-    pub d1: Option<CacheGeometry>,
-    /// `--LL=size,assoc,line`.
-    pub ll: Option<CacheGeometry>,
+    pub d1: Option<CacheConfig>,
+    /// `--LL=size,assoc,line` (or `--L2=`, Valgrind's old spelling).
+    pub ll: Option<CacheConfig>,
     /// The program to run, as given (looked up on `PATH` by the engine).
     pub program: OsString,
     /// The program's arguments.
@@ -130,6 +139,10 @@ impl Options {
             collect_atstart: true,
             instr_atstart: true,
             combine_dumps: false,
+            cache_sim: false,
+            branch_sim: false,
+            cacheuse: false,
+            cacheuse_inclusive: true,
             i1: None,
             d1: None,
             ll: None,
@@ -148,6 +161,13 @@ impl Options {
     /// The option that set the output file, for messages: `--callgrind-out-file`.
     pub fn out_file_option(&self) -> String {
         format!("--{}-out-file", self.tool.name())
+    }
+
+    /// Whether the caches are configured (detected, with the warnings Valgrind
+    /// prints): always for Cachegrind, which writes their `desc:` lines even
+    /// with `--cache-sim=no`; with the cache simulation for Callgrind.
+    pub fn configures_caches(&self) -> bool {
+        self.tool == Tool::Cachegrind || self.cache_sim
     }
 }
 
@@ -170,14 +190,6 @@ pub enum OptionError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A valid option asking for something cgx cannot do yet.
-    #[error("{option} is not supported yet ({issue})")]
-    Unsupported {
-        /// The argument as given.
-        option: String,
-        /// Where the work is tracked.
-        issue: &'static str,
-    },
     /// No program after the options.
     #[error("no program specified (usage: cgx run [OPTIONS] PROGRAM [ARGS...])")]
     NoProgram,
@@ -199,6 +211,7 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--cache-sim",
     "--branch-sim",
     "--cacheuse",
+    "--cacheuse-inclusive",
 ];
 
 /// Parses `cgx run`'s arguments: options up to the first argument that does not
@@ -232,27 +245,16 @@ pub fn parse(args: &[OsString]) -> Result<Options, OptionError> {
             };
         }
     }
-    let mut simulation = Vec::new();
+    // Valgrind 3.19's defaults: Cachegrind simulates the caches, Callgrind not.
+    options.cache_sim = options.tool == Tool::Cachegrind;
     for arg in flags {
-        parse_one(&mut options, arg, &mut simulation)?;
-    }
-    // The simulations are issue 5: refuse what asks for them, whatever comes last.
-    if let Some(option) = simulation.into_iter().last() {
-        return Err(OptionError::Unsupported {
-            option,
-            issue: "issue 5",
-        });
+        parse_one(&mut options, arg)?;
     }
     Ok(options)
 }
 
-/// Parses one option into `options`; options turning on a simulation are
-/// collected in `simulation` (a later `=no` removes them).
-fn parse_one(
-    options: &mut Options,
-    arg: &str,
-    simulation: &mut Vec<String>,
-) -> Result<(), OptionError> {
+/// Parses one option into `options`.
+fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
     let (name, value) = match arg.split_once('=') {
         Some((name, value)) => (name, Some(value)),
         None => (arg, None),
@@ -311,21 +313,38 @@ fn parse_one(
         ("--combine-dumps", Some(value)) if callgrind => {
             options.combine_dumps = yes_no(arg, value)?
         }
-        ("--cache-sim" | "--branch-sim", Some(value)) => {
-            simulation.retain(|earlier| !earlier.starts_with(&format!("{name}=")));
-            if yes_no(arg, value)? {
-                simulation.push(arg.to_string());
-            }
-        }
+        ("--cache-sim", Some(value)) => options.cache_sim = yes_no(arg, value)?,
+        // Callgrind's old spelling.
+        ("--simulate-cache", Some(value)) if callgrind => options.cache_sim = yes_no(arg, value)?,
+        ("--branch-sim", Some(value)) => options.branch_sim = yes_no(arg, value)?,
         ("--cacheuse", Some(value)) if callgrind => {
-            simulation.retain(|earlier| !earlier.starts_with("--cacheuse="));
-            if yes_no(arg, value)? {
-                simulation.push(arg.to_string());
+            options.cacheuse = yes_no(arg, value)?;
+            // As Callgrind: use counts are per instruction, and any cache
+            // option turns the cache simulation on.
+            if options.cacheuse {
+                options.dump_instr = true;
+            }
+            options.cache_sim = true;
+        }
+        ("--cacheuse-inclusive", Some(value)) if callgrind => {
+            options.cacheuse_inclusive = yes_no(arg, value)?
+        }
+        ("--I1" | "--D1" | "--LL" | "--L2", Some(value)) => {
+            let level = match name {
+                "--I1" => CacheLevel::I1,
+                "--D1" => CacheLevel::D1,
+                _ => CacheLevel::LL,
+            };
+            let config = cache(arg, level, value)?;
+            match level {
+                CacheLevel::I1 => options.i1 = Some(config),
+                CacheLevel::D1 => options.d1 = Some(config),
+                CacheLevel::LL => options.ll = Some(config),
+            }
+            if callgrind {
+                options.cache_sim = true;
             }
         }
-        ("--I1", Some(value)) => options.i1 = Some(geometry(arg, value)?),
-        ("--D1", Some(value)) => options.d1 = Some(geometry(arg, value)?),
-        ("--LL", Some(value)) => options.ll = Some(geometry(arg, value)?),
         _ => {
             let hint = if value.is_none() && BOOLEAN_OPTIONS.contains(&name) {
                 " (say =yes or =no, as Valgrind)"
@@ -390,41 +409,21 @@ fn pattern(arg: &str, value: &str) -> Result<String, OptionError> {
     Ok(value.to_string())
 }
 
-/// `size,assoc,line_size` with Valgrind's checks: the line size is a power of
-/// two of at least 16 bytes, the size a multiple of line × assoc, and the number
-/// of sets a power of two.
-fn geometry(arg: &str, value: &str) -> Result<CacheGeometry, OptionError> {
-    let numbers: Vec<u64> = value
-        .split(',')
-        .map(|part| {
-            (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| part.parse().ok())
-                .flatten()
-        })
-        .collect::<Option<_>>()
-        .filter(|numbers: &Vec<u64>| numbers.len() == 3)
-        .ok_or_else(|| bad(arg, "expected size,assoc,line_size (three numbers)"))?;
-    let (size, assoc, line) = (numbers[0], numbers[1], numbers[2]);
-    if assoc == 0 || size == 0 {
-        return Err(bad(arg, "size and associativity must be more than 0"));
-    }
-    if line < 16 || !line.is_power_of_two() {
-        return Err(bad(
-            arg,
-            "the line size must be a power of two of at least 16",
-        ));
-    }
-    let way_bytes = line.saturating_mul(assoc);
-    if size / way_bytes * way_bytes != size {
-        return Err(bad(
-            arg,
-            "the size must be a multiple of line size × associativity",
-        ));
-    }
-    if !(size / way_bytes).is_power_of_two() {
-        return Err(bad(arg, "the cache's set count is not a power of two"));
-    }
-    Ok(CacheGeometry { size, assoc, line })
+/// `size,assoc,line_size`, checked as Valgrind checks it (the line size a power
+/// of two of at least 16 bytes, the number of sets a power of two, …).
+fn cache(arg: &str, level: CacheLevel, value: &str) -> Result<CacheConfig, OptionError> {
+    CacheConfig::parse_option(level, value).map_err(|error| {
+        let reason = match error {
+            ConfigError::Syntax { .. } => {
+                "expected size,assoc,line_size: three whole numbers separated by commas".to_string()
+            }
+            ConfigError::OutOfRange { field, .. } => {
+                format!("{field} must be a positive number below 2^31")
+            }
+            ConfigError::Geometry { reason, .. } => reason.to_string(),
+        };
+        bad(arg, reason)
+    })
 }
 
 #[cfg(test)]
@@ -476,7 +475,8 @@ mod tests {
              --separate-recs=10 --separate-callers=3 --separate-threads=yes --skip-plt=no \
              --fn-skip=a* --fn-skip=b --toggle-collect=main --collect-atstart=no \
              --instr-atstart=no --combine-dumps=yes --trace-children=yes -v -v \
-             --cache-sim=no --branch-sim=no --cacheuse=no --I1=32768,8,64 --backend=step p",
+             --cache-sim=no --branch-sim=yes --cacheuse=no --I1=32768,8,64 \
+             --cacheuse-inclusive=no --backend=step p",
         );
         let mut expected = Options::new("p".into());
         expected.out_file = Some("out.%p".into());
@@ -496,11 +496,11 @@ mod tests {
         expected.combine_dumps = true;
         expected.trace_children = true;
         expected.verbosity = 3;
-        expected.i1 = Some(CacheGeometry {
-            size: 32768,
-            assoc: 8,
-            line: 64,
-        });
+        // --cacheuse=no and --I1 turn the cache simulation on, as in Callgrind.
+        expected.cache_sim = true;
+        expected.branch_sim = true;
+        expected.cacheuse_inclusive = false;
+        expected.i1 = Some(CacheConfig::new(32768, 8, 64));
         assert_eq!(options, expected);
     }
 
@@ -575,47 +575,137 @@ mod tests {
     #[test]
     fn cache_geometries_are_checked() {
         assert_eq!(
-            error("--I1=1,2,3 p"),
-            "bad option: --I1=1,2,3: the line size must be a power of two of at least 16"
+            error("--I1=32768,3,64 p"),
+            "bad option: --I1=32768,3,64: the number of sets, size / (line size × \
+             associativity), is not a whole power of two"
         );
         assert_eq!(
-            error("--D1=1000,2,64 p"),
-            "bad option: --D1=1000,2,64: the size must be a multiple of line size × associativity"
+            error("--D1=1024,1,8 p"),
+            "bad option: --D1=1024,1,8: the line size is smaller than 16 bytes"
         );
         assert_eq!(
-            error("--LL=384,2,64 p"),
-            "bad option: --LL=384,2,64: the cache's set count is not a power of two"
+            error("--LL=98304,1,96 p"),
+            "bad option: --LL=98304,1,96: the line size is not a power of two"
         );
-        for value in ["1,2", "a,b,c", "1,2,3,4", "", "0,1,64"] {
+        assert_eq!(
+            error("--LL=64,1,64 p"),
+            "bad option: --LL=64,1,64: the cache size is not larger than the line size"
+        );
+        assert_eq!(
+            error("--I1=32768,8 p"),
+            "bad option: --I1=32768,8: expected size,assoc,line_size: three whole numbers \
+             separated by commas"
+        );
+        assert_eq!(
+            error("--D1=99999999999,8,64 p"),
+            "bad option: --D1=99999999999,8,64: size must be a positive number below 2^31"
+        );
+        for value in ["1,2", "a,b,c", "1,2,3,4", "", "0,1,64", "32768,-8,64"] {
             assert!(error(&format!("--LL={value} p"))
                 .starts_with(&format!("bad option: --LL={value}: ")));
         }
+        // Valgrind's old spelling of --LL.
+        assert_eq!(
+            ok("--L2=262144,8,64 p").ll,
+            Some(CacheConfig::new(262144, 8, 64))
+        );
+        // Valgrind's parser allows blanks and signs.
+        assert_eq!(
+            ok("--tool=cachegrind --I1=+32768,8,64 p").i1,
+            Some(CacheConfig::new(32768, 8, 64))
+        );
+    }
+
+    /// (cache_sim, branch_sim, cacheuse, dump_instr) of a command line.
+    fn simulations(text: &str) -> (bool, bool, bool, bool) {
+        let options = ok(text);
+        (
+            options.cache_sim,
+            options.branch_sim,
+            options.cacheuse,
+            options.dump_instr,
+        )
     }
 
     #[test]
-    fn simulations_are_issue_5() {
+    fn simulation_defaults_are_valgrind_3_19s() {
+        assert_eq!(simulations("p"), (false, false, false, false));
         assert_eq!(
-            error("--cache-sim=yes p"),
-            "--cache-sim=yes is not supported yet (issue 5)"
+            simulations("--tool=cachegrind p"),
+            (true, false, false, false)
         );
         assert_eq!(
-            error("--tool=cachegrind --branch-sim=yes p"),
-            "--branch-sim=yes is not supported yet (issue 5)"
+            simulations("--tool=cachegrind --cache-sim=no --branch-sim=yes p"),
+            (false, true, false, false)
         );
         assert_eq!(
-            error("--cacheuse=yes p"),
-            "--cacheuse=yes is not supported yet (issue 5)"
+            simulations("--cache-sim=yes --branch-sim=yes p"),
+            (true, true, false, false)
         );
+        assert!(ok("p").cacheuse_inclusive);
+        assert!(!ok("p").configures_caches());
+        assert!(ok("--cache-sim=yes p").configures_caches());
+        assert!(ok("--tool=cachegrind --cache-sim=no p").configures_caches());
+        assert!(!ok("--branch-sim=yes p").configures_caches());
+    }
+
+    #[test]
+    fn cache_options_turn_callgrinds_cache_simulation_on() {
+        // --cacheuse=yes: cache simulation and instruction positions.
+        assert_eq!(simulations("--cacheuse=yes p"), (true, false, true, true));
+        // Any cache option does, at its place on the command line (Valgrind
+        // 3.19 does exactly this).
+        assert_eq!(simulations("--cacheuse=no p"), (true, false, false, false));
+        assert_eq!(
+            simulations("--LL=262144,8,64 p"),
+            (true, false, false, false)
+        );
+        assert_eq!(
+            simulations("--LL=262144,8,64 --cache-sim=no p"),
+            (false, false, false, false)
+        );
+        assert_eq!(
+            simulations("--cacheuse=yes --dump-instr=no p"),
+            (true, false, true, false)
+        );
+        assert_eq!(
+            simulations("--dump-instr=no --cacheuse=yes p"),
+            (true, false, true, true)
+        );
+        assert_eq!(
+            simulations("--cacheuse=yes --cache-sim=no p"),
+            (false, false, true, true)
+        );
+        assert_eq!(
+            simulations("--simulate-cache=yes p"),
+            (true, false, false, false)
+        );
+        // Not for Cachegrind's --I1.
+        assert_eq!(
+            simulations("--tool=cachegrind --cache-sim=no --I1=32768,8,64 p"),
+            (false, false, false, false)
+        );
+    }
+
+    #[test]
+    fn cacheuse_is_callgrinds() {
         assert_eq!(
             error("--tool=cachegrind --cacheuse=no p"),
             "unknown option: --cacheuse=no"
         );
-        // The last word counts, as for every option.
-        ok("--cache-sim=yes --cache-sim=no p");
         assert_eq!(
-            error("--cache-sim=no --cache-sim=yes p"),
-            "--cache-sim=yes is not supported yet (issue 5)"
+            error("--tool=cachegrind --cacheuse-inclusive=no p"),
+            "unknown option: --cacheuse-inclusive=no"
         );
+        assert_eq!(
+            error("--cacheuse-inclusive p"),
+            "unknown option: --cacheuse-inclusive (say =yes or =no, as Valgrind)"
+        );
+        assert_eq!(
+            error("--cacheuse=1 p"),
+            "bad option: --cacheuse=1: invalid boolean value '1' (should be 'yes' or 'no')"
+        );
+        assert!(!ok("--cacheuse-inclusive=no p").cacheuse_inclusive);
     }
 
     #[test]

@@ -1,15 +1,26 @@
 //! Where the profiles of a run go: each dump is written as soon as the
 //! collector completes it (named as Valgrind names it), its costs are added to
 //! its process's totals, and the process's messages are printed on stderr.
+//!
+//! Cachegrind files are converted from the collector's Callgrind profiles and
+//! laid out as Cachegrind writes them: its `desc: I1 cache:         …` lines
+//! and its event order, `Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw Bc Bcm Bi Bim`.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use cgx_formats::{CallgrindOptions, Format, Profile};
+use cgx_formats::{CallgrindOptions, Events, Format, Part, Profile, Record};
+use cgx_sim::{CachesConfig, DescStyle};
 
+use super::caches::{CacheSetup, Message};
 use super::options::{Backend, Options, Tool};
 use super::outfile::Template;
-use super::summary::{self, Totals};
+use super::summary::{self, Simulations, Totals};
+
+/// Cachegrind's event order (`cg_main.c`); the events of a file are a subset.
+const CACHEGRIND_EVENTS: [&str; 13] = [
+    "Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw", "Bc", "Bcm", "Bi", "Bim",
+];
 
 /// Writes the dumps of a run and reports on its processes.
 pub struct Output {
@@ -19,6 +30,11 @@ pub struct Output {
     callgrind: CallgrindOptions,
     verbosity: i32,
     command: String,
+    simulations: Simulations,
+    /// The simulated caches, for the `desc:` lines of Cachegrind files.
+    caches: Option<CachesConfig>,
+    /// What Valgrind prints about the caches, once, after the first header.
+    startup: Vec<Message>,
     /// The processes in the order they appeared.
     processes: Vec<Process>,
     failed: bool,
@@ -37,8 +53,18 @@ struct Process {
 
 impl Output {
     /// An output for a run with `options`, files named by `template`; `command`
-    /// is the command line for the header.
-    pub fn new(options: &Options, template: Template, command: String) -> Output {
+    /// is the command line for the header; `caches` the simulated caches, when
+    /// they were configured.
+    pub fn new(
+        options: &Options,
+        template: Template,
+        command: String,
+        caches: Option<CacheSetup>,
+    ) -> Output {
+        let (caches, startup) = match caches {
+            Some(setup) => (Some(setup.config), setup.messages),
+            None => (None, Vec::new()),
+        };
         Output {
             template,
             tool: options.tool,
@@ -49,20 +75,35 @@ impl Output {
             },
             verbosity: options.verbosity,
             command,
+            simulations: Simulations {
+                cache: options.cache_sim,
+                branch: options.branch_sim,
+            },
+            caches,
+            startup,
             processes: Vec::new(),
             failed: false,
         }
     }
 
-    /// Process `pid` starts running: prints the header.
+    /// Process `pid` starts running: prints the header and, for the first
+    /// process, what Valgrind says about the caches (its `--PID--` warnings
+    /// come even with `-q`).
     pub fn started(&mut self, pid: i32) {
         self.process(pid);
+        eprint!("{}", self.start_text(pid));
+    }
+
+    /// What [`Output::started`] prints.
+    fn start_text(&mut self, pid: i32) -> String {
+        let mut text = String::new();
         if self.verbosity > 0 {
-            eprint!(
-                "{}",
-                summary::header(pid, self.tool, self.backend, &self.command)
-            );
+            text = summary::header(pid, self.tool, self.backend, &self.command);
         }
+        for message in std::mem::take(&mut self.startup) {
+            text.push_str(&message.render(pid));
+        }
+        text
     }
 
     /// Writes one dump of process `pid` (see [`Template::dump_path`]) and adds
@@ -100,8 +141,11 @@ impl Output {
                 cgx_formats::write_path(profile, Format::Callgrind(self.callgrind), path)?
             }
             Tool::Cachegrind => {
-                let converted = cgx_converters::to_cachegrind(profile)
+                let mut converted = cgx_converters::to_cachegrind(profile)
                     .with_context(|| format!("cannot write {}", path.display()))?;
+                for part in &mut converted.parts {
+                    cachegrind_layout(part, self.caches.as_ref());
+                }
                 cgx_formats::write_path(&converted, Format::Cachegrind, path)?
             }
         }
@@ -113,6 +157,7 @@ impl Output {
     pub fn exited(&mut self, pid: i32, signal: Option<i32>) {
         let verbose = self.verbosity > 0;
         let tool = self.tool;
+        let simulations = self.simulations;
         let process = self.process(pid);
         if let Some(signal) = signal {
             if verbose {
@@ -124,7 +169,7 @@ impl Output {
             if verbose {
                 eprint!(
                     "{}",
-                    summary::summary(pid, tool, &process.totals, signal.is_some())
+                    summary::summary(pid, tool, simulations, &process.totals, signal.is_some())
                 );
             }
         }
@@ -147,6 +192,14 @@ impl Output {
     /// Whether a profile could not be written.
     pub fn failed(&self) -> bool {
         self.failed
+    }
+
+    /// The sizes of the back-dating tree of process `pid` over its run:
+    /// printed with `-v`.
+    pub fn statistics(&mut self, pid: i32, statistics: &cgx_backdate::Statistics) {
+        if self.verbosity > 1 {
+            eprint!("{}", summary::statistics(pid, statistics));
+        }
     }
 
     /// The totals of process `pid` so far.
@@ -176,10 +229,77 @@ impl Output {
     }
 }
 
+/// Lays out a part converted to Cachegrind as Cachegrind writes it: the three
+/// `desc:` lines of its caches (Cachegrind writes them whatever it simulates,
+/// and no other), and its events in Cachegrind's order (others after them).
+fn cachegrind_layout(part: &mut Part, caches: Option<&CachesConfig>) {
+    if let Some(caches) = caches {
+        part.header.desc = caches
+            .desc_lines(DescStyle::Cachegrind)
+            .iter()
+            .map(|line| line.trim_start_matches("desc: ").to_string())
+            .collect();
+    }
+    let names = &part.events.names;
+    let mut order: Vec<usize> = CACHEGRIND_EVENTS
+        .iter()
+        .filter_map(|event| part.events.index_of(event))
+        .collect();
+    order.extend((0..names.len()).filter(|i| !CACHEGRIND_EVENTS.contains(&names[*i].as_str())));
+    if order.iter().enumerate().all(|(at, &from)| at == from) {
+        return;
+    }
+    let permute = |costs: &[u64]| -> Vec<u64> {
+        order
+            .iter()
+            .map(|&from| costs.get(from).copied().unwrap_or(0))
+            .collect()
+    };
+    let events = Events::new(order.iter().map(|&from| names[from].clone()));
+    let mut reordered = Part::new(events, part.positions);
+    reordered.header = part.header.clone();
+    reordered.summary = part.summary.as_deref().map(permute);
+    reordered.totals = part.totals.as_deref().map(permute);
+    let width = part.events.len();
+    for (function, records) in part.functions() {
+        let index = reordered.function_index(function);
+        records.for_each(width, |record| match record {
+            Record::Cost { file, at, costs } => reordered.push_at(
+                index,
+                &Record::Cost {
+                    file,
+                    at,
+                    costs: &permute(costs),
+                },
+            ),
+            Record::Call {
+                file,
+                at,
+                callee,
+                target,
+                count,
+                inclusive,
+            } => reordered.push_at(
+                index,
+                &Record::Call {
+                    file,
+                    at,
+                    callee,
+                    target,
+                    count,
+                    inclusive: &permute(inclusive),
+                },
+            ),
+            jump @ Record::Jump { .. } => reordered.push_at(index, &jump),
+        });
+    }
+    *part = reordered;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cgx_formats::{Events, FunctionId, Part, Position, PositionKinds, Record};
+    use cgx_formats::{FunctionId, Position, PositionKinds};
 
     /// A profile with `ir` instructions in `main`.
     fn profile(ir: u64) -> Profile {
@@ -208,7 +328,7 @@ mod tests {
         options.tool = tool;
         options.verbosity = 0;
         let template = Template::parse(&format!("{}/{out_file}", dir.display()), |_| None).unwrap();
-        Output::new(&options, template, "./prog".into())
+        Output::new(&options, template, "./prog".into(), None)
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -254,6 +374,151 @@ mod tests {
         assert!(text.contains("fn=main\n"), "{text}");
         assert!(text.contains("summary: 42\n"), "{text}");
         assert!(!text.contains("calls="), "{text}");
+    }
+
+    /// A Callgrind-ordered profile with every simulated event, in `main` at
+    /// line 3 and `f` at line 7 (as the collector makes it for Cachegrind),
+    /// and Callgrind's desc lines.
+    fn simulated_profile() -> Profile {
+        let events = [
+            "Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bc", "Bcm", "Bi",
+            "Bim",
+        ];
+        let mut profile = Profile::default();
+        let object = profile.names.intern("prog").unwrap();
+        let file = profile.names.intern("prog.c").unwrap();
+        let mut part = Part::new(Events::new(events), PositionKinds::default());
+        part.header.cmd = Some("./prog".into());
+        part.header.desc = vec![
+            "I1 cache: 32768 B, 64 B, 8-way associative".into(),
+            "Timerange: Basic block 0 - 9".into(),
+        ];
+        for (function, line, base) in [("main", 3, 100), ("f", 7, 200)] {
+            let name = profile.names.intern(function).unwrap();
+            let costs: Vec<u64> = (0..13).map(|i| base + i).collect();
+            part.push(
+                FunctionId { object, file, name },
+                &Record::Cost {
+                    file,
+                    at: Position { instr: 0, line },
+                    costs: &costs,
+                },
+            );
+        }
+        profile.parts.push(part);
+        profile
+    }
+
+    #[test]
+    fn cachegrind_files_have_cachegrinds_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut out = output(dir.path(), Tool::Cachegrind, "cachegrind.out.%p");
+        out.caches = Some(CachesConfig {
+            i1: cgx_sim::CacheConfig::new(32768, 8, 64),
+            d1: cgx_sim::CacheConfig::new(32768, 8, 64),
+            ll: cgx_sim::CacheConfig::new(268_435_456, 2, 64),
+        });
+        out.write(9, None, None, &simulated_profile());
+        assert!(!out.failed());
+        let text = std::fs::read_to_string(dir.path().join("cachegrind.out.9")).unwrap();
+        // As `valgrind --tool=cachegrind --branch-sim=yes` writes it here.
+        assert_eq!(
+            text,
+            "desc: I1 cache:         32768 B, 64 B, 8-way associative\n\
+             desc: D1 cache:         32768 B, 64 B, 8-way associative\n\
+             desc: LL cache:         268435456 B, 64 B, 2-way associative\n\
+             cmd: ./prog\n\
+             events: Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw Bc Bcm Bi Bim\n\
+             fl=prog.c\n\
+             fn=main\n\
+             3 100 103 106 101 104 107 102 105 108 109 110 111 112\n\
+             fl=prog.c\n\
+             fn=f\n\
+             7 200 203 206 201 204 207 202 205 208 209 210 211 212\n\
+             summary: 300 306 312 302 308 314 304 310 316 318 320 322 324\n"
+        );
+        assert_eq!(out.totals(9).unwrap().get("D1mw"), 105 + 205);
+    }
+
+    #[test]
+    fn cachegrind_order_of_a_subset() {
+        let profile = simulated_profile();
+        let part = &profile.parts[0];
+        let (function, _) = part.functions().next().unwrap();
+        // Dr and Dw move behind I1mr, others go last; the costs follow.
+        let mut subset = Part::new(
+            Events::new(["Ir", "Dr", "Dw", "I1mr", "AcCost1"]),
+            part.positions,
+        );
+        subset.push(
+            function,
+            &Record::Cost {
+                file: function.file,
+                at: Position { instr: 0, line: 1 },
+                costs: &[1, 2, 3, 4, 5],
+            },
+        );
+        subset.summary = Some(vec![1, 2, 3, 4, 5]);
+        cachegrind_layout(&mut subset, None);
+        assert_eq!(subset.events.names, ["Ir", "I1mr", "Dr", "Dw", "AcCost1"]);
+        assert_eq!(subset.summary, Some(vec![1, 4, 2, 3, 5]));
+        let mut costs = Vec::new();
+        for (_, records) in subset.functions() {
+            records.for_each(5, |record| {
+                if let Record::Cost { costs: c, .. } = record {
+                    costs.push(c.to_vec());
+                }
+            });
+        }
+        assert_eq!(costs, [vec![1, 4, 2, 3, 5]]);
+        // Without caches the desc lines stay; in order, nothing changes.
+        let mut ir = Part::new(Events::new(["Ir"]), part.positions);
+        ir.header.desc = vec!["x".into()];
+        cachegrind_layout(&mut ir, None);
+        assert_eq!(ir.header.desc, ["x"]);
+        assert_eq!(ir.events.names, ["Ir"]);
+    }
+
+    #[test]
+    fn cache_warnings_follow_the_first_header_even_when_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let setup = CacheSetup {
+            config: CachesConfig::DEFAULT,
+            messages: vec![
+                Message::Debug(
+                    "warning: L3 cache found, using its data for the LL simulation.".into(),
+                ),
+                Message::User("Cache configuration used:".into()),
+            ],
+        };
+        let template =
+            Template::parse(&format!("{}/x.%p", dir.path().display()), |_| None).unwrap();
+        let mut options = Options::new("./prog".into());
+        options.verbosity = 0;
+        let mut out = Output::new(
+            &options,
+            template.clone(),
+            "./prog".into(),
+            Some(setup.clone()),
+        );
+        assert_eq!(
+            out.start_text(7),
+            "--7-- warning: L3 cache found, using its data for the LL simulation.\n\
+             ==7== Cache configuration used:\n"
+        );
+        assert_eq!(out.start_text(8), "");
+        options.verbosity = 1;
+        let mut out = Output::new(&options, template, "./prog".into(), Some(setup));
+        let text = out.start_text(7);
+        assert!(text.starts_with("==7== cgx-"), "{text}");
+        assert!(
+            text.ends_with(
+                "==7== Command: ./prog\n==7== \n\
+                 --7-- warning: L3 cache found, using its data for the LL simulation.\n\
+                 ==7== Cache configuration used:\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

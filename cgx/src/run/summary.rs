@@ -19,8 +19,8 @@
 //! ```
 //!
 //! (blank lines are `==PID== ` with a trailing space). The figures are the sums
-//! over all dumps of the process. The lines of the cache and branch simulations
-//! come with them (issue 5).
+//! over all dumps of the process. With `--cache-sim=yes` and `--branch-sim=yes`
+//! the miss and misprediction lines follow, as [`summary`] shows.
 //!
 //! The header is cgx's own (Valgrind's names the tool, its copyright and the
 //! command): `==PID== cgx-0.1.0 callgrind, step backend`, `==PID== Command: …`,
@@ -92,10 +92,32 @@ pub fn termination(pid: i32, signal: i32) -> String {
     }
 }
 
+/// The simulations of a run, which decide the lines of the summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Simulations {
+    /// `--cache-sim=yes`: the I1, D1, LL lines.
+    pub cache: bool,
+    /// `--branch-sim=yes`: the branch lines.
+    pub branch: bool,
+}
+
 /// The summary of process `pid` at its end. `after_termination`: a termination
 /// message was just printed (Callgrind then starts with a blank line, which
 /// Cachegrind always does).
-pub fn summary(pid: i32, tool: Tool, totals: &Totals, after_termination: bool) -> String {
+///
+/// Callgrind's `Collected` is its total cost (the `totals:` of the dumps, not
+/// their `summary:`, which also holds the last block), trailing zeros left
+/// out; the lines after it are those of Valgrind 3.19's `callgrind/main.c`
+/// (`finish`) and `sim.c` (`cachesim_printstat`), or `cg_main.c` (`cg_fini`)
+/// for Cachegrind, with their column widths and their odd ways: a zero
+/// denominator counts as 1, also in the `Branches` line.
+pub fn summary(
+    pid: i32,
+    tool: Tool,
+    simulations: Simulations,
+    totals: &Totals,
+    after_termination: bool,
+) -> String {
     let mut out = String::new();
     let mut line = |text: &str| {
         out.push_str(&format!("=={pid}== {text}\n"));
@@ -106,14 +128,222 @@ pub fn summary(pid: i32, tool: Tool, totals: &Totals, after_termination: bool) -
                 line("");
             }
             line(&format!("Events    : {}", totals.events.join(" ")));
-            let collected: Vec<String> = totals.costs.iter().map(u64::to_string).collect();
-            line(&format!("Collected : {}", collected.join(" ")));
+            line(&format!("Collected : {}", collected(&totals.costs)));
             line("");
         }
         Tool::Cachegrind => line(""),
     }
-    line(&format!("I   refs:      {}", thousands(totals.get("Ir"))));
+    let get = |event| totals.get(event);
+    let l1 = width(get("Ir"));
+    let (l2, l3) = match tool {
+        Tool::Callgrind => {
+            let (mut l2, mut l3) = (0, 0);
+            if simulations.cache {
+                (l2, l3) = (width(get("Dr")), width(get("Dw")));
+            }
+            if simulations.branch {
+                l2 = l2.max(width(get("Bc")));
+                l3 = l3.max(width(get("Bi")));
+            }
+            (l2, l3)
+        }
+        Tool::Cachegrind => (
+            width(get("Dr").max(get("Bc"))),
+            width(get("Dw").max(get("Bi"))),
+        ),
+    };
+    line(&format!("I   refs:      {}", count(get("Ir"), l1)));
+    if simulations.cache {
+        // Callgrind: `(%s rd + %s wr)`, `(%s%%   + %s%%  )`; Cachegrind has
+        // two more blanks before each `+`.
+        let (rd, rate) = match tool {
+            Tool::Callgrind => ("rd +", "%   +"),
+            Tool::Cachegrind => ("rd   +", "%     +"),
+        };
+        let counts = |label: &str, all: u64, read: u64, write: u64| {
+            format!(
+                "{label}{}  ({} {rd} {} wr)",
+                count(all, l1),
+                count(read, l2),
+                count(write, l3)
+            )
+        };
+        let rates = |label: &str, all: f64, read: f64, write: f64| {
+            format!(
+                "{label}{}% ({}{rate} {}%  )",
+                fixed(all, 1, l1),
+                fixed(read, 1, l2),
+                fixed(write, 1, l3)
+            )
+        };
+        let mut ir = get("Ir");
+        let (i1mr, ilmr) = (get("I1mr"), get("ILmr"));
+        let (mut dr, d1mr, dlmr) = (get("Dr"), get("D1mr"), get("DLmr"));
+        let (mut dw, d1mw, dlmw) = (get("Dw"), get("D1mw"), get("DLmw"));
+        line(&format!("I1  misses:    {}", count(i1mr, l1)));
+        line(&format!("LLi misses:    {}", count(ilmr, l1)));
+        if ir == 0 {
+            ir = 1;
+        }
+        line(&format!(
+            "I1  miss rate: {}%",
+            fixed(percent(i1mr, ir), 2, l1)
+        ));
+        line(&format!(
+            "LLi miss rate: {}%",
+            fixed(percent(ilmr, ir), 2, l1)
+        ));
+        line("");
+        let mut d = dr.wrapping_add(dw);
+        line(&counts("D   refs:      ", d, dr, dw));
+        line(&counts(
+            "D1  misses:    ",
+            d1mr.wrapping_add(d1mw),
+            d1mr,
+            d1mw,
+        ));
+        line(&counts(
+            "LLd misses:    ",
+            dlmr.wrapping_add(dlmw),
+            dlmr,
+            dlmw,
+        ));
+        for total in [&mut d, &mut dr, &mut dw] {
+            if *total == 0 {
+                *total = 1;
+            }
+        }
+        line(&rates(
+            "D1  miss rate: ",
+            percent(d1mr.wrapping_add(d1mw), d),
+            percent(d1mr, dr),
+            percent(d1mw, dw),
+        ));
+        line(&rates(
+            "LLd miss rate: ",
+            percent(dlmr.wrapping_add(dlmw), d),
+            percent(dlmr, dr),
+            percent(dlmw, dw),
+        ));
+        line("");
+        let ll_read = d1mr.wrapping_add(i1mr);
+        line(&counts(
+            "LL refs:       ",
+            ll_read.wrapping_add(d1mw),
+            ll_read,
+            d1mw,
+        ));
+        let ll_miss_read = dlmr.wrapping_add(ilmr);
+        let ll_misses = ll_miss_read.wrapping_add(dlmw);
+        line(&counts("LL misses:     ", ll_misses, ll_miss_read, dlmw));
+        line(&rates(
+            "LL miss rate:  ",
+            percent(ll_misses, ir.wrapping_add(d)),
+            percent(ll_miss_read, ir.wrapping_add(dr)),
+            percent(dlmw, dw),
+        ));
+    }
+    if simulations.branch {
+        let (mut bc, bcm, mut bi, bim) = (get("Bc"), get("Bcm"), get("Bi"), get("Bim"));
+        // As Valgrind: before the counts are printed.
+        if bc == 0 {
+            bc = 1;
+        }
+        if bi == 0 {
+            bi = 1;
+        }
+        let (b, bm) = (bc.wrapping_add(bi), bcm.wrapping_add(bim));
+        let counts = |label: &str, all: u64, cond: u64, ind: u64| {
+            format!(
+                "{label}{}  ({} cond + {} ind)",
+                count(all, l1),
+                count(cond, l2),
+                count(ind, l3)
+            )
+        };
+        line("");
+        line(&counts("Branches:      ", b, bc, bi));
+        line(&counts("Mispredicts:   ", bm, bcm, bim));
+        line(&format!(
+            "Mispred rate:  {}% ({}%     + {}%   )",
+            fixed(percent(bm, b), 1, l1),
+            fixed(percent(bcm, bc), 1, l2),
+            fixed(percent(bim, bi), 1, l3)
+        ));
+    }
     out
+}
+
+/// The `-v` line on the back-dating tree of process `pid` (cgx's own; the
+/// tree gives the inclusive cache-use costs of `--cacheuse=yes`).
+pub fn statistics(pid: i32, statistics: &cgx_backdate::Statistics) -> String {
+    format!(
+        "--{pid}-- back-dating tree: {} nodes created, at most {} alive, {:.1} on average, {} left at the end\n",
+        thousands(statistics.created),
+        thousands(statistics.max_nodes as u64),
+        statistics.average_nodes,
+        thousands(statistics.nodes as u64),
+    )
+}
+
+/// Callgrind's `Collected :` values: every count up to the last non-zero one
+/// (at least one).
+fn collected(costs: &[u64]) -> String {
+    let used = costs
+        .iter()
+        .rposition(|&cost| cost != 0)
+        .map_or(1, |i| i + 1);
+    costs
+        .iter()
+        .take(used)
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The characters of `n` with its commas (Valgrind's `ULong_width`).
+fn width(n: u64) -> usize {
+    let digits = n.to_string().len();
+    digits + (digits - 1) / 3
+}
+
+/// `n` with commas, right-aligned in `width` characters (`%'*llu`).
+fn count(n: u64, width: usize) -> String {
+    format!("{:>width$}", thousands(n))
+}
+
+/// `part` in percent of `whole`, computed as Valgrind does (`n * 100.0 / d`).
+fn percent(part: u64, whole: u64) -> f64 {
+    part as f64 * 100.0 / whole as f64
+}
+
+/// `value` (not negative) with `precision` decimals, right-aligned in `width`
+/// characters, exactly as Valgrind's own printf does `%*.Nf`: the fraction is
+/// truncated and rounded up only when the rest is above one half (so a tie
+/// rounds down, unlike C's printf).
+fn fixed(value: f64, precision: u32, width: usize) -> String {
+    if value > u64::MAX as f64 {
+        // Valgrind prints stars for what does not fit.
+        return "*".repeat(if width == 0 { 6 } else { width });
+    }
+    let mut integral = value as u64;
+    let fraction = value - integral as f64;
+    let factor = 10u64.pow(precision);
+    let scaled = fraction * factor as f64;
+    let mut decimals = scaled as u64;
+    if scaled - decimals as f64 > 0.5 {
+        decimals += 1;
+    }
+    if decimals == factor {
+        integral += 1;
+    }
+    decimals %= factor;
+    let text = if precision == 0 {
+        integral.to_string()
+    } else {
+        format!("{integral}.{decimals:0p$}", p = precision as usize)
+    };
+    format!("{text:>width$}")
 }
 
 /// `n` with a comma every three digits, as Valgrind's `%'llu`.
@@ -176,6 +406,7 @@ fn signal_name(signal: i32) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::summary_fixtures::{Fixture, FIXTURES};
     use cgx_formats::{Events, Part, PositionKinds};
 
     #[test]
@@ -189,6 +420,11 @@ mod tests {
         assert_eq!(thousands(u64::MAX), "18,446,744,073,709,551,615");
     }
 
+    const NONE: Simulations = Simulations {
+        cache: false,
+        branch: false,
+    };
+
     fn make(events: &[&str], costs: &[u64]) -> Totals {
         Totals {
             events: events.iter().map(|e| e.to_string()).collect(),
@@ -200,14 +436,14 @@ mod tests {
     fn callgrind_summary_as_valgrind() {
         let totals = make(&["Ir"], &[126_729]);
         assert_eq!(
-            summary(6740, Tool::Callgrind, &totals, false),
+            summary(6740, Tool::Callgrind, NONE, &totals, false),
             "==6740== Events    : Ir\n\
              ==6740== Collected : 126729\n\
              ==6740== \n\
              ==6740== I   refs:      126,729\n"
         );
         assert_eq!(
-            summary(6810, Tool::Callgrind, &totals, true),
+            summary(6810, Tool::Callgrind, NONE, &totals, true),
             "==6810== \n\
              ==6810== Events    : Ir\n\
              ==6810== Collected : 126729\n\
@@ -215,18 +451,103 @@ mod tests {
              ==6810== I   refs:      126,729\n"
         );
         let several = make(&["Ir", "Dr", "Dw"], &[1000, 20, 3]);
-        assert!(summary(1, Tool::Callgrind, &several, false)
+        assert!(summary(1, Tool::Callgrind, NONE, &several, false)
             .starts_with("==1== Events    : Ir Dr Dw\n==1== Collected : 1000 20 3\n"));
+    }
+
+    /// Valgrind's summary for totals read from its own `Events` and
+    /// `Collected` lines (trailing zeros left out) or given.
+    fn fixture_totals(fixture: &Fixture) -> Totals {
+        match fixture.tool {
+            Tool::Callgrind => {
+                let value = |label: &str| {
+                    fixture
+                        .lines
+                        .iter()
+                        .find_map(|line| line.split_once(label).map(|(_, rest)| rest))
+                        .unwrap_or_else(|| panic!("{}: no {label}", fixture.command))
+                };
+                let events: Vec<&str> = value("Events    : ").split(' ').collect();
+                let mut costs: Vec<u64> = value("Collected : ")
+                    .split(' ')
+                    .map(|n| n.parse().unwrap())
+                    .collect();
+                costs.resize(events.len(), 0);
+                make(&events, &costs)
+            }
+            Tool::Cachegrind => {
+                let events: Vec<&str> = fixture.events.split(' ').collect();
+                make(&events, fixture.costs)
+            }
+        }
+    }
+
+    #[test]
+    fn valgrind_3_19_summaries_byte_for_byte() {
+        for fixture in FIXTURES {
+            let pid: i32 = fixture.lines[0]
+                .trim_start_matches("==")
+                .split("==")
+                .next()
+                .and_then(|pid| pid.parse().ok())
+                .unwrap();
+            let expected: String = fixture
+                .lines
+                .iter()
+                .map(|line| format!("{line}\n"))
+                .collect();
+            let totals = fixture_totals(fixture);
+            assert_eq!(
+                summary(pid, fixture.tool, fixture.simulations, &totals, false),
+                expected,
+                "{}",
+                fixture.command
+            );
+        }
+    }
+
+    #[test]
+    fn collected_leaves_out_trailing_zeros() {
+        assert_eq!(collected(&[0, 0, 0]), "0");
+        assert_eq!(collected(&[5, 0, 3, 0]), "5 0 3");
+        assert_eq!(collected(&[]), "");
+        let totals = make(&["Ir", "Dr", "Dw"], &[7, 0, 0]);
+        assert!(summary(1, Tool::Callgrind, NONE, &totals, false)
+            .starts_with("==1== Events    : Ir Dr Dw\n==1== Collected : 7\n"));
+    }
+
+    #[test]
+    fn valgrinds_fixed_point_rounding() {
+        // Ties round down, what is above a half rounds up, carries carry.
+        assert_eq!(fixed(0.25, 1, 0), "0.2");
+        assert_eq!(fixed(0.26, 1, 0), "0.3");
+        assert_eq!(fixed(0.96, 1, 5), "  1.0");
+        assert_eq!(fixed(100.0, 1, 3), "100.0");
+        assert_eq!(fixed(1.0 / 3.0 * 100.0, 2, 7), "  33.33");
+        assert_eq!(fixed(2.5, 0, 2), " 2");
+        assert_eq!(fixed(1e30, 1, 4), "****");
+        assert_eq!(width(0), 1);
+        assert_eq!(width(999), 3);
+        assert_eq!(width(1000), 5);
+        assert_eq!(width(126_743), 7);
+        assert_eq!(count(1082, 7), "  1,082");
+        assert_eq!(count(1_234_567, 3), "1,234,567");
     }
 
     #[test]
     fn cachegrind_summary_as_valgrind() {
         let totals = make(&["Ir"], &[127_849]);
         let expected = "==6741== \n==6741== I   refs:      127,849\n";
-        assert_eq!(summary(6741, Tool::Cachegrind, &totals, false), expected);
-        assert_eq!(summary(6741, Tool::Cachegrind, &totals, true), expected);
         assert_eq!(
-            summary(5, Tool::Cachegrind, &Totals::default(), false),
+            summary(6741, Tool::Cachegrind, NONE, &totals, false),
+            expected
+        );
+        assert_eq!(
+            summary(6741, Tool::Cachegrind, NONE, &totals, true),
+            expected
+        );
+        assert_eq!(
+            summary(5, Tool::Cachegrind, NONE, &Totals::default(), false),
             "==5== \n==5== I   refs:      0\n"
         );
     }
@@ -255,6 +576,21 @@ mod tests {
         let mut sum = Totals::default();
         sum.add(&empty);
         assert_eq!(sum, make(&["Ir"], &[0]));
+    }
+
+    #[test]
+    fn back_dating_statistics() {
+        let statistics = cgx_backdate::Statistics {
+            nodes: 3,
+            max_nodes: 1500,
+            average_nodes: 12.345,
+            created: 123_456,
+        };
+        assert_eq!(
+            super::statistics(42, &statistics),
+            "--42-- back-dating tree: 123,456 nodes created, at most 1,500 alive, \
+             12.3 on average, 3 left at the end\n"
+        );
     }
 
     #[test]

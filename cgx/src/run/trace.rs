@@ -4,8 +4,8 @@
 //! so files appear while the program runs, as with Valgrind. This is the one
 //! place that knows the engine's and the collector's APIs.
 
-use cgx_callstack::{Collector, Dump, Options};
-use cgx_engine::{Block, Command, EventSink, Exit, RunOptions, Thread};
+use cgx_callstack::{Collector, Dump};
+use cgx_engine::{Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread};
 
 /// Who receives what happens during the run.
 pub trait Listener {
@@ -18,20 +18,23 @@ pub trait Listener {
     fn process_exited(&mut self, pid: i32, exit: Exit);
     /// The collector could not make a profile (reported, the run goes on).
     fn collector_failed(&mut self, error: cgx_callstack::Error);
+    /// The sizes of process `pid`'s back-dating tree over the run (told at
+    /// the end, with `--cacheuse=yes`).
+    fn statistics(&mut self, pid: i32, statistics: &cgx_backdate::Statistics);
 }
 
-/// Runs `command` under the step backend, collecting with `options`, and tells
-/// `listener`. The dumps of the processes still known when the engine stops
-/// (also after an engine error) are handed over before returning. Returns how
-/// the program (the first process) ended.
+/// Runs `command` under the step backend, collecting with `collector`, and
+/// tells `listener`. The dumps of the processes still known when the engine stops
+/// (also after an engine error) are handed over before returning, then the
+/// back-dating statistics. Returns how the program (the first process) ended.
 pub fn trace(
     command: &Command,
     trace_children: bool,
-    options: Options,
+    collector: Collector,
     listener: &mut dyn Listener,
 ) -> Result<Exit, cgx_engine::Error> {
     let mut tap = Tap {
-        collector: Collector::new(options),
+        collector,
         listener,
         last_pid: None,
         started: Vec::new(),
@@ -41,7 +44,17 @@ pub fn trace(
         Ok(dumps) => tap.deliver(dumps),
         Err(error) => tap.listener.collector_failed(error),
     }
+    for (pid, statistics) in forest_statistics(&tap.collector) {
+        tap.listener.statistics(pid, &statistics);
+    }
     result.map(|outcome| outcome.exit)
+}
+
+/// The back-dating forest sizes of every process, for `-v`. LEAD: the one
+/// place that names the collector's statistics API (coded against
+/// `Collector::statistics(&self) -> Vec<(i32, cgx_backdate::Statistics)>`).
+fn forest_statistics(collector: &Collector) -> Vec<(i32, cgx_backdate::Statistics)> {
+    collector.statistics()
 }
 
 /// Forwards the events to the collector and takes its dumps when an event may
@@ -84,6 +97,21 @@ impl EventSink for Tap<'_> {
     #[inline]
     fn instruction(&mut self, thread: Thread, addr: u64, len: u8) {
         self.collector.instruction(thread, addr, len);
+    }
+
+    #[inline]
+    fn data_access(&mut self, thread: Thread, access: DataAccess) {
+        self.collector.data_access(thread, access);
+    }
+
+    #[inline]
+    fn conditional_branch(&mut self, thread: Thread, addr: u64, taken: bool) {
+        self.collector.conditional_branch(thread, addr, taken);
+    }
+
+    #[inline]
+    fn indirect_branch(&mut self, thread: Thread, addr: u64, target: u64) {
+        self.collector.indirect_branch(thread, addr, target);
     }
 
     fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {

@@ -4,7 +4,9 @@
        __attribute__((noreturn)) void start(long *stack);
    where stack[0] is argc and stack + 1 is argv. The writable `nolibc_data`
    gives the executable a read-write segment: without one Valgrind 3.19 reads
-   no symbols and names functions by address. */
+   no symbols and names functions by address. _start moves to a stack of its
+   own in .bss: the initial stack is elsewhere under Valgrind (and the
+   kernel's moves), and a simulated cache must see the same addresses. */
 #ifndef NOLIBC_H
 #define NOLIBC_H
 
@@ -14,13 +16,18 @@ volatile u64 nolibc_data = 1;
 
 __attribute__((noreturn)) void start(long *stack);
 
-__asm__(".text\n"
+__asm__(".bss\n"
+        ".balign 4096\n"
+        "nolibc_stack:\n"
+        "  .skip 65536\n"
+        "nolibc_stack_top:\n"
+        ".text\n"
         ".globl _start\n"
         ".type _start,@function\n"
         "_start:\n"
         "  xor %ebp, %ebp\n"
         "  mov %rsp, %rdi\n"
-        "  and $-16, %rsp\n"
+        "  lea nolibc_stack_top(%rip), %rsp\n"
         "  call start\n"
         "  hlt\n"
         ".size _start, .-_start\n");

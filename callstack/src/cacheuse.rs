@@ -1,0 +1,123 @@
+//! Cache use in the collector: who owns a cache line (the loading
+//! instruction's cost centre and the back-dating node of the running call),
+//! and settling what the cache-use model reports: self costs for the loading
+//! instructions, costs and references for the back-dating tree.
+
+use std::collections::BTreeMap;
+
+use cgx_backdate::{Forest, NodeId};
+use cgx_sim::{Charge, LineChange, Owner, UseEvent};
+use indexmap::IndexSet;
+use rustc_hash::FxBuildHasher;
+
+use crate::context::Centre;
+use crate::costs::{ArcKey, Costs};
+use crate::events::EventSet;
+
+/// Where a loaded line's costs go: a cost table, a centre and an
+/// instruction address.
+type Site = (u32, Centre, u64);
+
+/// The owners of cache lines: a site and a back-dating node packed in a
+/// [`cgx_sim::Owner`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Owners {
+    sites: IndexSet<Site, FxBuildHasher>,
+}
+
+/// The node bits of an owner when there is no node.
+const NO_NODE: u64 = u32::MAX as u64;
+
+impl Owners {
+    /// The owner for a line loaded now at `site` by the call `node`.
+    pub fn owner(&mut self, site: Site, node: Option<NodeId>) -> Owner {
+        let (index, _) = self.sites.insert_full(site);
+        let node = node.map_or(NO_NODE, |node| node.index() as u64 & NO_NODE);
+        ((index as u64) << 32) | node
+    }
+
+    fn decode(&self, owner: Owner) -> Option<(Site, Option<NodeId>)> {
+        let site = *self.sites.get_index((owner >> 32) as usize)?;
+        let node = owner & NO_NODE;
+        Some((
+            site,
+            (node != NO_NODE).then(|| NodeId::from_index(node as usize)),
+        ))
+    }
+
+    /// Books what the cache-use model reported: each charge to its loading
+    /// instruction's self cost and to its node; each line change as a
+    /// reference of its node (pruned nodes give their costs to their arcs).
+    ///
+    /// With `only_executed` (the flush at the end), charges to instructions
+    /// never charged themselves are dropped: Callgrind keeps them in the
+    /// cost centre of a block that never completed (a thread's last block),
+    /// which it never writes.
+    pub fn settle(
+        &self,
+        only_executed: bool,
+        charges: &[Charge],
+        changes: &[LineChange],
+        events: &EventSet,
+        costs: &mut BTreeMap<u32, Costs>,
+        forest: Option<&mut Forest<ArcKey>>,
+    ) {
+        let Some(columns) = events.cacheuse else {
+            return;
+        };
+        let width = events.len();
+        let mut forest = forest;
+        for charge in charges {
+            let Some(((key, centre, addr), node)) = self.decode(charge.owner) else {
+                continue;
+            };
+            let executed = |costs: &BTreeMap<u32, Costs>| {
+                costs
+                    .get(&key)
+                    .and_then(|table| table.self_costs.get(&(centre, addr)))
+                    .is_some_and(|cost| cost.first().is_some_and(|&ir| ir > 0))
+            };
+            if only_executed && !executed(costs) {
+                continue;
+            }
+            let column = columns.of(charge.event);
+            let mut cost = vec![0u64; width];
+            cost[column] = charge.amount;
+            costs.entry(key).or_default().charge(centre, addr, &cost);
+            if let (Some(node), Some(forest)) = (node, forest.as_deref_mut()) {
+                let mut metrics = [0u64; 4];
+                metrics[use_index(charge.event)] = charge.amount;
+                forest.charge(node, &metrics);
+            }
+        }
+        let Some(forest) = forest else {
+            return;
+        };
+        let mut sink = |(key, arc): ArcKey, cost: &[u64]| {
+            costs
+                .entry(key)
+                .or_default()
+                .add_to_inclusive(arc, &columns.columns, cost);
+        };
+        for change in changes {
+            let Some((_, Some(node))) = self.decode(change.owner) else {
+                continue;
+            };
+            if change.loaded {
+                forest.load(node);
+            } else {
+                forest.release(node, &mut sink);
+            }
+        }
+    }
+}
+
+/// The position of `event` in the forest's cost vectors.
+fn use_index(event: UseEvent) -> usize {
+    match event {
+        UseEvent::AcCost1 => 0,
+        UseEvent::SpLoss1 => 1,
+        UseEvent::AcCost2 => 2,
+        UseEvent::SpLoss2 => 3,
+    }
+}

@@ -1,0 +1,176 @@
+//! The events a profile holds, and the column of each in a cost vector:
+//! Callgrind's order (`Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim
+//! AcCost1 SpLoss1 AcCost2 SpLoss2`) or Cachegrind's (`Ir I1mr ILmr Dr D1mr
+//! DLmr Dw D1mw DLmw Bc Bcm Bi Bim`), the subsets the options ask for.
+
+use crate::Options;
+
+/// Columns of the cache simulation's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CacheColumns {
+    pub dr: usize,
+    pub dw: usize,
+    pub i1mr: usize,
+    pub d1mr: usize,
+    pub d1mw: usize,
+    pub ilmr: usize,
+    pub dlmr: usize,
+    pub dlmw: usize,
+}
+
+/// Columns of the branch simulation's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BranchColumns {
+    pub bc: usize,
+    pub bcm: usize,
+    pub bi: usize,
+    pub bim: usize,
+}
+
+/// Columns of the cache-use events, in the order of [`cgx_sim::UseEvent`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UseColumns {
+    /// `AcCost1 SpLoss1 AcCost2 SpLoss2`.
+    pub columns: [usize; 4],
+}
+
+impl UseColumns {
+    /// The column of `event`.
+    pub fn of(&self, event: cgx_sim::UseEvent) -> usize {
+        self.columns[match event {
+            cgx_sim::UseEvent::AcCost1 => 0,
+            cgx_sim::UseEvent::SpLoss1 => 1,
+            cgx_sim::UseEvent::AcCost2 => 2,
+            cgx_sim::UseEvent::SpLoss2 => 3,
+        }]
+    }
+}
+
+/// The events of a profile and their columns. `Ir` is always column 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EventSet {
+    /// The names, in column order.
+    pub names: Vec<&'static str>,
+    pub cache: Option<CacheColumns>,
+    pub branch: Option<BranchColumns>,
+    pub cacheuse: Option<UseColumns>,
+}
+
+impl EventSet {
+    /// The events `options` ask for.
+    pub fn new(options: &Options) -> EventSet {
+        let mut names = vec!["Ir"];
+        let column = |names: &mut Vec<&'static str>, name| {
+            names.push(name);
+            names.len() - 1
+        };
+        let cache = options.cache_sim.then(|| {
+            if options.cachegrind {
+                let i1mr = column(&mut names, "I1mr");
+                let ilmr = column(&mut names, "ILmr");
+                let dr = column(&mut names, "Dr");
+                let d1mr = column(&mut names, "D1mr");
+                let dlmr = column(&mut names, "DLmr");
+                let dw = column(&mut names, "Dw");
+                let d1mw = column(&mut names, "D1mw");
+                let dlmw = column(&mut names, "DLmw");
+                CacheColumns {
+                    dr,
+                    dw,
+                    i1mr,
+                    d1mr,
+                    d1mw,
+                    ilmr,
+                    dlmr,
+                    dlmw,
+                }
+            } else {
+                let dr = column(&mut names, "Dr");
+                let dw = column(&mut names, "Dw");
+                let i1mr = column(&mut names, "I1mr");
+                let d1mr = column(&mut names, "D1mr");
+                let d1mw = column(&mut names, "D1mw");
+                let ilmr = column(&mut names, "ILmr");
+                let dlmr = column(&mut names, "DLmr");
+                let dlmw = column(&mut names, "DLmw");
+                CacheColumns {
+                    dr,
+                    dw,
+                    i1mr,
+                    d1mr,
+                    d1mw,
+                    ilmr,
+                    dlmr,
+                    dlmw,
+                }
+            }
+        });
+        let branch = options.branch_sim.then(|| BranchColumns {
+            bc: column(&mut names, "Bc"),
+            bcm: column(&mut names, "Bcm"),
+            bi: column(&mut names, "Bi"),
+            bim: column(&mut names, "Bim"),
+        });
+        let cacheuse = (options.cacheuse && !options.cachegrind).then(|| UseColumns {
+            columns: [
+                column(&mut names, "AcCost1"),
+                column(&mut names, "SpLoss1"),
+                column(&mut names, "AcCost2"),
+                column(&mut names, "SpLoss2"),
+            ],
+        });
+        EventSet {
+            names,
+            cache,
+            branch,
+            cacheuse,
+        }
+    }
+
+    /// How many events (the width of a cost vector).
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_are_valgrinds() {
+        let mut options = Options {
+            cache_sim: true,
+            branch_sim: true,
+            cacheuse: true,
+            ..Options::default()
+        };
+        assert_eq!(
+            EventSet::new(&options).names.join(" "),
+            "Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim AcCost1 SpLoss1 AcCost2 SpLoss2"
+        );
+        options.cachegrind = true;
+        options.cacheuse = false;
+        assert_eq!(
+            EventSet::new(&options).names.join(" "),
+            "Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw Bc Bcm Bi Bim"
+        );
+        let branches_only = Options {
+            branch_sim: true,
+            ..Options::default()
+        };
+        assert_eq!(
+            EventSet::new(&branches_only).names.join(" "),
+            "Ir Bc Bcm Bi Bim"
+        );
+        let cacheuse_only = Options {
+            cacheuse: true,
+            ..Options::default()
+        };
+        assert_eq!(
+            EventSet::new(&cacheuse_only).names.join(" "),
+            "Ir AcCost1 SpLoss1 AcCost2 SpLoss2",
+            "as Valgrind's --cacheuse=yes --cache-sim=no: zero columns"
+        );
+    }
+}
