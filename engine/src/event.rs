@@ -125,7 +125,8 @@ pub trait EventSink {
     /// of a REP string instruction; `taken` is its outcome as Callgrind
     /// feeds it to its predictor (for a `jcc`, whether it jumped; for the
     /// count check of plain `rep`, whether an iteration follows; of
-    /// REPE/REPNE, whether rcx was zero; see the step backend's `branches`).
+    /// REPE/REPNE, whether rcx was zero; see the step backend's `branches`),
+    /// or as Cachegrind sees them with `RunOptions::superblocks`.
     fn conditional_branch(&mut self, _thread: Thread, _addr: u64, _taken: bool) {}
 
     /// The indirect jump or call (not return) at `addr` went to `target`.

@@ -9,7 +9,10 @@
 //!   instructions, threads, forks, execs, signal handlers, client requests
 //!   and exits to an [`event::EventSink`], with each instruction's data
 //!   accesses and conditional and indirect branches as Valgrind's cache and
-//!   branch simulations see them. A block-based backend (issue 6)
+//!   branch simulations see them. Decoded instructions are cached per
+//!   address and dropped when code is rewritten (stores of the tracee),
+//!   unmapped or remapped, and on `execve` (see [`step`], "Decoded code").
+//!   A block-based backend (issue 6)
 //!   will produce the same events (see [`event::EventSink`]).
 //! - [`symbols`]: addresses to object, function, source file, line and inlined
 //!   frames, from /proc/PID/maps, ELF symbols and DWARF.

@@ -318,6 +318,7 @@ fn exec_with_trace_children_traces_on() {
     let mut recorder = Recorder::default();
     let options = RunOptions {
         trace_children: true,
+        ..RunOptions::default()
     };
     let outcome = step::run(&command, &options, &mut recorder).expect("a run");
     assert_eq!(outcome.exit, Exit::Code(3));

@@ -119,7 +119,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         output: &mut output,
         failed: false,
     };
-    let result = trace::trace(&command, options.trace_children, collector, &mut listener);
+    let run_options = cgx_engine::RunOptions {
+        trace_children: options.trace_children,
+        // Cachegrind's branches are counted on its superblocks.
+        superblocks: options.tool == Tool::Cachegrind,
+    };
+    let result = trace::trace(&command, &run_options, collector, &mut listener);
     let collector_failed = listener.failed;
     output.finish();
     let failed = collector_failed || output.failed();

@@ -29,7 +29,7 @@ pub trait Listener {
 /// back-dating statistics. Returns how the program (the first process) ended.
 pub fn trace(
     command: &Command,
-    trace_children: bool,
+    run_options: &RunOptions,
     collector: Collector,
     listener: &mut dyn Listener,
 ) -> Result<Exit, cgx_engine::Error> {
@@ -39,7 +39,7 @@ pub fn trace(
         last_pid: None,
         started: Vec::new(),
     };
-    let result = cgx_engine::step::run(command, &RunOptions { trace_children }, &mut tap);
+    let result = cgx_engine::step::run(command, run_options, &mut tap);
     match tap.collector.finish() {
         Ok(dumps) => tap.deliver(dumps),
         Err(error) => tap.listener.collector_failed(error),

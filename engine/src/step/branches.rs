@@ -25,6 +25,12 @@
 //!   then evaluate the continue condition `→ self`, and for them the count
 //!   check is not the last exit (taken = rcx is zero).
 //!
+//! Cachegrind (`cg_main.c`, `Ist_Exit`) inverts every exit that goes to the
+//! next instruction, wherever it is in the block: the same outcomes, except
+//! for the count check of REPE/REPNE (taken = an iteration follows, as for
+//! plain `rep`) and a `loop`/`jrcxz` whose target is the next instruction
+//! (reported inverted).
+//!
 //! VEX folds constants within a block: an exit whose guard is constant is
 //! removed, and is no branch for Valgrind. The backend follows which
 //! general-purpose registers hold constants in the current block
@@ -62,11 +68,15 @@ pub(super) enum Branch {
         zero_flag: Option<bool>,
         /// The counter is ecx.
         counter_32: bool,
+        /// The target is the next instruction.
+        to_next: bool,
     },
     /// `jrcxz`, `jecxz`.
     CounterZero {
         /// The counter is ecx.
         counter_32: bool,
+        /// The target is the next instruction.
+        to_next: bool,
     },
     /// A jump or call through a register or memory.
     Indirect,
@@ -84,26 +94,35 @@ impl Branch {
                 | Code::Loopne_rel8_64_ECX
                 | Code::Jecxz_rel8_64
         );
+        let to_next = instruction.near_branch_target() == instruction.next_ip();
         match instruction.mnemonic() {
             Mnemonic::Loop => {
                 return Branch::Loop {
                     zero_flag: None,
                     counter_32,
+                    to_next,
                 }
             }
             Mnemonic::Loope => {
                 return Branch::Loop {
                     zero_flag: Some(true),
                     counter_32,
+                    to_next,
                 }
             }
             Mnemonic::Loopne => {
                 return Branch::Loop {
                     zero_flag: Some(false),
                     counter_32,
+                    to_next,
                 }
             }
-            Mnemonic::Jrcxz | Mnemonic::Jecxz => return Branch::CounterZero { counter_32 },
+            Mnemonic::Jrcxz | Mnemonic::Jecxz => {
+                return Branch::CounterZero {
+                    counter_32,
+                    to_next,
+                }
+            }
             _ => {}
         }
         let locked = instruction.has_lock_prefix()
@@ -120,17 +139,18 @@ impl Branch {
         match instruction.flow_control() {
             FlowControl::ConditionalBranch => Branch::Condition {
                 condition: instruction.condition_code(),
-                to_next: instruction.near_branch_target() == instruction.next_ip(),
+                to_next,
             },
             FlowControl::IndirectBranch | FlowControl::IndirectCall => Branch::Indirect,
             _ => Branch::None,
         }
     }
 
-    /// The outcome Callgrind reports for this conditional branch executed
-    /// from `before`, `None` when it is none (or VEX folded it away: the
-    /// counter is a constant of the block, per `known`).
-    pub fn conditional(&self, before: &Regs, known: u16) -> Option<bool> {
+    /// The outcome Callgrind (or, with `cachegrind`, Cachegrind) reports
+    /// for this conditional branch executed from `before`, `None` when it is
+    /// none (or VEX folded it away: the counter is a constant of the block,
+    /// per `known`).
+    pub fn conditional(&self, before: &Regs, known: u16, cachegrind: bool) -> Option<bool> {
         let counter = |counter_32: bool| {
             if counter_32 {
                 before.rcx & u64::from(u32::MAX)
@@ -147,6 +167,7 @@ impl Branch {
             Branch::Loop {
                 zero_flag,
                 counter_32,
+                to_next,
             } => {
                 let left = counter(counter_32).wrapping_sub(1);
                 let left = if counter_32 {
@@ -155,9 +176,12 @@ impl Branch {
                     left
                 };
                 let zero = before.eflags & ZF != 0;
-                Some(left != 0 && zero_flag != Some(!zero))
+                Some((left != 0 && zero_flag != Some(!zero)) != (cachegrind && to_next))
             }
-            Branch::CounterZero { counter_32 } => Some(counter(counter_32) == 0),
+            Branch::CounterZero {
+                counter_32,
+                to_next,
+            } => Some((counter(counter_32) == 0) != (cachegrind && to_next)),
             Branch::CasRetry => Some(false),
             Branch::None | Branch::Indirect => None,
         }

@@ -1,6 +1,7 @@
 //! Decoding: what the step backend needs to know of an instruction (its length,
-//! how it may transfer control, REP behaviour), decoded once per address with
-//! iced-x86, and Valgrind's counting of REP string instructions.
+//! how it may transfer control, REP behaviour), decoded with iced-x86 (once
+//! per address until its bytes change, see `code`), and Valgrind's counting
+//! of REP string instructions.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -21,6 +22,9 @@ const CLIENT_REQUEST: [u8; 19] = [
 
 /// Length of the client-request marker (one instruction for Valgrind).
 pub(super) const CLIENT_REQUEST_LEN: u8 = CLIENT_REQUEST.len() as u8;
+
+/// The longest x86 instruction.
+const MAX_INSTRUCTION_LEN: u8 = 15;
 
 /// How an instruction may transfer control, as VEX ends its blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,12 +98,21 @@ pub(super) struct Repetitions {
 
 impl Decoded {
     /// The decoded instruction at `addr` in the memory of `memory`, `None` when
-    /// the bytes there do not decode.
-    pub fn read(memory: &File, addr: u64) -> Option<Decoded> {
+    /// the bytes there do not decode; and how many bytes from `addr` the
+    /// answer depends on (the instruction's, those the client-request check
+    /// compared, 15 when the bytes do not decode).
+    pub fn read(memory: &File, addr: u64) -> (Option<Decoded>, u8) {
         let mut bytes = [0u8; 24];
         let got = read_available(memory, addr, &mut bytes);
-        if bytes[..got].starts_with(&CLIENT_REQUEST) {
-            return Some(Decoded {
+        let marker = bytes[..got]
+            .iter()
+            .zip(CLIENT_REQUEST.iter())
+            .take_while(|(byte, want)| byte == want)
+            .count();
+        // The marker check compared one byte past the matching prefix.
+        let compared = (marker + 1).min(CLIENT_REQUEST.len()) as u8;
+        if marker == CLIENT_REQUEST.len() {
+            let decoded = Decoded {
                 len: CLIENT_REQUEST_LEN,
                 flow: Flow::ClientRequest,
                 rep: None,
@@ -107,14 +120,16 @@ impl Decoded {
                 element: 0,
                 branch: Branch::None,
                 effect: Effect::unknown(),
-            });
+            };
+            return (Some(decoded), CLIENT_REQUEST_LEN);
         }
         let mut decoder = Decoder::with_ip(64, &bytes[..got], addr, DecoderOptions::NONE);
         let instruction = decoder.decode();
         if instruction.is_invalid() {
-            return None;
+            return (None, MAX_INSTRUCTION_LEN.max(compared));
         }
-        Some(Decoded::from_instruction(&instruction))
+        let decoded = Decoded::from_instruction(&instruction);
+        (Some(decoded), decoded.len.max(compared))
     }
 
     fn from_instruction(instruction: &Instruction) -> Decoded {

@@ -28,8 +28,19 @@
 //! A signal that interrupted the middle of a block (Valgrind delivers signals
 //! between blocks only) resumes with [`Arrival::FallThrough`].
 //!
-//! Limits: decoded code is dropped on `execve` only (not on self-modifying code
-//! or `munmap`); job-control stops are not kept (the tracee is resumed); a
+//! Decoded code: each process (thread group: its threads share it) keeps its
+//! instructions decoded once per address, and drops an instruction when its
+//! bytes may have changed (`code`): when a store of the tracee overlaps them
+//! (self-modifying code; every store is checked, cheaply: only stores into a
+//! page holding cached code are looked at), when a system call that changes
+//! mappings or contents completes (`mmap`, `munmap`, `mprotect`, `mremap`,
+//! content-discarding `madvise`, `brk`, `shmat`/`shmdt`, `read`/`pread64`
+//! into code), and on `execve`. Not seen: other stores by the kernel
+//! (`readv`, `process_vm_writev`, ...), by other processes or through
+//! another mapping of the same memory (shared memory, a double-mapped JIT),
+//! and by a `vfork` child into its parent's code.
+//!
+//! Limits: job-control stops are not kept (the tracee is resumed); a
 //! signal delivered exactly at a client-request marker makes the marker run
 //! natively (the request is lost).
 //!
@@ -39,6 +50,7 @@
 mod accesses;
 mod blocks;
 mod branches;
+mod code;
 mod decode;
 mod ptrace;
 mod report;
@@ -56,6 +68,15 @@ pub struct RunOptions {
     /// When false, a process that calls `execve` is detached and runs the new
     /// program untraced. Forked processes are always traced.
     pub trace_children: bool,
+    /// Report the conditional branches Cachegrind sees instead of
+    /// Callgrind's: Cachegrind's VEX settings, where blocks chase direct
+    /// jumps and calls, so constants flow further (a `rep stos` whose count
+    /// was set before a `call` or `jmp` loses its first count check), and
+    /// Cachegrind's rule for which outcomes are inverted (REPE/REPNE count
+    /// checks). Only conditional-branch events change; the blocks reported
+    /// stay Callgrind's. See `blocks` and `branches` for the rules and what
+    /// is not modelled.
+    pub superblocks: bool,
 }
 
 /// What a run of the step backend reports besides the events.
@@ -68,6 +89,10 @@ pub struct Outcome {
     pub instructions: u64,
     /// ptrace single-steps taken (one stop each).
     pub steps: u64,
+    /// Decoded instructions dropped because their bytes may have changed
+    /// (self-modifying code, `munmap`, `mmap` over code, ...; see "Decoded
+    /// code" above), all processes; `execve` not counted.
+    pub code_dropped: u64,
 }
 
 /// Runs `command` to completion under the step backend, reporting the

@@ -4,7 +4,7 @@
 //! count check, the iteration's accesses, then the continue condition; for
 //! other instructions the accesses, then the branch.
 
-use crate::event::{EventSink, Thread};
+use crate::event::{AccessKind, DataAccess, EventSink, Thread};
 
 use super::branches::{Branch, RCX};
 use super::decode::{Decoded, Repetitions};
@@ -32,14 +32,25 @@ pub(super) struct Execution<'a> {
 impl Execution<'_> {
     /// Reports the events of the step's execution number `index` (a REP
     /// string instruction's iterations come first, then its count check);
-    /// `known`: the registers holding constants of the block before it.
-    pub fn report<S: EventSink + ?Sized>(&self, sink: &mut S, index: u64, known: u16) {
+    /// `known`: the registers holding constants of the block before it;
+    /// `cachegrind`: report outcomes as Cachegrind does (see `branches`).
+    pub fn report<S: EventSink + ?Sized>(
+        &self,
+        sink: &mut S,
+        index: u64,
+        known: u16,
+        cachegrind: bool,
+    ) {
         let (thread, at) = (self.thread, self.at);
         let Some(rep) = self.repetitions else {
             self.decoded
                 .accesses
                 .for_each(self.before, 0, |access| sink.data_access(thread, access));
-            if let Some(taken) = self.decoded.branch.conditional(self.before, known) {
+            if let Some(taken) = self
+                .decoded
+                .branch
+                .conditional(self.before, known, cachegrind)
+            {
                 sink.conditional_branch(thread, at, taken);
             }
             if self.decoded.branch == Branch::Indirect {
@@ -55,27 +66,57 @@ impl Execution<'_> {
         // The count check; VEX folds it away when rcx is a constant of the
         // block (only the step's first execution can be in a block that
         // started before the instruction).
+        // Its exit goes to the next instruction: Cachegrind always inverts
+        // it, Callgrind only when it is the block's last exit (plain `rep`).
         if index > 0 || known & RCX == 0 {
-            sink.conditional_branch(thread, at, iteration != conditional);
+            let inverted = cachegrind || !conditional;
+            sink.conditional_branch(thread, at, iteration == inverted);
         }
         if !iteration {
             return;
         }
-        let moved = index.wrapping_mul(u64::from(self.decoded.element));
-        let offset = if self.before.eflags & DF != 0 {
-            moved.wrapping_neg()
-        } else {
-            moved
-        };
         self.decoded
             .accesses
-            .for_each(self.before, offset, |access| {
+            .for_each(self.before, self.offset(index), |access| {
                 sink.data_access(thread, access)
             });
         if conditional {
             // Earlier iterations of the step went on, so their condition held.
             let held = index + 1 < rep.iterations || rep.condition_held;
             sink.conditional_branch(thread, at, held);
+        }
+    }
+
+    /// Calls `store` with the address and size of each store (`Write` or
+    /// `Modify` access) of the step's first `executions` executions: every
+    /// iteration's of a REP string instruction.
+    pub fn for_each_store(&self, executions: u64, mut store: impl FnMut(u64, u32)) {
+        let mut each = |access: DataAccess| {
+            if access.kind != AccessKind::Read {
+                store(access.addr, access.size);
+            }
+        };
+        match self.repetitions {
+            None if executions > 0 => self.decoded.accesses.for_each(self.before, 0, &mut each),
+            None => {}
+            Some(rep) => {
+                for index in 0..rep.iterations.min(executions) {
+                    self.decoded
+                        .accesses
+                        .for_each(self.before, self.offset(index), &mut each);
+                }
+            }
+        }
+    }
+
+    /// How far a string instruction's pointers moved before its iteration
+    /// number `index` of the step.
+    fn offset(&self, index: u64) -> u64 {
+        let moved = index.wrapping_mul(u64::from(self.decoded.element));
+        if self.before.eflags & DF != 0 {
+            moved.wrapping_neg()
+        } else {
+            moved
         }
     }
 }

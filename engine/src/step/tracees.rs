@@ -1,5 +1,6 @@
 //! Bookkeeping of the traced threads and processes: what the backend knows of
-//! each thread between two stops, and each process's decoded code.
+//! each thread between two stops, and each process's decoded code (shared by
+//! its threads).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -8,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::event::{Arrival, Thread};
 
 use super::blocks::BlockCursor;
+use super::code::CodeCache;
 use super::decode::Decoded;
 use super::ptrace::Regs;
 
@@ -68,8 +70,8 @@ impl ThreadState {
 /// A traced process.
 #[derive(Default)]
 pub(super) struct Process {
-    /// Decoded instructions by address.
-    pub decoded: HashMap<u64, Option<Decoded>>,
+    /// Its decoded instructions, shared by its threads (one address space).
+    pub code: CodeCache,
 }
 
 /// All traced threads and processes of a run.

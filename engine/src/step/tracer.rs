@@ -6,7 +6,8 @@
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Thread};
 
-use super::blocks::{self, BlockCursor};
+use super::blocks::{self, BlockCursor, Superblock};
+use super::code::CodeCache;
 use super::decode::{read_available, Decoded, Flow, CLIENT_REQUEST_LEN};
 use super::ptrace::{self, Regs};
 use super::report::Execution;
@@ -46,6 +47,8 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     initial_exit: Option<Exit>,
     instructions: u64,
     steps: u64,
+    /// Decoded instructions dropped by processes no longer traced.
+    code_dropped: u64,
 }
 
 impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
@@ -60,6 +63,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             initial_exit: None,
             instructions: 0,
             steps: 0,
+            code_dropped: 0,
         }
     }
 
@@ -80,10 +84,17 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         loop {
             if let Some(exit) = self.initial_exit {
                 if self.tracees.threads.is_empty() {
+                    let alive: u64 = self
+                        .tracees
+                        .processes
+                        .values()
+                        .map(|process| process.code.dropped())
+                        .sum();
                     return Ok(Outcome {
                         exit,
                         instructions: self.instructions,
                         steps: self.steps,
+                        code_dropped: self.code_dropped + alive,
                     });
                 }
             }
@@ -140,6 +151,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let Some(state) = self.tracees.threads.get_mut(&tid) else {
             return Ok(());
         };
+        let code = self
+            .tracees
+            .processes
+            .get_mut(&state.thread.pid)
+            .map(|process| &mut process.code);
         let step = state.step.take();
         let injected = step.map_or(0, |step| step.injected);
         let end = match info {
@@ -173,7 +189,16 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             }
         };
         if let Some(step) = step {
-            complete(self.sink, &mut self.instructions, state, &step, &after, end);
+            complete(
+                self.sink,
+                &mut self.instructions,
+                state,
+                code,
+                &step,
+                &after,
+                end,
+                self.options.superblocks,
+            );
         }
         state.regs = after;
         self.advance(tid, false)
@@ -198,13 +223,14 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             self.sink.thread_started(thread);
         } else {
             state.signal_frames = parent.signal_frames.clone();
-            let decoded = self
+            // The child's memory is a copy of the parent's.
+            let code = self
                 .tracees
                 .processes
                 .get(&parent_thread.pid)
-                .map(|process| process.decoded.clone())
+                .map(|process| process.code.fork())
                 .unwrap_or_default();
-            self.tracees.processes.insert(child, Process { decoded });
+            self.tracees.processes.insert(child, Process { code });
             self.sink.forked(parent_thread, child);
         }
         let stopped_already = self.tracees.early_stops.remove(&child);
@@ -249,13 +275,15 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 self.sink,
                 &mut self.instructions,
                 state,
+                None,
                 &step,
                 &executed,
                 StepEnd::Trap,
+                self.options.superblocks,
             );
         }
         if let Some(process) = self.tracees.processes.get_mut(&pid) {
-            process.decoded.clear();
+            process.code.clear();
         }
         if self.options.trace_children {
             self.sink.exec(pid, true);
@@ -271,7 +299,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         self.tracees
             .threads
             .retain(|_, state| state.thread.pid != pid);
-        self.tracees.processes.remove(&pid);
+        self.forget(pid);
         Ok(())
     }
 
@@ -301,22 +329,31 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     self.sink,
                     &mut self.instructions,
                     &mut state,
+                    None,
                     &step,
                     &executed,
                     StepEnd::Trap,
+                    self.options.superblocks,
                 );
             }
         }
         self.sink.thread_exited(state.thread);
         let pid = state.thread.pid;
         if tid == pid {
-            self.tracees.processes.remove(&pid);
+            self.forget(pid);
             self.sink.process_exited(pid, exit);
             if pid == self.initial {
                 self.initial_exit = Some(exit);
             }
         }
         Ok(())
+    }
+
+    /// Forgets process `pid`, no longer traced.
+    fn forget(&mut self, pid: i32) {
+        if let Some(process) = self.tracees.processes.remove(&pid) {
+            self.code_dropped += process.code.dropped();
+        }
     }
 
     /// Resumes stopped `tid` for its next instruction. Client requests are
@@ -328,10 +365,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let process = self.tracees.processes.entry(state.thread.pid).or_default();
         loop {
             let at = state.regs.rip;
-            let decoded = *process
-                .decoded
-                .entry(at)
-                .or_insert_with(|| Decoded::read(&state.memory, at));
+            let decoded = process.code.get(at, &state.memory);
             if let (Some(decoded), 0) = (decoded, state.inject) {
                 if decoded.flow == Flow::ClientRequest {
                     self.instructions += 1;
@@ -372,14 +406,20 @@ fn open_block<S: EventSink + ?Sized>(sink: &mut S, state: &mut ThreadState, at: 
 }
 
 /// Turns the step `step` of `state`, which ended as `end` with registers
-/// `after`, into events.
+/// `after`, into events, and drops from `code` (the process's decoded
+/// instructions) what the step's stores or system call may have changed.
+/// `superblocks`: report the conditional branches Cachegrind sees
+/// ([`RunOptions::superblocks`]).
+#[allow(clippy::too_many_arguments)]
 fn complete<S: EventSink + ?Sized>(
     sink: &mut S,
     instructions: &mut u64,
     state: &mut ThreadState,
+    code: Option<&mut CodeCache>,
     step: &Step,
     after: &Regs,
     end: StepEnd,
+    superblocks: bool,
 ) {
     let at = step.at;
     let completed = end == StepEnd::Trap && !(step.after_exec && after.rip == at);
@@ -418,18 +458,34 @@ fn complete<S: EventSink + ?Sized>(
                 },
             );
             state.cursor.known = 0;
+            state.cursor.superblock.known = 0;
         }
         sink.instruction(state.thread, at, len);
         if let Some(execution) = &execution {
-            execution.report(sink, index, state.cursor.known);
+            if superblocks {
+                execution.report(sink, index, state.cursor.superblock.known, true);
+            } else {
+                execution.report(sink, index, state.cursor.known, false);
+            }
         }
     }
     *instructions += executions;
     state.cursor.count += 1;
+    if let (Some(code), Some(execution)) = (code, &execution) {
+        execution.for_each_store(executions, |addr, size| code.stored(addr, size));
+        if execution.decoded.flow == Flow::SystemCall {
+            code.system_call(state.thread.pid, &step.before, after);
+        }
+    }
     let Some(decoded) = step.decoded else {
         return;
     };
     state.cursor.known = decoded.effect.apply(state.cursor.known);
+    let superblock_known = decoded.effect.apply(state.cursor.superblock.known);
+    state
+        .cursor
+        .superblock
+        .executed(&decoded, at, after.rip, superblock_known);
     if decoded.flow == Flow::SystemCall && step.before.rax == SYS_RT_SIGRETURN {
         sink.signal_handler_returned(state.thread);
         let arrival = state.signal_frames.pop().unwrap_or(Arrival::FallThrough);
@@ -464,5 +520,6 @@ fn client_request<S: EventSink + ?Sized>(
     state.regs.rip = at.wrapping_add(u64::from(CLIENT_REQUEST_LEN));
     ptrace::set_regs(state.thread.tid, &state.regs)?;
     state.cursor.leave(Arrival::FallThrough);
+    state.cursor.superblock = Superblock::start();
     Ok(())
 }
