@@ -13,7 +13,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 
-use cgx_formats::{add_costs, read_path, Profile, Record};
+use cgx_formats::{add_costs, read_path, Part, Profile, Record};
 
 use crate::clients::{callgrind_annotate, kcachegrind_complaints};
 use crate::compare::assert_same_rows;
@@ -760,4 +760,374 @@ pub fn summary_lines(stderr: &str, starts: &[&str]) -> Vec<(u64, String)> {
                 .then(|| (pid, text.to_string()))
         })
         .collect()
+}
+
+/// The columns of `events` (by name) in `part`, in the order of `events`;
+/// panics if the part lacks one of them, so that no comparison is vacuous.
+fn event_columns(part: &Part, events: &[&str]) -> Vec<usize> {
+    events
+        .iter()
+        .map(|event| {
+            part.events
+                .index_of(event)
+                .unwrap_or_else(|| panic!("a part without {event}: events {:?}", part.events.names))
+        })
+        .collect()
+}
+
+/// The counts of `costs` at `columns` (a column past the end counts 0, as a
+/// cost line without its trailing zeros).
+fn pick(costs: &[u64], columns: &[usize]) -> Vec<u64> {
+    columns
+        .iter()
+        .map(|&column| costs.get(column).copied().unwrap_or(0))
+        .collect()
+}
+
+/// Adds `costs` to the row `key` of `table`, creating it with zeros.
+fn add_row<K: Ord>(table: &mut BTreeMap<K, Vec<u64>>, key: K, costs: &[u64]) {
+    let row = table.entry(key).or_insert_with(|| vec![0; costs.len()]);
+    add_costs(row, costs);
+}
+
+/// Calls `f(caller, record, columns)` for every record of every part,
+/// `columns` being the columns of `events` in the record's part.
+fn for_each_record_of(
+    profile: &Profile,
+    events: &[&str],
+    mut f: impl FnMut(&str, &Record<'_>, &[usize]),
+) {
+    for part in &profile.parts {
+        let columns = event_columns(part, events);
+        for (function, records) in part.functions() {
+            let name = profile.names.get(function.name);
+            records.for_each(part.events.len(), |record| f(name, &record, &columns));
+        }
+    }
+}
+
+/// The self costs of `events` (by name, in that order) of every function by
+/// name (`fib'2` apart from `fib`), added over all parts, objects and files;
+/// functions whose counts are all zero are left out.
+pub fn self_costs_of(profile: &Profile, events: &[&str]) -> BTreeMap<String, Vec<u64>> {
+    let mut table = BTreeMap::new();
+    for_each_record_of(profile, events, |name, record, columns| {
+        if let Record::Cost { costs, .. } = record {
+            add_row(&mut table, name.to_string(), &pick(costs, columns));
+        }
+    });
+    table.retain(|_, costs| costs.iter().any(|&c| c != 0));
+    table
+}
+
+/// The sum of all self costs of `events` (all parts).
+pub fn event_totals(profile: &Profile, events: &[&str]) -> Vec<u64> {
+    let mut totals = vec![0; events.len()];
+    for costs in self_costs_of(profile, events).values() {
+        add_costs(&mut totals, costs);
+    }
+    totals
+}
+
+/// The `summary:` and the `totals:` lines of every part, restricted to
+/// `events` (a missing line is empty; a short one is padded with zeros).
+pub fn stated_totals(profile: &Profile, events: &[&str]) -> Vec<(Vec<u64>, Vec<u64>)> {
+    profile
+        .parts
+        .iter()
+        .map(|part| {
+            let columns = event_columns(part, events);
+            let line = |line: &Option<Vec<u64>>| {
+                line.as_ref()
+                    .map_or_else(Vec::new, |line| pick(line, &columns))
+            };
+            (line(&part.summary), line(&part.totals))
+        })
+        .collect()
+}
+
+/// The call arcs by (caller, callee) name: the `calls=` count and the
+/// inclusive costs of `events`, added over call sites and parts.
+pub fn arc_costs(
+    profile: &Profile,
+    events: &[&str],
+) -> BTreeMap<(String, String), (u64, Vec<u64>)> {
+    let mut table: BTreeMap<(String, String), (u64, Vec<u64>)> = BTreeMap::new();
+    for_each_record_of(profile, events, |caller, record, columns| {
+        if let Record::Call {
+            callee,
+            count,
+            inclusive,
+            ..
+        } = record
+        {
+            let key = (
+                caller.to_string(),
+                profile.names.get(callee.name).to_string(),
+            );
+            let arc = table
+                .entry(key)
+                .or_insert_with(|| (0, vec![0; columns.len()]));
+            arc.0 += count;
+            add_costs(&mut arc.1, &pick(inclusive, columns));
+        }
+    });
+    table
+}
+
+/// The self costs of `events` of every instruction address (`positions:
+/// instr`), added over functions and parts; addresses whose counts are all
+/// zero are left out. Panics unless every part has instruction positions.
+pub fn instr_costs(profile: &Profile, events: &[&str]) -> BTreeMap<u64, Vec<u64>> {
+    for part in &profile.parts {
+        assert!(
+            part.positions.instr,
+            "a part without instruction addresses (positions: instr)"
+        );
+    }
+    let mut table = BTreeMap::new();
+    for_each_record_of(profile, events, |_, record, columns| {
+        if let Record::Cost { at, costs, .. } = record {
+            add_row(&mut table, at.instr, &pick(costs, columns));
+        }
+    });
+    table.retain(|_, costs| costs.iter().any(|&c| c != 0));
+    table
+}
+
+/// The self costs of `events` of every source line by (function, source file
+/// name without folders, line), added over all parts; lines whose counts are
+/// all zero are left out. For Cachegrind files, whose cost lines are lines.
+pub fn line_costs(profile: &Profile, events: &[&str]) -> BTreeMap<(String, String, u64), Vec<u64>> {
+    let mut table = BTreeMap::new();
+    for_each_record_of(profile, events, |name, record, columns| {
+        if let Record::Cost { file, at, costs } = record {
+            let file = profile.names.get(*file);
+            let file = file.rsplit('/').next().unwrap_or(file).to_string();
+            add_row(
+                &mut table,
+                (name.to_string(), file, at.line),
+                &pick(costs, columns),
+            );
+        }
+    });
+    table.retain(|_, costs| costs.iter().any(|&c| c != 0));
+    table
+}
+
+/// Asserts that two profiles have the same figures for `events` (by name, so
+/// that the event order of the files does not matter): the number of parts,
+/// the sum of all self costs, the `summary:` and `totals:` lines, the self
+/// costs of every function, the count and inclusive costs of every call arc
+/// (unless `arcs` is false: Cachegrind files have none), and with
+/// `instructions` the costs of every instruction address. Prints what it
+/// compared.
+pub fn assert_same_costs(
+    expected: &Profile,
+    actual: &Profile,
+    events: &[&str],
+    arcs: bool,
+    instructions: bool,
+    context: &str,
+) {
+    let context = format!("{context}, events {events:?}");
+    assert_eq!(
+        expected.parts.len(),
+        actual.parts.len(),
+        "{context}: number of parts"
+    );
+    // Rows first, from the finest: they show where a difference is.
+    let mut compared = Vec::new();
+    if instructions {
+        let (expected_instr, actual_instr) =
+            (instr_costs(expected, events), instr_costs(actual, events));
+        assert_same_rows(
+            &expected_instr,
+            &actual_instr,
+            &format!("{context}: costs by instruction address"),
+        );
+        compared.push(format!("costs of {} instructions", actual_instr.len()));
+    }
+    let (expected_self, actual_self) = (
+        self_costs_of(expected, events),
+        self_costs_of(actual, events),
+    );
+    assert_same_rows(
+        &expected_self,
+        &actual_self,
+        &format!("{context}: self costs"),
+    );
+    compared.push(format!("self costs of {} functions", actual_self.len()));
+    if arcs {
+        let (expected_arcs, actual_arcs) = (arc_costs(expected, events), arc_costs(actual, events));
+        assert_same_rows(
+            &expected_arcs,
+            &actual_arcs,
+            &format!("{context}: calls (count, inclusive costs) by caller and callee"),
+        );
+        compared.push(format!(
+            "counts and inclusive costs of {} call arcs",
+            actual_arcs.len()
+        ));
+    }
+    let totals = event_totals(actual, events);
+    assert_eq!(
+        event_totals(expected, events),
+        totals,
+        "{context}: the sums of all self costs"
+    );
+    assert_eq!(
+        stated_totals(expected, events),
+        stated_totals(actual, events),
+        "{context}: the (summary:, totals:) lines of each part"
+    );
+    println!(
+        "{context}: equal: {}, totals {totals:?}, summary: and totals: lines",
+        compared.join(", ")
+    );
+}
+
+/// The base names (without `'N`) that lie on a cycle of the call graph of
+/// `part` by base name: `fib` (`fib` → `fib'2`), `is_even` and `is_odd`
+/// (`is_even` → `is_odd` → `is_even'2`). The inclusive cost of an arc into
+/// such a function counts the nested activations again, as in Valgrind.
+fn recursive_names(profile: &Profile, part: &Part) -> BTreeSet<String> {
+    let mut callees: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (function, records) in part.functions() {
+        let caller = base_name(profile.names.get(function.name)).to_string();
+        records.for_each(0, |record| {
+            if let Record::Call { callee, .. } = record {
+                let callee = base_name(profile.names.get(callee.name)).to_string();
+                callees.entry(caller.clone()).or_default().insert(callee);
+            }
+        });
+    }
+    // A name is on a cycle when it is reachable from its own callees.
+    callees
+        .keys()
+        .filter(|&start| {
+            let mut seen = BTreeSet::new();
+            let mut todo: Vec<&String> = callees[start].iter().collect();
+            while let Some(name) = todo.pop() {
+                if name == start {
+                    return true;
+                }
+                if seen.insert(name) {
+                    todo.extend(callees.get(name).into_iter().flatten());
+                }
+            }
+            false
+        })
+        .cloned()
+        .collect()
+}
+
+/// The functions in which a new thread starts (glibc's `clone3` and `clone`:
+/// the thread's first instructions are those after the system call): one
+/// thread calls them, and they are a root of the other.
+const THREAD_ENTRIES: [&str; 4] = ["clone3", "clone", "__clone3", "__clone"];
+
+/// Asserts, part by part, that the inclusive costs of `events` are the self
+/// costs plus the callees' inclusive costs: for every function F (by name,
+/// `fib'2` apart from `fib`) that is not recursive (its base name is on no
+/// cycle of the call graph by base name, see [`recursive_names`]) and that
+/// something calls, the inclusive costs of the arcs into F add up to F's self
+/// cost plus the inclusive costs of the arcs out of F; and the functions
+/// nobody calls (the roots: `(below main)`, a thread's start, a signal
+/// handler) have self costs and outgoing inclusive costs that add up to the
+/// part's totals (the sum of all self costs), with the part of the functions
+/// where threads start ([`THREAD_ENTRIES`]) that is not called: their self
+/// cost plus their arcs out less their arcs in. Returns how many functions it
+/// checked; prints what it checked.
+pub fn assert_inclusive_is_self_plus_callees(
+    profile: &Profile,
+    events: &[&str],
+    context: &str,
+) -> usize {
+    let context = format!("{context}, events {events:?}");
+    let mut checked = 0;
+    for (index, part) in profile.parts.iter().enumerate() {
+        let context = format!("{context}, part {} of {}", index + 1, profile.parts.len());
+        let columns = event_columns(part, events);
+        let recursive = recursive_names(profile, part);
+        let zeros = || vec![0u64; events.len()];
+        // By function name: self, the arcs in, the arcs out.
+        let mut own: BTreeMap<String, [Vec<u64>; 3]> = BTreeMap::new();
+        let mut totals = zeros();
+        let mut called: BTreeSet<String> = BTreeSet::new();
+        for (function, records) in part.functions() {
+            let name = profile.names.get(function.name).to_string();
+            records.for_each(part.events.len(), |record| match record {
+                Record::Cost { costs, .. } => {
+                    let costs = pick(costs, &columns);
+                    add_costs(&mut totals, &costs);
+                    let row = own
+                        .entry(name.clone())
+                        .or_insert_with(|| [zeros(), zeros(), zeros()]);
+                    add_costs(&mut row[0], &costs);
+                }
+                Record::Call {
+                    callee, inclusive, ..
+                } => {
+                    let inclusive = pick(inclusive, &columns);
+                    let callee = profile.names.get(callee.name).to_string();
+                    called.insert(callee.clone());
+                    let row = own
+                        .entry(callee)
+                        .or_insert_with(|| [zeros(), zeros(), zeros()]);
+                    add_costs(&mut row[1], &inclusive);
+                    let row = own
+                        .entry(name.clone())
+                        .or_insert_with(|| [zeros(), zeros(), zeros()]);
+                    add_costs(&mut row[2], &inclusive);
+                }
+                Record::Jump { .. } => {}
+            });
+        }
+        let mut differences = Vec::new();
+        let mut roots = zeros();
+        let mut root_names = Vec::new();
+        for (name, [self_cost, into, out]) in &own {
+            let mut expected = self_cost.clone();
+            add_costs(&mut expected, out);
+            if THREAD_ENTRIES.contains(&name.as_str()) {
+                // Called by one thread, a root of the thread it creates: the
+                // part that is not called is a root's.
+                let mut root = expected.clone();
+                for (cost, called) in root.iter_mut().zip(into) {
+                    *cost = cost.wrapping_sub(*called);
+                }
+                add_costs(&mut roots, &root);
+                root_names.push(format!("{name} (less its arcs in)"));
+            } else if !called.contains(name) {
+                add_costs(&mut roots, &expected);
+                root_names.push(name.clone());
+            } else if !recursive.contains(base_name(name)) {
+                checked += 1;
+                if *into != expected {
+                    differences.push(format!(
+                        "  {name}: arcs in {into:?} != self {self_cost:?} + arcs out {out:?} \
+                         = {expected:?}"
+                    ));
+                }
+            }
+        }
+        assert!(
+            differences.is_empty(),
+            "{context}: {} of the {checked} non-recursive called functions have inclusive \
+             costs in that are not self + inclusive costs out:\n{}",
+            differences.len(),
+            differences.join("\n")
+        );
+        assert_eq!(
+            roots, totals,
+            "{context}: self + inclusive costs out of the roots {root_names:?} are not the \
+             part's totals"
+        );
+        println!(
+            "{context}: arcs in = self + arcs out for {checked} non-recursive functions \
+             (recursive: {recursive:?}); roots {root_names:?} add up to the totals {totals:?}"
+        );
+    }
+    checked
 }

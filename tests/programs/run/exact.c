@@ -102,5 +102,8 @@ __attribute__((noreturn)) void start(long *stack)
     total += strings();
     nolibc_data = total;
     put_u64(total);
-    sys_exit(stack[0] + 2);
+    /* Not argc + 2: the initial stack (argc) sits elsewhere under Valgrind,
+       and with small simulated caches that one access evicts other lines. */
+    (void)stack;
+    sys_exit(3);
 }
