@@ -9,10 +9,16 @@
 //!   hands back finished [`Dump`]s (a process exited, or a client request asked
 //!   for a dump).
 //!
+//! With simulation, each instruction's costs come from the cache and branch
+//! simulators (cgx-sim), and cache-use costs, known only when a line is
+//! evicted, reach the call arcs through the back-dating tree (cgx-backdate).
+//!
 //! One module per concept, as in Callgrind: `thread` holds the rules
 //! for calls and returns, `functions` what a block belongs to, `context` the
-//! names with callers and recursion levels, `costs` the tables, `process`
-//! the client requests and dumps, `dump` the conversion to a profile part.
+//! names with callers and recursion levels, `costs` the tables, `events` the
+//! columns, `simulation` the simulators' outcomes as costs, `cacheuse` who
+//! owns a cache line and where its costs go, `process` the client requests
+//! and dumps, `dump` the conversion to a profile part.
 
 mod cacheuse;
 mod collector;
