@@ -22,6 +22,7 @@ pub mod event;
 pub mod launch;
 pub mod step;
 pub mod symbols;
+pub mod translate;
 
 pub use error::{Error, Result};
 pub use event::{

@@ -1,0 +1,107 @@
+//! The region the backend maps into the tracee: one mapping, placed within
+//! ±2 GB of the program's code, holding (in this order)
+//!
+//! - a data page of slots the instrumentation uses as scratch memory (it
+//!   never touches the tracee's stack, so red zones stay intact) and the
+//!   record cursor;
+//! - the record buffer: one [`RECORD_SIZE`]-byte record per executed block
+//!   (its translation id, then the stack pointer at its start);
+//! - a guard page (`PROT_NONE`): the record store that would overflow the
+//!   buffer faults there, the tracer drains the buffer and restarts the
+//!   block's prologue (no bounds check, so no flags changed, in the fast
+//!   path);
+//! - the indirect-branch table: [`TABLE_ENTRIES`] pairs (original address,
+//!   translated address), direct-mapped by the low bits of the original
+//!   address, filled by the tracer, read by the lookup routine;
+//! - the code cache: the lookup routine, then the translations.
+
+/// Page size.
+pub(super) const PAGE: u64 = 4096;
+/// Bytes of one record: translation id (u64), stack pointer (u64).
+pub(super) const RECORD_SIZE: u64 = 16;
+/// Bytes of the record buffer.
+pub(super) const BUFFER_SIZE: u64 = 4 << 20;
+/// Entries of the indirect-branch table (a power of two).
+pub(super) const TABLE_ENTRIES: u64 = 1 << 16;
+/// Bytes of the code cache.
+pub(super) const CODE_SIZE: u64 = 24 << 20;
+
+/// Offsets of the slots in the data page.
+const SAVE_RAX: u64 = 0;
+const SAVE_RBX: u64 = 8;
+const SAVE_FLAGS: u64 = 16;
+const TARGET: u64 = 24;
+const JUMP: u64 = 32;
+const CURSOR: u64 = 40;
+const TABLE_BASE: u64 = 48;
+const TEMP: u64 = 56;
+
+/// Where the parts of the region are in the tracee.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Layout {
+    /// First address of the region.
+    pub base: u64,
+}
+
+impl Layout {
+    /// Bytes of the whole region.
+    pub const SIZE: u64 = PAGE + BUFFER_SIZE + PAGE + TABLE_ENTRIES * 16 + CODE_SIZE;
+
+    /// Scratch slot for the tracee's rax.
+    pub fn save_rax(&self) -> u64 {
+        self.base + SAVE_RAX
+    }
+    /// Scratch slot for the tracee's rbx (lookup routine).
+    pub fn save_rbx(&self) -> u64 {
+        self.base + SAVE_RBX
+    }
+    /// Scratch slot for the tracee's flags (lookup routine, `lahf`/`seto`).
+    pub fn save_flags(&self) -> u64 {
+        self.base + SAVE_FLAGS
+    }
+    /// The original target of the indirect transfer being looked up (read
+    /// by the tracer on a miss).
+    pub fn target(&self) -> u64 {
+        self.base + TARGET
+    }
+    /// The translated target the lookup routine jumps through.
+    pub fn jump(&self) -> u64 {
+        self.base + JUMP
+    }
+    /// The address of the next free record.
+    pub fn cursor(&self) -> u64 {
+        self.base + CURSOR
+    }
+    /// Holds the table's address (for the lookup routine).
+    pub fn table_base(&self) -> u64 {
+        self.base + TABLE_BASE
+    }
+    /// One more scratch slot.
+    pub fn temp(&self) -> u64 {
+        self.base + TEMP
+    }
+    /// First record.
+    pub fn buffer(&self) -> u64 {
+        self.base + PAGE
+    }
+    /// The guard page after the buffer.
+    pub fn guard(&self) -> u64 {
+        self.buffer() + BUFFER_SIZE
+    }
+    /// The indirect-branch table.
+    pub fn table(&self) -> u64 {
+        self.guard() + PAGE
+    }
+    /// The table entry for original address `target`.
+    pub fn table_entry(&self, target: u64) -> u64 {
+        self.table() + (target & (TABLE_ENTRIES - 1)) * 16
+    }
+    /// The code cache.
+    pub fn code(&self) -> u64 {
+        self.table() + TABLE_ENTRIES * 16
+    }
+    /// One past the code cache.
+    pub fn end(&self) -> u64 {
+        self.base + Self::SIZE
+    }
+}

@@ -1,0 +1,89 @@
+//! The fallback for blocks the translator refuses: the thread runs the
+//! block's original code one `PTRACE_SINGLESTEP` at a time, and its block
+//! and instructions are reported as they complete (the client-request
+//! marker is served without a step, as the step backend does).
+
+use crate::error::{Error, Result};
+use crate::event::{EventSink, Thread};
+
+use super::blocks::{exit, DecodedBlock, Flow, CLIENT_REQUEST_LEN};
+use super::buffer::Replay;
+use super::ptrace::{self, Memory, Regs};
+
+/// How a stepped block ended.
+pub(super) enum Stepped {
+    /// The thread left the block and is stopped at `regs.rip`.
+    Left,
+    /// The thread is in its exit (a `PTRACE_EVENT_EXIT` stop).
+    Exiting,
+}
+
+/// Steps `block` (`None`: bytes that do not decode) from `regs` (at its
+/// first instruction); counts each stop in `steps`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn step_block<S: EventSink + ?Sized>(
+    sink: &mut S,
+    thread: Thread,
+    memory: &Memory,
+    replay: &mut Replay,
+    block: Option<&DecodedBlock>,
+    regs: &mut Regs,
+    steps: &mut u64,
+) -> Result<Stepped> {
+    let addr = regs.rip;
+    replay.block(sink, thread, addr, regs.rsp);
+    let Some(block) = block else {
+        // Undecodable bytes: let the CPU raise its fault.
+        return Err(Error::Unexpected(format!(
+            "translate: undecodable code at {addr:#x} (not supported yet)"
+        )));
+    };
+    for (index, insn) in block.insns.iter().enumerate() {
+        if regs.rip != insn.addr {
+            break;
+        }
+        let count = index + 1;
+        if insn.flow == Flow::ClientRequest {
+            let mut bytes = [0u8; 48];
+            if memory.read_available(regs.rax, &mut bytes) == bytes.len() {
+                let mut args = [0u64; 6];
+                for (arg, word) in args.iter_mut().zip(bytes.chunks_exact(8)) {
+                    let mut raw = [0u8; 8];
+                    raw.copy_from_slice(word);
+                    *arg = u64::from_le_bytes(raw);
+                }
+                replay.instruction(sink, thread, insn.end(), count);
+                regs.rdx = sink.client_request(thread, args, regs.rdx);
+            } else {
+                replay.instruction(sink, thread, insn.end(), count);
+            }
+            regs.rip = insn.addr + u64::from(CLIENT_REQUEST_LEN);
+            ptrace::set_regs(thread.tid, regs)?;
+        } else {
+            if insn.rep {
+                return Err(Error::Unexpected(format!(
+                    "translate: stepping a REP instruction at {:#x} (not supported yet)",
+                    insn.addr
+                )));
+            }
+            ptrace::single_step(thread.tid, 0)?;
+            *steps += 1;
+            let status = ptrace::wait(thread.tid)?;
+            if libc::WIFSTOPPED(status) && status >> 16 == libc::PTRACE_EVENT_EXIT {
+                replay.instruction(sink, thread, insn.end(), count);
+                return Ok(Stepped::Exiting);
+            }
+            if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
+                return Err(Error::Unexpected(format!(
+                    "translate: a signal while stepping a block (wait status {status:#x}; not supported yet)"
+                )));
+            }
+            *regs = ptrace::regs(thread.tid)?;
+            replay.instruction(sink, thread, insn.end(), count);
+        }
+        if exit(insn.end(), regs.rip, count).is_some() || regs.rip != insn.next() {
+            break;
+        }
+    }
+    Ok(Stepped::Left)
+}

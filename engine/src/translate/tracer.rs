@@ -1,0 +1,222 @@
+//! The tracing loop of the translate backend: runs the tracee in its code
+//! cache with `PTRACE_CONT` and serves its stops: an exit stub or a lookup
+//! miss (translate the target, link the exit or fill the table, go on), a
+//! full record buffer (drain, restart the block's prologue), a refused
+//! block (drain, step it), the thread's exit (drain the rest).
+
+use crate::error::{Error, Result};
+use crate::event::{EventSink, Exit, Thread};
+
+use super::buffer::{drain, Replay};
+use super::cache::{Cache, Stub};
+use super::inject;
+use super::ptrace::{self, Memory, Regs};
+use super::stepper::{step_block, Stepped};
+use super::Outcome;
+
+/// The state of one run.
+pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
+    sink: &'s mut S,
+    thread: Thread,
+    memory: Memory,
+    cache: Cache,
+    replay: Replay,
+    outcome: Outcome,
+}
+
+/// What to do after a stop.
+enum Next {
+    /// Resume the thread with this signal.
+    Resume(i32),
+    /// The thread is resumed already.
+    Resumed,
+    /// The process is gone.
+    Done(Exit),
+}
+
+impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
+    /// Sets up the code cache in process `pid`, stopped before its first
+    /// instruction.
+    pub fn new(sink: &'s mut S, pid: i32) -> Result<Tracer<'s, S>> {
+        let options = libc::PTRACE_O_EXITKILL
+            | libc::PTRACE_O_TRACEEXEC
+            | libc::PTRACE_O_TRACECLONE
+            | libc::PTRACE_O_TRACEFORK
+            | libc::PTRACE_O_TRACEVFORK
+            | libc::PTRACE_O_TRACEEXIT;
+        ptrace::set_options(pid, options)?;
+        let memory = Memory::open(pid)?;
+        let regs = ptrace::regs(pid)?;
+        let layout = inject::map_region(pid, &memory, &regs, regs.rip)?;
+        let cache = Cache::new(layout, &memory)?;
+        Ok(Tracer {
+            sink,
+            thread: Thread { pid, tid: pid },
+            memory,
+            cache,
+            replay: Replay::default(),
+            outcome: Outcome {
+                exit: Exit::Code(0),
+                instructions: 0,
+                stops: 1,
+                translations: 0,
+                stepped_blocks: 0,
+                steps: 0,
+                drains: 0,
+                records: 0,
+            },
+        })
+    }
+
+    /// Runs the process to its end.
+    pub fn run(mut self) -> Result<Outcome> {
+        let tid = self.thread.tid;
+        let mut regs = ptrace::regs(tid)?;
+        if let Next::Resume(signal) = self.enter(&mut regs)? {
+            ptrace::cont(tid, signal)?;
+        }
+        loop {
+            let status = ptrace::wait(tid)?;
+            self.outcome.stops += 1;
+            match self.handle(status)? {
+                Next::Resume(signal) => ptrace::cont(tid, signal)?,
+                Next::Resumed => {}
+                Next::Done(exit) => {
+                    self.outcome.exit = exit;
+                    self.outcome.instructions = self.replay.instructions;
+                    self.outcome.translations = self.cache.translations() as u64;
+                    return Ok(self.outcome);
+                }
+            }
+        }
+    }
+
+    fn handle(&mut self, status: i32) -> Result<Next> {
+        if libc::WIFEXITED(status) {
+            return Ok(self.gone(Exit::Code(libc::WEXITSTATUS(status))));
+        }
+        if libc::WIFSIGNALED(status) {
+            return Ok(self.gone(Exit::Signal {
+                signal: libc::WTERMSIG(status),
+                core_dumped: libc::WCOREDUMP(status),
+            }));
+        }
+        if !libc::WIFSTOPPED(status) {
+            return Err(Error::Unexpected(format!("wait status {status:#x}")));
+        }
+        let signal = libc::WSTOPSIG(status);
+        match status >> 16 {
+            0 => {}
+            libc::PTRACE_EVENT_EXIT => {
+                self.drain()?;
+                return Ok(Next::Resume(0));
+            }
+            event => {
+                return Err(Error::Unexpected(format!(
+                    "translate: ptrace event {event} (threads, fork and exec are not supported yet)"
+                )))
+            }
+        }
+        let tid = self.thread.tid;
+        let Some(info) = ptrace::signal_info(tid)? else {
+            // A group-stop.
+            return Ok(Next::Resume(0));
+        };
+        let mut regs = ptrace::regs(tid)?;
+        let layout = *self.cache.layout();
+        if signal == libc::SIGTRAP {
+            let stub = regs.rip.wrapping_sub(1);
+            match self.cache.stub(stub) {
+                Some(Stub::Miss) => {
+                    let target = self.memory.read_u64(layout.target())?;
+                    regs.rip = target;
+                    return self.enter(&mut regs);
+                }
+                Some(Stub::Exit { id, exit }) => {
+                    let target = self.cache.exit_target(id, exit).ok_or_else(|| {
+                        Error::Unexpected("translate: an exit stub without a target".into())
+                    })?;
+                    if let Some(entry) = self.cache.get_or_translate(&self.memory, target)? {
+                        self.cache.link(&self.memory, id, exit, entry)?;
+                    }
+                    regs.rip = target;
+                    return self.enter(&mut regs);
+                }
+                None => {}
+            }
+        }
+        if signal == libc::SIGSEGV
+            && (layout.guard()..layout.guard() + super::layout::PAGE).contains(&info.addr)
+        {
+            // The record buffer is full: drain it and restart the prologue.
+            let entry = self.cache.entry_holding(regs.rip).ok_or_else(|| {
+                Error::Unexpected("translate: a buffer fault outside the code cache".into())
+            })?;
+            self.drain()?;
+            regs.rax = self.memory.read_u64(layout.save_rax())?;
+            regs.rip = entry;
+            ptrace::set_regs(tid, &regs)?;
+            return Ok(Next::Resume(0));
+        }
+        // A signal for the program.
+        Ok(Next::Resume(signal))
+    }
+
+    /// Continues the thread, stopped with `regs`, at the original address
+    /// `regs.rip`: in its translation, or stepping refused blocks until one
+    /// that has one.
+    fn enter(&mut self, regs: &mut Regs) -> Result<Next> {
+        let tid = self.thread.tid;
+        loop {
+            let target = regs.rip;
+            if let Some(entry) = self.cache.get_or_translate(&self.memory, target)? {
+                self.cache.enter_indirect(&self.memory, target, entry)?;
+                regs.rip = entry;
+                ptrace::set_regs(tid, regs)?;
+                return Ok(Next::Resume(0));
+            }
+            // Refused: step it from its original code, after the records
+            // of the blocks before it.
+            self.drain()?;
+            ptrace::set_regs(tid, regs)?;
+            let block = self.cache.refused(target).cloned().flatten();
+            self.outcome.stepped_blocks += 1;
+            match step_block(
+                self.sink,
+                self.thread,
+                &self.memory,
+                &mut self.replay,
+                block.as_ref(),
+                regs,
+                &mut self.outcome.steps,
+            )? {
+                Stepped::Left => {}
+                Stepped::Exiting => {
+                    ptrace::cont(tid, 0)?;
+                    return Ok(Next::Resumed);
+                }
+            }
+        }
+    }
+
+    /// Replays the buffer into the sink.
+    fn drain(&mut self) -> Result<()> {
+        let records = drain(
+            &self.memory,
+            &self.cache,
+            &mut self.replay,
+            self.sink,
+            self.thread,
+        )?;
+        self.outcome.drains += 1;
+        self.outcome.records += records;
+        Ok(())
+    }
+
+    /// The process ended with `exit`.
+    fn gone(&mut self, exit: Exit) -> Next {
+        self.sink.thread_exited(self.thread);
+        self.sink.process_exited(self.thread.pid, exit);
+        Next::Done(exit)
+    }
+}

@@ -1,0 +1,520 @@
+//! Translation: the instrumented copy of a block, and the shared lookup
+//! routine for indirect transfers.
+//!
+//! A translation is laid out as
+//!
+//! ```text
+//! header:   exit slot 0: jmp rel32      (to the target's translation, or to stub 0)
+//!           exit slot 1: jmp rel32
+//!           stub 0: int3                (the tracer translates the target and patches slot 0)
+//!           stub 1: int3
+//!           int3 padding to 16 bytes
+//! entry:    prologue: append the record (id, rsp) at the cursor, with rax
+//!           saved in a data slot (mov/lea only: flags untouched)
+//!           the block's instructions (re-encoded by iced's BlockEncoder:
+//!           RIP-relative operands keep their original targets)
+//!           the block's end, rewritten (below), leaving through the exit
+//!           slots or the lookup routine
+//! ```
+//!
+//! Ends: a `jcc` goes to slot 0 (taken) or slot 1; a direct `jmp` to slot
+//! 0; a direct `call` pushes the ORIGINAL return address (the program sees
+//! its own addresses) and goes to slot 0; an indirect `jmp`/`call` loads
+//! its target into rax (saved first) and, for a call, pushes the original
+//! return address, then enters the lookup routine; a `ret` pops into rax
+//! and enters the lookup routine. A block ending in a REP string
+//! instruction runs one iteration per pass, as VEX does: `jrcxz` to slot 0
+//! (the next instruction), the string instruction without its prefix,
+//! `lea rcx, [rcx-1]`, for REPE/REPNE a `jne`/`je` to slot 0, then slot 1
+//! (the REP instruction's own block, so every further iteration appends
+//! its own record). Other ends (system call, the 60-instruction limit,
+//! `pause`, `clflush`) run natively and go to slot 0, the next
+//! instruction.
+//!
+//! The lookup routine (entered with the target in rax and the program's
+//! rax in its slot) saves the flags with `lahf`/`seto`, looks the target up
+//! in the direct-mapped table, restores flags and registers and jumps to
+//! the translation; on a miss it restores everything and executes `int3`
+//! with the target in the `target` slot, for the tracer.
+
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Code, Instruction, InstructionBlock, MemoryOperand,
+    Mnemonic, OpKind, Register,
+};
+
+use super::blocks::{counter_32, DecodedBlock, Flow, Insn};
+use super::layout::{Layout, TABLE_ENTRIES};
+
+/// Why a block is not translated (it is stepped instead).
+pub(super) type Refusal = String;
+
+/// The `int3` opcode.
+const INT3: u8 = 0xCC;
+/// The `jmp rel32` opcode.
+const JMP_REL32: u8 = 0xE9;
+/// Bytes of an exit slot.
+const SLOT_LEN: u64 = 5;
+
+/// One exit of a translation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ExitSlot {
+    /// Address of its `jmp rel32`.
+    pub slot: u64,
+    /// Address of its `int3` stub.
+    pub stub: u64,
+    /// The original address it leads to.
+    pub target: u64,
+}
+
+/// The bytes of a translation, to be written at `at`.
+#[derive(Clone, Debug)]
+pub(super) struct Emitted {
+    /// Where the bytes go.
+    pub at: u64,
+    /// The header and the body.
+    pub bytes: Vec<u8>,
+    /// Where execution enters the translation.
+    pub entry: u64,
+    /// Its exits through slots.
+    pub exits: Vec<ExitSlot>,
+}
+
+/// The `jmp rel32` bytes of a slot at `slot` jumping to `to`.
+pub(super) fn slot_jump(slot: u64, to: u64) -> [u8; 5] {
+    let rel = to.wrapping_sub(slot + SLOT_LEN) as i64 as i32;
+    let mut bytes = [JMP_REL32, 0, 0, 0, 0];
+    bytes[1..].copy_from_slice(&rel.to_le_bytes());
+    bytes
+}
+
+/// Whether `block` can be translated; the reason when not.
+pub(super) fn refusal(block: &DecodedBlock) -> Option<Refusal> {
+    for insn in &block.insns {
+        match insn.flow {
+            Flow::SideExit => return Some("loop/jrcxz side exit".into()),
+            Flow::ClientRequest => return Some("client request".into()),
+            _ => {}
+        }
+    }
+    let last = block.last();
+    let instruction = last.instruction.as_ref()?;
+    if last.rep && counter_32(instruction) {
+        return Some("REP with a 32-bit counter".into());
+    }
+    let supported = match last.flow {
+        Flow::Stop => matches!(instruction.mnemonic(), Mnemonic::Pause | Mnemonic::Clflush),
+        Flow::Return => instruction.mnemonic() == Mnemonic::Ret,
+        Flow::Call => matches!(instruction.code(), Code::Call_rel32_64 | Code::Call_rm64),
+        Flow::Jump { direct: true } => {
+            matches!(instruction.code(), Code::Jmp_rel8_64 | Code::Jmp_rel32_64)
+        }
+        Flow::Jump { direct: false } => instruction.code() == Code::Jmp_rm64,
+        _ => true,
+    };
+    (!supported).then(|| format!("{:?}", instruction.code()))
+}
+
+/// The original targets of the exits through slots of `block`.
+fn exit_targets(block: &DecodedBlock) -> Vec<u64> {
+    let last = block.last();
+    let next = last.next();
+    let branch_target = || {
+        last.instruction
+            .as_ref()
+            .map_or(next, Instruction::near_branch_target)
+    };
+    if last.rep {
+        return vec![next, last.addr];
+    }
+    match last.flow {
+        Flow::ConditionalJump => vec![branch_target(), next],
+        Flow::Jump { direct: true } | Flow::Call if is_direct(last) => vec![branch_target()],
+        Flow::Jump { .. } | Flow::Call | Flow::Return => Vec::new(),
+        _ => vec![next],
+    }
+}
+
+fn is_direct(insn: &Insn) -> bool {
+    insn.instruction
+        .as_ref()
+        .is_some_and(|instruction| instruction.op0_kind() == OpKind::NearBranch64)
+}
+
+/// A RIP-relative memory operand at absolute address `addr`.
+fn slot(addr: u64) -> MemoryOperand {
+    MemoryOperand::new(
+        Register::RIP,
+        Register::None,
+        1,
+        addr as i64,
+        8,
+        false,
+        Register::None,
+    )
+}
+
+/// Instruction building, with iced's errors as refusals.
+struct Emitter {
+    list: Vec<Instruction>,
+}
+
+impl Emitter {
+    fn push(&mut self, built: Result<Instruction, iced_x86::IcedError>) -> Result<(), Refusal> {
+        self.list
+            .push(built.map_err(|error| format!("iced: {error}"))?);
+        Ok(())
+    }
+
+    fn jump(&mut self, code: Code, target: u64) -> Result<(), Refusal> {
+        self.push(Instruction::with_branch(code, target))
+    }
+
+    /// `mov [TEMP], rax; mov rax, R; push rax; mov rax, [TEMP]`: pushes the
+    /// original return address `value`, registers and flags unchanged.
+    fn push_value(&mut self, layout: &Layout, value: u64) -> Result<(), Refusal> {
+        if value <= i32::MAX as u64 {
+            return self.push(Instruction::with1(Code::Pushq_imm32, value as i32));
+        }
+        self.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            slot(layout.temp()),
+            Register::RAX,
+        ))?;
+        self.push(Instruction::with2(
+            Code::Mov_r64_imm64,
+            Register::RAX,
+            value,
+        ))?;
+        self.push(Instruction::with1(Code::Push_r64, Register::RAX))?;
+        self.push(Instruction::with2(
+            Code::Mov_r64_rm64,
+            Register::RAX,
+            slot(layout.temp()),
+        ))
+    }
+
+    /// Saves rax and loads the target operand of indirect `instruction`
+    /// into it.
+    fn target_to_rax(&mut self, layout: &Layout, instruction: &Instruction) -> Result<(), Refusal> {
+        self.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            slot(layout.save_rax()),
+            Register::RAX,
+        ))?;
+        match instruction.op0_kind() {
+            OpKind::Register => self.push(Instruction::with2(
+                Code::Mov_r64_rm64,
+                Register::RAX,
+                instruction.op0_register(),
+            )),
+            OpKind::Memory => {
+                let base = instruction.memory_base();
+                let operand = MemoryOperand::new(
+                    base,
+                    instruction.memory_index(),
+                    instruction.memory_index_scale(),
+                    instruction.memory_displacement64() as i64,
+                    if base == Register::RIP {
+                        8
+                    } else {
+                        instruction.memory_displ_size()
+                    },
+                    false,
+                    instruction.segment_prefix(),
+                );
+                self.push(Instruction::with2(
+                    Code::Mov_r64_rm64,
+                    Register::RAX,
+                    operand,
+                ))
+            }
+            kind => Err(format!("indirect operand {kind:?}")),
+        }
+    }
+}
+
+/// Translates `block` as translation number `id` at `at`. `linked` gives
+/// the entry of an existing translation of an original address (exits to
+/// it are linked at once); `lookup` is the lookup routine's address.
+pub(super) fn translate(
+    block: &DecodedBlock,
+    id: u32,
+    at: u64,
+    layout: &Layout,
+    lookup: u64,
+    linked: &dyn Fn(u64) -> Option<u64>,
+) -> Result<Emitted, Refusal> {
+    if let Some(refusal) = refusal(block) {
+        return Err(refusal);
+    }
+    let targets = exit_targets(block);
+    let count = targets.len() as u64;
+    let header = (count * (SLOT_LEN + 1) + 15) & !15;
+    let entry = at + header;
+    let exits: Vec<ExitSlot> = targets
+        .iter()
+        .enumerate()
+        .map(|(index, &target)| ExitSlot {
+            slot: at + index as u64 * SLOT_LEN,
+            stub: at + count * SLOT_LEN + index as u64,
+            target,
+        })
+        .collect();
+    let slot_of = |index: usize| exits.get(index).map_or(0, |exit| exit.slot);
+
+    let mut code = Emitter { list: Vec::new() };
+    // The prologue: append (id, rsp) at the cursor.
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        slot(layout.save_rax()),
+        Register::RAX,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RAX,
+        slot(layout.cursor()),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        MemoryOperand::with_base(Register::RAX),
+        id as i32,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        MemoryOperand::with_base_displ(Register::RAX, 8),
+        Register::RSP,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Lea_r64_m,
+        Register::RAX,
+        MemoryOperand::with_base_displ(Register::RAX, 16),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        slot(layout.cursor()),
+        Register::RAX,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RAX,
+        slot(layout.save_rax()),
+    ))?;
+
+    let (body, last) = block.insns.split_at(block.insns.len() - 1);
+    for insn in body {
+        let Some(instruction) = insn.instruction else {
+            return Err("client request".into());
+        };
+        let mut instruction = instruction;
+        instruction.set_ip(0);
+        code.list.push(instruction);
+    }
+    let last = &last[0];
+    let Some(mut instruction) = last.instruction else {
+        return Err("client request".into());
+    };
+    instruction.set_ip(0);
+    let next = last.next();
+    if last.rep {
+        code.jump(Code::Jrcxz_rel8_64, slot_of(0))?;
+        let mut once = instruction;
+        once.set_has_rep_prefix(false);
+        once.set_has_repne_prefix(false);
+        code.list.push(once);
+        code.push(Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RCX,
+            MemoryOperand::with_base_displ(Register::RCX, -1),
+        ))?;
+        let conditional = matches!(
+            instruction.mnemonic(),
+            Mnemonic::Cmpsb
+                | Mnemonic::Cmpsw
+                | Mnemonic::Cmpsd
+                | Mnemonic::Cmpsq
+                | Mnemonic::Scasb
+                | Mnemonic::Scasw
+                | Mnemonic::Scasd
+                | Mnemonic::Scasq
+        );
+        if conditional {
+            // REPE goes on while ZF = 1, REPNE while ZF = 0.
+            let leave = if instruction.has_rep_prefix() {
+                Code::Jne_rel32_64
+            } else {
+                Code::Je_rel32_64
+            };
+            code.jump(leave, slot_of(0))?;
+        }
+        code.jump(Code::Jmp_rel32_64, slot_of(1))?;
+    } else {
+        match last.flow {
+            Flow::ConditionalJump => {
+                instruction.set_near_branch64(slot_of(0));
+                code.list.push(instruction);
+                code.jump(Code::Jmp_rel32_64, slot_of(1))?;
+            }
+            Flow::Jump { .. } if is_direct(last) => {
+                code.jump(Code::Jmp_rel32_64, slot_of(0))?;
+            }
+            Flow::Call if is_direct(last) => {
+                code.push_value(layout, next)?;
+                code.jump(Code::Jmp_rel32_64, slot_of(0))?;
+            }
+            Flow::Jump { .. } => {
+                code.target_to_rax(layout, &instruction)?;
+                code.jump(Code::Jmp_rel32_64, lookup)?;
+            }
+            Flow::Call => {
+                code.target_to_rax(layout, &instruction)?;
+                code.push_value(layout, next)?;
+                code.jump(Code::Jmp_rel32_64, lookup)?;
+            }
+            Flow::Return => {
+                code.push(Instruction::with2(
+                    Code::Mov_rm64_r64,
+                    slot(layout.save_rax()),
+                    Register::RAX,
+                ))?;
+                code.push(Instruction::with1(Code::Pop_r64, Register::RAX))?;
+                let extra = if instruction.op_count() > 0 {
+                    instruction.immediate16()
+                } else {
+                    0
+                };
+                if extra > 0 {
+                    code.push(Instruction::with2(
+                        Code::Lea_r64_m,
+                        Register::RSP,
+                        MemoryOperand::with_base_displ(Register::RSP, i64::from(extra)),
+                    ))?;
+                }
+                code.jump(Code::Jmp_rel32_64, lookup)?;
+            }
+            _ => {
+                code.list.push(instruction);
+                code.jump(Code::Jmp_rel32_64, slot_of(0))?;
+            }
+        }
+    }
+
+    let encoded = BlockEncoder::encode(
+        64,
+        InstructionBlock::new(&code.list, entry),
+        BlockEncoderOptions::NONE,
+    )
+    .map_err(|error| format!("encoding: {error}"))?;
+
+    let mut bytes = Vec::with_capacity(header as usize + encoded.code_buffer.len());
+    for exit in &exits {
+        let to = linked(exit.target).unwrap_or(exit.stub);
+        bytes.extend_from_slice(&slot_jump(exit.slot, to));
+    }
+    bytes.resize(header as usize, INT3);
+    bytes.extend_from_slice(&encoded.code_buffer);
+    Ok(Emitted {
+        at,
+        bytes,
+        entry,
+        exits,
+    })
+}
+
+/// The lookup routine, encoded at `at`; returns its bytes and the address
+/// of its miss `int3`.
+pub(super) fn lookup_routine(layout: &Layout, at: u64) -> Result<(Vec<u8>, u64), Refusal> {
+    /// A label: the fake address of the miss path (no real instruction has
+    /// it; iced's BlockEncoder resolves branches to instruction addresses).
+    const MISS: u64 = 1;
+    let mut code = Emitter { list: Vec::new() };
+    let rax = Register::RAX;
+    let rbx = Register::RBX;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        slot(layout.target()),
+        rax,
+    ))?;
+    code.list.push(Instruction::with(Code::Lahf));
+    code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        slot(layout.save_flags()),
+        rax,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        slot(layout.save_rbx()),
+        rbx,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rax,
+        slot(layout.target()),
+    ))?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, rax))?;
+    code.push(Instruction::with2(
+        Code::And_rm32_imm32,
+        Register::EBX,
+        (TABLE_ENTRIES - 1) as i32,
+    ))?;
+    code.push(Instruction::with2(Code::Shl_rm64_imm8, rbx, 4u32))?;
+    code.push(Instruction::with2(
+        Code::Add_r64_rm64,
+        rbx,
+        slot(layout.table_base()),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rax,
+        MemoryOperand::with_base(rbx),
+    ))?;
+    code.jump(Code::Jne_rel32_64, MISS)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rax,
+        MemoryOperand::with_base_displ(rbx, 8),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        slot(layout.jump()),
+        rax,
+    ))?;
+    let restore = |code: &mut Emitter, first_ip: u64| -> Result<(), Refusal> {
+        code.push(Instruction::with2(
+            Code::Mov_r64_rm64,
+            rbx,
+            slot(layout.save_rbx()),
+        ))?;
+        if let Some(first) = code.list.last_mut() {
+            first.set_ip(first_ip);
+        }
+        code.push(Instruction::with2(
+            Code::Mov_r64_rm64,
+            rax,
+            slot(layout.save_flags()),
+        ))?;
+        code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;
+        code.list.push(Instruction::with(Code::Sahf));
+        code.push(Instruction::with2(
+            Code::Mov_r64_rm64,
+            rax,
+            slot(layout.save_rax()),
+        ))
+    };
+    restore(&mut code, 0)?;
+    code.push(Instruction::with1(Code::Jmp_rm64, slot(layout.jump())))?;
+    restore(&mut code, MISS)?;
+    code.list.push(Instruction::with(Code::Int3));
+    let encoded = BlockEncoder::encode(
+        64,
+        InstructionBlock::new(&code.list, at),
+        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+    )
+    .map_err(|error| format!("encoding the lookup routine: {error}"))?;
+    let miss = encoded
+        .new_instruction_offsets
+        .last()
+        .map(|&offset| at + u64::from(offset))
+        .ok_or_else(|| "encoding the lookup routine: no offsets".to_string())?;
+    Ok((encoded.code_buffer, miss))
+}
