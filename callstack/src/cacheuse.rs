@@ -74,8 +74,7 @@ impl Owners {
             let executed = |costs: &BTreeMap<u32, Costs>| {
                 costs
                     .get(&key)
-                    .and_then(|table| table.self_costs.get(&(centre, addr)))
-                    .is_some_and(|cost| cost.first().is_some_and(|&ir| ir > 0))
+                    .is_some_and(|table| table.executed(centre, addr))
             };
             if only_executed && !executed(costs) {
                 continue;

@@ -1,7 +1,7 @@
 //! The cost tables: self cost per (centre, instruction) and the call arcs
 //! (Callgrind's JCCs) with their call counts and inclusive costs.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::context::Centre;
 
@@ -56,12 +56,36 @@ pub(crate) struct ArcCost {
     pub inclusive: Vec<u64>,
 }
 
+/// The self costs of one block executed in one centre (Callgrind's BBCC):
+/// its instructions in execution order, each with its event counts. A block
+/// always runs the same instructions from its start, so the k-th instruction
+/// executed is charged at position k without a lookup.
+#[derive(Clone, Debug)]
+pub(crate) struct BlockCosts {
+    /// The centre the block ran in.
+    pub centre: Centre,
+    /// Its instructions' addresses, as far as it has run.
+    pub addrs: Vec<u64>,
+    /// One vector of event counts per instruction, one after another.
+    pub costs: Vec<u64>,
+}
+
 /// Self and inclusive costs of one process (or one thread with
 /// `--separate-threads=yes`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Costs {
-    /// Self cost per centre and instruction address.
+    /// Self cost charged outside blocks, per centre and instruction address
+    /// (skipped code's call sites, cache-use charges, Cachegrind's
+    /// attribution).
     pub self_costs: FxHashMap<(Centre, u64), Vec<u64>>,
+    /// Self cost of executed blocks.
+    pub blocks: Vec<BlockCosts>,
+    block_index: FxHashMap<(Centre, u64), usize>,
+    /// Instructions charged in blocks (they have an `Ir`).
+    executed: FxHashSet<(Centre, u64)>,
+    /// Changes whenever the tables are cleared, so a kept block number can
+    /// be checked.
+    pub generation: u64,
     /// The call arcs.
     pub arcs: FxHashMap<CallArc, ArcCost>,
     /// The jumps taken, with `--collect-jumps=yes`.
@@ -79,6 +103,86 @@ impl Costs {
             .entry((centre, addr))
             .or_insert_with(|| vec![0; costs.len()]);
         add(entry, costs);
+    }
+
+    /// The number of the cost table of the block at `addr` in `centre`.
+    pub fn block(&mut self, centre: Centre, addr: u64) -> usize {
+        let blocks = &mut self.blocks;
+        *self.block_index.entry((centre, addr)).or_insert_with(|| {
+            blocks.push(BlockCosts {
+                centre,
+                addrs: Vec::new(),
+                costs: Vec::new(),
+            });
+            blocks.len() - 1
+        })
+    }
+
+    /// Adds the costs of one execution of block `index`: `costs` holds one
+    /// vector of `width` counts per instruction of `addrs`.
+    pub fn charge_block(&mut self, index: usize, addrs: &[u64], costs: &[u64], width: usize) {
+        let Some(block) = self.blocks.get_mut(index) else {
+            return;
+        };
+        let centre = block.centre;
+        let mut elsewhere = Vec::new();
+        for (position, (&addr, cost)) in addrs.iter().zip(costs.chunks_exact(width)).enumerate() {
+            if position == block.addrs.len() {
+                block.addrs.push(addr);
+                block.costs.extend_from_slice(cost);
+                self.executed.insert((centre, addr));
+            } else if block.addrs[position] == addr {
+                add(
+                    &mut block.costs[position * width..(position + 1) * width],
+                    cost,
+                );
+            } else {
+                // The code changed under the same start address.
+                elsewhere.push((addr, cost));
+            }
+        }
+        for (addr, cost) in elsewhere {
+            self.charge(centre, addr, cost);
+            self.executed.insert((centre, addr));
+        }
+    }
+
+    /// Whether the instruction at `addr` in `centre` was charged as executed.
+    pub fn executed(&self, centre: Centre, addr: u64) -> bool {
+        self.executed.contains(&(centre, addr))
+            || self
+                .self_costs
+                .get(&(centre, addr))
+                .is_some_and(|cost| cost.first().is_some_and(|&ir| ir > 0))
+    }
+
+    /// All self costs by centre and instruction, in order.
+    pub fn self_costs_by_instruction(&self) -> std::collections::BTreeMap<(Centre, u64), Vec<u64>> {
+        let mut all: std::collections::BTreeMap<(Centre, u64), Vec<u64>> = self
+            .self_costs
+            .iter()
+            .map(|(key, cost)| (*key, cost.clone()))
+            .collect();
+        for block in &self.blocks {
+            let width = if block.addrs.is_empty() {
+                0
+            } else {
+                block.costs.len() / block.addrs.len()
+            };
+            if width == 0 {
+                continue;
+            }
+            for (addr, cost) in block.addrs.iter().zip(block.costs.chunks_exact(width)) {
+                let sum = all
+                    .entry((block.centre, *addr))
+                    .or_insert_with(|| vec![0; width]);
+                if sum.len() < width {
+                    sum.resize(width, 0);
+                }
+                add(sum, cost);
+            }
+        }
+        all
     }
 
     /// Counts one call along `arc`.
@@ -124,6 +228,10 @@ impl Costs {
     /// Forgets all costs (after a dump, or `CALLGRIND_ZERO_STATS`).
     pub fn clear(&mut self) {
         self.self_costs.clear();
+        self.blocks.clear();
+        self.block_index.clear();
+        self.executed.clear();
+        self.generation += 1;
         self.arcs.clear();
         self.jumps.clear();
         self.block_executions.clear();

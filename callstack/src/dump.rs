@@ -130,11 +130,10 @@ pub(crate) fn build_part(
     };
 
     // Self costs, in centre and address order; by line unless by address.
-    let mut self_costs: Vec<(&(Centre, u64), &Vec<u64>)> = costs.self_costs.iter().collect();
-    self_costs.sort_by_key(|(key, _)| **key);
+    let self_costs = costs.self_costs_by_instruction();
     let mut totals = vec![0u64; events.len()];
     let mut by_line: BTreeMap<(Centre, NameId, u64), Vec<u64>> = BTreeMap::new();
-    for (&(centre, addr), cost) in self_costs {
+    for (&(centre, addr), cost) in &self_costs {
         add(&mut totals, cost);
         let function = function_of(names, centre)?;
         let (file, line) = sources.of(addr);

@@ -280,11 +280,11 @@ impl Process {
     /// adds its events where that instruction's costs go; books the
     /// cache-use charges it caused.
     fn add_to_last(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
-        let mut cost = vec![0u64; self.events.len()];
-        let collecting = self.thread(tid).collecting();
-        self.simulation.set_collect(collecting);
-        step(&mut self.simulation, &mut cost);
         if self.options.cachegrind {
+            let mut cost = vec![0u64; self.events.len()];
+            let collecting = self.thread(tid).collecting();
+            self.simulation.set_collect(collecting);
+            step(&mut self.simulation, &mut cost);
             if let Some((key, centre, addr)) = self.last_charged {
                 self.costs
                     .entry(key)
@@ -292,8 +292,19 @@ impl Process {
                     .charge(centre, addr, &cost);
                 self.thread(tid).count(&cost);
             }
-        } else if let Some(last) = self.thread(tid).last_cost() {
-            crate::costs::add(last, &cost);
+        } else {
+            // Straight into the instruction's pending costs: no allocation.
+            let Process {
+                threads,
+                simulation,
+                ..
+            } = self;
+            if let Some(thread) = threads.get_mut(&tid) {
+                simulation.set_collect(thread.collecting());
+                if let Some(last) = thread.last_cost() {
+                    step(simulation, last);
+                }
+            }
         }
         self.settle_cache_use();
     }

@@ -97,6 +97,9 @@ struct CurrentBlock {
     pending_costs: Vec<u64>,
     /// The last executed instruction (address, length).
     last: Option<(u64, u8)>,
+    /// The block's cost table in the thread's costs, and the tables'
+    /// generation it belongs to.
+    cost_table: Option<(u64, usize)>,
 }
 
 /// The execution state of a thread, or of a signal handler running on it.
@@ -253,21 +256,38 @@ impl ThreadState {
         let Some(block) = state.block.as_mut() else {
             return;
         };
-        let pending = std::mem::take(&mut block.pending);
-        let pending_costs = std::mem::take(&mut block.pending_costs);
-        if !state.collect || pending.is_empty() {
+        if !state.collect || block.pending.is_empty() {
+            block.pending.clear();
+            block.pending_costs.clear();
             return;
         }
-        for (addr, cost) in pending.iter().zip(pending_costs.chunks_exact(events)) {
-            match state.nonskipped {
-                Some(site) => shared.costs.charge(site.centre, site.addr, cost),
-                None => shared.costs.charge(block.centre, *addr, cost),
-            }
+        for cost in block.pending_costs.chunks_exact(events) {
             add(&mut state.cost, cost);
         }
-        if shared.options.collect_jumps && state.nonskipped.is_none() {
-            shared.costs.count_execution(block.centre, block.addr);
+        match state.nonskipped {
+            Some(site) => {
+                for cost in block.pending_costs.chunks_exact(events) {
+                    shared.costs.charge(site.centre, site.addr, cost);
+                }
+            }
+            None => {
+                let costs = &mut *shared.costs;
+                let table = match block.cost_table {
+                    Some((generation, table)) if generation == costs.generation => table,
+                    _ => {
+                        let table = costs.block(block.centre, block.addr);
+                        block.cost_table = Some((costs.generation, table));
+                        table
+                    }
+                };
+                costs.charge_block(table, &block.pending, &block.pending_costs, events);
+                if shared.options.collect_jumps {
+                    costs.count_execution(block.centre, block.addr);
+                }
+            }
         }
+        block.pending.clear();
+        block.pending_costs.clear();
     }
 
     /// The thread ends: Callgrind never charges its last block, but with
@@ -434,13 +454,19 @@ impl ThreadState {
             }
         }
 
+        // The previous block's buffers are empty now (charged); reuse them.
+        let (pending, pending_costs) = match self.state().block.take() {
+            Some(old) => (old.pending, old.pending_costs),
+            None => (Vec::new(), Vec::new()),
+        };
         self.state().block = Some(CurrentBlock {
             addr,
             info,
             centre,
-            pending: Vec::new(),
-            pending_costs: Vec::new(),
+            pending,
+            pending_costs,
             last: None,
+            cost_table: None,
         });
     }
 
