@@ -19,6 +19,7 @@
 
 pub mod error;
 pub mod event;
+mod flow;
 pub mod launch;
 pub mod step;
 pub mod symbols;

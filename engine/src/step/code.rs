@@ -45,7 +45,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 
-use super::decode::{Decoded, CLIENT_REQUEST_LEN};
+use crate::flow::CLIENT_REQUEST_LEN;
+
+use super::decode::Decoded;
 use super::ptrace::Regs;
 
 /// log2 of the page size.

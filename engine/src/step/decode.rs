@@ -1,58 +1,21 @@
 //! Decoding: what the step backend needs to know of an instruction (its length,
-//! how it may transfer control, REP behaviour), decoded with iced-x86 (once
-//! per address until its bytes change, see `code`), and Valgrind's counting
-//! of REP string instructions.
+//! how it may transfer control and REP behaviour, classified by the shared
+//! rules of [`crate::flow`]), decoded with iced-x86 (once per address until
+//! its bytes change, see `code`), and Valgrind's counting of REP string
+//! instructions.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use iced_x86::{
-    Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpKind,
+use iced_x86::{Decoder, DecoderOptions, Instruction, InstructionInfoFactory};
+
+use crate::flow::{
+    client_request_prefix, is_rep_string, rep_counter_32, rep_while_zero_flag, End, Flow,
+    CLIENT_REQUEST_LEN, MAX_INSTRUCTION_LEN,
 };
 
 use super::accesses::Accesses;
 use super::branches::{Branch, Effect};
-
-/// The client-request marker: `rol rdi,3; rol rdi,13; rol rdi,61; rol rdi,51;
-/// xchg rbx,rbx`. Valgrind's VEX decodes it as one 19-byte instruction.
-const CLIENT_REQUEST: [u8; 19] = [
-    0x48, 0xC1, 0xC7, 0x03, 0x48, 0xC1, 0xC7, 0x0D, 0x48, 0xC1, 0xC7, 0x3D, 0x48, 0xC1, 0xC7, 0x33,
-    0x48, 0x87, 0xDB,
-];
-
-/// Length of the client-request marker (one instruction for Valgrind).
-pub(super) const CLIENT_REQUEST_LEN: u8 = CLIENT_REQUEST.len() as u8;
-
-/// The longest x86 instruction.
-const MAX_INSTRUCTION_LEN: u8 = 15;
-
-/// How an instruction may transfer control, as VEX ends its blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Flow {
-    /// Continues with the next instruction; the block goes on.
-    Next,
-    /// `jcc`: ends the block.
-    ConditionalJump,
-    /// `loop`, `loope`, `loopne`, `jrcxz`, `jecxz`: a side exit of the block
-    /// when taken, the block goes on when not.
-    SideExit,
-    /// `jmp`: ends the block.
-    Jump {
-        /// A direct jump (target in the instruction).
-        direct: bool,
-    },
-    /// `call`, direct or indirect.
-    Call,
-    /// `ret`, `iret`.
-    Return,
-    /// `syscall`/`sysenter`: ends the block, continues at the next instruction.
-    SystemCall,
-    /// Ends the block without a jump: `int`, `int3`, `ud2`, `hlt`, `pause`
-    /// (VEX's yield), `clflush` (VEX's cache invalidation).
-    Stop,
-    /// The client-request marker (emulated, never stepped).
-    ClientRequest,
-}
 
 /// The REP behaviour of a string instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,14 +67,10 @@ impl Decoded {
     pub fn read(memory: &File, addr: u64) -> (Option<Decoded>, u8) {
         let mut bytes = [0u8; 24];
         let got = read_available(memory, addr, &mut bytes);
-        let marker = bytes[..got]
-            .iter()
-            .zip(CLIENT_REQUEST.iter())
-            .take_while(|(byte, want)| byte == want)
-            .count();
+        let marker = client_request_prefix(&bytes[..got]);
         // The marker check compared one byte past the matching prefix.
-        let compared = (marker + 1).min(CLIENT_REQUEST.len()) as u8;
-        if marker == CLIENT_REQUEST.len() {
+        let compared = (marker + 1).min(usize::from(CLIENT_REQUEST_LEN)) as u8;
+        if marker == usize::from(CLIENT_REQUEST_LEN) {
             let decoded = Decoded {
                 len: CLIENT_REQUEST_LEN,
                 flow: Flow::ClientRequest,
@@ -133,34 +92,14 @@ impl Decoded {
     }
 
     fn from_instruction(instruction: &Instruction) -> Decoded {
-        let repeated = instruction.has_rep_prefix() || instruction.has_repne_prefix();
-        let rep = (repeated && instruction.is_string_instruction()).then(|| {
-            let conditional = matches!(
-                instruction.mnemonic(),
-                Mnemonic::Cmpsb
-                    | Mnemonic::Cmpsw
-                    | Mnemonic::Cmpsd
-                    | Mnemonic::Cmpsq
-                    | Mnemonic::Scasb
-                    | Mnemonic::Scasw
-                    | Mnemonic::Scasd
-                    | Mnemonic::Scasq
-            );
-            let counter_32 = (0..instruction.op_count()).any(|operand| {
-                matches!(
-                    instruction.op_kind(operand),
-                    OpKind::MemorySegESI | OpKind::MemoryESEDI
-                )
-            });
-            Rep {
-                while_zero_flag: conditional.then(|| instruction.has_rep_prefix()),
-                counter_32,
-            }
+        let rep = is_rep_string(instruction).then(|| Rep {
+            while_zero_flag: rep_while_zero_flag(instruction),
+            counter_32: rep_counter_32(instruction),
         });
         let mut factory = InstructionInfoFactory::new();
         Decoded {
             len: instruction.len() as u8,
-            flow: flow(instruction),
+            flow: Flow::of(instruction),
             rep,
             accesses: Accesses::of(instruction, &mut factory),
             element: if instruction.is_string_instruction() {
@@ -170,6 +109,17 @@ impl Decoded {
             },
             branch: Branch::of(instruction),
             effect: Effect::of(instruction, &mut factory),
+        }
+    }
+
+    /// What decides how its block is left, for the instruction at `at`
+    /// (see [`crate::flow::exit`]).
+    pub fn end(&self, at: u64) -> End {
+        End {
+            addr: at,
+            len: self.len,
+            flow: self.flow,
+            rep: self.rep.is_some(),
         }
     }
 
@@ -219,30 +169,6 @@ impl Decoded {
             count_check,
             condition_held,
         })
-    }
-}
-
-fn flow(instruction: &Instruction) -> Flow {
-    match instruction.mnemonic() {
-        Mnemonic::Syscall | Mnemonic::Sysenter => return Flow::SystemCall,
-        Mnemonic::Loop
-        | Mnemonic::Loope
-        | Mnemonic::Loopne
-        | Mnemonic::Jrcxz
-        | Mnemonic::Jecxz
-        | Mnemonic::Jcxz => return Flow::SideExit,
-        Mnemonic::Pause | Mnemonic::Hlt | Mnemonic::Clflush => return Flow::Stop,
-        Mnemonic::Iret | Mnemonic::Iretd | Mnemonic::Iretq => return Flow::Return,
-        _ => {}
-    }
-    match instruction.flow_control() {
-        FlowControl::Next | FlowControl::XbeginXabortXend => Flow::Next,
-        FlowControl::ConditionalBranch => Flow::ConditionalJump,
-        FlowControl::UnconditionalBranch => Flow::Jump { direct: true },
-        FlowControl::IndirectBranch => Flow::Jump { direct: false },
-        FlowControl::Call | FlowControl::IndirectCall => Flow::Call,
-        FlowControl::Return => Flow::Return,
-        FlowControl::Interrupt | FlowControl::Exception => Flow::Stop,
     }
 }
 

@@ -5,10 +5,11 @@
 
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Thread};
+use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
 
-use super::blocks::{self, BlockCursor, Superblock};
+use super::blocks::{BlockCursor, Superblock};
 use super::code::CodeCache;
-use super::decode::{read_available, Decoded, Flow, CLIENT_REQUEST_LEN};
+use super::decode::{read_available, Decoded};
 use super::ptrace::{self, Regs};
 use super::report::Execution;
 use super::tracees::{open_memory, Process, Step, ThreadState, Tracees};
@@ -492,7 +493,7 @@ fn complete<S: EventSink + ?Sized>(
         state.cursor.leave(arrival);
         return;
     }
-    if let Some(arrival) = blocks::exit(&decoded, at, after.rip, state.cursor.count) {
+    if let Some(arrival) = flow::exit(decoded.end(at), after.rip, state.cursor.count) {
         state.cursor.leave(arrival);
     }
 }

@@ -7,7 +7,8 @@
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Thread};
 
-use super::blocks::{exit, End};
+use crate::flow::{exit, End};
+
 use super::cache::Cache;
 use super::layout::RECORD_SIZE;
 use super::ptrace::Memory;
@@ -18,14 +19,28 @@ use super::ptrace::Memory;
 pub(super) struct Replay {
     /// The last instruction of the previous block and the block's
     /// instruction count; `None` before the first block.
-    previous: Option<(End, usize)>,
+    previous: Option<(End, u32)>,
     /// Instructions reported.
     pub instructions: u64,
     /// Blocks reported.
     pub blocks: u64,
 }
 
+/// The block sequence of a thread, saved while it runs a signal handler.
+pub(super) type Saved = Option<(End, u32)>;
+
 impl Replay {
+    /// Saves the block sequence and starts a new one (a signal handler's
+    /// first block arrives with `Arrival::Start`).
+    pub fn suspend(&mut self) -> Saved {
+        self.previous.take()
+    }
+
+    /// Restores a block sequence saved by [`Replay::suspend`].
+    pub fn resume(&mut self, saved: Saved) {
+        self.previous = saved;
+    }
+
     /// The arrival of a block at `addr` after the previous one.
     pub fn arrival(&self, addr: u64) -> Arrival {
         match &self.previous {
@@ -54,7 +69,7 @@ impl Replay {
         sink: &mut S,
         thread: Thread,
         end: End,
-        count: usize,
+        count: u32,
     ) {
         sink.instruction(thread, end.addr, end.len);
         self.instructions += 1;
@@ -73,7 +88,7 @@ impl Replay {
             sink.instruction(thread, addr, len);
         }
         self.instructions += block.len() as u64;
-        self.previous = Some((last, block.len()));
+        self.previous = Some((last, block.len() as u32));
     }
 }
 

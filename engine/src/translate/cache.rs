@@ -1,15 +1,25 @@
-//! The tracer's view of the code cache: which original addresses have a
-//! translation (and where it enters), which blocks are refused (stepped),
-//! which `int3` stub belongs to which exit, and where free space starts.
+//! The tracer's view of the code cache: its regions (one near each group of
+//! code mappings, the first one also holding the record buffer, the cursor
+//! and the indirect-branch table all regions share), which original
+//! addresses have a translation (and where it enters), which blocks are
+//! refused (stepped), which `int3` stub belongs to which exit, and where
+//! free space starts in each region.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{Error, Result};
 
-use super::blocks::{self, DecodedBlock, End};
+use crate::flow::End;
+
+use super::blocks::{self, DecodedBlock};
 use super::layout::Layout;
 use super::ptrace::Memory;
-use super::translator::{self, ExitSlot, Refusal};
+use super::translator::{self, ExitSlot, Refusal, Target};
+
+/// How far (bytes) from a region's bounds code may be to be translated
+/// into it: rel32 branches and RIP-relative operands reach ±2 GB; the
+/// margin keeps an object's own targets in reach.
+const REACH: u64 = 0x7000_0000;
 
 /// One translation.
 #[derive(Debug)]
@@ -39,12 +49,17 @@ pub(super) enum Stub {
         /// Its exit.
         exit: usize,
     },
-    /// The lookup routine missed; the target is in the `target` slot.
-    Miss,
+    /// The lookup routine of region `region` missed; the target is in
+    /// that region's `target` slot.
+    Miss {
+        /// The region.
+        region: usize,
+    },
 }
 
-/// The translations of one process.
-pub(super) struct Cache {
+/// One region of the code cache.
+#[derive(Debug)]
+struct Region {
     layout: Layout,
     /// Next free byte of the code area.
     free: u64,
@@ -52,6 +67,36 @@ pub(super) struct Cache {
     lookup: u64,
     /// Its miss `int3`.
     miss: u64,
+}
+
+impl Region {
+    /// Writes the region's data slots (`table`: the shared table) and its
+    /// lookup routine.
+    fn new(layout: Layout, table: u64, memory: &Memory) -> Result<Region> {
+        memory.write_u64(layout.table_base(), table)?;
+        memory.write(layout.gadget(), &super::layout::GADGET)?;
+        let lookup = layout.code();
+        let (bytes, miss) =
+            translator::lookup_routine(&layout, lookup).map_err(Error::Unexpected)?;
+        memory.write(lookup, &bytes)?;
+        Ok(Region {
+            layout,
+            free: align(lookup + bytes.len() as u64),
+            lookup,
+            miss,
+        })
+    }
+
+    /// Whether code at `addr` can be translated into this region.
+    fn near(&self, addr: u64) -> bool {
+        addr.abs_diff(self.layout.base) < REACH && addr.abs_diff(self.layout.end()) < REACH
+    }
+}
+
+/// The translations of one process.
+pub(super) struct Cache {
+    /// The regions; the first one holds the buffer, cursor and table.
+    regions: Vec<Region>,
     translations: Vec<Translation>,
     /// Entry of each translated original address.
     entries: HashMap<u64, u64>,
@@ -68,16 +113,8 @@ impl Cache {
     /// `memory`); writes the data slots and the lookup routine.
     pub fn new(layout: Layout, memory: &Memory) -> Result<Cache> {
         memory.write_u64(layout.cursor(), layout.buffer())?;
-        memory.write_u64(layout.table_base(), layout.table())?;
-        let lookup = layout.code();
-        let (bytes, miss) =
-            translator::lookup_routine(&layout, lookup).map_err(Error::Unexpected)?;
-        memory.write(lookup, &bytes)?;
         Ok(Cache {
-            layout,
-            free: align(lookup + bytes.len() as u64),
-            lookup,
-            miss,
+            regions: vec![Region::new(layout, layout.table(), memory)?],
             translations: Vec::new(),
             entries: HashMap::new(),
             by_entry: BTreeMap::new(),
@@ -86,9 +123,39 @@ impl Cache {
         })
     }
 
-    /// The region.
+    /// The first region (record buffer, cursor, indirect-branch table).
     pub fn layout(&self) -> &Layout {
-        &self.layout
+        &self.regions[0].layout
+    }
+
+    /// Adds the region `layout` (mapped, writable through `memory`).
+    pub fn add_region(&mut self, layout: Layout, memory: &Memory) -> Result<()> {
+        let table = self.layout().table();
+        self.regions.push(Region::new(layout, table, memory)?);
+        Ok(())
+    }
+
+    /// Whether some region can take translations of code at `addr`.
+    pub fn has_region_near(&self, addr: u64) -> bool {
+        self.regions.iter().any(|region| region.near(addr))
+    }
+
+    /// The region whose mapping holds `addr`.
+    pub fn region_holding(&self, addr: u64) -> Option<&Layout> {
+        self.regions
+            .iter()
+            .map(|region| &region.layout)
+            .find(|layout| (layout.base..layout.end()).contains(&addr))
+    }
+
+    /// The layout of region `index`.
+    pub fn region(&self, index: usize) -> Option<&Layout> {
+        self.regions.get(index).map(|region| &region.layout)
+    }
+
+    /// The regions' layouts.
+    pub fn regions(&self) -> impl Iterator<Item = &Layout> + Clone {
+        self.regions.iter().map(|region| &region.layout)
     }
 
     /// What the replay of a record of translation `id` needs: the block's
@@ -107,8 +174,8 @@ impl Cache {
 
     /// What the `int3` at `addr` is, if it is one of the cache's.
     pub fn stub(&self, addr: u64) -> Option<Stub> {
-        if addr == self.miss {
-            return Some(Stub::Miss);
+        if let Some(region) = self.regions.iter().position(|r| r.miss == addr) {
+            return Some(Stub::Miss { region });
         }
         self.stubs
             .get(&addr)
@@ -127,6 +194,11 @@ impl Cache {
             .range(..=addr)
             .next_back()
             .map(|(&entry, _)| entry)
+    }
+
+    /// Whether `addr` has a translation or is refused.
+    pub fn known(&self, addr: u64) -> bool {
+        self.entries.contains_key(&addr) || self.refused.contains_key(&addr)
     }
 
     /// The block at `addr` if it is refused (to be stepped): its decoding
@@ -152,16 +224,20 @@ impl Cache {
             .ok()
             .filter(|&id| id < i32::MAX as u32)
             .ok_or_else(|| Error::Unexpected("translate: too many translations".into()))?;
+        let cursor = self.layout().cursor();
+        let Some(region) = self.regions.iter_mut().find(|region| region.near(addr)) else {
+            return Err(Error::Unexpected(format!(
+                "translate: no code cache region near {addr:#x}"
+            )));
+        };
         let entries = &self.entries;
         let linked = |target: u64| entries.get(&target).copied();
-        let emitted = match translator::translate(
-            &block,
-            id,
-            self.free,
-            &self.layout,
-            self.lookup,
-            &linked,
-        ) {
+        let target = Target {
+            layout: &region.layout,
+            lookup: region.lookup,
+            cursor,
+        };
+        let emitted = match translator::translate(&block, id, region.free, target, &linked) {
             Ok(emitted) => emitted,
             Err(reason) => {
                 self.refused.insert(addr, (Some(block), reason));
@@ -169,13 +245,13 @@ impl Cache {
             }
         };
         let end = emitted.at + emitted.bytes.len() as u64;
-        if end > self.layout.end() {
+        if end > region.layout.end() {
             return Err(Error::Unexpected(
                 "translate: the code cache is full".into(),
             ));
         }
         memory.write(emitted.at, &emitted.bytes)?;
-        self.free = align(end);
+        region.free = align(end);
         for (index, exit) in emitted.exits.iter().enumerate() {
             self.stubs.insert(exit.stub, (id, index));
         }
@@ -201,12 +277,16 @@ impl Cache {
         else {
             return Ok(());
         };
+        if !translator::reachable(slot.slot, entry) {
+            // Another region out of rel32 reach: the stub stays (a trap).
+            return Ok(());
+        }
         memory.write(slot.slot, &translator::slot_jump(slot.slot, entry))
     }
 
     /// Enters `target` → `entry` in the indirect-branch table.
     pub fn enter_indirect(&self, memory: &Memory, target: u64, entry: u64) -> Result<()> {
-        let at = self.layout.table_entry(target);
+        let at = self.layout().table_entry(target);
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&target.to_le_bytes());
         bytes[8..].copy_from_slice(&entry.to_le_bytes());

@@ -1,9 +1,11 @@
-//! Making the stopped tracee run a system call for the tracer: a `syscall`
-//! instruction is written over the bytes at its instruction pointer, the
-//! registers are set to the call's number and arguments, the thread is
-//! stepped once, and bytes and registers are put back.
+//! Making the stopped tracee run a system call for the tracer: the thread
+//! runs a `syscall` instruction (the gadget of a region once one exists,
+//! else one written over the bytes at its instruction pointer, put back
+//! afterwards) with the call's number and arguments in its registers, for
+//! one step; its registers are put back.
 //!
-//! Used once per process to map the backend's region ([`map_region`]).
+//! Used to map the backend's regions ([`map_region`]) and to change the
+//! protection of the program's code ([`protect`]).
 
 use crate::error::{Error, Result};
 
@@ -15,20 +17,25 @@ const SYS_MPROTECT: u64 = 10;
 const SYSCALL: [u8; 2] = [0x0f, 0x05];
 
 /// Runs system call `number` with `args` in stopped `tid` (registers
-/// `regs`), returns its result (rax). The thread's registers and code are
-/// restored.
+/// `regs`) at `gadget` (a `syscall` instruction; `None`: at the thread's
+/// instruction pointer, which must be executable), returns its result
+/// (rax). The thread's registers and code are restored.
 pub(super) fn system_call(
     tid: i32,
     memory: &Memory,
     regs: &Regs,
+    gadget: Option<u64>,
     number: u64,
     args: [u64; 6],
 ) -> Result<u64> {
-    let at = regs.rip;
+    let at = gadget.unwrap_or(regs.rip);
     let mut saved = [0u8; 2];
-    memory.read(at, &mut saved)?;
-    memory.write(at, &SYSCALL)?;
+    if gadget.is_none() {
+        memory.read(at, &mut saved)?;
+        memory.write(at, &SYSCALL)?;
+    }
     let mut call = *regs;
+    call.rip = at;
     call.rax = number;
     call.orig_rax = u64::MAX;
     call.rdi = args[0];
@@ -48,9 +55,33 @@ pub(super) fn system_call(
         }
         Ok(ptrace::regs(tid)?.rax)
     })();
-    memory.write(at, &saved)?;
+    if gadget.is_none() {
+        memory.write(at, &saved)?;
+    }
     ptrace::set_regs(tid, regs)?;
     result
+}
+
+/// Sets the protection of `len` bytes at `addr` in stopped `tid` to
+/// `prot`; returns the system call's result (negative errno on failure).
+pub(super) fn protect(
+    tid: i32,
+    memory: &Memory,
+    regs: &Regs,
+    gadget: u64,
+    addr: u64,
+    len: u64,
+    prot: i32,
+) -> Result<i64> {
+    let result = system_call(
+        tid,
+        memory,
+        regs,
+        Some(gadget),
+        SYS_MPROTECT,
+        [addr, len, prot as u64, 0, 0, 0],
+    )?;
+    Ok(result as i64)
 }
 
 /// Whether a system call result is an error (-4095..-1).
@@ -58,10 +89,16 @@ fn failed(result: u64) -> bool {
     result > (-4096i64) as u64
 }
 
-/// Maps the backend's region ([`Layout`]) into stopped `tid` within ±2 GB
-/// of `near` (the program's code), read-write-execute, with the guard page
-/// `PROT_NONE`.
-pub(super) fn map_region(tid: i32, memory: &Memory, regs: &Regs, near: u64) -> Result<Layout> {
+/// Maps a region ([`Layout`]) into stopped `tid` within ±2 GB of `near`
+/// (code to translate), read-write-execute, with the guard page
+/// `PROT_NONE`; the system calls run at `gadget` (see [`system_call`]).
+pub(super) fn map_region(
+    tid: i32,
+    memory: &Memory,
+    regs: &Regs,
+    gadget: Option<u64>,
+    near: u64,
+) -> Result<Layout> {
     let near = near & !(PAGE - 1);
     // Above the code (beyond a growing heap) first, then below it.
     let candidates = [
@@ -79,6 +116,7 @@ pub(super) fn map_region(tid: i32, memory: &Memory, regs: &Regs, near: u64) -> R
             tid,
             memory,
             regs,
+            gadget,
             SYS_MMAP,
             [
                 hint,
@@ -101,6 +139,7 @@ pub(super) fn map_region(tid: i32, memory: &Memory, regs: &Regs, near: u64) -> R
             tid,
             memory,
             regs,
+            gadget,
             SYS_MPROTECT,
             [layout.guard(), PAGE, libc::PROT_NONE as u64, 0, 0, 0],
         )?;

@@ -1,5 +1,5 @@
-//! The region the backend maps into the tracee: one mapping, placed within
-//! ±2 GB of the program's code, holding (in this order)
+//! A region the backend maps into the tracee: one mapping, placed within
+//! ±2 GB of the code it translates, holding (in this order)
 //!
 //! - a data page of slots the instrumentation uses as scratch memory (it
 //!   never touches the tracee's stack, so red zones stay intact) and the
@@ -13,7 +13,15 @@
 //! - the indirect-branch table: [`TABLE_ENTRIES`] pairs (original address,
 //!   translated address), direct-mapped by the low bits of the original
 //!   address, filled by the tracer, read by the lookup routine;
-//! - the code cache: the lookup routine, then the translations.
+//! - the code cache: a `syscall; int3` gadget (the tracer runs its
+//!   injected system calls there once the original code is not
+//!   executable), the lookup routine, then the translations.
+//!
+//! Every region has this layout; the record buffer, the cursor and the
+//! table of the first region are the ones all regions use (translations
+//! address the cursor absolutely; each region's `table_base` slot points
+//! to the first region's table). Untouched pages of the other regions'
+//! buffers cost no memory.
 
 /// Page size.
 pub(super) const PAGE: u64 = 4096;
@@ -25,6 +33,12 @@ pub(super) const BUFFER_SIZE: u64 = 4 << 20;
 pub(super) const TABLE_ENTRIES: u64 = 1 << 16;
 /// Bytes of the code cache.
 pub(super) const CODE_SIZE: u64 = 24 << 20;
+
+/// The injection gadget, `syscall; int3`, and at offset 8 the landing pad
+/// of signal handler returns, `int3`.
+pub(super) const GADGET: [u8; 9] = [0x0f, 0x05, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc];
+/// Bytes reserved for the gadget at the start of the code area.
+const GADGET_SPACE: u64 = 16;
 
 /// Offsets of the slots in the data page.
 const SAVE_RAX: u64 = 0;
@@ -96,9 +110,18 @@ impl Layout {
     pub fn table_entry(&self, target: u64) -> u64 {
         self.table() + (target & (TABLE_ENTRIES - 1)) * 16
     }
-    /// The code cache.
-    pub fn code(&self) -> u64 {
+    /// The injection gadget ([`GADGET`]).
+    pub fn gadget(&self) -> u64 {
         self.table() + TABLE_ENTRIES * 16
+    }
+    /// The landing pad of signal handler returns (an `int3` after the
+    /// gadget).
+    pub fn landing_pad(&self) -> u64 {
+        self.gadget() + 8
+    }
+    /// The code cache (after the gadget).
+    pub fn code(&self) -> u64 {
+        self.gadget() + GADGET_SPACE
     }
     /// One past the code cache.
     pub fn end(&self) -> u64 {

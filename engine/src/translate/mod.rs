@@ -10,10 +10,24 @@
 //! block), on a miss of the in-tracee lookup of indirect targets, when the
 //! buffer is full, and at the end.
 //!
+//! Regions: the first region is mapped near the first instruction (ld.so's
+//! entry for a dynamically linked program); another one is mapped lazily
+//! when execution first reaches code beyond ±2 GB of every region (the
+//! main program, the vDSO, a far library). Each has its own scratch slots
+//! and lookup routine; all share the first one's record buffer, cursor and
+//! indirect-branch table (`layout`). The vDSO is translated like any other
+//! code. A `syscall` is followed in its translation by a `lea` that puts
+//! the original return address back in rcx.
+//!
+//! Escapes: the program's executable mappings lose PROT_EXEC (`protect`),
+//! so a jump to original code faults and is redirected to its translation
+//! ([`Outcome::faults`]). Signal handlers are entered by a single step that
+//! delivers the signal and return through a landing pad (`signals`), with
+//! `signal_handler_entered`/`returned` as the step backend reports them.
+//!
 //! What this slice does and does not do:
 //! - single-threaded programs only; `clone`/`fork`/`vfork`/`execve` end the
-//!   run with an error. Signals are delivered, but a handler runs
-//!   untranslated (unseen) code and is not reported.
+//!   run with an error.
 //! - reports blocks (address, stack pointer, arrival) and instructions;
 //!   no data accesses and no branch events yet.
 //! - REP string instructions run one iteration per pass through their
@@ -21,19 +35,22 @@
 //!   Valgrind); a 32-bit counter (address-size prefix) is refused.
 //! - refused blocks (`loop`/`jrcxz` side exits, the client-request marker,
 //!   `int`/`int3`/`ud2`/`hlt`/`iret`/far transfers, operands out of reach of
-//!   the cache) are single-stepped from their original code
-//!   ([`Outcome::stepped_blocks`]).
-//! - the original code keeps PROT_EXEC: an escape to it (a signal handler,
-//!   the return address of a `syscall` in rcx) runs natively and unseen.
-//! - no invalidation: code rewritten or unmapped after it was translated
-//!   keeps running the old translation.
+//!   the cache) are single-stepped from their original code, made
+//!   executable for the steps ([`Outcome::stepped_blocks`]).
+//! - no invalidation: code rewritten, unmapped or remapped after it was
+//!   translated keeps running the old translation; a program's own
+//!   `mprotect` that makes protected code executable again is not undone.
+//! - a direct exit to a translation in another region out of rel32 reach
+//!   is not linked (it traps each time).
 
 mod blocks;
 mod buffer;
 mod cache;
 mod inject;
 mod layout;
+mod protect;
 mod ptrace;
+mod signals;
 mod stepper;
 mod tracer;
 mod translator;
@@ -63,6 +80,15 @@ pub struct Outcome {
     pub drains: u64,
     /// Records (executed translated blocks) replayed.
     pub records: u64,
+    /// Faults of the tracee on original code (an escape from the code
+    /// cache, redirected to the translation).
+    pub faults: u64,
+    /// Executable mappings of the program made non-executable (see
+    /// "Escapes" above).
+    pub protected: u64,
+    /// Code-cache regions mapped (one per group of code mappings within
+    /// ±2 GB of each other).
+    pub regions: u64,
 }
 
 /// Runs `command` to completion under the translate backend, reporting the

@@ -6,7 +6,9 @@
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Thread};
 
-use super::blocks::{exit, DecodedBlock, Flow, CLIENT_REQUEST_LEN};
+use crate::flow::{exit, Flow, CLIENT_REQUEST_LEN};
+
+use super::blocks::DecodedBlock;
 use super::buffer::Replay;
 use super::ptrace::{self, Memory, Regs};
 
@@ -42,7 +44,7 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
         if regs.rip != insn.addr {
             break;
         }
-        let count = index + 1;
+        let count = index as u32 + 1;
         if insn.flow == Flow::ClientRequest {
             let mut bytes = [0u8; 48];
             if memory.read_available(regs.rax, &mut bytes) == bytes.len() {

@@ -7,10 +7,12 @@
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Exit, Thread};
 
-use super::buffer::{drain, Replay};
+use super::buffer::{drain, Replay, Saved};
 use super::cache::{Cache, Stub};
 use super::inject;
+use super::protect::{Injector, Protection};
 use super::ptrace::{self, Memory, Regs};
+use super::signals::{self, Frame};
 use super::stepper::{step_block, Stepped};
 use super::Outcome;
 
@@ -21,6 +23,10 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     memory: Memory,
     cache: Cache,
     replay: Replay,
+    /// Signal handler frames the thread is in, innermost last.
+    frames: Vec<Frame<Saved>>,
+    /// The program's code made non-executable.
+    protection: Protection,
     outcome: Outcome,
 }
 
@@ -47,7 +53,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         ptrace::set_options(pid, options)?;
         let memory = Memory::open(pid)?;
         let regs = ptrace::regs(pid)?;
-        let layout = inject::map_region(pid, &memory, &regs, regs.rip)?;
+        let layout = inject::map_region(pid, &memory, &regs, None, regs.rip)?;
         let cache = Cache::new(layout, &memory)?;
         Ok(Tracer {
             sink,
@@ -55,6 +61,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             memory,
             cache,
             replay: Replay::default(),
+            frames: Vec::new(),
+            protection: Protection::default(),
             outcome: Outcome {
                 exit: Exit::Code(0),
                 instructions: 0,
@@ -64,6 +72,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 steps: 0,
                 drains: 0,
                 records: 0,
+                regions: 1,
+                faults: 0,
+                protected: 0,
             },
         })
     }
@@ -127,8 +138,12 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         if signal == libc::SIGTRAP {
             let stub = regs.rip.wrapping_sub(1);
             match self.cache.stub(stub) {
-                Some(Stub::Miss) => {
-                    let target = self.memory.read_u64(layout.target())?;
+                Some(Stub::Miss { region }) => {
+                    let slot = self.cache.region(region).map(|r| r.target());
+                    let slot = slot.ok_or_else(|| {
+                        Error::Unexpected("translate: a miss of an unknown region".into())
+                    })?;
+                    let target = self.memory.read_u64(slot)?;
                     regs.rip = target;
                     return self.enter(&mut regs);
                 }
@@ -142,8 +157,14 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     regs.rip = target;
                     return self.enter(&mut regs);
                 }
+                None if stub == layout.landing_pad() => return self.handler_returned(&mut regs),
                 None => {}
             }
+        }
+        if signal == libc::SIGSEGV && info.addr == regs.rip && self.protection.covers(regs.rip) {
+            // An escape to original code: go to its translation.
+            self.outcome.faults += 1;
+            return self.enter(&mut regs);
         }
         if signal == libc::SIGSEGV
             && (layout.guard()..layout.guard() + super::layout::PAGE).contains(&info.addr)
@@ -153,13 +174,64 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 Error::Unexpected("translate: a buffer fault outside the code cache".into())
             })?;
             self.drain()?;
-            regs.rax = self.memory.read_u64(layout.save_rax())?;
+            let save_rax = self
+                .cache
+                .region_holding(regs.rip)
+                .map_or(layout.save_rax(), |region| region.save_rax());
+            regs.rax = self.memory.read_u64(save_rax)?;
             regs.rip = entry;
             ptrace::set_regs(tid, &regs)?;
             return Ok(Next::Resume(0));
         }
         // A signal for the program.
+        if signals::caught(self.thread.pid, signal) {
+            return self.deliver(signal);
+        }
         Ok(Next::Resume(signal))
+    }
+
+    /// Delivers `signal`, which the program catches, stopping at its
+    /// handler's entry (see `signals`).
+    fn deliver(&mut self, signal: i32) -> Result<Next> {
+        let tid = self.thread.tid;
+        self.drain()?;
+        ptrace::single_step(tid, signal)?;
+        let status = ptrace::wait(tid)?;
+        self.outcome.stops += 1;
+        if !(libc::WIFSTOPPED(status)
+            && libc::WSTOPSIG(status) == libc::SIGTRAP
+            && status >> 16 == 0)
+        {
+            return self.handle(status);
+        }
+        let mut regs = ptrace::regs(tid)?;
+        if self.cache.region_holding(regs.rip).is_some() {
+            // No handler frame (the step ran code of the cache).
+            return Ok(Next::Resume(0));
+        }
+        self.sink.signal_handler_entered(self.thread, signal);
+        let pad = self.cache.layout().landing_pad();
+        let resume = signals::redirect_frame(&self.memory, regs.rsp, pad)?;
+        let saved = self.replay.suspend();
+        self.frames.push(Frame { resume, saved });
+        self.enter(&mut regs)
+    }
+
+    /// The thread returned from a signal handler to the landing pad
+    /// (`rt_sigreturn`): report it and resume where the signal interrupted.
+    fn handler_returned(&mut self, regs: &mut Regs) -> Result<Next> {
+        let frame = self.frames.pop().ok_or_else(|| {
+            Error::Unexpected("translate: a handler return without a handler frame".into())
+        })?;
+        self.drain()?;
+        self.sink.signal_handler_returned(self.thread);
+        self.replay.resume(frame.saved);
+        regs.rip = frame.resume;
+        if self.cache.region_holding(frame.resume).is_none() {
+            return self.enter(regs);
+        }
+        ptrace::set_regs(self.thread.tid, regs)?;
+        Ok(Next::Resume(0))
     }
 
     /// Continues the thread, stopped with `regs`, at the original address
@@ -169,6 +241,19 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let tid = self.thread.tid;
         loop {
             let target = regs.rip;
+            self.ensure_region(target, regs)?;
+            if !self.cache.known(target) && !self.protection.covers(target) {
+                let injector = Injector {
+                    tid,
+                    memory: &self.memory,
+                    regs,
+                    gadget: self.cache.layout().gadget(),
+                };
+                let protected =
+                    self.protection
+                        .scan(self.thread.pid, injector, self.cache.regions())?;
+                self.outcome.protected += protected as u64;
+            }
             if let Some(entry) = self.cache.get_or_translate(&self.memory, target)? {
                 self.cache.enter_indirect(&self.memory, target, entry)?;
                 regs.rip = entry;
@@ -181,7 +266,19 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             ptrace::set_regs(tid, regs)?;
             let block = self.cache.refused(target).cloned().flatten();
             self.outcome.stepped_blocks += 1;
-            match step_block(
+            let span = block.as_ref().map_or((target, target + 1), |block| {
+                (block.addr, block.last().next())
+            });
+            let gadget = self.cache.layout().gadget();
+            let injector = Injector {
+                tid,
+                memory: &self.memory,
+                regs,
+                gadget,
+            };
+            self.protection
+                .set_executable(injector, span.0, span.1, true)?;
+            let stepped = step_block(
                 self.sink,
                 self.thread,
                 &self.memory,
@@ -189,7 +286,18 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 block.as_ref(),
                 regs,
                 &mut self.outcome.steps,
-            )? {
+            )?;
+            if let Stepped::Left = stepped {
+                let injector = Injector {
+                    tid,
+                    memory: &self.memory,
+                    regs,
+                    gadget,
+                };
+                self.protection
+                    .set_executable(injector, span.0, span.1, false)?;
+            }
+            match stepped {
                 Stepped::Left => {}
                 Stepped::Exiting => {
                     ptrace::cont(tid, 0)?;
@@ -197,6 +305,19 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 }
             }
         }
+    }
+
+    /// Maps a region near `addr` when none can take its translations
+    /// (`regs`: the stopped thread's registers, left as they are).
+    fn ensure_region(&mut self, addr: u64, regs: &Regs) -> Result<()> {
+        if self.cache.has_region_near(addr) {
+            return Ok(());
+        }
+        let gadget = self.cache.layout().gadget();
+        let layout = inject::map_region(self.thread.tid, &self.memory, regs, Some(gadget), addr)?;
+        self.cache.add_region(layout, &self.memory)?;
+        self.outcome.regions += 1;
+        Ok(())
     }
 
     /// Replays the buffer into the sink.

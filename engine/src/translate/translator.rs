@@ -42,7 +42,9 @@ use iced_x86::{
     Mnemonic, OpKind, Register,
 };
 
-use super::blocks::{counter_32, DecodedBlock, Flow, Insn};
+use crate::flow::{rep_counter_32, rep_while_zero_flag, Flow};
+
+use super::blocks::{DecodedBlock, Insn};
 use super::layout::{Layout, TABLE_ENTRIES};
 
 /// Why a block is not translated (it is stepped instead).
@@ -87,6 +89,12 @@ pub(super) fn slot_jump(slot: u64, to: u64) -> [u8; 5] {
     bytes
 }
 
+/// Whether a `jmp rel32` at `slot` reaches `to`.
+pub(super) fn reachable(slot: u64, to: u64) -> bool {
+    let rel = to.wrapping_sub(slot + SLOT_LEN) as i64;
+    i32::try_from(rel).is_ok()
+}
+
 /// Whether `block` can be translated; the reason when not.
 pub(super) fn refusal(block: &DecodedBlock) -> Option<Refusal> {
     for insn in &block.insns {
@@ -98,7 +106,7 @@ pub(super) fn refusal(block: &DecodedBlock) -> Option<Refusal> {
     }
     let last = block.last();
     let instruction = last.instruction.as_ref()?;
-    if last.rep && counter_32(instruction) {
+    if last.rep && rep_counter_32(instruction) {
         return Some("REP with a 32-bit counter".into());
     }
     let supported = match last.flow {
@@ -233,17 +241,41 @@ impl Emitter {
     }
 }
 
-/// Translates `block` as translation number `id` at `at`. `linked` gives
-/// the entry of an existing translation of an original address (exits to
-/// it are linked at once); `lookup` is the lookup routine's address.
+/// An absolute (64-bit `moffs`) memory operand at `addr`, reachable from
+/// any region (only `mov rax, [moffs]` and `mov [moffs], rax` take it).
+fn absolute(addr: u64) -> MemoryOperand {
+    MemoryOperand::with_displ(addr, 8)
+}
+
+/// Where a translation goes and what it uses: its region (`layout`, whose
+/// data page and lookup routine it uses), the lookup routine, and the
+/// shared record cursor (in the first region, addressed absolutely).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Target<'a> {
+    /// The region the translation is written to.
+    pub layout: &'a Layout,
+    /// The region's lookup routine.
+    pub lookup: u64,
+    /// The record cursor slot (shared by all regions).
+    pub cursor: u64,
+}
+
+/// Translates `block` as translation number `id` at `at`, in `target`'s
+/// region. `linked` gives the entry of an existing translation of an
+/// original address (exits to it are linked at once when a `jmp rel32`
+/// reaches it).
 pub(super) fn translate(
     block: &DecodedBlock,
     id: u32,
     at: u64,
-    layout: &Layout,
-    lookup: u64,
+    target: Target<'_>,
     linked: &dyn Fn(u64) -> Option<u64>,
 ) -> Result<Emitted, Refusal> {
+    let Target {
+        layout,
+        lookup,
+        cursor,
+    } = target;
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
     }
@@ -270,9 +302,9 @@ pub(super) fn translate(
         Register::RAX,
     ))?;
     code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
+        Code::Mov_RAX_moffs64,
         Register::RAX,
-        slot(layout.cursor()),
+        absolute(cursor),
     ))?;
     code.push(Instruction::with2(
         Code::Mov_rm64_imm32,
@@ -290,8 +322,8 @@ pub(super) fn translate(
         MemoryOperand::with_base_displ(Register::RAX, 16),
     ))?;
     code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        slot(layout.cursor()),
+        Code::Mov_moffs64_RAX,
+        absolute(cursor),
         Register::RAX,
     ))?;
     code.push(Instruction::with2(
@@ -326,20 +358,9 @@ pub(super) fn translate(
             Register::RCX,
             MemoryOperand::with_base_displ(Register::RCX, -1),
         ))?;
-        let conditional = matches!(
-            instruction.mnemonic(),
-            Mnemonic::Cmpsb
-                | Mnemonic::Cmpsw
-                | Mnemonic::Cmpsd
-                | Mnemonic::Cmpsq
-                | Mnemonic::Scasb
-                | Mnemonic::Scasw
-                | Mnemonic::Scasd
-                | Mnemonic::Scasq
-        );
-        if conditional {
+        if let Some(while_zero_flag) = rep_while_zero_flag(&instruction) {
             // REPE goes on while ZF = 1, REPNE while ZF = 0.
-            let leave = if instruction.has_rep_prefix() {
+            let leave = if while_zero_flag {
                 Code::Jne_rel32_64
             } else {
                 Code::Je_rel32_64
@@ -391,6 +412,25 @@ pub(super) fn translate(
                 }
                 code.jump(Code::Jmp_rel32_64, lookup)?;
             }
+            Flow::SystemCall => {
+                // The kernel leaves the address after the `syscall` in rcx:
+                // the program sees its original one.
+                code.list.push(instruction);
+                code.push(Instruction::with2(
+                    Code::Lea_r64_m,
+                    Register::RCX,
+                    MemoryOperand::new(
+                        Register::RIP,
+                        Register::None,
+                        1,
+                        next as i64,
+                        8,
+                        false,
+                        Register::None,
+                    ),
+                ))?;
+                code.jump(Code::Jmp_rel32_64, slot_of(0))?;
+            }
             _ => {
                 code.list.push(instruction);
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
@@ -407,7 +447,9 @@ pub(super) fn translate(
 
     let mut bytes = Vec::with_capacity(header as usize + encoded.code_buffer.len());
     for exit in &exits {
-        let to = linked(exit.target).unwrap_or(exit.stub);
+        let to = linked(exit.target)
+            .filter(|&entry| reachable(exit.slot, entry))
+            .unwrap_or(exit.stub);
         bytes.extend_from_slice(&slot_jump(exit.slot, to));
     }
     bytes.resize(header as usize, INT3);

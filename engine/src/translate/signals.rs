@@ -1,0 +1,61 @@
+//! Signal handlers under the translate backend.
+//!
+//! When a signal the program catches is to be delivered, the tracer drains
+//! the record buffer and delivers it with a single step, which stops the
+//! thread at the handler's first instruction: `signal_handler_entered` is
+//! reported, the handler's first block arrives with `Arrival::Start` and
+//! runs from its translation. The interrupted (translated) address saved in
+//! the signal frame is replaced by the landing pad, an `int3` of the first
+//! region: `rt_sigreturn` lands there, the tracer drains the buffer,
+//! reports `signal_handler_returned`, restores the block sequence as it was
+//! at delivery (the next block arrives as it would have without the signal,
+//! as the step backend and Callgrind do) and resumes the thread at the
+//! saved address.
+//!
+//! Limits: the handler sees the landing pad, not the interrupted address,
+//! in its `ucontext`; a signal that interrupts the middle of a translated
+//! block (an asynchronous one, while the thread computes) has the whole
+//! block reported before the handler (the step backend reports the
+//! instructions executed before it, then the rest as a new block).
+
+use crate::error::Result;
+
+use super::ptrace::Memory;
+
+/// Offset of the saved instruction pointer in the x86-64 `rt_sigframe`
+/// (at the stack pointer on handler entry): `pretcode` (8), `uc_flags` (8),
+/// `uc_link` (8), `uc_stack` (24), then `sigcontext`'s r8..rcx, rsp (16
+/// registers of 8 bytes) before `rip`.
+const FRAME_RIP: u64 = 8 + 8 + 8 + 24 + 16 * 8;
+
+/// A handler frame the tracer redirected.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Frame<T> {
+    /// Where the thread resumes after the handler (a code-cache address).
+    pub resume: u64,
+    /// The block sequence at delivery.
+    pub saved: T,
+}
+
+/// Whether process `pid` catches `signal` (its `SigCgt` mask in
+/// /proc/PID/status); `false` when that cannot be read.
+pub(super) fn caught(pid: i32, signal: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    (1..=64).contains(&signal) && mask & (1u64 << (signal - 1)) != 0
+}
+
+/// Replaces the interrupted address in the frame at `sp` (the stack
+/// pointer on handler entry) by `pad`; returns the address it held.
+pub(super) fn redirect_frame(memory: &Memory, sp: u64, pad: u64) -> Result<u64> {
+    let slot = sp.wrapping_add(FRAME_RIP);
+    let resume = memory.read_u64(slot)?;
+    memory.write_u64(slot, pad)?;
+    Ok(resume)
+}

@@ -1,0 +1,130 @@
+//! The translate backend on dynamically linked programs (ld.so, libc, the
+//! vDSO): the same event sequence as the step backend, with the stops,
+//! translations and wall time of each.
+
+mod common;
+
+use std::path::Path;
+use std::time::Instant;
+
+use cgx_engine::{step, translate, Command, Exit, Thread};
+use common::{Event, Recorder};
+
+/// The events with thread and process ids replaced by 1 (the two runs
+/// have different pids).
+fn normalized(events: &[Event]) -> Vec<Event> {
+    let one = |thread: Thread| Thread {
+        pid: 1,
+        tid: 1 + thread.tid - thread.pid,
+    };
+    events
+        .iter()
+        .map(|event| match event.clone() {
+            Event::Block(thread, block) => Event::Block(one(thread), block),
+            Event::Instruction(thread, addr, len) => Event::Instruction(one(thread), addr, len),
+            Event::ThreadExited(thread) => Event::ThreadExited(one(thread)),
+            Event::HandlerEntered(thread, signal) => Event::HandlerEntered(one(thread), signal),
+            Event::HandlerReturned(thread) => Event::HandlerReturned(one(thread)),
+            Event::ClientRequest(thread, args, default) => {
+                Event::ClientRequest(one(thread), args, default)
+            }
+            Event::ProcessExited(_, exit) => Event::ProcessExited(1, exit),
+            other => other,
+        })
+        .collect()
+}
+
+/// The first difference of two event sequences, for the failure message.
+fn first_difference(left: &[Event], right: &[Event]) -> String {
+    let at = left
+        .iter()
+        .zip(right)
+        .position(|(a, b)| a != b)
+        .unwrap_or(left.len().min(right.len()));
+    let window = |events: &[Event]| {
+        events[at.saturating_sub(6)..(at + 3).min(events.len())]
+            .iter()
+            .map(|event| format!("{event:x?}"))
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    };
+    format!(
+        "lengths {} and {}; first difference at event {at}:\ntranslate:\n  {}\nstep:\n  {}",
+        left.len(),
+        right.len(),
+        window(left),
+        window(right)
+    )
+}
+
+/// Runs `command` under both backends, compares the event sequences and
+/// prints the figures of each.
+fn same_events_as_step(command: &Command) -> Exit {
+    let mut fast = Recorder::default();
+    let started = Instant::now();
+    let outcome = translate::run(command, &step::RunOptions::default(), &mut fast)
+        .expect("the translate run succeeds");
+    let fast_seconds = started.elapsed().as_secs_f64();
+    let mut reference = Recorder::default();
+    let started = Instant::now();
+    let step_outcome = step::run(command, &step::RunOptions::default(), &mut reference)
+        .expect("the step run succeeds");
+    let step_seconds = started.elapsed().as_secs_f64();
+    eprintln!(
+        "{:?}: translate {} instructions in {fast_seconds:.3} s: {} stops, {} translations, \
+         {} faults, {} mappings protected, {} regions, {} stepped blocks ({} steps), {} drains; \
+         step {} instructions in {step_seconds:.3} s ({} steps)",
+        command.program(),
+        outcome.instructions,
+        outcome.stops,
+        outcome.translations,
+        outcome.faults,
+        outcome.protected,
+        outcome.regions,
+        outcome.stepped_blocks,
+        outcome.steps,
+        outcome.drains,
+        step_outcome.instructions,
+        step_outcome.steps,
+    );
+    let (fast, reference) = (normalized(&fast.events), normalized(&reference.events));
+    assert!(fast == reference, "{}", first_difference(&fast, &reference));
+    assert_eq!(outcome.instructions, step_outcome.instructions);
+    assert_eq!(outcome.exit, step_outcome.exit);
+    // ld.so, the vDSO, the program and libc lose PROT_EXEC.
+    assert!(outcome.protected >= 3, "{outcome:?}");
+    outcome.exit
+}
+
+#[test]
+fn bin_true_gives_the_step_backends_events() {
+    assert_eq!(
+        same_events_as_step(&Command::new("/bin/true")),
+        Exit::Code(0)
+    );
+}
+
+#[test]
+fn ls_gives_the_step_backends_events() {
+    let ls = Command::new("/bin/ls").args(["/"]);
+    assert_eq!(same_events_as_step(&ls), Exit::Code(0));
+}
+
+#[test]
+fn signal_handler_and_callback_give_the_step_backends_events() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/dynamic.c");
+    let program = dir.path().join("dynamic");
+    let output = std::process::Command::new("gcc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&program)
+        .arg(&source)
+        .output()
+        .expect("gcc runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(same_events_as_step(&Command::new(&program)), Exit::Code(0));
+}
