@@ -1131,3 +1131,193 @@ pub fn assert_inclusive_is_self_plus_callees(
     }
     checked
 }
+
+/// A run of `cgx run --backend=NAME` and how long it took (wall time, from
+/// starting cgx to its exit).
+#[derive(Clone, Debug)]
+pub struct TimedRun {
+    /// The run.
+    pub run: Run,
+    /// Its wall time.
+    pub wall: std::time::Duration,
+}
+
+/// Runs `program ARGS` under `cgx run --backend=BACKEND OPTIONS` in the folder
+/// `dir/cgx-BACKEND` (created), as [`run`] runs cgx (`{out}` stands for that
+/// folder; `--callgrind-out-file={out}/callgrind.out` unless an option names
+/// an output file), and times it. With [`SELF_CHECK`] set to `valgrind`,
+/// Valgrind runs instead (`--tool=callgrind` unless an option gives a tool),
+/// without the `--backend=` option it does not have. Does not check the status.
+pub fn run_backend(
+    backend: &str,
+    options: &[&str],
+    program: &Path,
+    args: &[&str],
+    dir: &Path,
+) -> TimedRun {
+    let folder = dir.join(format!("cgx-{backend}"));
+    fs::create_dir_all(&folder).expect("a folder for the run");
+    let self_check = std::env::var(SELF_CHECK).is_ok_and(|value| value == "valgrind");
+    let out = folder.to_string_lossy().into_owned();
+    let mut options: Vec<String> = options
+        .iter()
+        .map(|option| option.replace("{out}", &out))
+        .collect();
+    if !options.iter().any(|o| o.contains("-out-file=")) {
+        options.push(format!("--callgrind-out-file={out}/callgrind.out"));
+    }
+    let profiler = if self_check {
+        if !options.iter().any(|o| o.starts_with("--tool=")) {
+            options.insert(0, "--tool=callgrind".into());
+        }
+        Profiler::Valgrind
+    } else {
+        options.insert(0, format!("--backend={backend}"));
+        Profiler::Cgx
+    };
+    let mut command = profiler.command();
+    command.args(&options).arg(program).args(args);
+    let start = std::time::Instant::now();
+    let run = finish(command, folder);
+    TimedRun {
+        run,
+        wall: start.elapsed(),
+    }
+}
+
+/// `profile` without its `pid:` lines, which differ from run to run.
+pub fn without_pids(profile: &Profile) -> Profile {
+    let mut profile = profile.clone();
+    for part in &mut profile.parts {
+        part.header.pid = None;
+    }
+    profile
+}
+
+/// Asserts that two runs wrote the same profiles, every part of every file
+/// equal in its canonical view (`cgx_formats::canonical`: header, events,
+/// positions, summary, totals, the self cost of every place, every call's
+/// count and inclusive costs, every jump), but for the `pid:` lines: the
+/// same non-empty files, named alike once the process id after `prefix` is
+/// replaced by `%p` (see [`pid_pattern`]; names without `prefix` are
+/// compared as they are). Prints what it compared.
+pub fn assert_same_canonical_outputs(expected: &Run, actual: &Run, prefix: &str, context: &str) {
+    let pattern = |file: &PathBuf| {
+        let name = file
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if name.starts_with(prefix) {
+            pid_pattern(file, prefix).0
+        } else {
+            name
+        }
+    };
+    let expected_names: Vec<String> = expected.files.iter().map(pattern).collect();
+    let actual_names: Vec<String> = actual.files.iter().map(pattern).collect();
+    assert_eq!(
+        actual_names, expected_names,
+        "{context}: the files written (non-empty, %p for the process id)\nstderr:\n{}",
+        actual.stderr
+    );
+    assert!(!actual_names.is_empty(), "{context}: no profile written");
+    let mut compared = Vec::new();
+    for (name, (expected_file, actual_file)) in actual_names
+        .iter()
+        .zip(expected.files.iter().zip(&actual.files))
+    {
+        let (expected, actual) = (
+            without_pids(&read(expected_file)),
+            without_pids(&read(actual_file)),
+        );
+        crate::compare::assert_same_profile(&expected, &actual, &format!("{context}, {name}"));
+        let canonical = cgx_formats::canonical(&actual);
+        let count = |what: fn(&cgx_formats::CanonicalPart) -> usize| -> usize {
+            canonical.parts.iter().map(what).sum()
+        };
+        compared.push(format!(
+            "{name}: {} parts, {} cost places, {} calls, {} jumps",
+            canonical.parts.len(),
+            count(|part| part.costs.len()),
+            count(|part| part.calls.len()),
+            count(|part| part.jumps.len()),
+        ));
+    }
+    println!("{context}: equal: {}", compared.join("; "));
+}
+
+/// Asserts that every `jump=` and `jcnd=` line of `actual` (a run with
+/// `--collect-jumps=yes --dump-instr=yes` on a program without libc) equals
+/// Valgrind's (`expected`), but one known difference: for a conditional REP
+/// instruction (`repz cmps`, `repnz scas`, at the addresses
+/// `conditional_rep`) Valgrind's `jcnd=` execution count leaves out the
+/// executions that ended at the `rcx == 0` check, which cgx does not tell
+/// apart from the others; there the taken count must be equal and the
+/// execution count at least Valgrind's. One part each. Prints what it
+/// compared.
+pub fn assert_valgrinds_jumps(
+    expected: &Profile,
+    actual: &Profile,
+    conditional_rep: &[u64],
+    context: &str,
+) {
+    let jumps = |profile: &Profile| {
+        assert_eq!(profile.parts.len(), 1, "{context}: one part");
+        cgx_formats::canonical(profile).parts[0].jumps.clone()
+    };
+    let (expected, actual) = (jumps(expected), jumps(actual));
+    assert!(
+        !expected.is_empty(),
+        "{context}: Valgrind's profile has no jumps"
+    );
+    let is_conditional_rep = |key: &cgx_formats::JumpKey| {
+        let ((_, _, at), _, _, target, conditional) = key;
+        *conditional && at.instr == target.instr && conditional_rep.contains(&at.instr)
+    };
+    let (rep_expected, rest_expected): (BTreeMap<_, _>, BTreeMap<_, _>) = expected
+        .into_iter()
+        .partition(|(key, _)| is_conditional_rep(key));
+    let (rep_actual, rest_actual): (BTreeMap<_, _>, BTreeMap<_, _>) = actual
+        .into_iter()
+        .partition(|(key, _)| is_conditional_rep(key));
+    assert_same_rows(
+        &rest_expected,
+        &rest_actual,
+        &format!("{context}: jump= and jcnd= lines"),
+    );
+    assert_eq!(
+        rep_expected.keys().collect::<Vec<_>>(),
+        rep_actual.keys().collect::<Vec<_>>(),
+        "{context}: conditional REP self-loops"
+    );
+    for (key, (executed, taken)) in &rep_expected {
+        let (actual_executed, actual_taken) = rep_actual[key];
+        assert_eq!(actual_taken, *taken, "{context}: {key:?}: taken");
+        assert!(actual_executed >= *executed, "{context}: {key:?}: executed");
+    }
+    println!(
+        "{context}: {} jumps equal to Valgrind's, {} conditional REP self-loops with equal \
+         taken counts",
+        rest_expected.len(),
+        rep_expected.len()
+    );
+}
+
+/// Addresses of the conditional REP string instructions (`repz cmps`, `repnz
+/// scas`) of `program`, by objdump.
+pub fn conditional_rep_addresses(program: &Path) -> Vec<u64> {
+    let code = crate::successful_output_of(
+        Command::new("objdump")
+            .args(["-d", "--no-show-raw-insn"])
+            .arg(program),
+    );
+    String::from_utf8_lossy(&code.stdout)
+        .lines()
+        .filter(|line| line.contains("repz cmps") || line.contains("repnz scas"))
+        .filter_map(|line| {
+            let address = line.trim().split(':').next()?;
+            u64::from_str_radix(address, 16).ok()
+        })
+        .collect()
+}

@@ -23,7 +23,7 @@ use cgx_callstack::{Collector, Dump};
 use cgx_engine::Exit;
 use cgx_sim::CachesConfig;
 
-use options::{Options, Tool};
+use options::{Backend, Options, Tool};
 use outfile::Template;
 use output::Output;
 
@@ -52,7 +52,17 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   -q, --quiet                   print nothing but errors
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
-  --backend=step                how the program is traced: single steps (slow, exact)
+  --backend=step|translate      how the program is traced [step]:
+                                step: single steps every instruction (exact, slow:
+                                about 60,000 instructions a second; the reference);
+                                translate: runs instrumented copies of the program's
+                                code from a cache in its memory (fast; being built,
+                                issue 6, to become the default). So far it traces
+                                single-threaded programs and gives instruction counts,
+                                the call graph and jumps, not the cache, branch or
+                                cache-use simulations (refused with it); a program it
+                                cannot handle (threads, fork, exec) stops it with an
+                                error (exit 1) and its profile is not to be trusted
   --cache-sim=yes|no            simulate the I1, D1 and LL caches: Ir Dr Dw I1mr D1mr
                                 D1mw ILmr DLmr DLmw [callgrind: no; cachegrind: yes,
                                 Valgrind 3.19's default (cgx said no before)]
@@ -124,7 +134,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         // Cachegrind's branches are counted on its superblocks.
         superblocks: options.tool == Tool::Cachegrind,
     };
-    let result = trace::trace(&command, &run_options, collector, &mut listener);
+    let result = trace::trace(
+        &command,
+        &run_options,
+        options.backend,
+        collector,
+        &mut listener,
+    );
     let collector_failed = listener.failed;
     output.finish();
     let failed = collector_failed || output.failed();
@@ -138,9 +154,26 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
                 eprintln!("cgx: {error}");
                 Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
             }
+            None if options.backend == Backend::Translate => {
+                Err(anyhow!("{}", translate_failure(&error, output.written())))
+            }
             None => Err(error.into()),
         },
     }
+}
+
+/// The message for a run the translate backend could not finish: what it
+/// could not handle, and that a profile it wrote is incomplete.
+fn translate_failure(error: &cgx_engine::Error, written: bool) -> String {
+    let profile = if written {
+        "the profile written is incomplete and cannot be trusted"
+    } else {
+        "no profile was written"
+    };
+    format!(
+        "--backend=translate cannot trace this program: {error}; {profile} \
+         (--backend=step can)"
+    )
 }
 
 /// The command line as Valgrind shows it (`Command:`, `cmd:`): the program and
@@ -228,6 +261,10 @@ impl trace::Listener for Report<'_> {
     fn statistics(&mut self, pid: i32, statistics: &cgx_backdate::Statistics) {
         self.output.statistics(pid, statistics);
     }
+
+    fn translated(&mut self, pid: i32, translated: &trace::Translated) {
+        self.output.translated(pid, translated);
+    }
 }
 
 #[cfg(test)]
@@ -253,6 +290,19 @@ mod tests {
         let mut options = Options::new("./prog".into());
         options.args = vec!["a".into(), "b c".into()];
         assert_eq!(command_line(&options), "./prog a b c");
+    }
+
+    #[test]
+    fn a_failure_of_the_translate_backend_says_what_it_means() {
+        let error = cgx_engine::Error::Unexpected("translate: clone is not supported".into());
+        assert_eq!(
+            translate_failure(&error, true),
+            "--backend=translate cannot trace this program: unexpected tracee state: \
+             translate: clone is not supported; the profile written is incomplete and cannot \
+             be trusted (--backend=step can)"
+        );
+        assert!(translate_failure(&error, false)
+            .ends_with("; no profile was written (--backend=step can)"));
     }
 
     #[test]

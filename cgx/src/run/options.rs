@@ -12,6 +12,10 @@
 //! simulation on, and `--cacheuse=yes` also turns `--dump-instr` on, each at
 //! its place on the command line (a later `--cache-sim=no` or
 //! `--dump-instr=no` wins).
+//!
+//! The backend must be able to give what the options ask for: the translate
+//! backend (issue 6) reports no data accesses and no branches yet, so with it
+//! a cache or branch simulation is refused rather than silently left out.
 
 use std::ffi::OsString;
 
@@ -47,8 +51,33 @@ impl Tool {
 /// How the program is traced (`--backend=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// Single-steps every instruction: exact, and very slow.
+    /// Single-steps every instruction: exact, and very slow. The default, and
+    /// the reference the translate backend is checked against.
     Step,
+    /// Runs instrumented copies of the program's blocks from a code cache in
+    /// the tracee (issue 6): fast. So far single-threaded programs only, and
+    /// instruction counts and the call graph only (no cache or branch
+    /// simulation).
+    Translate,
+}
+
+impl Backend {
+    /// The backend's name, as `--backend=` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Step => "step",
+            Backend::Translate => "translate",
+        }
+    }
+
+    /// Whether the backend reports what the cache and branch simulations
+    /// need (data accesses, branch outcomes and targets).
+    pub fn simulates(self) -> bool {
+        match self {
+            Backend::Step => true,
+            Backend::Translate => false,
+        }
+    }
 }
 
 /// Everything `cgx run` was told, with Valgrind's defaults.
@@ -56,7 +85,7 @@ pub enum Backend {
 pub struct Options {
     /// `--tool=callgrind|cachegrind`.
     pub tool: Tool,
-    /// `--backend=step`.
+    /// `--backend=step|translate`.
     pub backend: Backend,
     /// 1 by default; each `-q` subtracts one, each `-v` adds one. At 0 and below
     /// cgx prints nothing but errors.
@@ -193,6 +222,16 @@ pub enum OptionError {
     /// No program after the options.
     #[error("no program specified (usage: cgx run [OPTIONS] PROGRAM [ARGS...])")]
     NoProgram,
+    /// A cache, branch or cache-use simulation with a backend that does not
+    /// report the events it needs (the profile would silently lack them).
+    #[error(
+        "--backend={} does not simulate caches or branches yet (issue 6); use --backend=step",
+        backend.name()
+    )]
+    NoSimulation {
+        /// The backend chosen.
+        backend: Backend,
+    },
 }
 
 /// The options whose value is `yes` or `no`, for the hint on a bare `--dump-instr`.
@@ -250,6 +289,13 @@ pub fn parse(args: &[OsString]) -> Result<Options, OptionError> {
     for arg in flags {
         parse_one(&mut options, arg)?;
     }
+    // After all options: Cachegrind's default --cache-sim=yes counts too.
+    if !options.backend.simulates() && (options.cache_sim || options.branch_sim || options.cacheuse)
+    {
+        return Err(OptionError::NoSimulation {
+            backend: options.backend,
+        });
+    }
     Ok(options)
 }
 
@@ -268,7 +314,15 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         ("--backend", Some(value)) => {
             options.backend = match value {
                 "step" => Backend::Step,
-                _ => return Err(bad(arg, "the only backend so far is 'step'")),
+                "translate" => Backend::Translate,
+                _ => {
+                    return Err(bad(
+                        arg,
+                        format!(
+                            "unknown backend '{value}' (the backends are 'step' and 'translate')"
+                        ),
+                    ))
+                }
             }
         }
         ("--trace-children", Some(value)) => options.trace_children = yes_no(arg, value)?,
@@ -559,8 +613,9 @@ mod tests {
             "bad option: --tool=memcheck: cgx has the tools callgrind and cachegrind"
         );
         assert_eq!(
-            error("--backend=translate p"),
-            "bad option: --backend=translate: the only backend so far is 'step'"
+            error("--backend=fast p"),
+            "bad option: --backend=fast: unknown backend 'fast' (the backends are 'step' \
+             and 'translate')"
         );
         assert_eq!(
             error("--callgrind-out-file= p"),
@@ -706,6 +761,52 @@ mod tests {
             "bad option: --cacheuse=1: invalid boolean value '1' (should be 'yes' or 'no')"
         );
         assert!(!ok("--cacheuse-inclusive=no p").cacheuse_inclusive);
+    }
+
+    #[test]
+    fn backends() {
+        assert_eq!(ok("p").backend, Backend::Step);
+        assert_eq!(ok("--backend=step p").backend, Backend::Step);
+        assert_eq!(ok("--backend=translate p").backend, Backend::Translate);
+        assert_eq!(
+            ok("--backend=translate --backend=step p").backend,
+            Backend::Step
+        );
+        assert_eq!(
+            ok("--tool=cachegrind --cache-sim=no --backend=translate p").backend,
+            Backend::Translate
+        );
+        assert!(ok("--backend=translate --dump-instr=yes --collect-jumps=yes p").dump_instr);
+        assert_eq!(
+            error("--backend= p"),
+            "bad option: --backend=: unknown backend '' (the backends are 'step' and 'translate')"
+        );
+        assert_eq!(error("--backend p"), "unknown option: --backend");
+    }
+
+    #[test]
+    fn the_translate_backend_refuses_simulations() {
+        let refused = "--backend=translate does not simulate caches or branches yet \
+                       (issue 6); use --backend=step";
+        for text in [
+            "--backend=translate --cache-sim=yes p",
+            "--cache-sim=yes --backend=translate p",
+            "--backend=translate --branch-sim=yes p",
+            "--backend=translate --cacheuse=yes p",
+            "--backend=translate --cacheuse=yes --cache-sim=no p",
+            // Any cache option turns Callgrind's cache simulation on.
+            "--backend=translate --cacheuse=no p",
+            "--backend=translate --LL=262144,8,64 p",
+            // Cachegrind simulates the caches by default.
+            "--tool=cachegrind --backend=translate p",
+            "--tool=cachegrind --backend=translate --cache-sim=no --branch-sim=yes p",
+        ] {
+            assert_eq!(error(text), refused, "{text}");
+        }
+        // A later --cache-sim=no wins, as always.
+        assert!(!ok("--backend=translate --LL=262144,8,64 --cache-sim=no p").cache_sim);
+        // The step backend simulates.
+        assert!(ok("--backend=step --cache-sim=yes --branch-sim=yes --cacheuse=yes p").cacheuse);
     }
 
     #[test]

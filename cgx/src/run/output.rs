@@ -202,6 +202,18 @@ impl Output {
         }
     }
 
+    /// What the translate backend did in process `pid`: printed with `-v`.
+    pub fn translated(&mut self, pid: i32, translated: &super::trace::Translated) {
+        if self.verbosity > 1 {
+            eprint!("{}", summary::translated(pid, translated));
+        }
+    }
+
+    /// Whether any profile was written (or tried).
+    pub fn written(&self) -> bool {
+        self.processes.iter().any(|process| process.dumped)
+    }
+
     /// The totals of process `pid` so far.
     #[cfg(test)]
     fn totals(&self, pid: i32) -> Option<&Totals> {

@@ -2,10 +2,49 @@
 //! [`Collector`] as the event sink and hands every dump to a [`Listener`] as
 //! soon as it is complete (a dump the program asked for, a process that ended),
 //! so files appear while the program runs, as with Valgrind. This is the one
-//! place that knows the engine's and the collector's APIs.
+//! place that knows the engine's and the collector's APIs: both backends,
+//! `step` and `translate`, report to the same collector through the same
+//! [`EventSink`].
 
 use cgx_callstack::{Collector, Dump};
 use cgx_engine::{Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread};
+
+use super::options::Backend;
+
+/// What the translate backend did, for `-v`: the counts of its
+/// [`cgx_engine::translate::Outcome`] that cgx prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Translated {
+    /// Blocks translated.
+    pub translations: u64,
+    /// Executions of translated blocks (records replayed).
+    pub records: u64,
+    /// Times the record buffer was handed over (drained).
+    pub drains: u64,
+    /// ptrace stops of the tracee while it ran translated code.
+    pub stops: u64,
+    /// Executions of blocks the translator refused (single-stepped).
+    pub stepped_blocks: u64,
+    /// Single-steps taken for them.
+    pub steps: u64,
+    /// Instructions reported.
+    pub instructions: u64,
+}
+
+impl Translated {
+    /// The counts of `outcome`.
+    fn of(outcome: &cgx_engine::translate::Outcome) -> Translated {
+        Translated {
+            translations: outcome.translations,
+            records: outcome.records,
+            drains: outcome.drains,
+            stops: outcome.stops,
+            stepped_blocks: outcome.stepped_blocks,
+            steps: outcome.steps,
+            instructions: outcome.instructions,
+        }
+    }
+}
 
 /// Who receives what happens during the run.
 pub trait Listener {
@@ -21,15 +60,21 @@ pub trait Listener {
     /// The sizes of process `pid`'s back-dating tree over the run (told at
     /// the end, with `--cacheuse=yes`).
     fn statistics(&mut self, pid: i32, statistics: &cgx_backdate::Statistics);
+    /// What the translate backend did in process `pid` (the program's): its
+    /// translations, stops and buffer hand-offs (told at the end of a run
+    /// with `--backend=translate` that ended without an error).
+    fn translated(&mut self, pid: i32, translated: &Translated);
 }
 
-/// Runs `command` under the step backend, collecting with `collector`, and
-/// tells `listener`. The dumps of the processes still known when the engine stops
+/// Runs `command` under `backend`, collecting with `collector`, and tells
+/// `listener`. The dumps of the processes still known when the engine stops
 /// (also after an engine error) are handed over before returning, then the
-/// back-dating statistics. Returns how the program (the first process) ended.
+/// back-dating statistics and the translate backend's. Returns how the
+/// program (the first process) ended.
 pub fn trace(
     command: &Command,
     run_options: &RunOptions,
+    backend: Backend,
     collector: Collector,
     listener: &mut dyn Listener,
 ) -> Result<Exit, cgx_engine::Error> {
@@ -39,7 +84,16 @@ pub fn trace(
         last_pid: None,
         started: Vec::new(),
     };
-    let result = cgx_engine::step::run(command, run_options, &mut tap);
+    let (result, translated) = match backend {
+        Backend::Step => (
+            cgx_engine::step::run(command, run_options, &mut tap).map(|outcome| outcome.exit),
+            None,
+        ),
+        Backend::Translate => match cgx_engine::translate::run(command, run_options, &mut tap) {
+            Ok(outcome) => (Ok(outcome.exit), Some(Translated::of(&outcome))),
+            Err(error) => (Err(error), None),
+        },
+    };
     match tap.collector.finish() {
         Ok(dumps) => tap.deliver(dumps),
         Err(error) => tap.listener.collector_failed(error),
@@ -47,7 +101,10 @@ pub fn trace(
     for (pid, statistics) in forest_statistics(&tap.collector) {
         tap.listener.statistics(pid, &statistics);
     }
-    result.map(|outcome| outcome.exit)
+    if let (Some(translated), Some(&pid)) = (translated, tap.started.first()) {
+        tap.listener.translated(pid, &translated);
+    }
+    result
 }
 
 /// The back-dating forest sizes of every process, for `-v`. LEAD: the one

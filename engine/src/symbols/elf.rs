@@ -108,6 +108,16 @@ impl ElfObject {
         ))
     }
 
+    /// Whether the file bytes `offset..offset + len` overlap an executable
+    /// segment (the code of a mapping whose protection no longer says so,
+    /// e.g. when the translate backend took PROT_EXEC away and the kernel
+    /// merged the mapping with its read-only neighbour).
+    pub fn maps_code(&self, offset: u64, len: u64) -> bool {
+        self.segments.iter().any(|s| {
+            s.executable && s.offset < offset.saturating_add(len) && offset < s.offset + s.filesz
+        })
+    }
+
     /// The load bias of a mapping of this object that maps file offset `offset`
     /// at address `start`: runtime address = file address + bias.
     pub fn bias(&self, start: u64, offset: u64) -> Option<u64> {

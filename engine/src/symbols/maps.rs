@@ -27,6 +27,12 @@ impl Mapping {
         self.perms.as_bytes().get(2) == Some(&b'x')
     }
 
+    /// Whether the range is readable but not writable (where code may be
+    /// whose execute permission was taken away).
+    pub fn is_read_only(&self) -> bool {
+        self.perms.as_bytes().first() == Some(&b'r') && self.perms.as_bytes().get(1) == Some(&b'-')
+    }
+
     /// Whether the range is backed by a file (its path is absolute).
     pub fn is_file(&self) -> bool {
         self.path.starts_with('/')

@@ -152,7 +152,14 @@ impl Symbols {
     pub fn set_mappings(&mut self, maps: &[Mapping]) -> Vec<SymbolsError> {
         let mut problems = Vec::new();
         let mut regions = Vec::new();
-        for m in maps.iter().filter(|m| m.is_executable()) {
+        for m in maps {
+            // Code whose execute permission was taken away (the translate
+            // backend does) still counts: a read-only mapping of an ELF
+            // file's executable segment.
+            let code = m.is_executable() || (m.is_file() && m.is_read_only() && self.maps_code(m));
+            if !code {
+                continue;
+            }
             let object: Arc<str> = if m.path.is_empty() {
                 Arc::from(UNKNOWN)
             } else {
@@ -184,6 +191,17 @@ impl Symbols {
         regions.sort_by_key(|r| r.start);
         self.regions = regions;
         problems
+    }
+
+    /// Whether the file mapping `m` maps an executable segment of an ELF
+    /// file (other files are not read beyond their first bytes).
+    fn maps_code(&mut self, m: &Mapping) -> bool {
+        if !is_elf_file(&m.path) {
+            return false;
+        }
+        let mut ignored = Vec::new();
+        self.load_object(&m.path, &mut ignored)
+            .is_some_and(|obj| obj.maps_code(m.offset, m.end - m.start))
     }
 
     /// The cached or freshly parsed object at `path`.
@@ -317,4 +335,14 @@ impl Symbols {
         }
         loc
     }
+}
+
+/// Whether `path` starts with the ELF magic.
+fn is_elf_file(path: &str) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
 }

@@ -1,0 +1,348 @@
+//! Acceptance 1 of issue 6 (the translate backend), for what the backend does
+//! so far: on the `-static -nostdlib` programs of `tests/programs/run/` that
+//! are single-threaded and use no client requests and no signals (`exact.c`,
+//! `streams.c`, and `crash.c` without arguments and with `marker PATH`),
+//! `cgx run --backend=translate` and `cgx run --backend=step` give identical
+//! profiles: every part of every file equal in its canonical view
+//! (`cgx_formats::canonical`: events, summary and totals, the self cost of
+//! every place, every call's count and inclusive costs, every jump), the
+//! `pid:` lines aside, with default options, `--dump-instr=yes`,
+//! `--collect-jumps=yes` (with and without `--dump-instr=yes`), and for
+//! Cachegrind with `--cache-sim=no`. The same exit status and stdout as the
+//! program alone. Both backends' figures also equal Valgrind's (total Ir,
+//! self Ir per function, calls and inclusive Ir per arc, Ir per instruction
+//! with `--dump-instr=yes`, and the `jump=`/`jcnd=` lines as `run_exact.rs`
+//! checks them). The wall times of both backends are printed
+//! (`cargo test --test run_backends -- --nocapture`).
+//!
+//! The translate backend does not report data accesses nor branches yet:
+//! with `--cache-sim=yes`, `--branch-sim=yes`, `--cacheuse=yes` (or
+//! Cachegrind's default cache simulation) `cgx run --backend=translate` is an
+//! error, before the program starts. An unknown backend is an error naming
+//! it. And on the programs it does not handle yet (threads, client requests,
+//! signals) it either gives the step backend's profiles or stops with exit
+//! status 1 and a message saying that the profile cannot be trusted: never a
+//! silently different profile.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use cgx_tests::run::{
+    assert_same_canonical_outputs, assert_same_figures, assert_status, assert_valgrinds_jumps,
+    build, conditional_rep_addresses, native, run, run_backend, Kind, Profiler, Run, TimedRun,
+};
+
+/// The prefix of the Callgrind files' names: the process id follows.
+const CALLGRIND: &str = "callgrind.out.";
+
+/// The prefix of the Cachegrind files' names.
+const CACHEGRIND: &str = "cachegrind.out.";
+
+/// The error of `--backend=translate` with a simulation.
+const NO_SIMULATION: &str = "cgx: --backend=translate does not simulate caches or branches yet \
+                             (issue 6); use --backend=step\n";
+
+/// One program run: its source in `tests/programs/run/`, its arguments (the
+/// word `{marker}` stands for a marker file's path), and its exit status.
+struct Case {
+    source: &'static str,
+    args: &'static [&'static str],
+    status: i32,
+}
+
+/// The command lines compared, after `-q` and the output file option: the
+/// options, the output file option (`{out}` the run's folder), and whether
+/// Valgrind's figures are compared too (with the Ir of every instruction when
+/// the options have `--dump-instr=yes`).
+const OPTION_SETS: &[(&[&str], &str, bool)] = &[
+    (&[], "--callgrind-out-file={out}/callgrind.out.%p", true),
+    (
+        &["--dump-instr=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        true,
+    ),
+    (
+        &["--collect-jumps=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        true,
+    ),
+    (
+        &["--dump-instr=yes", "--collect-jumps=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        true,
+    ),
+    (
+        &["--tool=cachegrind", "--cache-sim=no"],
+        "--cachegrind-out-file={out}/cachegrind.out.%p",
+        false,
+    ),
+];
+
+/// The arguments of `case`, `{marker}` replaced by `marker`.
+fn arguments(case: &Case, marker: &Path) -> Vec<String> {
+    case.args
+        .iter()
+        .map(|arg| arg.replace("{marker}", &marker.to_string_lossy()))
+        .collect()
+}
+
+/// Builds `case`'s program, runs it alone, then for each of the
+/// [`OPTION_SETS`] under both backends (and Valgrind), and asserts what the
+/// module documentation says. Prints the wall times.
+fn differential(case: &Case) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(case.source, Kind::NoLibc, dir.path());
+    let marker = dir.path().join("marker");
+    let args = arguments(case, &marker);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let alone = native(&program, &args, dir.path());
+    assert_status(&alone, case.status);
+    let conditional_rep = conditional_rep_addresses(&program);
+    let name = format!("{} {}", case.source, args.join(" "));
+    let name = name.trim_end();
+    let mut times = Vec::new();
+    for (index, (options, out_file, against_valgrind)) in OPTION_SETS.iter().enumerate() {
+        let folder = dir.path().join(index.to_string());
+        let options: Vec<&str> = ["-q", out_file]
+            .iter()
+            .chain(options.iter())
+            .copied()
+            .collect();
+        let context = format!("{name}, options {options:?}");
+        let backend = |backend: &str| {
+            let _ = fs::remove_file(&marker);
+            let timed = run_backend(backend, &options, &program, &args, &folder);
+            assert_status(&timed.run, case.status);
+            assert_eq!(
+                timed.run.stdout, alone.stdout,
+                "{}: stdout",
+                timed.run.command
+            );
+            if case.args.contains(&"{marker}") {
+                assert!(marker.exists(), "{}: no marker made", timed.run.command);
+            }
+            timed
+        };
+        let step = backend("step");
+        let translate = backend("translate");
+        let prefix = if out_file.contains(CACHEGRIND) {
+            CACHEGRIND
+        } else {
+            CALLGRIND
+        };
+        assert_same_canonical_outputs(
+            &step.run,
+            &translate.run,
+            prefix,
+            &format!("{context}: step and translate"),
+        );
+        let mut line = format!(
+            "{context}: step {:.3} s, translate {:.3} s",
+            step.wall.as_secs_f64(),
+            translate.wall.as_secs_f64()
+        );
+        if *against_valgrind {
+            let start = std::time::Instant::now();
+            let valgrind = run(Profiler::Valgrind, &options, &program, &args, &folder);
+            let wall = start.elapsed();
+            assert_status(&valgrind, case.status);
+            compare_with_valgrind(&valgrind, &[&step, &translate], &options, &conditional_rep);
+            line += &format!(", valgrind {:.3} s", wall.as_secs_f64());
+        }
+        times.push(line);
+    }
+    println!("wall times:\n  {}", times.join("\n  "));
+}
+
+/// Asserts that the profiles of `runs` (one file each) have Valgrind's
+/// figures; with `--dump-instr=yes`, per instruction, and with
+/// `--collect-jumps=yes` too, Valgrind's jumps (see [`assert_valgrinds_jumps`]).
+fn compare_with_valgrind(
+    valgrind: &Run,
+    runs: &[&TimedRun],
+    options: &[&str],
+    conditional_rep: &[u64],
+) {
+    let instructions = options.contains(&"--dump-instr=yes");
+    let jumps = instructions && options.contains(&"--collect-jumps=yes");
+    let expected = valgrind.profile();
+    for timed in runs {
+        let context = format!("{}, against valgrind", timed.run.command);
+        let actual = timed.run.profile();
+        assert_same_figures(&expected, &actual, instructions, &context);
+        if jumps {
+            assert_valgrinds_jumps(&expected, &actual, conditional_rep, &context);
+        }
+    }
+}
+
+#[test]
+fn exact_gives_the_same_profiles_under_both_backends() {
+    differential(&Case {
+        source: "exact.c",
+        args: &[],
+        status: 3,
+    });
+}
+
+#[test]
+fn streams_gives_the_same_profiles_under_both_backends() {
+    differential(&Case {
+        source: "streams.c",
+        args: &[],
+        status: 0,
+    });
+}
+
+#[test]
+fn crash_without_a_crash_gives_the_same_profiles_under_both_backends() {
+    differential(&Case {
+        source: "crash.c",
+        args: &[],
+        status: 0,
+    });
+    differential(&Case {
+        source: "crash.c",
+        args: &["marker", "{marker}"],
+        status: 0,
+    });
+}
+
+/// Runs `crash marker PATH` under `cgx run OPTIONS` and returns the run and
+/// whether the program ran (made its marker).
+fn crash_marker(options: &[&str], backend: &str) -> (Run, bool) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("crash.c", Kind::NoLibc, dir.path());
+    let marker = dir.path().join("marker");
+    let marker_arg = marker.to_string_lossy().into_owned();
+    let timed = run_backend(
+        backend,
+        options,
+        &program,
+        &["marker", &marker_arg],
+        dir.path(),
+    );
+    (timed.run, marker.exists())
+}
+
+/// With the translate backend every simulation is refused with one clear
+/// message, exit status 1, no file, and the program not started; the step
+/// backend runs the same command lines.
+#[test]
+fn the_translate_backend_refuses_simulations() {
+    for options in [
+        &["--cache-sim=yes"][..],
+        &["--branch-sim=yes"],
+        &["--cacheuse=yes"],
+        &["--cacheuse=yes", "--cache-sim=no"],
+        &["--LL=262144,8,64"],
+        &[
+            "--tool=cachegrind",
+            "--cachegrind-out-file={out}/cachegrind.out",
+        ],
+        &[
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--branch-sim=yes",
+            "--cachegrind-out-file={out}/cachegrind.out",
+        ],
+    ] {
+        let options: Vec<&str> = ["-q"].iter().chain(options).copied().collect();
+        let (translate, ran) = crash_marker(&options, "translate");
+        assert_status(&translate, 1);
+        assert_eq!(translate.stderr, NO_SIMULATION, "{}", translate.command);
+        assert!(!ran, "{}: the program ran", translate.command);
+        assert!(
+            translate.files.is_empty(),
+            "{}: files written: {:?}",
+            translate.command,
+            translate.files
+        );
+        let (step, ran) = crash_marker(&options, "step");
+        assert_status(&step, 0);
+        assert!(ran && step.files.len() == 1, "{}", step.command);
+        println!("{}: {}", translate.command, translate.stderr.trim());
+    }
+}
+
+/// `--backend=fast`: an error naming it and the backends there are, exit
+/// status 1, and the program not started.
+#[test]
+fn an_unknown_backend_is_an_error_naming_it() {
+    let (cgx, ran) = crash_marker(&["-q"], "fast");
+    assert_status(&cgx, 1);
+    assert_eq!(
+        cgx.stderr,
+        "cgx: bad option: --backend=fast: unknown backend 'fast' (the backends are 'step' \
+         and 'translate')\n",
+        "{}",
+        cgx.command
+    );
+    assert!(!ran, "{}: the program ran", cgx.command);
+    assert!(cgx.files.is_empty(), "{}: files written", cgx.command);
+    println!("{}: {}", cgx.command, cgx.stderr.trim());
+}
+
+/// On what the translate backend does not promise to handle yet (two
+/// threads, client requests with dumps on request, a program killed by
+/// SIGSEGV or SIGINT), `--backend=translate --dump-instr=yes` gives the step
+/// backend's exit status, stdout and profiles, or exit status 1 and a
+/// message that says the profile is incomplete and cannot be trusted (or
+/// that none was written). Prints which.
+#[test]
+fn the_translate_backend_is_right_or_says_it_is_not() {
+    for (source, args, status) in [
+        ("threads.c", &[][..], 0),
+        ("requests.c", &[], 0),
+        ("crash.c", &["segv"], 139),
+        ("crash.c", &["sigint"], 130),
+    ] {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let program: PathBuf = build(source, Kind::NoLibc, dir.path());
+        let options = [
+            "-q",
+            "--callgrind-out-file={out}/callgrind.out.%p",
+            "--dump-instr=yes",
+        ];
+        let step = run_backend("step", &options, &program, args, dir.path());
+        assert_status(&step.run, status);
+        let translate = run_backend("translate", &options, &program, args, dir.path());
+        let context = format!("{source} {}", args.join(" "));
+        let context = context.trim_end();
+        let times = format!(
+            "step {:.3} s, translate {:.3} s",
+            step.wall.as_secs_f64(),
+            translate.wall.as_secs_f64()
+        );
+        let translate = translate.run;
+        if translate.status == status {
+            assert_eq!(translate.stdout, step.run.stdout, "{context}: stdout");
+            assert_same_canonical_outputs(
+                &step.run,
+                &translate,
+                CALLGRIND,
+                &format!("{context}: step and translate"),
+            );
+            println!(
+                "{context}: the translate backend gives the step backend's profiles ({times})"
+            );
+        } else {
+            assert_status(&translate, 1);
+            let message = translate.stderr.trim_end();
+            assert!(
+                message.starts_with("cgx: --backend=translate cannot trace this program: ")
+                    && (message.ends_with(
+                        "; the profile written is incomplete and cannot be trusted \
+                         (--backend=step can)"
+                    ) && !translate.files.is_empty()
+                        || message.ends_with("; no profile was written (--backend=step can)")
+                            && translate.files.is_empty()),
+                "{context}: exit status 1 without saying that the profile cannot be trusted \
+                 (files {:?}):\n{}",
+                translate.files,
+                translate.stderr
+            );
+            println!("{context}: the translate backend refuses: {message}");
+        }
+    }
+}
