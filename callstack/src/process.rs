@@ -227,6 +227,15 @@ impl Process {
             });
             return;
         }
+        if !self.simulation.simulates_fetches() {
+            // Only Ir: no simulator to ask.
+            let thread = self.thread(tid);
+            thread.instruction(addr, len);
+            if let Some(cost) = thread.last_cost() {
+                cost[0] += 1;
+            }
+            return;
+        }
         self.thread(tid).instruction(addr, len);
         let owner = self.owner(tid);
         self.add_to_last(tid, |simulation, cost| {

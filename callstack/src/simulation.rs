@@ -49,6 +49,11 @@ impl Simulation {
         })
     }
 
+    /// Whether instruction fetches are simulated (else they only count Ir).
+    pub fn simulates_fetches(&self) -> bool {
+        self.caches.is_some()
+    }
+
     /// Adds the costs of fetching the instruction of `len` bytes at `addr`
     /// (its `Ir` included) to `cost`.
     pub fn fetch(&mut self, addr: u64, len: u8, owner: Owner, cost: &mut [u64]) {
