@@ -165,6 +165,12 @@ impl EventSink for Collector {
         self.process(thread.pid).instruction(thread.tid, addr, len);
     }
 
+    fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
+        let process = self.process(thread.pid);
+        process.block(thread.tid, block);
+        process.instructions(thread.tid, instructions);
+    }
+
     fn data_access(&mut self, thread: Thread, access: DataAccess) {
         self.process(thread.pid).data_access(thread.tid, access);
     }

@@ -243,6 +243,22 @@ impl Process {
         });
     }
 
+    /// The instructions of a whole block executed on thread `tid`, with no
+    /// other event between them: without simulation they are pending in
+    /// one go.
+    pub fn instructions(&mut self, tid: i32, instructions: &[(u64, u8)]) {
+        if !self.instrumenting {
+            return;
+        }
+        if self.options.cachegrind || self.simulation.simulates_fetches() {
+            for &(addr, len) in instructions {
+                self.instruction(tid, addr, len);
+            }
+            return;
+        }
+        self.thread(tid).instructions_ir(instructions);
+    }
+
     /// A data access of the instruction last executed on thread `tid`.
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
         if self.instrumenting {

@@ -215,6 +215,21 @@ impl ThreadState {
         }
     }
 
+    /// Executed instructions of the current block that only count their Ir.
+    pub fn instructions_ir(&mut self, instructions: &[(u64, u8)]) {
+        let events = self.events;
+        let Some(block) = self.state().block.as_mut() else {
+            return;
+        };
+        for &(addr, len) in instructions {
+            block.pending.push(addr);
+            let start = block.pending_costs.len();
+            block.pending_costs.resize(start + events, 0);
+            block.pending_costs[start] = 1;
+            block.last = Some((addr, len));
+        }
+    }
+
     /// The cost of the instruction last executed, to add its events to.
     pub fn last_cost(&mut self) -> Option<&mut [u64]> {
         let events = self.events;

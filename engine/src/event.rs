@@ -115,6 +115,18 @@ pub trait EventSink {
     /// block, as in Valgrind.
     fn instruction(&mut self, thread: Thread, addr: u64, len: u8);
 
+    /// `thread` runs a whole block: `block` starts and all of `instructions`
+    /// (address, length) execute in order, with no other event between them.
+    /// A backend that knows whole blocks (translate) reports them this way,
+    /// so a sink can take them in one call; the default reports
+    /// [`EventSink::block`] and then each [`EventSink::instruction`].
+    fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
+        self.block(thread, block);
+        for &(addr, len) in instructions {
+            self.instruction(thread, addr, len);
+        }
+    }
+
     /// A data access of the instruction last reported by
     /// [`EventSink::instruction`] on `thread` (events come in the order
     /// Valgrind's instrumentation sees them: loads before stores).

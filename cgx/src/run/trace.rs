@@ -132,6 +132,17 @@ impl Tap<'_> {
         }
     }
 
+    /// Tells the listener when a process runs its first block.
+    fn notice(&mut self, pid: i32) {
+        if self.last_pid != Some(pid) {
+            self.last_pid = Some(pid);
+            if !self.started.contains(&pid) {
+                self.started.push(pid);
+                self.listener.process_started(pid);
+            }
+        }
+    }
+
     fn take_dumps(&mut self) {
         let dumps = self.collector.take_dumps();
         self.deliver(dumps);
@@ -141,14 +152,13 @@ impl Tap<'_> {
 impl EventSink for Tap<'_> {
     #[inline]
     fn block(&mut self, thread: Thread, block: Block) {
-        if self.last_pid != Some(thread.pid) {
-            self.last_pid = Some(thread.pid);
-            if !self.started.contains(&thread.pid) {
-                self.started.push(thread.pid);
-                self.listener.process_started(thread.pid);
-            }
-        }
+        self.notice(thread.pid);
         self.collector.block(thread, block);
+    }
+
+    fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
+        self.notice(thread.pid);
+        self.collector.block_executed(thread, block, instructions);
     }
 
     #[inline]
