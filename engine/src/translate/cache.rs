@@ -32,6 +32,10 @@ struct Translation {
     instructions: Vec<(u64, u8)>,
     /// Its last instruction.
     last: End,
+    /// Which exits jump to a translation (not to their stub).
+    linked: Vec<bool>,
+    /// Whether it is still reachable (not dropped by an invalidation).
+    alive: bool,
 }
 
 /// A translated block as the replay needs it: its address, its
@@ -48,6 +52,12 @@ pub(super) enum Stub {
         id: u32,
         /// Its exit.
         exit: usize,
+    },
+    /// Translation `id` (ending in `syscall`) is about to make a system
+    /// call the tracer watches (`invalidate`).
+    Syscall {
+        /// The translation.
+        id: u32,
     },
     /// The lookup routine of region `region` missed; the target is in
     /// that region's `target` slot.
@@ -75,6 +85,11 @@ impl Region {
     fn new(layout: Layout, table: u64, memory: &Memory) -> Result<Region> {
         memory.write_u64(layout.table_base(), table)?;
         memory.write(layout.gadget(), &super::layout::GADGET)?;
+        let mut filter = vec![0u8; super::layout::SYSCALL_FILTER_SIZE as usize];
+        for &number in super::invalidate::WATCHED {
+            filter[number as usize] = 1;
+        }
+        memory.write(layout.syscall_filter(), &filter)?;
         let lookup = layout.code();
         let (bytes, miss) =
             translator::lookup_routine(&layout, lookup).map_err(Error::Unexpected)?;
@@ -104,8 +119,14 @@ pub(super) struct Cache {
     by_entry: BTreeMap<u64, u32>,
     /// Exit stubs.
     stubs: HashMap<u64, (u32, usize)>,
+    /// System call traps.
+    syscall_traps: HashMap<u64, u32>,
     /// Blocks that are stepped, with the reason.
     refused: HashMap<u64, (Option<DecodedBlock>, Refusal)>,
+    /// The exits linked to the translation of each original address.
+    incoming: HashMap<u64, Vec<(u32, usize)>>,
+    /// The original address in each filled indirect-branch table entry.
+    table: HashMap<u64, u64>,
 }
 
 impl Cache {
@@ -119,7 +140,10 @@ impl Cache {
             entries: HashMap::new(),
             by_entry: BTreeMap::new(),
             stubs: HashMap::new(),
+            syscall_traps: HashMap::new(),
             refused: HashMap::new(),
+            incoming: HashMap::new(),
+            table: HashMap::new(),
         })
     }
 
@@ -176,6 +200,9 @@ impl Cache {
     pub fn stub(&self, addr: u64) -> Option<Stub> {
         if let Some(region) = self.regions.iter().position(|r| r.miss == addr) {
             return Some(Stub::Miss { region });
+        }
+        if let Some(&id) = self.syscall_traps.get(&addr) {
+            return Some(Stub::Syscall { id });
         }
         self.stubs
             .get(&addr)
@@ -252,8 +279,21 @@ impl Cache {
         }
         memory.write(emitted.at, &emitted.bytes)?;
         region.free = align(end);
+        if let Some(trap) = emitted.syscall_trap {
+            self.syscall_traps.insert(trap, id);
+        }
+        let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
             self.stubs.insert(exit.stub, (id, index));
+            let to = self.entries.get(&exit.target).copied();
+            let is_linked = to.is_some_and(|to| translator::reachable(exit.slot, to));
+            if is_linked {
+                self.incoming
+                    .entry(exit.target)
+                    .or_default()
+                    .push((id, index));
+            }
+            linked.push(is_linked);
         }
         self.entries.insert(addr, emitted.entry);
         self.by_entry.insert(emitted.entry, id);
@@ -264,29 +304,147 @@ impl Cache {
             exits: emitted.exits,
             instructions,
             last,
+            linked,
+            alive: true,
         });
         Ok(Some(emitted.entry))
     }
 
     /// Links exit `exit` of translation `id` to `entry`.
-    pub fn link(&self, memory: &Memory, id: u32, exit: usize, entry: u64) -> Result<()> {
-        let Some(slot) = self
-            .translations
-            .get(id as usize)
-            .and_then(|translation| translation.exits.get(exit))
-        else {
+    pub fn link(&mut self, memory: &Memory, id: u32, exit: usize, entry: u64) -> Result<()> {
+        let Some(translation) = self.translations.get_mut(id as usize) else {
             return Ok(());
         };
-        if !translator::reachable(slot.slot, entry) {
-            // Another region out of rel32 reach: the stub stays (a trap).
+        let Some(&slot) = translation.exits.get(exit) else {
+            return Ok(());
+        };
+        if translation.linked[exit] || !translator::reachable(slot.slot, entry) {
+            // Linked already, or another region out of rel32 reach: the
+            // stub stays (a trap).
             return Ok(());
         }
-        memory.write(slot.slot, &translator::slot_jump(slot.slot, entry))
+        memory.write(slot.slot, &translator::slot_jump(slot.slot, entry))?;
+        translation.linked[exit] = true;
+        self.incoming
+            .entry(slot.target)
+            .or_default()
+            .push((id, exit));
+        Ok(())
+    }
+
+    /// Translates ahead from the translation of `from` along direct edges
+    /// (exits through slots, and the return continuations of calls, which
+    /// are also entered in the indirect-branch table), breadth first, up to
+    /// `budget` new translations, only at addresses `allowed` accepts;
+    /// links the exits to them. Returns how many it made.
+    pub fn translate_ahead(
+        &mut self,
+        memory: &Memory,
+        from: u64,
+        budget: usize,
+        allowed: &dyn Fn(u64) -> bool,
+    ) -> Result<usize> {
+        let mut made = 0;
+        let Some(&entry) = self.entries.get(&from) else {
+            return Ok(0);
+        };
+        let Some(&first) = self.by_entry.get(&entry) else {
+            return Ok(0);
+        };
+        let mut queue = std::collections::VecDeque::from([first]);
+        while let Some(id) = queue.pop_front() {
+            let translation = &self.translations[id as usize];
+            let mut next: Vec<(Option<usize>, u64)> = translation
+                .exits
+                .iter()
+                .enumerate()
+                .filter(|&(index, _)| !translation.linked[index])
+                .map(|(index, exit)| (Some(index), exit.target))
+                .collect();
+            if translation.last.flow == crate::flow::Flow::Call {
+                next.push((None, translation.last.next()));
+            }
+            for (exit, target) in next {
+                let known = self.entries.contains_key(&target);
+                if !known
+                    && (made >= budget
+                        || self.refused.contains_key(&target)
+                        || !allowed(target)
+                        || !self.has_region_near(target))
+                {
+                    continue;
+                }
+                let Some(to) = self.get_or_translate(memory, target)? else {
+                    continue;
+                };
+                if !known {
+                    made += 1;
+                    if let Some(&new) = self.by_entry.get(&to) {
+                        queue.push_back(new);
+                    }
+                }
+                match exit {
+                    Some(exit) => self.link(memory, id, exit, to)?,
+                    None if !known => self.enter_indirect(memory, target, to)?,
+                    None => {}
+                }
+            }
+        }
+        Ok(made)
+    }
+
+    /// Where translation `id`, ending in `syscall`, goes on after it: its
+    /// exit slot 0, and the original address after the `syscall`.
+    pub fn after_syscall(&self, id: u32) -> Option<(u64, u64)> {
+        let translation = self.translations.get(id as usize)?;
+        let exit = translation.exits.first()?;
+        Some((exit.slot, exit.target))
+    }
+
+    /// Drops the translations (and the refusals) of blocks with bytes in
+    /// `start..end`: their lookup-table entries are cleared and the exits
+    /// linked to them go back to their stubs, so the next execution there
+    /// translates the code anew. Returns how many translations it dropped.
+    pub fn invalidate(&mut self, memory: &Memory, start: u64, end: u64) -> Result<usize> {
+        let overlaps = |block: &DecodedBlock| block.addr < end && block.last().next() > start;
+        self.refused.retain(|&addr, (block, _)| match block {
+            Some(block) => !overlaps(block),
+            None => !(start..end).contains(&addr),
+        });
+        let dead: Vec<usize> = self
+            .translations
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.alive && overlaps(&t.block))
+            .map(|(id, _)| id)
+            .collect();
+        let mask = super::layout::TABLE_ENTRIES - 1;
+        for &id in &dead {
+            self.translations[id].alive = false;
+            let addr = self.translations[id].block.addr;
+            self.entries.remove(&addr);
+            if self.table.get(&(addr & mask)) == Some(&addr) {
+                self.table.remove(&(addr & mask));
+                memory.write(self.layout().table_entry(addr), &[0u8; 16])?;
+            }
+            for (from, exit) in self.incoming.remove(&addr).unwrap_or_default() {
+                let translation = &mut self.translations[from as usize];
+                if !translation.linked[exit] {
+                    continue;
+                }
+                let slot = translation.exits[exit];
+                memory.write(slot.slot, &translator::slot_jump(slot.slot, slot.stub))?;
+                translation.linked[exit] = false;
+            }
+        }
+        Ok(dead.len())
     }
 
     /// Enters `target` → `entry` in the indirect-branch table.
-    pub fn enter_indirect(&self, memory: &Memory, target: u64, entry: u64) -> Result<()> {
+    pub fn enter_indirect(&mut self, memory: &Memory, target: u64, entry: u64) -> Result<()> {
         let at = self.layout().table_entry(target);
+        self.table
+            .insert(target & (super::layout::TABLE_ENTRIES - 1), target);
         let mut bytes = [0u8; 16];
         bytes[..8].copy_from_slice(&target.to_le_bytes());
         bytes[8..].copy_from_slice(&entry.to_le_bytes());

@@ -15,7 +15,8 @@
 //!   address, filled by the tracer, read by the lookup routine;
 //! - the code cache: a `syscall; int3` gadget (the tracer runs its
 //!   injected system calls there once the original code is not
-//!   executable), the lookup routine, then the translations.
+//!   executable), the system call filter (data), the lookup routine, then
+//!   the translations.
 //!
 //! Every region has this layout; the record buffer, the cursor and the
 //! table of the first region are the ones all regions use (translations
@@ -49,6 +50,10 @@ const JUMP: u64 = 32;
 const CURSOR: u64 = 40;
 const TABLE_BASE: u64 = 48;
 const TEMP: u64 = 56;
+/// Bytes of the system call filter: one per value of the low 16 bits of a
+/// system call number, 1 where the translation of `syscall` traps before
+/// it.
+pub(super) const SYSCALL_FILTER_SIZE: u64 = 1 << 16;
 
 /// Where the parts of the region are in the tracee.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,9 +124,14 @@ impl Layout {
     pub fn landing_pad(&self) -> u64 {
         self.gadget() + 8
     }
-    /// The code cache (after the gadget).
-    pub fn code(&self) -> u64 {
+    /// The system call filter ([`SYSCALL_FILTER_SIZE`] bytes, after the
+    /// gadget: 1 at each number the tracer watches, see `invalidate`).
+    pub fn syscall_filter(&self) -> u64 {
         self.gadget() + GADGET_SPACE
+    }
+    /// The code cache (after the system call filter).
+    pub fn code(&self) -> u64 {
+        self.syscall_filter() + SYSCALL_FILTER_SIZE
     }
     /// One past the code cache.
     pub fn end(&self) -> u64 {

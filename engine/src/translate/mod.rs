@@ -8,7 +8,12 @@
 //! backend reports (`buffer`). ptrace stops happen only to translate a
 //! block the first time an exit reaches it (exits are then linked block to
 //! block), on a miss of the in-tracee lookup of indirect targets, when the
-//! buffer is full, and at the end.
+//! buffer is full, before a system call that may change code mappings
+//! (below), and at the end. Each time it translates a block the tracer
+//! also translates ahead along its direct edges (exits through slots, and
+//! the return continuation of a call, entered in the lookup table), up to
+//! 32 blocks, in protected code only, and links them: most first arrivals
+//! then need no stop.
 //!
 //! Regions: the first region is mapped near the first instruction (ld.so's
 //! entry for a dynamically linked program); another one is mapped lazily
@@ -37,9 +42,19 @@
 //!   `int`/`int3`/`ud2`/`hlt`/`iret`/far transfers, operands out of reach of
 //!   the cache) are single-stepped from their original code, made
 //!   executable for the steps ([`Outcome::stepped_blocks`]).
-//! - no invalidation: code rewritten, unmapped or remapped after it was
-//!   translated keeps running the old translation; a program's own
-//!   `mprotect` that makes protected code executable again is not undone.
+//! - invalidation (`invalidate`): the translation of `syscall` traps
+//!   before `mmap`, `mprotect`, `pkey_mprotect`, `munmap`, `mremap`,
+//!   `remap_file_pages` and discarding `madvise` (a flag-free check of the
+//!   number in a table); the tracer runs the call, drops the translations
+//!   of the changed range (links and lookup-table entries too) and takes
+//!   PROT_EXEC again from what became executable (a program's own
+//!   `mprotect(PROT_EXEC)`). So a JIT's write-then-mprotect and remapped
+//!   code are seen. Not seen: stores into translated code with no watched
+//!   call between the store and the next execution (self-modifying code in
+//!   a writable and executable mapping), code rewritten by the kernel (`read`, `pwrite` into a shared mapping
+//!   without remapping), `brk`, `shmat`/`shmdt`, system calls made by
+//!   stepped (refused) blocks, and a signal arriving while the tracer runs
+//!   a watched call (an error).
 //! - a direct exit to a translation in another region out of rel32 reach
 //!   is not linked (it traps each time).
 
@@ -47,6 +62,7 @@ mod blocks;
 mod buffer;
 mod cache;
 mod inject;
+mod invalidate;
 mod layout;
 mod protect;
 mod ptrace;
@@ -86,6 +102,9 @@ pub struct Outcome {
     /// Executable mappings of the program made non-executable (see
     /// "Escapes" above).
     pub protected: u64,
+    /// Translations dropped because their code may have changed (see
+    /// `invalidate`).
+    pub invalidated: u64,
     /// Code-cache regions mapped (one per group of code mappings within
     /// ±2 GB of each other).
     pub regions: u64,

@@ -11,10 +11,10 @@
 //! reaches it. A block the translator refuses is stepped from its original
 //! code, its pages made executable for the steps.
 //!
-//! Not done yet: a program's own later `mprotect` that makes protected code
-//! executable again is not seen until a translation is made there, and
-//! translations are not invalidated when their code is unmapped or
-//! rewritten.
+//! The program's own `mmap`, `mprotect`, `munmap` and `mremap` are watched
+//! (`invalidate`): the protection of the range they changed is forgotten
+//! and the mappings are scanned again at once, so code made executable
+//! again loses PROT_EXEC again.
 
 use crate::error::Result;
 
@@ -56,6 +56,32 @@ impl Protection {
         self.ranges
             .iter()
             .any(|range| (range.start..range.end).contains(&addr))
+    }
+
+    /// Forgets the protection of `start..end` (its mappings were changed):
+    /// executable mappings there are protected again by the next
+    /// [`Protection::scan`].
+    pub fn forget(&mut self, start: u64, end: u64) {
+        let mut kept = Vec::with_capacity(self.ranges.len());
+        for range in self.ranges.drain(..) {
+            if range.end <= start || end <= range.start {
+                kept.push(range);
+                continue;
+            }
+            if range.start < start {
+                kept.push(Range {
+                    end: start,
+                    ..range
+                });
+            }
+            if end < range.end {
+                kept.push(Range {
+                    start: end,
+                    ..range
+                });
+            }
+        }
+        self.ranges = kept;
     }
 
     /// Takes PROT_EXEC from every executable mapping of `pid` that is not

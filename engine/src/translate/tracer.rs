@@ -1,6 +1,7 @@
 //! The tracing loop of the translate backend: runs the tracee in its code
 //! cache with `PTRACE_CONT` and serves its stops: an exit stub or a lookup
-//! miss (translate the target, link the exit or fill the table, go on), a
+//! miss (translate the target and ahead of it, link the exit or fill the
+//! table, go on), a watched system call (`invalidate`), a
 //! full record buffer (drain, restart the block's prologue), a refused
 //! block (drain, step it), the thread's exit (drain the rest).
 
@@ -10,6 +11,7 @@ use crate::event::{EventSink, Exit, Thread};
 use super::buffer::{drain, Replay, Saved};
 use super::cache::{Cache, Stub};
 use super::inject;
+use super::invalidate;
 use super::protect::{Injector, Protection};
 use super::ptrace::{self, Memory, Regs};
 use super::signals::{self, Frame};
@@ -29,6 +31,9 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     protection: Protection,
     outcome: Outcome,
 }
+
+/// Most blocks translated ahead per stop.
+const AHEAD: usize = 32;
 
 /// What to do after a stop.
 enum Next {
@@ -75,6 +80,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 regions: 1,
                 faults: 0,
                 protected: 0,
+                invalidated: 0,
             },
         })
     }
@@ -153,10 +159,12 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     })?;
                     if let Some(entry) = self.cache.get_or_translate(&self.memory, target)? {
                         self.cache.link(&self.memory, id, exit, entry)?;
+                        self.translate_ahead(target)?;
                     }
                     regs.rip = target;
                     return self.enter(&mut regs);
                 }
+                Some(Stub::Syscall { id }) => return self.watched_syscall(id, regs),
                 None if stub == layout.landing_pad() => return self.handler_returned(&mut regs),
                 None => {}
             }
@@ -188,6 +196,58 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             return self.deliver(signal);
         }
         Ok(Next::Resume(signal))
+    }
+
+    /// Translation `id` is about to make a system call that may change
+    /// code mappings (`invalidate`): runs it from the gadget with a single
+    /// step, drops the translations of what it changed, protects the
+    /// executable mappings it made, and resumes after the `syscall`.
+    fn watched_syscall(&mut self, id: u32, call: Regs) -> Result<Next> {
+        let tid = self.thread.tid;
+        let (slot, next) = self.cache.after_syscall(id).ok_or_else(|| {
+            Error::Unexpected("translate: a system call trap without a continuation".into())
+        })?;
+        let mut regs = call;
+        regs.rip = self.cache.layout().gadget();
+        ptrace::set_regs(tid, &regs)?;
+        ptrace::single_step(tid, 0)?;
+        let status = ptrace::wait(tid)?;
+        self.outcome.stops += 1;
+        if !(libc::WIFSTOPPED(status)
+            && libc::WSTOPSIG(status) == libc::SIGTRAP
+            && status >> 16 == 0)
+        {
+            return Err(Error::Unexpected(format!(
+                "translate: a watched system call stopped with status {status:#x}"
+            )));
+        }
+        let mut regs = ptrace::regs(tid)?;
+        regs.rcx = next;
+        regs.rip = slot;
+        ptrace::set_regs(tid, &regs)?;
+        let mut remapped = false;
+        for range in invalidate::affected(&call, regs.rax) {
+            self.outcome.invalidated +=
+                self.cache
+                    .invalidate(&self.memory, range.start, range.end)? as u64;
+            if range.remapped {
+                self.protection.forget(range.start, range.end);
+                remapped = true;
+            }
+        }
+        if remapped {
+            let injector = Injector {
+                tid,
+                memory: &self.memory,
+                regs: &regs,
+                gadget: self.cache.layout().gadget(),
+            };
+            let protected =
+                self.protection
+                    .scan(self.thread.pid, injector, self.cache.regions())?;
+            self.outcome.protected += protected as u64;
+        }
+        Ok(Next::Resume(0))
     }
 
     /// Delivers `signal`, which the program catches, stopping at its
@@ -256,6 +316,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             }
             if let Some(entry) = self.cache.get_or_translate(&self.memory, target)? {
                 self.cache.enter_indirect(&self.memory, target, entry)?;
+                self.translate_ahead(target)?;
                 regs.rip = entry;
                 ptrace::set_regs(tid, regs)?;
                 return Ok(Next::Resume(0));
@@ -305,6 +366,17 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 }
             }
         }
+    }
+
+    /// Translates ahead of the translation of `from` along its direct
+    /// edges ([`Cache::translate_ahead`]), in protected code only (code
+    /// the thread can only reach through the cache).
+    fn translate_ahead(&mut self, from: u64) -> Result<()> {
+        let protection = &self.protection;
+        let allowed = |addr: u64| protection.covers(addr);
+        self.cache
+            .translate_ahead(&self.memory, from, AHEAD, &allowed)?;
+        Ok(())
     }
 
     /// Maps a region near `addr` when none can take its translations

@@ -8,6 +8,7 @@
 //!           exit slot 1: jmp rel32
 //!           stub 0: int3                (the tracer translates the target and patches slot 0)
 //!           stub 1: int3
+//!           [system call trap: int3     (a block ending in `syscall`)]
 //!           int3 padding to 16 bytes
 //! entry:    prologue: append the record (id, rsp) at the cursor, with rax
 //!           saved in a data slot (mov/lea only: flags untouched)
@@ -29,7 +30,9 @@
 //! (the REP instruction's own block, so every further iteration appends
 //! its own record). Other ends (system call, the 60-instruction limit,
 //! `pause`, `clflush`) run natively and go to slot 0, the next
-//! instruction.
+//! instruction. A `syscall` is preceded by a check of its number (the
+//! region's filter, see `invalidate`) that jumps to the system call trap
+//! for the calls that may change code mappings.
 //!
 //! The lookup routine (entered with the target in rax and the program's
 //! rax in its slot) saves the flags with `lahf`/`seto`, looks the target up
@@ -79,6 +82,9 @@ pub(super) struct Emitted {
     pub entry: u64,
     /// Its exits through slots.
     pub exits: Vec<ExitSlot>,
+    /// The `int3` taken before a watched system call (a block ending in
+    /// `syscall`).
+    pub syscall_trap: Option<u64>,
 }
 
 /// The `jmp rel32` bytes of a slot at `slot` jumping to `to`.
@@ -281,7 +287,14 @@ pub(super) fn translate(
     }
     let targets = exit_targets(block);
     let count = targets.len() as u64;
-    let header = (count * (SLOT_LEN + 1) + 15) & !15;
+    let watches_syscall = !block.last().rep
+        && block.last().flow == Flow::SystemCall
+        && block
+            .last()
+            .instruction
+            .is_some_and(|instruction| instruction.mnemonic() == Mnemonic::Syscall);
+    let header = (count * (SLOT_LEN + 1) + u64::from(watches_syscall) + 15) & !15;
+    let syscall_trap = watches_syscall.then_some(at + count * (SLOT_LEN + 1));
     let entry = at + header;
     let exits: Vec<ExitSlot> = targets
         .iter()
@@ -413,6 +426,30 @@ pub(super) fn translate(
                 code.jump(Code::Jmp_rel32_64, lookup)?;
             }
             Flow::SystemCall => {
+                if let Some(trap) = syscall_trap {
+                    // rcx and r11 are free (the kernel overwrites them):
+                    // trap when the filter has a 1 at the number's low 16
+                    // bits (no flag changed: `jrcxz`).
+                    const SYSCALL: u64 = 1;
+                    code.push(Instruction::with2(
+                        Code::Movzx_r32_rm16,
+                        Register::ECX,
+                        Register::AX,
+                    ))?;
+                    code.push(Instruction::with2(
+                        Code::Lea_r64_m,
+                        Register::R11,
+                        slot(layout.syscall_filter()),
+                    ))?;
+                    code.push(Instruction::with2(
+                        Code::Movzx_r32_rm8,
+                        Register::ECX,
+                        MemoryOperand::with_base_index(Register::R11, Register::RCX),
+                    ))?;
+                    code.jump(Code::Jrcxz_rel8_64, SYSCALL)?;
+                    code.jump(Code::Jmp_rel32_64, trap)?;
+                    instruction.set_ip(SYSCALL);
+                }
                 // The kernel leaves the address after the `syscall` in rcx:
                 // the program sees its original one.
                 code.list.push(instruction);
@@ -459,6 +496,7 @@ pub(super) fn translate(
         bytes,
         entry,
         exits,
+        syscall_trap,
     })
 }
 
