@@ -102,6 +102,26 @@ struct CurrentBlock {
     cost_table: Option<(u64, usize)>,
 }
 
+/// What the next block needs of the previous one.
+#[derive(Clone, Copy, Debug)]
+struct LastBlock {
+    addr: u64,
+    info: BlockInfo,
+    centre: Centre,
+    last: Option<(u64, u8)>,
+}
+
+impl CurrentBlock {
+    fn summary(&self) -> LastBlock {
+        LastBlock {
+            addr: self.addr,
+            info: self.info,
+            centre: self.centre,
+            last: self.last,
+        }
+    }
+}
+
 /// The execution state of a thread, or of a signal handler running on it.
 #[derive(Clone, Debug)]
 struct ExecState {
@@ -336,7 +356,7 @@ impl ThreadState {
         info: BlockInfo,
     ) {
         self.charge_pending(shared);
-        let last = self.state_ref().block.clone();
+        let last = self.state_ref().block.as_ref().map(CurrentBlock::summary);
         let arrived_by_call = arrival == Arrival::Call;
         let conditional = matches!(arrival, Arrival::Jump { conditional: true });
         let mut kind = match arrival {

@@ -76,17 +76,19 @@ impl Replay {
         self.previous = Some((end, count));
     }
 
-    /// Reports a whole block's instructions (`block`, its last `last`).
+    /// Reports a whole block executed at `addr` with stack pointer `sp`:
+    /// its instructions `block` (the last one `last`), in one call.
     fn whole_block<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         thread: Thread,
+        (addr, sp): (u64, u64),
         block: &[(u64, u8)],
         last: End,
     ) {
-        for &(addr, len) in block {
-            sink.instruction(thread, addr, len);
-        }
+        let arrival = self.arrival(addr);
+        sink.block_executed(thread, Block { addr, sp, arrival }, block);
+        self.blocks += 1;
         self.instructions += block.len() as u64;
         self.previous = Some((last, block.len() as u32));
     }
@@ -123,8 +125,7 @@ pub(super) fn drain<S: EventSink + ?Sized>(
         let (addr, instructions, last) = cache.replay_info(id).ok_or_else(|| {
             Error::Unexpected(format!("translate: a record of unknown translation {id}"))
         })?;
-        replay.block(sink, thread, addr, sp);
-        replay.whole_block(sink, thread, instructions, last);
+        replay.whole_block(sink, thread, (addr, sp), instructions, last);
     }
     memory.write_u64(layout.cursor(), layout.buffer())?;
     Ok(bytes.len() as u64 / RECORD_SIZE)
