@@ -65,44 +65,23 @@ impl EventSet {
             names.len() - 1
         };
         let cache = options.cache_sim.then(|| {
-            if options.cachegrind {
-                let i1mr = column(&mut names, "I1mr");
-                let ilmr = column(&mut names, "ILmr");
-                let dr = column(&mut names, "Dr");
-                let d1mr = column(&mut names, "D1mr");
-                let dlmr = column(&mut names, "DLmr");
-                let dw = column(&mut names, "Dw");
-                let d1mw = column(&mut names, "D1mw");
-                let dlmw = column(&mut names, "DLmw");
-                CacheColumns {
-                    dr,
-                    dw,
-                    i1mr,
-                    d1mr,
-                    d1mw,
-                    ilmr,
-                    dlmr,
-                    dlmw,
-                }
+            let order: [&'static str; 8] = if options.cachegrind {
+                ["I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw"]
             } else {
-                let dr = column(&mut names, "Dr");
-                let dw = column(&mut names, "Dw");
-                let i1mr = column(&mut names, "I1mr");
-                let d1mr = column(&mut names, "D1mr");
-                let d1mw = column(&mut names, "D1mw");
-                let ilmr = column(&mut names, "ILmr");
-                let dlmr = column(&mut names, "DLmr");
-                let dlmw = column(&mut names, "DLmw");
-                CacheColumns {
-                    dr,
-                    dw,
-                    i1mr,
-                    d1mr,
-                    d1mw,
-                    ilmr,
-                    dlmr,
-                    dlmw,
-                }
+                ["Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw"]
+            };
+            let start = names.len();
+            names.extend(order);
+            let at = |name: &str| start + order.iter().position(|&n| n == name).unwrap_or(0);
+            CacheColumns {
+                dr: at("Dr"),
+                dw: at("Dw"),
+                i1mr: at("I1mr"),
+                d1mr: at("D1mr"),
+                d1mw: at("D1mw"),
+                ilmr: at("ILmr"),
+                dlmr: at("DLmr"),
+                dlmw: at("DLmw"),
             }
         });
         let branch = options.branch_sim.then(|| BranchColumns {

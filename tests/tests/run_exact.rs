@@ -16,8 +16,8 @@ use std::collections::BTreeMap;
 use cgx_tests::clients::callgrind_annotate;
 use cgx_tests::compare::assert_same_rows;
 use cgx_tests::run::{
-    arcs, assert_clients_load, assert_same_figures, assert_status, build, native, run, self_ir,
-    Kind, Profiler,
+    arcs, assert_clients_load, assert_same_figures, assert_status, assert_valgrinds_jumps, build,
+    conditional_rep_addresses, native, run, self_ir, Kind, Profiler,
 };
 use cgx_tests::successful_output_of;
 
@@ -65,59 +65,12 @@ fn collect_jumps_gives_valgrinds_jumps() {
     let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
     assert_status(&cgx, STATUS);
     let conditional_rep = conditional_rep_addresses(&program);
-    let jumps = |profile: &cgx_formats::Profile| {
-        let canonical = cgx_formats::canonical(profile);
-        canonical.parts[0].jumps.clone()
-    };
-    let (expected, actual) = (jumps(&valgrind.profile()), jumps(&cgx.profile()));
-    assert!(!expected.is_empty(), "Valgrind's profile has no jumps");
-    let is_conditional_rep = |key: &cgx_formats::JumpKey| {
-        let ((_, _, at), _, _, target, conditional) = key;
-        *conditional && at.instr == target.instr && conditional_rep.contains(&at.instr)
-    };
-    let (rep_expected, rest_expected): (BTreeMap<_, _>, BTreeMap<_, _>) = expected
-        .into_iter()
-        .partition(|(key, _)| is_conditional_rep(key));
-    let (rep_actual, rest_actual): (BTreeMap<_, _>, BTreeMap<_, _>) = actual
-        .into_iter()
-        .partition(|(key, _)| is_conditional_rep(key));
-    assert_same_rows(
-        &rest_expected,
-        &rest_actual,
-        "exact.c: jump= and jcnd= lines",
+    assert_valgrinds_jumps(
+        &valgrind.profile(),
+        &cgx.profile(),
+        &conditional_rep,
+        "exact.c",
     );
-    assert_eq!(
-        rep_expected.keys().collect::<Vec<_>>(),
-        rep_actual.keys().collect::<Vec<_>>(),
-        "exact.c: conditional REP self-loops"
-    );
-    for (key, (executed, taken)) in &rep_expected {
-        let (actual_executed, actual_taken) = rep_actual[key];
-        assert_eq!(actual_taken, *taken, "{key:?}: taken");
-        assert!(actual_executed >= *executed, "{key:?}: executed");
-    }
-    println!(
-        "exact.c: {} jumps equal, {} conditional REP self-loops with equal taken counts",
-        rest_expected.len(),
-        rep_expected.len()
-    );
-}
-
-/// Addresses of the conditional REP string instructions of `program`.
-fn conditional_rep_addresses(program: &std::path::Path) -> Vec<u64> {
-    let code = successful_output_of(
-        std::process::Command::new("objdump")
-            .args(["-d", "--no-show-raw-insn"])
-            .arg(program),
-    );
-    String::from_utf8_lossy(&code.stdout)
-        .lines()
-        .filter(|line| line.contains("repz cmps") || line.contains("repnz scas"))
-        .filter_map(|line| {
-            let address = line.trim().split(':').next()?;
-            u64::from_str_radix(address, 16).ok()
-        })
-        .collect()
 }
 
 /// Without cgx: the code has a jump table and the REP instructions, Valgrind's
