@@ -317,25 +317,13 @@ pub struct Arc {
 /// The call arcs by (caller, callee) name, with their counts and inclusive Ir
 /// added over call sites and parts.
 pub fn arcs(profile: &Profile) -> BTreeMap<(String, String), Arc> {
-    let mut table: BTreeMap<(String, String), Arc> = BTreeMap::new();
-    for_each_record(profile, |caller, record, ir| {
-        if let Record::Call {
-            callee,
-            count,
-            inclusive,
-            ..
-        } = record
-        {
-            let key = (
-                caller.to_string(),
-                profile.names.get(callee.name).to_string(),
-            );
-            let arc = table.entry(key).or_default();
-            arc.calls += count;
-            arc.inclusive += inclusive[ir];
-        }
-    });
-    table
+    arc_costs(profile, &["Ir"])
+        .into_iter()
+        .map(|(key, (calls, inclusive))| {
+            let inclusive = inclusive.first().copied().unwrap_or(0);
+            (key, Arc { calls, inclusive })
+        })
+        .collect()
 }
 
 /// The self Ir of every instruction address (`positions: instr`), added over
