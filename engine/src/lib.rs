@@ -21,6 +21,7 @@ pub mod error;
 pub mod event;
 mod flow;
 pub mod launch;
+mod ptrace;
 pub mod step;
 pub mod symbols;
 pub mod translate;

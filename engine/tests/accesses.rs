@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use cgx_engine::{step, AccessKind, Block, Command, DataAccess, EventSink, RunOptions, Thread};
 use cgx_formats::Record;
-use common::{build, valgrind};
+use common::{build, valgrind, Predictor};
 
 /// Callgrind's per-instruction counts compared here.
 const EVENTS: [&str; 7] = ["Ir", "Dr", "Dw", "Bc", "Bcm", "Bi", "Bim"];
@@ -27,16 +27,14 @@ type Counts = [u64; EVENTS.len()];
 
 /// Valgrind's branch predictors (DESIGN.md, "Facts"), per process.
 struct Predictors {
-    counters: Vec<u8>,
-    history: u64,
+    conditional: Predictor,
     targets: Vec<u64>,
 }
 
 impl Default for Predictors {
     fn default() -> Predictors {
         Predictors {
-            counters: vec![0; 16384],
-            history: 0,
+            conditional: Predictor::default(),
             targets: vec![0; 512],
         }
     }
@@ -45,16 +43,7 @@ impl Default for Predictors {
 impl Predictors {
     /// Whether the conditional branch at `addr` was mispredicted.
     fn conditional(&mut self, addr: u64, taken: bool) -> bool {
-        let index = (((self.history & 0x7f) << 7) | (addr & 0x7f)) as usize;
-        let counter = &mut self.counters[index];
-        let miss = (*counter >= 2) != taken;
-        *counter = if taken {
-            (*counter + 1).min(3)
-        } else {
-            counter.saturating_sub(1)
-        };
-        self.history = (self.history << 1) | u64::from(taken);
-        miss
+        self.conditional.mispredicted(addr, taken)
     }
 
     /// Whether the indirect branch at `addr` to `target` was mispredicted.

@@ -14,40 +14,11 @@ use std::process::Command as Process;
 use cgx_engine::symbols::{Mapping, Symbols};
 use cgx_engine::{step, Block, Command, EventSink, RunOptions, Thread};
 use cgx_formats::Record;
-use common::valgrind;
+use common::{valgrind, Predictor};
 use object::read::elf::{FileHeader, ProgramHeader};
 
 /// Bc and Bcm.
 type Counts = [u64; 2];
-
-/// Valgrind's conditional branch predictor (DESIGN.md, "Facts").
-struct Predictor {
-    counters: Vec<u8>,
-    history: u64,
-}
-
-impl Predictor {
-    fn new() -> Predictor {
-        Predictor {
-            counters: vec![0; 16384],
-            history: 0,
-        }
-    }
-
-    /// Whether the branch at `addr` was mispredicted.
-    fn mispredicted(&mut self, addr: u64, taken: bool) -> bool {
-        let index = (((self.history & 0x7f) << 7) | (addr & 0x7f)) as usize;
-        let counter = &mut self.counters[index];
-        let miss = (*counter >= 2) != taken;
-        *counter = if taken {
-            (*counter + 1).min(3)
-        } else {
-            counter.saturating_sub(1)
-        };
-        self.history = (self.history << 1) | u64::from(taken);
-        miss
-    }
-}
 
 /// Bc and Bcm per instruction address (single process).
 struct Branches {
@@ -123,7 +94,7 @@ fn base_name(file: &str) -> String {
 /// The step backend's Bc and Bcm per source line of `program`.
 fn ours(program: &Path, superblocks: bool) -> BTreeMap<Line, Counts> {
     let mut sink = Branches {
-        predictor: Predictor::new(),
+        predictor: Predictor::default(),
         counts: BTreeMap::new(),
     };
     let options = RunOptions {

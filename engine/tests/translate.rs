@@ -8,8 +8,8 @@ mod common;
 use std::path::Path;
 use std::time::Instant;
 
-use cgx_engine::{step, translate, Command, Exit, InstructionCounter, RunOptions, Thread};
-use common::{build, valgrind_total, Event, Recorder};
+use cgx_engine::{step, translate, Command, Exit, InstructionCounter, RunOptions};
+use common::{build, first_difference, normalized, valgrind_total, Recorder};
 
 fn translated(program: &Path, sink: &mut impl cgx_engine::EventSink) -> (translate::Outcome, f64) {
     let started = Instant::now();
@@ -45,51 +45,6 @@ fn stepped(program: &Path, sink: &mut impl cgx_engine::EventSink) -> (step::Outc
     (outcome, seconds)
 }
 
-/// The events with thread and process ids replaced by 1 (the two runs
-/// have different pids).
-fn normalized(events: &[Event]) -> Vec<Event> {
-    let one = |thread: Thread| Thread {
-        pid: 1,
-        tid: 1 + thread.tid - thread.pid,
-    };
-    events
-        .iter()
-        .map(|event| match event.clone() {
-            Event::Block(thread, block) => Event::Block(one(thread), block),
-            Event::Instruction(thread, addr, len) => Event::Instruction(one(thread), addr, len),
-            Event::ThreadExited(thread) => Event::ThreadExited(one(thread)),
-            Event::ClientRequest(thread, args, default) => {
-                Event::ClientRequest(one(thread), args, default)
-            }
-            Event::ProcessExited(_, exit) => Event::ProcessExited(1, exit),
-            other => other,
-        })
-        .collect()
-}
-
-/// The first difference of two event sequences, for the failure message.
-fn first_difference(left: &[Event], right: &[Event]) -> String {
-    let at = left
-        .iter()
-        .zip(right)
-        .position(|(a, b)| a != b)
-        .unwrap_or(left.len().min(right.len()));
-    let window = |events: &[Event]| {
-        events[at.saturating_sub(3)..(at + 3).min(events.len())]
-            .iter()
-            .map(|event| format!("{event:?}"))
-            .collect::<Vec<_>>()
-            .join("\n  ")
-    };
-    format!(
-        "lengths {} and {}; first difference at event {at}:\ntranslate:\n  {}\nstep:\n  {}",
-        left.len(),
-        right.len(),
-        window(left),
-        window(right)
-    )
-}
-
 /// Runs `program` under both backends and compares the event sequences.
 fn same_events_as_step(name: &str, exit_code: i32) {
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -102,7 +57,11 @@ fn same_events_as_step(name: &str, exit_code: i32) {
     assert_eq!(outcome.exit, step_outcome.exit);
     assert_eq!(outcome.instructions, step_outcome.instructions);
     let (fast, reference) = (normalized(&fast.events), normalized(&reference.events));
-    assert!(fast == reference, "{}", first_difference(&fast, &reference));
+    assert!(
+        fast == reference,
+        "{}",
+        first_difference(&fast, &reference, 3)
+    );
 }
 
 #[test]
@@ -188,7 +147,11 @@ fn loop_program_gives_the_step_backends_events() {
     );
     assert_eq!(outcome.instructions, step_outcome.instructions);
     let (fast, reference) = (normalized(&fast.events), normalized(&reference.events));
-    assert!(fast == reference, "{}", first_difference(&fast, &reference));
+    assert!(
+        fast == reference,
+        "{}",
+        first_difference(&fast, &reference, 3)
+    );
 }
 
 #[test]

@@ -7,55 +7,8 @@ mod common;
 use std::path::Path;
 use std::time::Instant;
 
-use cgx_engine::{step, translate, Command, Exit, Thread};
-use common::{Event, Recorder};
-
-/// The events with thread and process ids replaced by 1 (the two runs
-/// have different pids).
-fn normalized(events: &[Event]) -> Vec<Event> {
-    let one = |thread: Thread| Thread {
-        pid: 1,
-        tid: 1 + thread.tid - thread.pid,
-    };
-    events
-        .iter()
-        .map(|event| match event.clone() {
-            Event::Block(thread, block) => Event::Block(one(thread), block),
-            Event::Instruction(thread, addr, len) => Event::Instruction(one(thread), addr, len),
-            Event::ThreadExited(thread) => Event::ThreadExited(one(thread)),
-            Event::HandlerEntered(thread, signal) => Event::HandlerEntered(one(thread), signal),
-            Event::HandlerReturned(thread) => Event::HandlerReturned(one(thread)),
-            Event::ClientRequest(thread, args, default) => {
-                Event::ClientRequest(one(thread), args, default)
-            }
-            Event::ProcessExited(_, exit) => Event::ProcessExited(1, exit),
-            other => other,
-        })
-        .collect()
-}
-
-/// The first difference of two event sequences, for the failure message.
-fn first_difference(left: &[Event], right: &[Event]) -> String {
-    let at = left
-        .iter()
-        .zip(right)
-        .position(|(a, b)| a != b)
-        .unwrap_or(left.len().min(right.len()));
-    let window = |events: &[Event]| {
-        events[at.saturating_sub(6)..(at + 3).min(events.len())]
-            .iter()
-            .map(|event| format!("{event:x?}"))
-            .collect::<Vec<_>>()
-            .join("\n  ")
-    };
-    format!(
-        "lengths {} and {}; first difference at event {at}:\ntranslate:\n  {}\nstep:\n  {}",
-        left.len(),
-        right.len(),
-        window(left),
-        window(right)
-    )
-}
+use cgx_engine::{step, translate, Command, Exit};
+use common::{first_difference, normalized, Recorder};
 
 /// Runs `command` under both backends, compares the event sequences and
 /// prints the figures of each.
@@ -88,7 +41,11 @@ fn same_events_as_step(command: &Command) -> Exit {
         step_outcome.steps,
     );
     let (fast, reference) = (normalized(&fast.events), normalized(&reference.events));
-    assert!(fast == reference, "{}", first_difference(&fast, &reference));
+    assert!(
+        fast == reference,
+        "{}",
+        first_difference(&fast, &reference, 6)
+    );
     assert_eq!(outcome.instructions, step_outcome.instructions);
     assert_eq!(outcome.exit, step_outcome.exit);
     // ld.so, the vDSO, the program and libc lose PROT_EXEC.

@@ -5,26 +5,8 @@
 
 mod common;
 
-use cgx_engine::{step, translate, Command, Exit, InstructionCounter, RunOptions, Thread};
-use common::{build, valgrind_total, Event, Recorder};
-
-/// The events with thread and process ids replaced by 1.
-fn normalized(events: &[Event]) -> Vec<Event> {
-    let one = |_: Thread| Thread { pid: 1, tid: 1 };
-    events
-        .iter()
-        .map(|event| match event.clone() {
-            Event::Block(thread, block) => Event::Block(one(thread), block),
-            Event::Instruction(thread, addr, len) => Event::Instruction(one(thread), addr, len),
-            Event::ThreadExited(thread) => Event::ThreadExited(one(thread)),
-            Event::ClientRequest(thread, args, default) => {
-                Event::ClientRequest(one(thread), args, default)
-            }
-            Event::ProcessExited(_, exit) => Event::ProcessExited(1, exit),
-            other => other,
-        })
-        .collect()
-}
+use cgx_engine::{step, translate, Command, Exit, InstructionCounter, RunOptions};
+use common::{build, normalized, valgrind_total, Recorder};
 
 /// Runs `name` (exiting with `exit_code`) under both backends and Cachegrind.
 fn same_as_step_and_cachegrind(name: &str, exit_code: i32) -> translate::Outcome {

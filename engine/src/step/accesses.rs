@@ -25,7 +25,7 @@ use iced_x86::{Instruction, InstructionInfoFactory, Mnemonic, OpAccess, Register
 
 use crate::event::{AccessKind, DataAccess};
 
-use super::ptrace::Regs;
+use crate::ptrace::Regs;
 
 /// Accesses at most a template holds in its list (`push [m]`, `movs`,
 /// `lock add [m], r`: two).

@@ -45,7 +45,7 @@ use iced_x86::{
     OpKind, Register,
 };
 
-use super::ptrace::Regs;
+use crate::ptrace::Regs;
 
 /// rcx's bit in a set of registers ([`Effect`]).
 pub(super) const RCX: u16 = 1 << 1;

@@ -48,7 +48,7 @@ use std::fs::File;
 use crate::flow::CLIENT_REQUEST_LEN;
 
 use super::decode::Decoded;
-use super::ptrace::Regs;
+use crate::ptrace::Regs;
 
 /// log2 of the page size.
 const PAGE_SHIFT: u32 = 12;

@@ -52,7 +52,6 @@ mod blocks;
 mod branches;
 mod code;
 mod decode;
-mod ptrace;
 mod report;
 mod tracees;
 mod tracer;

@@ -8,7 +8,7 @@ use crate::event::{AccessKind, DataAccess, EventSink, Thread};
 
 use super::branches::{Branch, RCX};
 use super::decode::{Decoded, Repetitions};
-use super::ptrace::Regs;
+use crate::ptrace::Regs;
 
 /// The direction flag: string pointers move down.
 const DF: u64 = 1 << 10;

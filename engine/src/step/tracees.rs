@@ -11,7 +11,7 @@ use crate::event::{Arrival, Thread};
 use super::blocks::BlockCursor;
 use super::code::CodeCache;
 use super::decode::Decoded;
-use super::ptrace::Regs;
+use crate::ptrace::Regs;
 
 /// A single-step in flight: what the thread was about to execute.
 #[derive(Clone, Copy, Debug)]

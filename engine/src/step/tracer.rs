@@ -10,10 +10,10 @@ use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
 use super::blocks::{BlockCursor, Superblock};
 use super::code::CodeCache;
 use super::decode::{read_available, Decoded};
-use super::ptrace::{self, Regs};
 use super::report::Execution;
 use super::tracees::{open_memory, Process, Step, ThreadState, Tracees};
 use super::{Outcome, RunOptions};
+use crate::ptrace::{self, Regs};
 
 /// `si_code` of a single-step trap, and of the step report after a system call.
 const TRAP_TRACE: i32 = 2;

@@ -14,7 +14,7 @@ use crate::flow::{
     MAX_INSTRUCTION_LEN,
 };
 
-use super::ptrace::Memory;
+use super::memory::Memory;
 
 /// One instruction of a block.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ use crate::flow::{exit, End};
 
 use super::cache::Cache;
 use super::layout::RECORD_SIZE;
-use super::ptrace::Memory;
+use super::memory::Memory;
 
 /// The thread's position in the block sequence, shared by the replay of
 /// records and the stepping of blocks that are not translated.

@@ -13,7 +13,7 @@ use crate::flow::End;
 
 use super::blocks::{self, DecodedBlock};
 use super::layout::Layout;
-use super::ptrace::Memory;
+use super::memory::Memory;
 use super::translator::{self, ExitSlot, Refusal, Target};
 
 /// How far (bytes) from a region's bounds code may be to be translated

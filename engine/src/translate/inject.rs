@@ -10,7 +10,8 @@
 use crate::error::{Error, Result};
 
 use super::layout::{Layout, PAGE};
-use super::ptrace::{self, Memory, Regs};
+use super::memory::Memory;
+use crate::ptrace::{self, Regs};
 
 const SYS_MMAP: u64 = 9;
 const SYS_MPROTECT: u64 = 10;

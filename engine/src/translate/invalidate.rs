@@ -13,7 +13,7 @@
 //! `mprotect(PROT_EXEC)` is undone), and resumes after the `syscall`.
 
 use super::layout::PAGE;
-use super::ptrace::Regs;
+use crate::ptrace::Regs;
 
 const SYS_MMAP: u64 = 9;
 const SYS_MPROTECT: u64 = 10;

@@ -20,7 +20,8 @@ use crate::error::Result;
 
 use super::inject;
 use super::layout::{Layout, PAGE};
-use super::ptrace::{Memory, Regs};
+use super::memory::Memory;
+use crate::ptrace::Regs;
 
 /// One executable mapping of the program, made non-executable.
 #[derive(Clone, Copy, Debug)]

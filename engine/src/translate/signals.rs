@@ -20,7 +20,7 @@
 
 use crate::error::Result;
 
-use super::ptrace::Memory;
+use super::memory::Memory;
 
 /// Offset of the saved instruction pointer in the x86-64 `rt_sigframe`
 /// (at the stack pointer on handler entry): `pretcode` (8), `uc_flags` (8),

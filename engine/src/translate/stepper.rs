@@ -10,7 +10,8 @@ use crate::flow::{exit, Flow, CLIENT_REQUEST_LEN};
 
 use super::blocks::DecodedBlock;
 use super::buffer::Replay;
-use super::ptrace::{self, Memory, Regs};
+use super::memory::Memory;
+use crate::ptrace::{self, Regs};
 
 /// How a stepped block ended.
 pub(super) enum Stepped {

@@ -12,11 +12,12 @@ use super::buffer::{drain, Replay, Saved};
 use super::cache::{Cache, Stub};
 use super::inject;
 use super::invalidate;
+use super::memory::Memory;
 use super::protect::{Injector, Protection};
-use super::ptrace::{self, Memory, Regs};
 use super::signals::{self, Frame};
 use super::stepper::{step_block, Stepped};
 use super::Outcome;
+use crate::ptrace::{self, Regs};
 
 /// The state of one run.
 pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
@@ -330,15 +331,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             let span = block.as_ref().map_or((target, target + 1), |block| {
                 (block.addr, block.last().next())
             });
-            let gadget = self.cache.layout().gadget();
-            let injector = Injector {
-                tid,
-                memory: &self.memory,
-                regs,
-                gadget,
-            };
-            self.protection
-                .set_executable(injector, span.0, span.1, true)?;
+            self.set_executable(regs, span, true)?;
             let stepped = step_block(
                 self.sink,
                 self.thread,
@@ -349,14 +342,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 &mut self.outcome.steps,
             )?;
             if let Stepped::Left = stepped {
-                let injector = Injector {
-                    tid,
-                    memory: &self.memory,
-                    regs,
-                    gadget,
-                };
-                self.protection
-                    .set_executable(injector, span.0, span.1, false)?;
+                self.set_executable(regs, span, false)?;
             }
             match stepped {
                 Stepped::Left => {}
@@ -366,6 +352,19 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 }
             }
         }
+    }
+
+    /// Makes the protected original code in `span` executable (or not)
+    /// through the stopped thread (`regs`: its registers).
+    fn set_executable(&self, regs: &Regs, span: (u64, u64), executable: bool) -> Result<()> {
+        let injector = Injector {
+            tid: self.thread.tid,
+            memory: &self.memory,
+            regs,
+            gadget: self.cache.layout().gadget(),
+        };
+        self.protection
+            .set_executable(injector, span.0, span.1, executable)
     }
 
     /// Translates ahead of the translation of `from` along its direct

@@ -1,5 +1,6 @@
-//! Helpers of the step backend's tests: building the test programs, running
-//! Valgrind on them, and a sink that records every event.
+//! Helpers of the engine's tests: building the test programs, running
+//! Valgrind on them, Valgrind's conditional branch predictor, a sink that
+//! records every event, and comparing the event sequences of two runs.
 
 #![allow(dead_code)]
 
@@ -208,4 +209,83 @@ impl EventSink for Recorder {
     fn process_exited(&mut self, pid: i32, exit: Exit) {
         self.events.push(Event::ProcessExited(pid, exit));
     }
+}
+
+/// Valgrind's conditional branch predictor (DESIGN.md, "Facts").
+pub struct Predictor {
+    counters: Vec<u8>,
+    history: u64,
+}
+
+impl Default for Predictor {
+    fn default() -> Predictor {
+        Predictor {
+            counters: vec![0; 16384],
+            history: 0,
+        }
+    }
+}
+
+impl Predictor {
+    /// Whether the conditional branch at `addr` was mispredicted.
+    pub fn mispredicted(&mut self, addr: u64, taken: bool) -> bool {
+        let index = (((self.history & 0x7f) << 7) | (addr & 0x7f)) as usize;
+        let counter = &mut self.counters[index];
+        let miss = (*counter >= 2) != taken;
+        *counter = if taken {
+            (*counter + 1).min(3)
+        } else {
+            counter.saturating_sub(1)
+        };
+        self.history = (self.history << 1) | u64::from(taken);
+        miss
+    }
+}
+
+/// The events with thread and process ids replaced by 1 (two runs of a
+/// program have different pids).
+pub fn normalized(events: &[Event]) -> Vec<Event> {
+    let one = |thread: Thread| Thread {
+        pid: 1,
+        tid: 1 + thread.tid - thread.pid,
+    };
+    events
+        .iter()
+        .map(|event| match event.clone() {
+            Event::Block(thread, block) => Event::Block(one(thread), block),
+            Event::Instruction(thread, addr, len) => Event::Instruction(one(thread), addr, len),
+            Event::ThreadExited(thread) => Event::ThreadExited(one(thread)),
+            Event::HandlerEntered(thread, signal) => Event::HandlerEntered(one(thread), signal),
+            Event::HandlerReturned(thread) => Event::HandlerReturned(one(thread)),
+            Event::ClientRequest(thread, args, default) => {
+                Event::ClientRequest(one(thread), args, default)
+            }
+            Event::ProcessExited(_, exit) => Event::ProcessExited(1, exit),
+            other => other,
+        })
+        .collect()
+}
+
+/// The first difference of two event sequences (translate's, step's), for
+/// the failure message, with `before` events before it.
+pub fn first_difference(left: &[Event], right: &[Event], before: usize) -> String {
+    let at = left
+        .iter()
+        .zip(right)
+        .position(|(a, b)| a != b)
+        .unwrap_or(left.len().min(right.len()));
+    let window = |events: &[Event]| {
+        events[at.saturating_sub(before)..(at + 3).min(events.len())]
+            .iter()
+            .map(|event| format!("{event:x?}"))
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    };
+    format!(
+        "lengths {} and {}; first difference at event {at}:\ntranslate:\n  {}\nstep:\n  {}",
+        left.len(),
+        right.len(),
+        window(left),
+        window(right)
+    )
 }

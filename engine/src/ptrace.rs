@@ -1,14 +1,23 @@
-//! Thin wrappers over the ptrace and wait requests the step backend makes.
+//! Thin wrappers over the ptrace and wait requests both backends make.
 
 use std::io;
 
 use crate::error::{Error, Result};
 
 /// Registers of a stopped thread.
-pub(super) type Regs = libc::user_regs_struct;
+pub(crate) type Regs = libc::user_regs_struct;
+
+/// Resumes `tid` until its next stop, delivering `signal` (0: none).
+pub(crate) fn cont(tid: i32, signal: i32) -> Result<()> {
+    // SAFETY: ptrace on a stopped tracee; no pointers.
+    if unsafe { libc::ptrace(libc::PTRACE_CONT, tid, 0, signal) } != 0 {
+        return Err(Error::last_os("ptrace(PTRACE_CONT)"));
+    }
+    Ok(())
+}
 
 /// Resumes `tid` for one instruction, delivering `signal` (0: none).
-pub(super) fn single_step(tid: i32, signal: i32) -> Result<()> {
+pub(crate) fn single_step(tid: i32, signal: i32) -> Result<()> {
     // SAFETY: ptrace on a stopped tracee; no pointers.
     if unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, tid, 0, signal) } != 0 {
         return Err(Error::last_os("ptrace(PTRACE_SINGLESTEP)"));
@@ -17,7 +26,7 @@ pub(super) fn single_step(tid: i32, signal: i32) -> Result<()> {
 }
 
 /// Detaches from `tid`, which runs on untraced.
-pub(super) fn detach(tid: i32) -> Result<()> {
+pub(crate) fn detach(tid: i32) -> Result<()> {
     // SAFETY: ptrace on a stopped tracee; no pointers.
     if unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, 0, 0) } != 0 {
         return Err(Error::last_os("ptrace(PTRACE_DETACH)"));
@@ -26,7 +35,7 @@ pub(super) fn detach(tid: i32) -> Result<()> {
 }
 
 /// The registers of stopped `tid`.
-pub(super) fn regs(tid: i32) -> Result<Regs> {
+pub(crate) fn regs(tid: i32) -> Result<Regs> {
     // SAFETY: user_regs_struct is plain data; ptrace fills it.
     unsafe {
         let mut regs: Regs = std::mem::zeroed();
@@ -38,7 +47,7 @@ pub(super) fn regs(tid: i32) -> Result<Regs> {
 }
 
 /// Sets the registers of stopped `tid`.
-pub(super) fn set_regs(tid: i32, regs: &Regs) -> Result<()> {
+pub(crate) fn set_regs(tid: i32, regs: &Regs) -> Result<()> {
     // SAFETY: ptrace reads a valid user_regs_struct.
     if unsafe { libc::ptrace(libc::PTRACE_SETREGS, tid, 0, regs as *const Regs) } != 0 {
         return Err(Error::last_os("ptrace(PTRACE_SETREGS)"));
@@ -46,8 +55,17 @@ pub(super) fn set_regs(tid: i32, regs: &Regs) -> Result<()> {
     Ok(())
 }
 
+/// Sets the ptrace options of stopped `tid`.
+pub(crate) fn set_options(tid: i32, options: i32) -> Result<()> {
+    // SAFETY: ptrace on a stopped tracee; no pointers.
+    if unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, tid, 0, options) } != 0 {
+        return Err(Error::last_os("ptrace(PTRACE_SETOPTIONS)"));
+    }
+    Ok(())
+}
+
 /// The message of a ptrace event stop (new thread id, former thread id).
-pub(super) fn event_message(tid: i32) -> Result<u64> {
+pub(crate) fn event_message(tid: i32) -> Result<u64> {
     let mut message: libc::c_ulong = 0;
     // SAFETY: ptrace writes one unsigned long.
     if unsafe {
@@ -66,14 +84,16 @@ pub(super) fn event_message(tid: i32) -> Result<u64> {
 
 /// What `PTRACE_GETSIGINFO` says of a signal stop.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct SignalInfo {
+pub(crate) struct SignalInfo {
     /// `si_code`.
     pub code: i32,
+    /// `si_addr` (the faulting address of SIGSEGV/SIGBUS).
+    pub addr: u64,
 }
 
 /// The signal information of a signal-delivery-stop; `None` for a group-stop
 /// (PTRACE_GETSIGINFO fails with EINVAL).
-pub(super) fn signal_info(tid: i32) -> Result<Option<SignalInfo>> {
+pub(crate) fn signal_info(tid: i32) -> Result<Option<SignalInfo>> {
     // SAFETY: siginfo_t is plain data; ptrace fills it.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
@@ -93,13 +113,21 @@ pub(super) fn signal_info(tid: i32) -> Result<Option<SignalInfo>> {
                 source: error,
             });
         }
-        Ok(Some(SignalInfo { code: info.si_code }))
+        Ok(Some(SignalInfo {
+            code: info.si_code,
+            addr: info.si_addr() as u64,
+        }))
     }
+}
+
+/// `waitpid` on `pid`, retried on EINTR.
+pub(crate) fn wait(pid: i32) -> Result<i32> {
+    crate::launch::wait(pid)
 }
 
 /// Waits for any tracee (or child) of the calling thread: `(tid, status)`,
 /// `None` when there is none left (ECHILD). Retried on EINTR.
-pub(super) fn wait_any() -> Result<Option<(i32, i32)>> {
+pub(crate) fn wait_any() -> Result<Option<(i32, i32)>> {
     loop {
         let mut status = 0;
         // SAFETY: `status` is a valid out-pointer. __WNOTHREAD: only this
@@ -123,7 +151,7 @@ pub(super) fn wait_any() -> Result<Option<(i32, i32)>> {
 }
 
 /// The thread group (process) of thread `tid`, from `/proc/TID/status`.
-pub(super) fn thread_group(tid: i32) -> Option<i32> {
+pub(crate) fn thread_group(tid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     status
         .lines()

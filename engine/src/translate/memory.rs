@@ -1,0 +1,73 @@
+//! The memory of a tracee, read and written through `/proc/PID/mem`.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use crate::error::{Error, Result};
+
+/// The memory of a tracee (`/proc/PID/mem`, read and write).
+pub(super) struct Memory {
+    file: File,
+}
+
+impl Memory {
+    /// Opens the memory of `pid`.
+    pub fn open(pid: i32) -> Result<Memory> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{pid}/mem"))
+            .map_err(|source| Error::Os {
+                operation: "open /proc/PID/mem",
+                source,
+            })?;
+        Ok(Memory { file })
+    }
+
+    /// Reads as many bytes at `addr` as are mapped; returns how many.
+    pub fn read_available(&self, addr: u64, buffer: &mut [u8]) -> usize {
+        let mut got = 0;
+        while got < buffer.len() {
+            match self
+                .file
+                .read_at(&mut buffer[got..], addr.wrapping_add(got as u64))
+            {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        got
+    }
+
+    /// Reads exactly `buffer.len()` bytes at `addr`.
+    pub fn read(&self, addr: u64, buffer: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(buffer, addr)
+            .map_err(|source| Error::Os {
+                operation: "read tracee memory",
+                source,
+            })
+    }
+
+    /// Reads the u64 at `addr`.
+    pub fn read_u64(&self, addr: u64) -> Result<u64> {
+        let mut bytes = [0u8; 8];
+        self.read(addr, &mut bytes)?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    /// Writes `bytes` at `addr` (also into read-only code: ptrace access).
+    pub fn write(&self, addr: u64, bytes: &[u8]) -> Result<()> {
+        self.file
+            .write_all_at(bytes, addr)
+            .map_err(|source| Error::Os {
+                operation: "write tracee memory",
+                source,
+            })
+    }
+
+    /// Writes the u64 `value` at `addr`.
+    pub fn write_u64(&self, addr: u64, value: u64) -> Result<()> {
+        self.write(addr, &value.to_le_bytes())
+    }
+}
