@@ -10,13 +10,14 @@ use cgx_backdate::{Forest, Statistics};
 use cgx_engine::symbols::Symbols;
 use cgx_engine::{Block, DataAccess};
 use cgx_formats::{Names, Part, TooManyNames};
+use rustc_hash::FxHashMap;
 
 use crate::cacheuse::Owners;
-use crate::context::{Centre, Contexts};
+use crate::context::{Centre, Contexts, CxtId};
 use crate::costs::{ArcKey, Costs};
 use crate::dump::{build_part, Naming, PartInfo};
 use crate::events::EventSet;
-use crate::functions::Functions;
+use crate::functions::{FnId, Functions};
 use crate::simulation::Simulation;
 use crate::thread::{add_into, Shared, ThreadState};
 use crate::Options;
@@ -58,6 +59,10 @@ pub(crate) struct Process {
     /// With Cachegrind's attribution: where the last instruction was
     /// charged, for the events that follow it.
     last_charged: Option<(u32, Centre, u64)>,
+    /// With Cachegrind's attribution: each function's context.
+    own_contexts: FxHashMap<FnId, CxtId>,
+    /// A cost vector to reuse.
+    scratch: Vec<u64>,
     symbols: Symbols,
     /// The names of every part made so far.
     names: Names,
@@ -97,6 +102,8 @@ impl Process {
             forest,
             owners: Owners::default(),
             last_charged: None,
+            own_contexts: FxHashMap::default(),
+            scratch: Vec::new(),
             symbols: Symbols::new(),
             names: Names::default(),
             functions: Functions::default(),
@@ -127,6 +134,8 @@ impl Process {
             forest: self.forest.clone(),
             owners: self.owners.clone(),
             last_charged: None,
+            own_contexts: self.own_contexts.clone(),
+            scratch: Vec::new(),
             symbols: Symbols::new(),
             names: self.names.clone(),
             functions: self.functions.clone(),
@@ -306,7 +315,9 @@ impl Process {
     /// cache-use charges it caused.
     fn add_to_last(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
         if self.options.cachegrind {
-            let mut cost = vec![0u64; self.events.len()];
+            let mut cost = std::mem::take(&mut self.scratch);
+            cost.clear();
+            cost.resize(self.events.len(), 0);
             let collecting = self.thread(tid).collecting();
             self.simulation.set_collect(collecting);
             step(&mut self.simulation, &mut cost);
@@ -317,6 +328,7 @@ impl Process {
                     .charge(centre, addr, &cost);
                 self.thread(tid).count(&cost);
             }
+            self.scratch = cost;
         } else {
             // Straight into the instruction's pending costs: no allocation.
             let Process {
@@ -365,7 +377,11 @@ impl Process {
         let function = self
             .functions
             .of_instruction(addr, &mut self.symbols, self.pid);
-        let cxt = self.contexts.of_stack(&[None, Some(function)], 0);
+        let contexts = &mut self.contexts;
+        let cxt = *self
+            .own_contexts
+            .entry(function)
+            .or_insert_with(|| contexts.of_stack(&[None, Some(function)], 0));
         let number = self.thread(tid).number;
         let key = if self.options.separate_threads {
             number
