@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use cgx_engine::{step, translate, Command, Exit, InstructionCounter, RunOptions};
-use common::{build, first_difference, normalized, valgrind_total, Recorder};
+use common::{assert_same_events, build, valgrind_total, Recorder};
 
 fn translated(program: &Path, sink: &mut impl cgx_engine::EventSink) -> (translate::Outcome, f64) {
     let started = Instant::now();
@@ -56,12 +56,7 @@ fn same_events_as_step(name: &str, exit_code: i32) {
     assert_eq!(outcome.exit, Exit::Code(exit_code));
     assert_eq!(outcome.exit, step_outcome.exit);
     assert_eq!(outcome.instructions, step_outcome.instructions);
-    let (fast, reference) = (normalized(&fast.events), normalized(&reference.events));
-    assert!(
-        fast == reference,
-        "{}",
-        first_difference(&fast, &reference, 3)
-    );
+    assert_same_events(&fast.events, &reference.events, 3);
 }
 
 #[test]
@@ -146,12 +141,7 @@ fn loop_program_gives_the_step_backends_events() {
         outcome.stops, step_outcome.steps
     );
     assert_eq!(outcome.instructions, step_outcome.instructions);
-    let (fast, reference) = (normalized(&fast.events), normalized(&reference.events));
-    assert!(
-        fast == reference,
-        "{}",
-        first_difference(&fast, &reference, 3)
-    );
+    assert_same_events(&fast.events, &reference.events, 3);
 }
 
 #[test]

@@ -216,6 +216,49 @@ pub fn run_with_env(
     finish_with_env(command, folder, env)
 }
 
+/// Runs `program` alone, under Valgrind and under cgx with `options`; asserts
+/// that all three exit with `status` and that cgx prints what the program
+/// prints alone, after the first `skip_lines` lines (which may differ under a
+/// profiler). Returns the runs alone, under Valgrind and under cgx.
+pub fn run_alone_and_profiled(
+    program: &Path,
+    options: &[&str],
+    status: i32,
+    skip_lines: usize,
+    dir: &Path,
+) -> (Run, Run, Run) {
+    let alone = native(program, &[], dir);
+    assert_status(&alone, status);
+    let valgrind = run(Profiler::Valgrind, options, program, &[], dir);
+    assert_status(&valgrind, status);
+    let cgx = run(Profiler::Cgx, options, program, &[], dir);
+    assert_status(&cgx, status);
+    let rest = |run: &Run| {
+        run.stdout
+            .lines()
+            .skip(skip_lines)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(rest(&cgx), rest(&alone), "{}: stdout", cgx.command);
+    (alone, valgrind, cgx)
+}
+
+/// The profile among `profiles` in which `function` has a self cost.
+pub fn with_function<'a>(profiles: &'a [Profile], function: &str, who: &str) -> &'a Profile {
+    let mut found = profiles
+        .iter()
+        .filter(|profile| self_ir(profile).contains_key(function));
+    let profile = found
+        .next()
+        .unwrap_or_else(|| panic!("no profile of {who} has {function}"));
+    assert!(
+        found.next().is_none(),
+        "several profiles of {who} have {function}"
+    );
+    profile
+}
+
 /// Runs `program ARGS` without a profiler, in the folder `dir/native` (created).
 pub fn native(program: &Path, args: &[&str], dir: &Path) -> Run {
     let folder = dir.join("native");

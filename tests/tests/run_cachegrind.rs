@@ -14,8 +14,8 @@
 use cgx_tests::clients::cg_annotate;
 use cgx_tests::compare::assert_same_rows;
 use cgx_tests::run::{
-    assert_status, build, line_ir, name_patterns, native, pid_pattern, read, run, self_ir,
-    summary_lines, total_ir, Kind, Profiler, Run,
+    assert_status, build, line_ir, name_patterns, pid_pattern, read, run, run_alone_and_profiled,
+    self_ir, summary_lines, total_ir, Kind, Profiler, Run,
 };
 
 /// The prefix of the output files' names: the process id follows.
@@ -57,20 +57,8 @@ fn i_refs(run: &Run) -> String {
 fn compare(source: &str, status: i32, skip_lines: usize) {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build(source, Kind::NoLibc, dir.path());
-    let alone = native(&program, &[], dir.path());
-    assert_status(&alone, status);
-    let valgrind = run(Profiler::Valgrind, &OPTIONS, &program, &[], dir.path());
-    assert_status(&valgrind, status);
-    let cgx = run(Profiler::Cgx, &OPTIONS, &program, &[], dir.path());
-    assert_status(&cgx, status);
-    let rest = |run: &Run| {
-        run.stdout
-            .lines()
-            .skip(skip_lines)
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    assert_eq!(rest(&cgx), rest(&alone), "{}: stdout", cgx.command);
+    let (_, valgrind, cgx) =
+        run_alone_and_profiled(&program, &OPTIONS, status, skip_lines, dir.path());
     let context = format!("{source}, options {OPTIONS:?}");
 
     let names = name_patterns(&cgx.files, PREFIX);

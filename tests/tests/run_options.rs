@@ -22,8 +22,8 @@
 
 use cgx_tests::compare::assert_same_profile;
 use cgx_tests::run::{
-    assert_same_outputs, assert_status, build, build_file, name_patterns, native, read, run,
-    run_with_env, summary_lines, Kind, Profiler, Run,
+    assert_same_outputs, assert_status, build, build_file, name_patterns, read, run,
+    run_alone_and_profiled, run_with_env, summary_lines, Kind, Profiler, Run,
 };
 use cgx_tests::workspace_root;
 
@@ -56,25 +56,13 @@ fn compare(source: &str, options: &[&str], status: i32, skip_lines: usize) -> Ru
     } else {
         build(source, Kind::NoLibc, dir.path())
     };
-    let alone = native(&program, &[], dir.path());
-    assert_status(&alone, status);
     let options: Vec<&str> = ["-q", OUT_FILE, "--dump-instr=yes"]
         .iter()
         .chain(options)
         .copied()
         .collect();
-    let valgrind = run(Profiler::Valgrind, &options, &program, &[], dir.path());
-    assert_status(&valgrind, status);
-    let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
-    assert_status(&cgx, status);
-    let rest = |run: &Run| {
-        run.stdout
-            .lines()
-            .skip(skip_lines)
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    assert_eq!(rest(&cgx), rest(&alone), "{}: stdout", cgx.command);
+    let (_, valgrind, cgx) =
+        run_alone_and_profiled(&program, &options, status, skip_lines, dir.path());
     let context = format!("{source}, options {options:?}");
     assert_same_outputs(&valgrind, &cgx, PREFIX, true, &context);
     Runs {

@@ -22,42 +22,21 @@ use std::path::Path;
 
 use cgx_formats::Profile;
 use cgx_tests::run::{
-    arcs, assert_clients_load, assert_same_own_figures, assert_status, build, native,
-    own_functions, run, self_ir, Kind, Profiler, Run,
+    arcs, assert_clients_load, assert_same_own_figures, build, own_functions,
+    run_alone_and_profiled, self_ir, with_function, Kind, Run,
 };
 
 /// Runs `program` alone, under Valgrind and under cgx with `options`; checks the
 /// exit statuses and stdouts; returns the Valgrind and cgx runs.
 fn run_all(program: &Path, options: &[&str], status: i32, dir: &Path) -> (Run, Run) {
-    let alone = native(program, &[], dir);
-    assert_status(&alone, status);
-    let valgrind = run(Profiler::Valgrind, options, program, &[], dir);
-    assert_status(&valgrind, status);
+    let (alone, valgrind, cgx) = run_alone_and_profiled(program, options, status, 0, dir);
     assert_eq!(
         valgrind.stdout, alone.stdout,
         "{}: stdout",
         valgrind.command
     );
-    let cgx = run(Profiler::Cgx, options, program, &[], dir);
-    assert_status(&cgx, status);
-    assert_eq!(cgx.stdout, alone.stdout, "{}: stdout", cgx.command);
     println!("stdout and exit status {status} as without a profiler");
     (valgrind, cgx)
-}
-
-/// The profile among `profiles` in which `function` has a self cost.
-fn with_function<'a>(profiles: &'a [Profile], function: &str, who: &str) -> &'a Profile {
-    let mut found = profiles
-        .iter()
-        .filter(|profile| self_ir(profile).contains_key(function));
-    let profile = found
-        .next()
-        .unwrap_or_else(|| panic!("no profile of {who} has {function}"));
-    assert!(
-        found.next().is_none(),
-        "several profiles of {who} have {function}"
-    );
-    profile
 }
 
 /// Asserts that Valgrind's profile has `arcs` (caller, callee) and `functions`:

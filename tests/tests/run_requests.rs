@@ -8,8 +8,8 @@
 //! cgx's files load in callgrind_annotate and KCachegrind.
 
 use cgx_tests::run::{
-    assert_clients_load, assert_same_figures, assert_status, build, native, run, Kind, Profiler,
-    Run,
+    assert_clients_load, assert_same_figures, assert_status, build, native, part_headers, run,
+    Kind, Profiler, Run,
 };
 
 /// The number the program prints after `running on valgrind: `.
@@ -80,22 +80,7 @@ fn client_requests_give_valgrinds_dumps() {
                 .unwrap_or_default()
                 .to_string_lossy()
         );
-        let headers = |profile: &cgx_formats::Profile| -> Vec<(Option<u64>, Vec<String>)> {
-            profile
-                .parts
-                .iter()
-                .map(|part| {
-                    let triggers = part
-                        .header
-                        .desc
-                        .iter()
-                        .filter(|desc| desc.trim_start().starts_with("Trigger:"))
-                        .map(|desc| desc.trim().to_string())
-                        .collect();
-                    (part.header.part, triggers)
-                })
-                .collect()
-        };
+        let headers = part_headers;
         assert_eq!(
             headers(&actual),
             headers(&expected),

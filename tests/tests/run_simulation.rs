@@ -42,7 +42,7 @@ use cgx_tests::compare::assert_same_rows;
 use cgx_tests::run::{
     arc_costs, assert_inclusive_is_self_plus_callees, assert_same_costs, assert_status, base_name,
     build, event_totals, instr_costs, line_costs, native, own_functions, run, self_costs_of,
-    self_ir, Kind, Profiler, Run,
+    with_function, Kind, Profiler, Run,
 };
 
 /// The exit status of `exact` without arguments.
@@ -379,21 +379,6 @@ fn cacheuse_inclusive_small_caches() {
 #[test]
 fn cacheuse_inclusive_mixed_line_sizes() {
     cacheuse_inclusive(&MIXED_LINES);
-}
-
-/// The profile among `profiles` in which `function` has a self cost.
-fn with_function<'a>(profiles: &'a [Profile], function: &str, who: &str) -> &'a Profile {
-    let mut found = profiles
-        .iter()
-        .filter(|profile| self_ir(profile).contains_key(function));
-    let profile = found
-        .next()
-        .unwrap_or_else(|| panic!("no profile of {who} has {function}"));
-    assert!(
-        found.next().is_none(),
-        "several profiles of {who} have {function}"
-    );
-    profile
 }
 
 /// `mixed.c` (dynamically linked, two processes, two threads, a signal

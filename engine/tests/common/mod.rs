@@ -266,6 +266,18 @@ pub fn normalized(events: &[Event]) -> Vec<Event> {
         .collect()
 }
 
+/// Asserts that translate's events `fast` equal step's `reference` once
+/// process and thread ids are normalized; the failure shows the first
+/// difference with `before` events before it.
+pub fn assert_same_events(fast: &[Event], reference: &[Event], before: usize) {
+    let (fast, reference) = (normalized(fast), normalized(reference));
+    assert!(
+        fast == reference,
+        "{}",
+        first_difference(&fast, &reference, before)
+    );
+}
+
 /// The first difference of two event sequences (translate's, step's), for
 /// the failure message, with `before` events before it.
 pub fn first_difference(left: &[Event], right: &[Event], before: usize) -> String {
