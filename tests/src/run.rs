@@ -27,10 +27,9 @@ pub enum Kind {
     /// (`nolibc.h`). Non-PIE, so Valgrind and cgx see the same addresses.
     NoLibc,
     /// C linked dynamically with glibc and libpthread. Symbols are bound at
-    /// start-up (`-z now`): a lazy binding goes through
-    /// `_dl_runtime_resolve_xsavec` natively but `_dl_runtime_resolve_xsave` under
-    /// Valgrind, whose CPU has no XSAVEC, and the program's functions would call
-    /// differently named functions.
+    /// start-up (`-z now`), so the program's functions call no resolver (its
+    /// name depends on the processor `cpuid` describes: `--cpuid=host` would
+    /// give `_dl_runtime_resolve_xsavec` here, Valgrind `_xsave`).
     C,
     /// C++ linked dynamically with glibc (`-z now` as [`Kind::C`]); libstdc++ and
     /// libgcc are linked in statically, since relocating the shared libstdc++ alone takes 1.6 million

@@ -52,6 +52,10 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   -q, --quiet                   print nothing but errors
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
+  --cpuid=valgrind|host         the processor the program's cpuid describes [valgrind]:
+                                valgrind: the one Valgrind describes on this host, so
+                                libc picks the same string functions as under Valgrind
+                                (the host's when it lacks an instruction set announced)
   --backend=step|translate      how the program is traced [step]:
                                 step: single steps every instruction (exact, slow:
                                 about 60,000 instructions a second; the reference);
@@ -133,6 +137,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         trace_children: options.trace_children,
         // Cachegrind's branches are counted on its superblocks.
         superblocks: options.tool == Tool::Cachegrind,
+        valgrind_cpu: options.valgrind_cpu,
     };
     let result = trace::trace(
         &command,

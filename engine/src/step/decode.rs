@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use iced_x86::{Decoder, DecoderOptions, Instruction, InstructionInfoFactory};
+use iced_x86::{Decoder, DecoderOptions, Instruction, InstructionInfoFactory, Mnemonic};
 
 use crate::flow::{
     client_request_prefix, is_rep_string, rep_counter_32, rep_while_zero_flag, End, Flow,
@@ -44,6 +44,8 @@ pub(super) struct Decoded {
     pub branch: Branch,
     /// What it does to the registers holding constants of the block.
     pub effect: Effect,
+    /// It is `cpuid` (answered by the tracer, see [`crate::cpuid`]).
+    pub cpuid: bool,
 }
 
 /// How a step of a REP string instruction went: the iterations it ran, and
@@ -79,6 +81,7 @@ impl Decoded {
                 element: 0,
                 branch: Branch::None,
                 effect: Effect::unknown(),
+                cpuid: false,
             };
             return (Some(decoded), CLIENT_REQUEST_LEN);
         }
@@ -109,6 +112,7 @@ impl Decoded {
             },
             branch: Branch::of(instruction),
             effect: Effect::of(instruction, &mut factory),
+            cpuid: instruction.mnemonic() == Mnemonic::Cpuid,
         }
     }
 

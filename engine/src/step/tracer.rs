@@ -3,6 +3,7 @@
 //! resumed on its own, so one blocked in a system call (a futex wait, a join)
 //! does not hold up the others.
 
+use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Thread};
 use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
@@ -43,6 +44,8 @@ enum StepEnd {
 pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     sink: &'s mut S,
     options: RunOptions,
+    /// The processor `cpuid` describes, when not the host's.
+    cpu: Option<ValgrindCpu>,
     tracees: Tracees,
     initial: i32,
     initial_exit: Option<Exit>,
@@ -58,6 +61,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
     pub fn new(sink: &'s mut S, options: RunOptions, initial: i32) -> Tracer<'s, S> {
         Tracer {
             sink,
+            cpu: options.valgrind_cpu.then(ValgrindCpu::for_host).flatten(),
             options,
             tracees: Tracees::default(),
             initial,
@@ -371,6 +375,29 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 if decoded.flow == Flow::ClientRequest {
                     self.instructions += 1;
                     client_request(self.sink, state, at)?;
+                    continue;
+                }
+                if let (true, Some(cpu)) = (decoded.cpuid, self.cpu) {
+                    let step = Step {
+                        at,
+                        decoded: Some(decoded),
+                        before: state.regs,
+                        injected: 0,
+                        after_exec,
+                    };
+                    cpuid::execute(cpu, &mut state.regs, decoded.len);
+                    ptrace::set_regs(tid, &state.regs)?;
+                    let after = state.regs;
+                    complete(
+                        self.sink,
+                        &mut self.instructions,
+                        state,
+                        Some(&mut process.code),
+                        &step,
+                        &after,
+                        StepEnd::Trap,
+                        self.options.superblocks,
+                    );
                     continue;
                 }
             }

@@ -37,6 +37,14 @@ impl Insn {
         self.addr.wrapping_add(u64::from(self.len))
     }
 
+    /// Whether it is `cpuid` (stepped: the tracer answers it, see
+    /// [`crate::cpuid`]).
+    pub fn is_cpuid(&self) -> bool {
+        self.instruction
+            .as_ref()
+            .is_some_and(|instruction| instruction.mnemonic() == iced_x86::Mnemonic::Cpuid)
+    }
+
     /// What [`crate::flow::exit`] needs of it.
     pub fn end(&self) -> End {
         End {

@@ -39,7 +39,8 @@
 //!   translation, each pass a record (one block of one instruction, as in
 //!   Valgrind); a 32-bit counter (address-size prefix) is refused.
 //! - refused blocks (`loop`/`jrcxz` side exits, the client-request marker,
-//!   `int`/`int3`/`ud2`/`hlt`/`iret`/far transfers, operands out of reach of
+//!   `cpuid` (answered by the tracer), `int`/`int3`/`ud2`/`hlt`/`iret`/far
+//!   transfers, operands out of reach of
 //!   the cache) are single-stepped from their original code, made
 //!   executable for the steps ([`Outcome::stepped_blocks`]).
 //! - invalidation (`invalidate`): the translation of `syscall` traps
@@ -71,6 +72,7 @@ mod stepper;
 mod tracer;
 mod translator;
 
+use crate::cpuid::ValgrindCpu;
 use crate::error::Result;
 use crate::event::{EventSink, Exit};
 use crate::launch::{self, Command, CpuPin, InterruptGuard};
@@ -113,8 +115,7 @@ pub struct Outcome {
 /// Runs `command` to completion under the translate backend, reporting the
 /// blocks and instructions it executes to `sink` (the same sequence as
 /// [`crate::step::run`]; see the module documentation for what this first
-/// slice covers). `options` is accepted for symmetry with the step backend;
-/// this slice ignores it.
+/// slice covers). Of `options`, only `valgrind_cpu` applies in this slice.
 ///
 /// Like the step backend, the calling thread is pinned to its CPU while the
 /// run lasts and the calling process ignores SIGINT and SIGQUIT.
@@ -123,11 +124,11 @@ pub fn run<S: EventSink + ?Sized>(
     options: &RunOptions,
     sink: &mut S,
 ) -> Result<Outcome> {
-    let _ = options;
+    let cpu = options.valgrind_cpu.then(ValgrindCpu::for_host).flatten();
     let _pin = CpuPin::pin_current_thread();
     let _interrupts = InterruptGuard::ignore();
     let mut tracee = launch::spawn(command)?;
-    let result = tracer::Tracer::new(sink, tracee.pid).and_then(tracer::Tracer::run);
+    let result = tracer::Tracer::new(sink, tracee.pid, cpu).and_then(tracer::Tracer::run);
     if result.is_ok() {
         tracee.finished();
     }

@@ -3,6 +3,7 @@
 //! and instructions are reported as they complete (the client-request
 //! marker is served without a step, as the step backend does).
 
+use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Thread};
 
@@ -22,7 +23,8 @@ pub(super) enum Stepped {
 }
 
 /// Steps `block` (`None`: bytes that do not decode) from `regs` (at its
-/// first instruction); counts each stop in `steps`.
+/// first instruction); counts each stop in `steps`. A `cpuid` is answered
+/// as `cpu` (when given) instead of stepped.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn step_block<S: EventSink + ?Sized>(
     sink: &mut S,
@@ -32,6 +34,7 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
     block: Option<&DecodedBlock>,
     regs: &mut Regs,
     steps: &mut u64,
+    cpu: Option<ValgrindCpu>,
 ) -> Result<Stepped> {
     let addr = regs.rip;
     replay.block(sink, thread, addr, regs.rsp);
@@ -62,6 +65,10 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
             }
             regs.rip = insn.addr + u64::from(CLIENT_REQUEST_LEN);
             ptrace::set_regs(thread.tid, regs)?;
+        } else if let (true, Some(cpu)) = (insn.is_cpuid(), cpu) {
+            cpuid::execute(cpu, regs, insn.len);
+            ptrace::set_regs(thread.tid, regs)?;
+            replay.instruction(sink, thread, insn.end(), count);
         } else {
             if insn.rep {
                 return Err(Error::Unexpected(format!(

@@ -17,6 +17,7 @@ use super::protect::{Injector, Protection};
 use super::signals::{self, Frame};
 use super::stepper::{step_block, Stepped};
 use super::Outcome;
+use crate::cpuid::ValgrindCpu;
 use crate::ptrace::{self, Regs};
 
 /// The state of one run.
@@ -30,6 +31,8 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     frames: Vec<Frame<Saved>>,
     /// The program's code made non-executable.
     protection: Protection,
+    /// The processor `cpuid` describes, when not the host's.
+    cpu: Option<ValgrindCpu>,
     outcome: Outcome,
 }
 
@@ -48,8 +51,8 @@ enum Next {
 
 impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
     /// Sets up the code cache in process `pid`, stopped before its first
-    /// instruction.
-    pub fn new(sink: &'s mut S, pid: i32) -> Result<Tracer<'s, S>> {
+    /// instruction; its `cpuid` describes `cpu` (the host when `None`).
+    pub fn new(sink: &'s mut S, pid: i32, cpu: Option<ValgrindCpu>) -> Result<Tracer<'s, S>> {
         let options = libc::PTRACE_O_EXITKILL
             | libc::PTRACE_O_TRACEEXEC
             | libc::PTRACE_O_TRACECLONE
@@ -69,6 +72,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             replay: Replay::default(),
             frames: Vec::new(),
             protection: Protection::default(),
+            cpu,
             outcome: Outcome {
                 exit: Exit::Code(0),
                 instructions: 0,
@@ -340,6 +344,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 block.as_ref(),
                 regs,
                 &mut self.outcome.steps,
+                self.cpu,
             )?;
             if let Stepped::Left = stepped {
                 self.set_executable(regs, span, false)?;

@@ -109,6 +109,9 @@ pub(super) fn refusal(block: &DecodedBlock) -> Option<Refusal> {
             Flow::ClientRequest => return Some("client request".into()),
             _ => {}
         }
+        if insn.is_cpuid() {
+            return Some("cpuid (answered by the tracer)".into());
+        }
     }
     let last = block.last();
     let instruction = last.instruction.as_ref()?;
