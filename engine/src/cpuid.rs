@@ -1,4 +1,5 @@
-//! The processor the program sees: Valgrind's, not the host's.
+//! The processor the program sees: Valgrind's, not the host's (with
+//! `RunOptions::valgrind_machine`; the vDSO is hidden too, see `auxv`).
 //!
 //! Under Valgrind a program does not see the host's `cpuid`: VEX answers it
 //! with a fixed description of one processor model, chosen by what the host

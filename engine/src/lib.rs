@@ -17,6 +17,7 @@
 //! - [`symbols`]: addresses to object, function, source file, line and inlined
 //!   frames, from /proc/PID/maps, ELF symbols and DWARF.
 
+mod auxv;
 pub mod cpuid;
 pub mod error;
 pub mod event;

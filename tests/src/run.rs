@@ -28,7 +28,7 @@ pub enum Kind {
     NoLibc,
     /// C linked dynamically with glibc and libpthread. Symbols are bound at
     /// start-up (`-z now`), so the program's functions call no resolver (its
-    /// name depends on the processor `cpuid` describes: `--cpuid=host` would
+    /// name depends on the processor `cpuid` describes: `--machine=host` would
     /// give `_dl_runtime_resolve_xsavec` here, Valgrind `_xsave`).
     C,
     /// C++ linked dynamically with glibc (`-z now` as [`Kind::C`]); libstdc++ and
@@ -1185,6 +1185,19 @@ pub fn run_backend(
     args: &[&str],
     dir: &Path,
 ) -> TimedRun {
+    run_backend_with_env(backend, options, &[], program, args, dir)
+}
+
+/// [`run_backend`] with the environment variables `env` set for cgx and the
+/// program.
+pub fn run_backend_with_env(
+    backend: &str,
+    options: &[&str],
+    env: &[(&str, &str)],
+    program: &Path,
+    args: &[&str],
+    dir: &Path,
+) -> TimedRun {
     let folder = dir.join(format!("cgx-{backend}"));
     fs::create_dir_all(&folder).expect("a folder for the run");
     let self_check = std::env::var(SELF_CHECK).is_ok_and(|value| value == "valgrind");
@@ -1208,7 +1221,7 @@ pub fn run_backend(
     let mut command = profiler.command();
     command.args(&options).arg(program).args(args);
     let start = std::time::Instant::now();
-    let run = finish(command, folder);
+    let run = finish_with_env(command, folder, env);
     TimedRun {
         run,
         wall: start.elapsed(),

@@ -52,10 +52,11 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   -q, --quiet                   print nothing but errors
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
-  --cpuid=valgrind|host         the processor the program's cpuid describes [valgrind]:
-                                valgrind: the one Valgrind describes on this host, so
-                                libc picks the same string functions as under Valgrind
-                                (the host's when it lacks an instruction set announced)
+  --machine=valgrind|host       the machine the program sees [valgrind]:
+                                valgrind: as under Valgrind, so libc takes the same
+                                paths: cpuid describes Valgrind's processor (unless
+                                this host lacks an instruction set it announces) and
+                                there is no vDSO; host: this machine as it is
   --backend=step|translate      how the program is traced [step]:
                                 step: single steps every instruction (exact, slow:
                                 about 60,000 instructions a second; the reference);
@@ -137,7 +138,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         trace_children: options.trace_children,
         // Cachegrind's branches are counted on its superblocks.
         superblocks: options.tool == Tool::Cachegrind,
-        valgrind_cpu: options.valgrind_cpu,
+        valgrind_machine: options.valgrind_machine,
     };
     let result = trace::trace(
         &command,

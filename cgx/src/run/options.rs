@@ -92,9 +92,9 @@ pub struct Options {
     pub verbosity: i32,
     /// `--trace-children=yes`: follow `execve` into new programs.
     pub trace_children: bool,
-    /// `--cpuid=host` turns it off: the program sees Valgrind's processor
-    /// (cgx's own option, see `cgx_engine::cpuid`).
-    pub valgrind_cpu: bool,
+    /// `--machine=host` turns it off: the program sees Valgrind's processor
+    /// and no vDSO (cgx's own option, see `cgx_engine::RunOptions`).
+    pub valgrind_machine: bool,
     /// `--callgrind-out-file=` / `--cachegrind-out-file=`, not yet expanded.
     pub out_file: Option<String>,
     /// `--dump-instr=yes`.
@@ -156,7 +156,7 @@ impl Options {
             backend: Backend::Step,
             verbosity: 1,
             trace_children: false,
-            valgrind_cpu: true,
+            valgrind_machine: true,
             out_file: None,
             dump_instr: false,
             dump_line: true,
@@ -330,14 +330,16 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             }
         }
         ("--trace-children", Some(value)) => options.trace_children = yes_no(arg, value)?,
-        ("--cpuid", Some(value)) => {
-            options.valgrind_cpu = match value {
+        ("--machine", Some(value)) => {
+            options.valgrind_machine = match value {
                 "valgrind" => true,
                 "host" => false,
                 _ => {
                     return Err(bad(
                         arg,
-                        format!("unknown value '{value}' (the values are 'valgrind' and 'host')"),
+                        format!(
+                            "unknown machine '{value}' (the machines are 'valgrind' and 'host')"
+                        ),
                     ))
                 }
             }

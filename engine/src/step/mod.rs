@@ -76,10 +76,11 @@ pub struct RunOptions {
     /// stay Callgrind's. See `blocks` and `branches` for the rules and what
     /// is not modelled.
     pub superblocks: bool,
-    /// Answer the program's `cpuid` as Valgrind does (see [`crate::cpuid`]),
-    /// so libc picks the code paths it picks under Valgrind. Ignored on a
-    /// host that lacks an instruction set Valgrind's processor announces.
-    pub valgrind_cpu: bool,
+    /// Show the program Valgrind's machine: answer its `cpuid` as Valgrind
+    /// does (see [`crate::cpuid`]; not on a host that lacks an instruction
+    /// set Valgrind's processor announces) and hide the vDSO from it (as
+    /// Valgrind does), so libc takes the paths it takes under Valgrind.
+    pub valgrind_machine: bool,
 }
 
 /// What a run of the step backend reports besides the events.

@@ -3,6 +3,7 @@
 //! resumed on its own, so one blocked in a system call (a futex wait, a join)
 //! does not hold up the others.
 
+use crate::auxv;
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Thread};
@@ -61,7 +62,10 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
     pub fn new(sink: &'s mut S, options: RunOptions, initial: i32) -> Tracer<'s, S> {
         Tracer {
             sink,
-            cpu: options.valgrind_cpu.then(ValgrindCpu::for_host).flatten(),
+            cpu: options
+                .valgrind_machine
+                .then(ValgrindCpu::for_host)
+                .flatten(),
             options,
             tracees: Tracees::default(),
             initial,
@@ -81,6 +85,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         };
         let mut state = ThreadState::new(thread)?;
         state.regs = ptrace::regs(thread.tid)?;
+        if self.options.valgrind_machine {
+            auxv::hide_vdso(thread.pid, state.regs.rsp)?;
+        }
         self.tracees.threads.insert(thread.tid, state);
         self.tracees
             .processes
@@ -293,6 +300,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         if self.options.trace_children {
             self.sink.exec(pid, true);
             state.memory = open_memory(tid)?;
+            if self.options.valgrind_machine {
+                auxv::hide_vdso(pid, after.rsp)?;
+            }
             state.regs = after;
             state.cursor = BlockCursor::start();
             state.signal_frames.clear();

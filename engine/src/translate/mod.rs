@@ -72,10 +72,12 @@ mod stepper;
 mod tracer;
 mod translator;
 
+use crate::auxv;
 use crate::cpuid::ValgrindCpu;
 use crate::error::Result;
 use crate::event::{EventSink, Exit};
 use crate::launch::{self, Command, CpuPin, InterruptGuard};
+use crate::ptrace;
 use crate::step::RunOptions;
 
 /// What a run of the translate backend reports besides the events.
@@ -115,7 +117,7 @@ pub struct Outcome {
 /// Runs `command` to completion under the translate backend, reporting the
 /// blocks and instructions it executes to `sink` (the same sequence as
 /// [`crate::step::run`]; see the module documentation for what this first
-/// slice covers). Of `options`, only `valgrind_cpu` applies in this slice.
+/// slice covers). Of `options`, only `valgrind_machine` applies in this slice.
 ///
 /// Like the step backend, the calling thread is pinned to its CPU while the
 /// run lasts and the calling process ignores SIGINT and SIGQUIT.
@@ -124,10 +126,16 @@ pub fn run<S: EventSink + ?Sized>(
     options: &RunOptions,
     sink: &mut S,
 ) -> Result<Outcome> {
-    let cpu = options.valgrind_cpu.then(ValgrindCpu::for_host).flatten();
+    let cpu = options
+        .valgrind_machine
+        .then(ValgrindCpu::for_host)
+        .flatten();
     let _pin = CpuPin::pin_current_thread();
     let _interrupts = InterruptGuard::ignore();
     let mut tracee = launch::spawn(command)?;
+    if options.valgrind_machine {
+        auxv::hide_vdso(tracee.pid, ptrace::regs(tracee.pid)?.rsp)?;
+    }
     let result = tracer::Tracer::new(sink, tracee.pid, cpu).and_then(tracer::Tracer::run);
     if result.is_ok() {
         tracee.finished();
