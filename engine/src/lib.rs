@@ -22,6 +22,7 @@ pub mod event;
 mod flow;
 pub mod launch;
 mod ptrace;
+mod semantics;
 pub mod step;
 pub mod symbols;
 pub mod translate;
