@@ -14,5 +14,5 @@ mod superblock;
 pub(crate) use accesses::{address_in, Accesses};
 pub(crate) use branches::{Branch, Effect};
 pub(crate) use decoded::Decoded;
-pub(crate) use report::{report, Dynamic, Pass};
+pub(crate) use report::{report, Dynamic, Pass, Registers};
 pub(crate) use superblock::Superblock;

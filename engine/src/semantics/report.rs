@@ -10,8 +10,10 @@ use iced_x86::UsedMemory;
 
 use crate::event::{EventSink, Thread};
 
+use super::accesses::address_in;
 use super::branches::{Branch, RCX};
 use super::decoded::Decoded;
+use crate::ptrace::Regs;
 
 /// What one execution of an instruction did, as far as its events need.
 pub(crate) trait Dynamic {
@@ -23,6 +25,31 @@ pub(crate) trait Dynamic {
     fn guard(&self, branch: &Branch) -> bool;
     /// Where it went (asked of an indirect jump or call).
     fn target(&self) -> u64;
+}
+
+/// What an execution did, from the registers around it (a single step).
+pub(crate) struct Registers<'a> {
+    /// Before the execution.
+    pub before: &'a Regs,
+    /// After it.
+    pub after: &'a Regs,
+    /// How far the string pointers moved in earlier iterations of the
+    /// same step.
+    pub offset: u64,
+}
+
+impl Dynamic for Registers<'_> {
+    fn address(&self, _index: usize, memory: &UsedMemory) -> Option<u64> {
+        address_in(self.before, memory, self.offset)
+    }
+
+    fn guard(&self, branch: &Branch) -> bool {
+        branch.guard(self.before)
+    }
+
+    fn target(&self) -> u64 {
+        self.after.rip
+    }
 }
 
 /// One execution (pass) of a REP string instruction.

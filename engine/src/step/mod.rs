@@ -17,7 +17,7 @@
 //! Besides the instructions it reports what Valgrind's cache and branch
 //! simulations see of each execution: data accesses and
 //! conditional and indirect branches, by the rules shared with the
-//! translate backend ([`crate::semantics`]), computed from the registers
+//! translate backend (`crate::semantics`), computed from the registers
 //! around the step (`report`).
 //!
 //! Signal handlers: when a thread enters one, `signal_handler_entered` is
@@ -75,6 +75,11 @@ pub struct RunOptions {
     /// stay Callgrind's. See `crate::semantics` for the rules and what
     /// is not modelled.
     pub superblocks: bool,
+    /// The run feeds cache or branch simulations: report data accesses and
+    /// conditional and indirect branches. The step backend always reports
+    /// them; the translate backend records what they need only when asked
+    /// (its records grow, see `crate::translate`).
+    pub simulations: bool,
 }
 
 /// What a run of the step backend reports besides the events.

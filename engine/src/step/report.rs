@@ -2,10 +2,8 @@
 //! a step (the rules are shared, see [`crate::semantics::report`]): what
 //! the execution did is read from the registers before and after the step.
 
-use iced_x86::UsedMemory;
-
 use crate::event::{AccessKind, DataAccess, EventSink, Thread};
-use crate::semantics::{self, address_in, Branch, Decoded, Dynamic, Pass};
+use crate::semantics::{self, address_in, Decoded, Pass, Registers};
 
 use super::decode::Repetitions;
 use crate::ptrace::Regs;
@@ -27,28 +25,6 @@ pub(super) struct Execution<'a> {
     pub after: &'a Regs,
     /// For a REP string instruction, what the step did.
     pub repetitions: Option<Repetitions>,
-}
-
-/// What execution number `index` of a step did, from its registers.
-struct Registers<'a> {
-    before: &'a Regs,
-    after: &'a Regs,
-    /// How far the string pointers moved in the step's earlier iterations.
-    offset: u64,
-}
-
-impl Dynamic for Registers<'_> {
-    fn address(&self, _index: usize, memory: &UsedMemory) -> Option<u64> {
-        address_in(self.before, memory, self.offset)
-    }
-
-    fn guard(&self, branch: &Branch) -> bool {
-        branch.guard(self.before)
-    }
-
-    fn target(&self) -> u64 {
-        self.after.rip
-    }
 }
 
 impl Execution<'_> {
