@@ -146,6 +146,8 @@ impl Replay {
         if !self.simulations {
             return;
         }
+        // Callgrind's rules need the block's constants, Cachegrind's the
+        // superblock's.
         let known = if self.cachegrind {
             self.superblock.known
         } else {
@@ -161,9 +163,12 @@ impl Replay {
             self.cachegrind,
             dynamic,
         );
-        self.known = decoded.effect.apply(self.known);
-        let superblock_known = decoded.effect.apply(self.superblock.known);
-        self.superblock.executed(decoded, at, now, superblock_known);
+        if self.cachegrind {
+            let superblock_known = decoded.effect.apply(self.superblock.known);
+            self.superblock.executed(decoded, at, now, superblock_known);
+        } else {
+            self.known = decoded.effect.apply(self.known);
+        }
     }
 
     /// Reports a whole block executed at `addr` with stack pointer `sp`:
