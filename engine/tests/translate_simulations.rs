@@ -4,15 +4,19 @@
 //! (`superblocks`) rules, on programs with every kind of access (stack,
 //! REP strings, read-modify-write, SSE/AVX, fs-relative, fxsave), jcc
 //! loops, indirect calls and jump tables, refused (stepped) blocks, and a
-//! dynamically linked program (ld.so, libc, the vDSO).
+//! dynamically linked program (ld.so, libc, the vDSO). On a program long
+//! enough to fill the record buffer many times (`translate_loop`, 10
+//! million instructions, too long to step), the totals equal Cachegrind's.
 
 mod common;
 
 use std::path::Path;
 use std::time::Instant;
 
-use cgx_engine::{step, translate, Command, Exit, RunOptions};
-use common::{assert_same_events, build, Event, Recorder};
+use cgx_engine::{
+    step, translate, AccessKind, Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread,
+};
+use common::{assert_same_events, build, valgrind, Event, Recorder};
 
 /// Runs `command` under both backends with `options` and compares the
 /// event sequences; returns the translate outcome.
@@ -110,4 +114,76 @@ fn dynamic_program_gives_the_step_backends_events() {
     );
     let [callgrind, _] = both_rules();
     same_events_as_step(&Command::new(&program), &callgrind);
+}
+
+/// Totals of Cachegrind's `Ir Dr Dw Bc Bi` (a modify is a read for it).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Totals([u64; 5]);
+
+impl EventSink for Totals {
+    fn block(&mut self, _thread: Thread, _block: Block) {}
+    fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {
+        self.0[0] += 1;
+    }
+    fn data_access(&mut self, _thread: Thread, access: DataAccess) {
+        self.0[if access.kind == AccessKind::Write {
+            2
+        } else {
+            1
+        }] += 1;
+    }
+    fn conditional_branch(&mut self, _thread: Thread, _addr: u64, _taken: bool) {
+        self.0[3] += 1;
+    }
+    fn indirect_branch(&mut self, _thread: Thread, _addr: u64, _target: u64) {
+        self.0[4] += 1;
+    }
+}
+
+/// Cachegrind's totals of `Ir Dr Dw Bc Bi` for `program` (Callgrind's
+/// leave out the last block).
+fn cachegrind_totals(dir: &Path, program: &Path) -> Totals {
+    let out = dir.join("cachegrind.out");
+    valgrind(
+        "cachegrind",
+        &[
+            format!("--cachegrind-out-file={}", out.display()),
+            "--cache-sim=yes".into(),
+            "--branch-sim=yes".into(),
+        ],
+        program,
+    );
+    let text = std::fs::read_to_string(&out).expect("Cachegrind's file");
+    let line = |prefix: &str| -> Vec<String> {
+        text.lines()
+            .find_map(|line| line.strip_prefix(prefix))
+            .expect("the line in Cachegrind's file")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let (events, totals) = (line("events:"), line("summary:"));
+    let mut found = Totals::default();
+    for (slot, name) in found.0.iter_mut().zip(["Ir", "Dr", "Dw", "Bc", "Bi"]) {
+        let column = events.iter().position(|event| event == name);
+        *slot = column
+            .and_then(|column| totals.get(column))
+            .map_or(0, |total| total.parse().expect("a count"));
+    }
+    found
+}
+
+#[test]
+fn a_long_run_fills_the_buffer_and_equals_cachegrinds_totals() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "translate_loop", 0);
+    let [_, cachegrind] = both_rules();
+    let mut totals = Totals::default();
+    let outcome = translate::run(&Command::new(&program), &cachegrind, &mut totals)
+        .expect("the translate run succeeds");
+    eprintln!("translate_loop: {totals:?}, {outcome:?}");
+    assert_eq!(outcome.exit, Exit::Code(0));
+    // Buffer hand-offs happened (4 MB each).
+    assert!(outcome.drains > 10, "{outcome:?}");
+    assert_eq!(totals, cachegrind_totals(dir.path(), &program));
 }
