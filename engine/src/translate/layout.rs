@@ -2,8 +2,9 @@
 //! ±2 GB of the code it translates, holding (in this order)
 //!
 //! - a data page of slots the instrumentation uses as scratch memory (it
-//!   never touches the tracee's stack, so red zones stay intact) and the
-//!   record cursor;
+//!   never touches the tracee's stack, so red zones stay intact), the
+//!   record cursor, the address of the record being written (for the
+//!   recorded words, `capture`) and a spare record;
 //! - the record buffer: one record per executed block: its translation id,
 //!   the words the translation records when the run feeds simulations
 //!   (`capture`; none otherwise), then the stack pointer at its start;
