@@ -12,8 +12,9 @@
 //!   branch simulations see them. Decoded instructions are cached per
 //!   address and dropped when code is rewritten (stores of the tracee),
 //!   unmapped or remapped, and on `execve` (see [`step`], "Decoded code").
-//!   A block-based backend (issue 6)
-//!   will produce the same events (see [`event::EventSink`]).
+//!   The rules for accesses and branches are shared with the block-based
+//!   [`translate`] backend (issue 6), which produces the same events (see
+//!   [`event::EventSink`]).
 //! - [`symbols`]: addresses to object, function, source file, line and inlined
 //!   frames, from /proc/PID/maps, ELF symbols and DWARF.
 
@@ -24,6 +25,7 @@ pub mod event;
 mod flow;
 pub mod launch;
 mod ptrace;
+mod semantics;
 pub mod step;
 pub mod symbols;
 pub mod translate;

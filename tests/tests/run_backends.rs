@@ -7,19 +7,22 @@
 //! (`cgx_formats::canonical`: events, summary and totals, the self cost of
 //! every place, every call's count and inclusive costs, every jump), the
 //! `pid:` lines aside, with default options, `--dump-instr=yes`,
-//! `--collect-jumps=yes` (with and without `--dump-instr=yes`), and for
-//! Cachegrind with `--cache-sim=no`. The same exit status and stdout as the
-//! program alone. Both backends' figures also equal Valgrind's (total Ir,
-//! self Ir per function, calls and inclusive Ir per arc, Ir per instruction
-//! with `--dump-instr=yes`, and the `jump=`/`jcnd=` lines as `run_exact.rs`
-//! checks them). The wall times of both backends are printed
-//! (`cargo test --test run_backends -- --nocapture`).
+//! `--collect-jumps=yes` (with and without `--dump-instr=yes`), the
+//! simulations with `--dump-instr=yes` (`--cache-sim=yes`,
+//! `--branch-sim=yes`, `--cacheuse=yes`), and for Cachegrind with
+//! `--cache-sim=no`, with its default cache simulation, and with
+//! `--branch-sim=yes` too. The same exit status and stdout as the program
+//! alone. Both backends' figures also equal Valgrind's without simulations
+//! (total Ir, self Ir per function, calls and inclusive Ir per arc, Ir per
+//! instruction with `--dump-instr=yes`, and the `jump=`/`jcnd=` lines as
+//! `run_exact.rs` checks them; the simulations' figures against Valgrind
+//! are `run_simulation.rs`'s, `run_cacheuse.rs`'s and
+//! `run_cachegrind.rs`'s). The same holds for a small dynamically linked
+//! program (`hello.c`) with the cache and branch simulations. The wall times
+//! of both backends are printed (`cargo test --test run_backends --
+//! --nocapture`).
 //!
-//! The translate backend does not report data accesses nor branches yet:
-//! with `--cache-sim=yes`, `--branch-sim=yes`, `--cacheuse=yes` (or
-//! Cachegrind's default cache simulation) `cgx run --backend=translate` is an
-//! error, before the program starts. An unknown backend is an error naming
-//! it. And on the programs it does not handle yet (threads, client requests,
+//! An unknown backend is an error naming it. And on the programs it does not handle yet (threads, client requests,
 //! signals) it either gives the step backend's profiles or stops with exit
 //! status 1 and a message saying that the profile cannot be trusted: never a
 //! silently different profile.
@@ -38,23 +41,24 @@ const CALLGRIND: &str = "callgrind.out.";
 /// The prefix of the Cachegrind files' names.
 const CACHEGRIND: &str = "cachegrind.out.";
 
-/// The error of `--backend=translate` with a simulation.
-const NO_SIMULATION: &str = "cgx: --backend=translate does not simulate caches or branches yet \
-                             (issue 6); use --backend=step\n";
-
-/// One program run: its source in `tests/programs/run/`, its arguments (the
-/// word `{marker}` stands for a marker file's path), and its exit status.
+/// One program run: its source in `tests/programs/run/` and how it is
+/// built, its arguments (the word `{marker}` stands for a marker file's
+/// path), and its exit status.
 struct Case {
     source: &'static str,
+    kind: Kind,
     args: &'static [&'static str],
     status: i32,
 }
 
-/// The command lines compared, after `-q` and the output file option: the
+/// A command line compared, after `-q` and the output file option: the
 /// options, the output file option (`{out}` the run's folder), and whether
 /// Valgrind's figures are compared too (with the Ir of every instruction when
 /// the options have `--dump-instr=yes`).
-const OPTION_SETS: &[(&[&str], &str, bool)] = &[
+type OptionSet = (&'static [&'static str], &'static str, bool);
+
+/// The command lines compared on the programs without libc.
+const OPTION_SETS: &[OptionSet] = &[
     (&[], "--callgrind-out-file={out}/callgrind.out.%p", true),
     (
         &["--dump-instr=yes"],
@@ -76,6 +80,31 @@ const OPTION_SETS: &[(&[&str], &str, bool)] = &[
         "--cachegrind-out-file={out}/cachegrind.out.%p",
         false,
     ),
+    (
+        &["--dump-instr=yes", "--cache-sim=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &["--dump-instr=yes", "--branch-sim=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &["--dump-instr=yes", "--cacheuse=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &["--tool=cachegrind"],
+        "--cachegrind-out-file={out}/cachegrind.out.%p",
+        false,
+    ),
+    (
+        &["--tool=cachegrind", "--branch-sim=yes"],
+        "--cachegrind-out-file={out}/cachegrind.out.%p",
+        false,
+    ),
 ];
 
 /// The arguments of `case`, `{marker}` replaced by `marker`.
@@ -86,12 +115,27 @@ fn arguments(case: &Case, marker: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Builds `case`'s program, runs it alone, then for each of the
-/// [`OPTION_SETS`] under both backends (and Valgrind), and asserts what the
-/// module documentation says. Prints the wall times.
-fn differential(case: &Case) {
+/// The command lines compared on the dynamically linked program (the step
+/// backend takes seconds on it): the simulations.
+const DYNAMIC_OPTION_SETS: &[OptionSet] = &[
+    (
+        &["--dump-instr=yes", "--cache-sim=yes", "--branch-sim=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &["--tool=cachegrind", "--branch-sim=yes"],
+        "--cachegrind-out-file={out}/cachegrind.out.%p",
+        false,
+    ),
+];
+
+/// Builds `case`'s program, runs it alone, then for each of `option_sets`
+/// under both backends (and Valgrind), and asserts what the module
+/// documentation says. Prints the wall times.
+fn differential(case: &Case, option_sets: &[OptionSet]) {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build(case.source, Kind::NoLibc, dir.path());
+    let program = build(case.source, case.kind, dir.path());
     let marker = dir.path().join("marker");
     let args = arguments(case, &marker);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -101,7 +145,7 @@ fn differential(case: &Case) {
     let name = format!("{} {}", case.source, args.join(" "));
     let name = name.trim_end();
     let mut times = Vec::new();
-    for (index, (options, out_file, against_valgrind)) in OPTION_SETS.iter().enumerate() {
+    for (index, (options, out_file, against_valgrind)) in option_sets.iter().enumerate() {
         let folder = dir.path().join(index.to_string());
         let options: Vec<&str> = ["-q", out_file]
             .iter()
@@ -178,34 +222,63 @@ fn compare_with_valgrind(
 
 #[test]
 fn exact_gives_the_same_profiles_under_both_backends() {
-    differential(&Case {
-        source: "exact.c",
-        args: &[],
-        status: 3,
-    });
+    differential(
+        &Case {
+            source: "exact.c",
+            kind: Kind::NoLibc,
+            args: &[],
+            status: 3,
+        },
+        OPTION_SETS,
+    );
 }
 
 #[test]
 fn streams_gives_the_same_profiles_under_both_backends() {
-    differential(&Case {
-        source: "streams.c",
-        args: &[],
-        status: 0,
-    });
+    differential(
+        &Case {
+            source: "streams.c",
+            kind: Kind::NoLibc,
+            args: &[],
+            status: 0,
+        },
+        OPTION_SETS,
+    );
+}
+
+#[test]
+fn a_dynamically_linked_program_gives_the_same_profiles_with_simulations() {
+    differential(
+        &Case {
+            source: "hello.c",
+            kind: Kind::C,
+            args: &[],
+            status: 0,
+        },
+        DYNAMIC_OPTION_SETS,
+    );
 }
 
 #[test]
 fn crash_without_a_crash_gives_the_same_profiles_under_both_backends() {
-    differential(&Case {
-        source: "crash.c",
-        args: &[],
-        status: 0,
-    });
-    differential(&Case {
-        source: "crash.c",
-        args: &["marker", "{marker}"],
-        status: 0,
-    });
+    differential(
+        &Case {
+            source: "crash.c",
+            kind: Kind::NoLibc,
+            args: &[],
+            status: 0,
+        },
+        OPTION_SETS,
+    );
+    differential(
+        &Case {
+            source: "crash.c",
+            kind: Kind::NoLibc,
+            args: &["marker", "{marker}"],
+            status: 0,
+        },
+        OPTION_SETS,
+    );
 }
 
 /// Runs `crash marker PATH` under `cgx run OPTIONS` and returns the run and
@@ -223,46 +296,6 @@ fn crash_marker(options: &[&str], backend: &str) -> (Run, bool) {
         dir.path(),
     );
     (timed.run, marker.exists())
-}
-
-/// With the translate backend every simulation is refused with one clear
-/// message, exit status 1, no file, and the program not started; the step
-/// backend runs the same command lines.
-#[test]
-fn the_translate_backend_refuses_simulations() {
-    for options in [
-        &["--cache-sim=yes"][..],
-        &["--branch-sim=yes"],
-        &["--cacheuse=yes"],
-        &["--cacheuse=yes", "--cache-sim=no"],
-        &["--LL=262144,8,64"],
-        &[
-            "--tool=cachegrind",
-            "--cachegrind-out-file={out}/cachegrind.out",
-        ],
-        &[
-            "--tool=cachegrind",
-            "--cache-sim=no",
-            "--branch-sim=yes",
-            "--cachegrind-out-file={out}/cachegrind.out",
-        ],
-    ] {
-        let options: Vec<&str> = ["-q"].iter().chain(options).copied().collect();
-        let (translate, ran) = crash_marker(&options, "translate");
-        assert_status(&translate, 1);
-        assert_eq!(translate.stderr, NO_SIMULATION, "{}", translate.command);
-        assert!(!ran, "{}: the program ran", translate.command);
-        assert!(
-            translate.files.is_empty(),
-            "{}: files written: {:?}",
-            translate.command,
-            translate.files
-        );
-        let (step, ran) = crash_marker(&options, "step");
-        assert_status(&step, 0);
-        assert!(ran && step.files.len() == 1, "{}", step.command);
-        println!("{}: {}", translate.command, translate.stderr.trim());
-    }
 }
 
 /// `--backend=fast`: an error naming it and the backends there are, exit

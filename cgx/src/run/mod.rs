@@ -63,11 +63,10 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
                                 translate: runs instrumented copies of the program's
                                 code from a cache in its memory (fast; being built,
                                 issue 6, to become the default). So far it traces
-                                single-threaded programs and gives instruction counts,
-                                the call graph and jumps, not the cache, branch or
-                                cache-use simulations (refused with it); a program it
-                                cannot handle (threads, fork, exec) stops it with an
-                                error (exit 1) and its profile is not to be trusted
+                                single-threaded programs, with every simulation; a
+                                program it cannot handle (threads, fork, exec) stops
+                                it with an error (exit 1) and its profile is not to
+                                be trusted
   --cache-sim=yes|no            simulate the I1, D1 and LL caches: Ir Dr Dw I1mr D1mr
                                 D1mw ILmr DLmr DLmw [callgrind: no; cachegrind: yes,
                                 Valgrind 3.19's default (cgx said no before)]
@@ -139,6 +138,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         // Cachegrind's branches are counted on its superblocks.
         superblocks: options.tool == Tool::Cachegrind,
         valgrind_machine: options.valgrind_machine,
+        simulations: options.simulations(),
     };
     let result = trace::trace(
         &command,

@@ -12,10 +12,6 @@
 //! simulation on, and `--cacheuse=yes` also turns `--dump-instr` on, each at
 //! its place on the command line (a later `--cache-sim=no` or
 //! `--dump-instr=no` wins).
-//!
-//! The backend must be able to give what the options ask for: the translate
-//! backend (issue 6) reports no data accesses and no branches yet, so with it
-//! a cache or branch simulation is refused rather than silently left out.
 
 use std::ffi::OsString;
 
@@ -55,9 +51,7 @@ pub enum Backend {
     /// the reference the translate backend is checked against.
     Step,
     /// Runs instrumented copies of the program's blocks from a code cache in
-    /// the tracee (issue 6): fast. So far single-threaded programs only, and
-    /// instruction counts and the call graph only (no cache or branch
-    /// simulation).
+    /// the tracee (issue 6): fast. So far single-threaded programs only.
     Translate,
 }
 
@@ -67,15 +61,6 @@ impl Backend {
         match self {
             Backend::Step => "step",
             Backend::Translate => "translate",
-        }
-    }
-
-    /// Whether the backend reports what the cache and branch simulations
-    /// need (data accesses, branch outcomes and targets).
-    pub fn simulates(self) -> bool {
-        match self {
-            Backend::Step => true,
-            Backend::Translate => false,
         }
     }
 }
@@ -202,6 +187,12 @@ impl Options {
     pub fn configures_caches(&self) -> bool {
         self.tool == Tool::Cachegrind || self.cache_sim
     }
+
+    /// Whether a simulation (caches, branches, cache use) needs the data
+    /// accesses and branches of the run.
+    pub fn simulations(&self) -> bool {
+        self.cache_sim || self.branch_sim || self.cacheuse
+    }
 }
 
 /// Why a command line was refused.
@@ -226,16 +217,6 @@ pub enum OptionError {
     /// No program after the options.
     #[error("no program specified (usage: cgx run [OPTIONS] PROGRAM [ARGS...])")]
     NoProgram,
-    /// A cache, branch or cache-use simulation with a backend that does not
-    /// report the events it needs (the profile would silently lack them).
-    #[error(
-        "--backend={} does not simulate caches or branches yet (issue 6); use --backend=step",
-        backend.name()
-    )]
-    NoSimulation {
-        /// The backend chosen.
-        backend: Backend,
-    },
 }
 
 /// The options whose value is `yes` or `no`, for the hint on a bare `--dump-instr`.
@@ -292,13 +273,6 @@ pub fn parse(args: &[OsString]) -> Result<Options, OptionError> {
     options.cache_sim = options.tool == Tool::Cachegrind;
     for arg in flags {
         parse_one(&mut options, arg)?;
-    }
-    // After all options: Cachegrind's default --cache-sim=yes counts too.
-    if !options.backend.simulates() && (options.cache_sim || options.branch_sim || options.cacheuse)
-    {
-        return Err(OptionError::NoSimulation {
-            backend: options.backend,
-        });
     }
     Ok(options)
 }
@@ -803,28 +777,20 @@ mod tests {
     }
 
     #[test]
-    fn the_translate_backend_refuses_simulations() {
-        let refused = "--backend=translate does not simulate caches or branches yet \
-                       (issue 6); use --backend=step";
+    fn the_translate_backend_takes_simulations() {
         for text in [
             "--backend=translate --cache-sim=yes p",
-            "--cache-sim=yes --backend=translate p",
             "--backend=translate --branch-sim=yes p",
             "--backend=translate --cacheuse=yes p",
-            "--backend=translate --cacheuse=yes --cache-sim=no p",
-            // Any cache option turns Callgrind's cache simulation on.
-            "--backend=translate --cacheuse=no p",
-            "--backend=translate --LL=262144,8,64 p",
-            // Cachegrind simulates the caches by default.
             "--tool=cachegrind --backend=translate p",
-            "--tool=cachegrind --backend=translate --cache-sim=no --branch-sim=yes p",
         ] {
-            assert_eq!(error(text), refused, "{text}");
+            let options = ok(text);
+            assert_eq!(options.backend, Backend::Translate, "{text}");
+            assert!(options.simulations(), "{text}");
         }
         // A later --cache-sim=no wins, as always.
-        assert!(!ok("--backend=translate --LL=262144,8,64 --cache-sim=no p").cache_sim);
-        // The step backend simulates.
-        assert!(ok("--backend=step --cache-sim=yes --branch-sim=yes --cacheuse=yes p").cacheuse);
+        assert!(!ok("--backend=translate --LL=262144,8,64 --cache-sim=no p").simulations());
+        assert!(!ok("--tool=cachegrind --cache-sim=no p").simulations());
     }
 
     #[test]

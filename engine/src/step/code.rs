@@ -47,8 +47,8 @@ use std::fs::File;
 
 use crate::flow::CLIENT_REQUEST_LEN;
 
-use super::decode::Decoded;
 use crate::ptrace::Regs;
+use crate::semantics::Decoded;
 
 /// log2 of the page size.
 const PAGE_SHIFT: u32 = 12;

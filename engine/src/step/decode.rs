@@ -1,58 +1,21 @@
-//! Decoding: what the step backend needs to know of an instruction (its length,
-//! how it may transfer control and REP behaviour, classified by the shared
-//! rules of [`crate::flow`]), decoded with iced-x86 (once per address until
-//! its bytes change, see `code`), and Valgrind's counting of REP string
-//! instructions.
+//! Decoding: reading an instruction from the tracee's memory into what
+//! the backends know of it ([`Decoded`], shared), once per address until
+//! its bytes change (see `code`), and Valgrind's counting of REP string
+//! instructions in a step.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use iced_x86::{Decoder, DecoderOptions, Instruction, InstructionInfoFactory, Mnemonic};
+use iced_x86::{Decoder, DecoderOptions};
 
-use crate::flow::{
-    client_request_prefix, is_rep_string, rep_counter_32, rep_while_zero_flag, End, Flow,
-    CLIENT_REQUEST_LEN, MAX_INSTRUCTION_LEN,
-};
-
-use super::accesses::Accesses;
-use super::branches::{Branch, Effect};
-
-/// The REP behaviour of a string instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Rep {
-    /// `Some(true)`: repeat while ZF = 1 (REPE cmps/scas); `Some(false)`: while
-    /// ZF = 0 (REPNE); `None`: only the count ends it.
-    pub while_zero_flag: Option<bool>,
-    /// The counter is `ecx` (address-size prefix), not `rcx`.
-    counter_32: bool,
-}
-
-/// What the backend keeps of a decoded instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Decoded {
-    /// Length in bytes.
-    pub len: u8,
-    /// How it may transfer control.
-    pub flow: Flow,
-    /// `Some` for a REP-prefixed string instruction (which ends its block).
-    pub rep: Option<Rep>,
-    /// Its data accesses (of one iteration, for a REP string instruction).
-    pub accesses: Accesses,
-    /// The element size of a string instruction (its pointers move by it).
-    pub element: u8,
-    /// The branch it is for Valgrind's branch simulation.
-    pub branch: Branch,
-    /// What it does to the registers holding constants of the block.
-    pub effect: Effect,
-    /// It is `cpuid` (answered by the tracer, see [`crate::cpuid`]).
-    pub cpuid: bool,
-}
+use crate::flow::{client_request_prefix, Flow, CLIENT_REQUEST_LEN, MAX_INSTRUCTION_LEN};
+use crate::semantics::{Accesses, Branch, Decoded, Effect};
 
 /// How a step of a REP string instruction went: the iterations it ran, and
 /// whether it then ended the instruction by the count check (an execution of
 /// its own for Valgrind).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Repetitions {
+pub(crate) struct Repetitions {
     /// Iterations run.
     pub iterations: u64,
     /// The final `rcx == 0` check ended the instruction.
@@ -90,41 +53,8 @@ impl Decoded {
         if instruction.is_invalid() {
             return (None, MAX_INSTRUCTION_LEN.max(compared));
         }
-        let decoded = Decoded::from_instruction(&instruction);
+        let decoded = Decoded::of(&instruction);
         (Some(decoded), decoded.len.max(compared))
-    }
-
-    fn from_instruction(instruction: &Instruction) -> Decoded {
-        let rep = is_rep_string(instruction).then(|| Rep {
-            while_zero_flag: rep_while_zero_flag(instruction),
-            counter_32: rep_counter_32(instruction),
-        });
-        let mut factory = InstructionInfoFactory::new();
-        Decoded {
-            len: instruction.len() as u8,
-            flow: Flow::of(instruction),
-            rep,
-            accesses: Accesses::of(instruction, &mut factory),
-            element: if instruction.is_string_instruction() {
-                instruction.memory_size().size() as u8
-            } else {
-                0
-            },
-            branch: Branch::of(instruction),
-            effect: Effect::of(instruction, &mut factory),
-            cpuid: instruction.mnemonic() == Mnemonic::Cpuid,
-        }
-    }
-
-    /// What decides how its block is left, for the instruction at `at`
-    /// (see [`crate::flow::exit`]).
-    pub fn end(&self, at: u64) -> End {
-        End {
-            addr: at,
-            len: self.len,
-            flow: self.flow,
-            rep: self.rep.is_some(),
-        }
     }
 
     /// How many times the instruction counts for a step that went from

@@ -15,9 +15,10 @@
 //! rbx,rbx`) is one 19-byte instruction, served without being stepped.
 //!
 //! Besides the instructions it reports what Valgrind's cache and branch
-//! simulations see of each execution: data accesses (`accesses`), and
-//! conditional and indirect branches (`branches`), computed from the
-//! registers before the step (`report`).
+//! simulations see of each execution: data accesses and
+//! conditional and indirect branches, by the rules shared with the
+//! translate backend (`crate::semantics`), computed from the registers
+//! around the step (`report`).
 //!
 //! Signal handlers: when a thread enters one, `signal_handler_entered` is
 //! reported and the handler's first block arrives with [`Arrival::Start`].
@@ -47,9 +48,7 @@
 //! [`Arrival::Start`]: crate::event::Arrival::Start
 //! [`Arrival::FallThrough`]: crate::event::Arrival::FallThrough
 
-mod accesses;
 mod blocks;
-mod branches;
 mod code;
 mod decode;
 mod report;
@@ -73,7 +72,7 @@ pub struct RunOptions {
     /// was set before a `call` or `jmp` loses its first count check), and
     /// Cachegrind's rule for which outcomes are inverted (REPE/REPNE count
     /// checks). Only conditional-branch events change; the blocks reported
-    /// stay Callgrind's. See `blocks` and `branches` for the rules and what
+    /// stay Callgrind's. See `crate::semantics` for the rules and what
     /// is not modelled.
     pub superblocks: bool,
     /// Show the program Valgrind's machine: answer its `cpuid` as Valgrind
@@ -81,6 +80,11 @@ pub struct RunOptions {
     /// set Valgrind's processor announces) and hide the vDSO from it (as
     /// Valgrind does), so libc takes the paths it takes under Valgrind.
     pub valgrind_machine: bool,
+    /// The run feeds cache or branch simulations: report data accesses and
+    /// conditional and indirect branches. The step backend always reports
+    /// them; the translate backend records what they need only when asked
+    /// (its records grow, see `crate::translate`).
+    pub simulations: bool,
 }
 
 /// What a run of the step backend reports besides the events.

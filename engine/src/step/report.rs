@@ -1,13 +1,11 @@
-//! The data-access and branch events of one execution of an instruction
-//! (see `accesses` and `branches` for Valgrind's rules), reported after its
-//! `instruction` event in VEX's order: for a REP string instruction the
-//! count check, the iteration's accesses, then the continue condition; for
-//! other instructions the accesses, then the branch.
+//! The data-access and branch events of one execution of an instruction in
+//! a step (the rules are shared, see [`crate::semantics::report`]): what
+//! the execution did is read from the registers before and after the step.
 
 use crate::event::{AccessKind, DataAccess, EventSink, Thread};
+use crate::semantics::{self, address_in, Decoded, Pass, Registers};
 
-use super::branches::{Branch, RCX};
-use super::decode::{Decoded, Repetitions};
+use super::decode::Repetitions;
 use crate::ptrace::Regs;
 
 /// The direction flag: string pointers move down.
@@ -41,50 +39,29 @@ impl Execution<'_> {
         known: u16,
         cachegrind: bool,
     ) {
-        let (thread, at) = (self.thread, self.at);
-        let Some(rep) = self.repetitions else {
-            self.decoded
-                .accesses
-                .for_each(self.before, 0, |access| sink.data_access(thread, access));
-            if let Some(taken) = self
-                .decoded
-                .branch
-                .conditional(self.before, known, cachegrind)
-            {
-                sink.conditional_branch(thread, at, taken);
-            }
-            if self.decoded.branch == Branch::Indirect {
-                sink.indirect_branch(thread, at, self.after.rip);
-            }
-            return;
-        };
-        let iteration = index < rep.iterations;
-        let conditional = self
-            .decoded
-            .rep
-            .is_some_and(|rep| rep.while_zero_flag.is_some());
-        // The count check; VEX folds it away when rcx is a constant of the
-        // block (only the step's first execution can be in a block that
-        // started before the instruction).
-        // Its exit goes to the next instruction: Cachegrind always inverts
-        // it, Callgrind only when it is the block's last exit (plain `rep`).
-        if index > 0 || known & RCX == 0 {
-            let inverted = cachegrind || !conditional;
-            sink.conditional_branch(thread, at, iteration == inverted);
-        }
-        if !iteration {
-            return;
-        }
-        self.decoded
-            .accesses
-            .for_each(self.before, self.offset(index), |access| {
-                sink.data_access(thread, access)
-            });
-        if conditional {
+        let pass = self.repetitions.map(|rep| Pass {
+            iteration: index < rep.iterations,
             // Earlier iterations of the step went on, so their condition held.
-            let held = index + 1 < rep.iterations || rep.condition_held;
-            sink.conditional_branch(thread, at, held);
-        }
+            condition_held: index + 1 < rep.iterations || rep.condition_held,
+        });
+        // Only the step's first execution can be in a block that started
+        // before the instruction.
+        let known = if index > 0 { 0 } else { known };
+        let registers = Registers {
+            before: self.before,
+            after: self.after,
+            offset: self.offset(index),
+        };
+        semantics::report(
+            sink,
+            self.thread,
+            self.at,
+            self.decoded,
+            pass,
+            known,
+            cachegrind,
+            &registers,
+        );
     }
 
     /// Calls `store` with the address and size of each store (`Write` or
@@ -96,16 +73,16 @@ impl Execution<'_> {
                 store(access.addr, access.size);
             }
         };
-        match self.repetitions {
-            None if executions > 0 => self.decoded.accesses.for_each(self.before, 0, &mut each),
-            None => {}
-            Some(rep) => {
-                for index in 0..rep.iterations.min(executions) {
-                    self.decoded
-                        .accesses
-                        .for_each(self.before, self.offset(index), &mut each);
-                }
-            }
+        let iterations = match self.repetitions {
+            None => executions.min(1),
+            Some(rep) => rep.iterations.min(executions),
+        };
+        for index in 0..iterations {
+            let offset = self.offset(index);
+            self.decoded.accesses.for_each(
+                |_, memory| address_in(self.before, memory, offset),
+                &mut each,
+            );
         }
     }
 

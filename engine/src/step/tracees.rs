@@ -10,8 +10,8 @@ use crate::event::{Arrival, Thread};
 
 use super::blocks::BlockCursor;
 use super::code::CodeCache;
-use super::decode::Decoded;
 use crate::ptrace::Regs;
+use crate::semantics::Decoded;
 
 /// A single-step in flight: what the thread was about to execute.
 #[derive(Clone, Copy, Debug)]

@@ -9,13 +9,15 @@ use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Thread};
 use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
 
-use super::blocks::{BlockCursor, Superblock};
+use super::blocks::BlockCursor;
 use super::code::CodeCache;
-use super::decode::{read_available, Decoded};
+use super::decode::read_available;
 use super::report::Execution;
 use super::tracees::{open_memory, Process, Step, ThreadState, Tracees};
 use super::{Outcome, RunOptions};
 use crate::ptrace::{self, Regs};
+use crate::semantics::Decoded;
+use crate::semantics::Superblock;
 
 /// `si_code` of a single-step trap, and of the step report after a system call.
 const TRAP_TRACE: i32 = 2;

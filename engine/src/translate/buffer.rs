@@ -1,21 +1,27 @@
-//! Draining the record buffer: each record (translation id, stack pointer)
-//! is one executed block, replayed into the sink as a `block` event (its
+//! Draining the record buffer: each record (translation id, the words the
+//! translation records when the run feeds simulations, stack pointer) is
+//! one executed block, replayed into the sink as a `block` event (its
 //! arrival computed from the previous block's last instruction and this
 //! block's address, as the step backend computes it) and the block's
-//! instructions.
+//! instructions, each followed, when the run feeds simulations, by its
+//! data accesses and branches (by the rules shared with the step backend,
+//! [`crate::semantics`], from the recorded words, see `capture`).
 
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Thread};
-
 use crate::flow::{exit, End};
+use crate::ptrace::Regs;
+use crate::semantics::{self, Decoded, Dynamic, Pass, Registers, Superblock};
+use crate::step::RunOptions;
 
-use super::cache::Cache;
-use super::layout::RECORD_SIZE;
+use super::cache::{Cache, ReplayInfo};
+use super::capture::Recorded;
+use super::layout::RECORD_HEADER;
 use super::memory::Memory;
 
 /// The thread's position in the block sequence, shared by the replay of
 /// records and the stepping of blocks that are not translated.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Replay {
     /// The last instruction of the previous block and the block's
     /// instruction count; `None` before the first block.
@@ -24,15 +30,39 @@ pub(super) struct Replay {
     pub instructions: u64,
     /// Blocks reported.
     pub blocks: u64,
+    /// Report data accesses and branches.
+    simulations: bool,
+    /// Report conditional branches as Cachegrind does
+    /// (`RunOptions::superblocks`).
+    cachegrind: bool,
+    /// The registers holding constants of the current block.
+    known: u16,
+    /// Where the thread is in Cachegrind's superblocks.
+    superblock: Superblock,
 }
 
 /// The block sequence of a thread, saved while it runs a signal handler.
 pub(super) type Saved = Option<(End, u32)>;
 
 impl Replay {
+    /// A thread that has executed nothing yet, reporting what `options`
+    /// ask for.
+    pub fn new(options: &RunOptions) -> Replay {
+        Replay {
+            previous: None,
+            instructions: 0,
+            blocks: 0,
+            simulations: options.simulations,
+            cachegrind: options.superblocks,
+            known: 0,
+            superblock: Superblock::start(),
+        }
+    }
+
     /// Saves the block sequence and starts a new one (a signal handler's
-    /// first block arrives with `Arrival::Start`).
+    /// first block arrives with `Arrival::Start`, and starts a superblock).
     pub fn suspend(&mut self) -> Saved {
+        self.superblock = Superblock::start();
         self.previous.take()
     }
 
@@ -60,6 +90,7 @@ impl Replay {
         let arrival = self.arrival(addr);
         sink.block(thread, Block { addr, sp, arrival });
         self.blocks += 1;
+        self.known = 0;
     }
 
     /// Reports one execution of the instruction `end`, the `count`th of
@@ -74,6 +105,70 @@ impl Replay {
         sink.instruction(thread, end.addr, end.len);
         self.instructions += 1;
         self.previous = Some((end, count));
+    }
+
+    /// After [`Replay::instruction`] for a single step of `decoded` at
+    /// `at` from `before` to `after`: reports its data accesses and
+    /// branches when the run feeds simulations.
+    pub fn stepped<S: EventSink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        thread: Thread,
+        (at, decoded): (u64, &Decoded),
+        before: &Regs,
+        after: &Regs,
+    ) {
+        let registers = Registers {
+            before,
+            after,
+            offset: 0,
+        };
+        self.executed(sink, thread, (at, decoded), None, after.rip, &registers);
+    }
+
+    /// A client request was served: Cachegrind's superblock ends there.
+    pub fn client_request(&mut self) {
+        self.superblock = Superblock::start();
+    }
+
+    /// Reports the data accesses and branches of an execution of `decoded`
+    /// at `at` (a REP `pass`) that went to `now`, as `dynamic` says, and
+    /// follows the block's constants and the superblocks.
+    fn executed<S: EventSink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        thread: Thread,
+        (at, decoded): (u64, &Decoded),
+        pass: Option<Pass>,
+        now: u64,
+        dynamic: &impl Dynamic,
+    ) {
+        if !self.simulations {
+            return;
+        }
+        // Callgrind's rules need the block's constants, Cachegrind's the
+        // superblock's.
+        let known = if self.cachegrind {
+            self.superblock.known
+        } else {
+            self.known
+        };
+        semantics::report(
+            sink,
+            thread,
+            at,
+            decoded,
+            pass,
+            known,
+            self.cachegrind,
+            dynamic,
+        );
+        if self.cachegrind {
+            let superblock_known = decoded.effect.apply(self.superblock.known);
+            self.superblock.executed(decoded, at, now, superblock_known);
+        } else {
+            self.known = decoded.effect.apply(self.known);
+        }
     }
 
     /// Reports a whole block executed at `addr` with stack pointer `sp`:
@@ -92,6 +187,37 @@ impl Replay {
         self.instructions += block.len() as u64;
         self.previous = Some((last, block.len() as u32));
     }
+
+    /// Reports a block executed at `addr` with stack pointer `sp` whose
+    /// record holds `words`: each instruction, then its data accesses and
+    /// branches.
+    fn recorded_block<S: EventSink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        thread: Thread,
+        (addr, sp): (u64, u64),
+        info: &ReplayInfo<'_>,
+        words: &[u64],
+    ) {
+        self.block(sink, thread, addr, sp);
+        let count = info.instructions.len();
+        for (index, (&(at, len), decoded)) in info.instructions.iter().zip(info.decoded).enumerate()
+        {
+            sink.instruction(thread, at, len);
+            let Some(sources) = info.sources.get(index) else {
+                continue;
+            };
+            let recorded = Recorded { words, sources };
+            let pass = decoded.rep.map(|rep| Pass {
+                iteration: recorded.iteration(),
+                condition_held: rep.while_zero_flag == Some(recorded.zero_flag()),
+            });
+            let next = at.wrapping_add(u64::from(len));
+            self.executed(sink, thread, (at, decoded), pass, next, &recorded);
+        }
+        self.instructions += count as u64;
+        self.previous = Some((info.last, count as u32));
+    }
 }
 
 /// Replays the records in the buffer into `sink` and empties the buffer;
@@ -105,28 +231,43 @@ pub(super) fn drain<S: EventSink + ?Sized>(
 ) -> Result<u64> {
     let layout = cache.layout();
     let cursor = memory.read_u64(layout.cursor())?;
-    if cursor < layout.buffer()
-        || cursor > layout.guard()
-        || (cursor - layout.buffer()) & (RECORD_SIZE - 1) != 0
-    {
+    if cursor < layout.buffer() || cursor > layout.guard() || (cursor - layout.buffer()) & 7 != 0 {
         return Err(Error::Unexpected(format!(
             "translate: record cursor {cursor:#x} outside the buffer"
         )));
     }
     let mut bytes = vec![0u8; (cursor - layout.buffer()) as usize];
     memory.read(layout.buffer(), &mut bytes)?;
-    for record in bytes.chunks_exact(RECORD_SIZE as usize) {
-        let word = |index: usize| {
+    let words: Vec<u64> = bytes
+        .chunks_exact(8)
+        .map(|word| {
             let mut raw = [0u8; 8];
-            raw.copy_from_slice(&record[index * 8..index * 8 + 8]);
+            raw.copy_from_slice(word);
             u64::from_le_bytes(raw)
-        };
-        let (id, sp) = (word(0), word(1));
-        let (addr, instructions, last) = cache.replay_info(id).ok_or_else(|| {
+        })
+        .collect();
+    let header = (RECORD_HEADER / 8) as usize;
+    let mut at = 0;
+    let mut records = 0;
+    while let Some(&id) = words.get(at) {
+        let info = cache.replay_info(id).ok_or_else(|| {
             Error::Unexpected(format!("translate: a record of unknown translation {id}"))
         })?;
-        replay.whole_block(sink, thread, (addr, sp), instructions, last);
+        let end = at + header + info.words;
+        let (Some(recorded), Some(&sp)) = (words.get(at + 1..end - 1), words.get(end - 1)) else {
+            return Err(Error::Unexpected(
+                "translate: a record past the cursor".into(),
+            ));
+        };
+        if replay.simulations {
+            replay.recorded_block(sink, thread, (info.addr, sp), &info, recorded);
+        } else {
+            replay.whole_block(sink, thread, (info.addr, sp), info.instructions, info.last);
+        }
+        at = end;
+        records += 1;
     }
     memory.write_u64(layout.cursor(), layout.buffer())?;
-    Ok(bytes.len() as u64 / RECORD_SIZE)
+    cache.spare_records(memory)?;
+    Ok(records)
 }

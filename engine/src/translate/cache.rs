@@ -10,8 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use crate::error::{Error, Result};
 
 use crate::flow::End;
+use crate::semantics::Decoded;
 
 use super::blocks::{self, DecodedBlock};
+use super::capture::{Capture, Sources};
 use super::layout::Layout;
 use super::memory::Memory;
 use super::translator::{self, ExitSlot, Refusal, Target};
@@ -32,15 +34,36 @@ struct Translation {
     instructions: Vec<(u64, u8)>,
     /// Its last instruction.
     last: End,
+    /// What the backends know of its instructions.
+    decoded: Vec<Decoded>,
+    /// Where the replay finds what each instruction did (empty without
+    /// recorded words).
+    sources: Vec<Sources>,
+    /// Words its record holds besides the id and the stack pointer.
+    words: usize,
     /// Which exits jump to a translation (not to their stub).
     linked: Vec<bool>,
     /// Whether it is still reachable (not dropped by an invalidation).
     alive: bool,
 }
 
-/// A translated block as the replay needs it: its address, its
-/// instructions' addresses and lengths, its last instruction.
-pub(super) type ReplayInfo<'a> = (u64, &'a [(u64, u8)], End);
+/// A translated block as the replay needs it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ReplayInfo<'a> {
+    /// Its address.
+    pub addr: u64,
+    /// Its instructions' addresses and lengths.
+    pub instructions: &'a [(u64, u8)],
+    /// Its last instruction.
+    pub last: End,
+    /// What the backends know of its instructions.
+    pub decoded: &'a [Decoded],
+    /// Where the replay finds what each instruction did (empty without
+    /// recorded words).
+    pub sources: &'a [Sources],
+    /// Words its record holds besides the id and the stack pointer.
+    pub words: usize,
+}
 
 /// What an `int3` of the code cache means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +107,7 @@ impl Region {
     /// lookup routine.
     fn new(layout: Layout, table: u64, memory: &Memory) -> Result<Region> {
         memory.write_u64(layout.table_base(), table)?;
+        memory.write_u64(layout.record(), layout.spare_record())?;
         memory.write(layout.gadget(), &super::layout::GADGET)?;
         let mut filter = vec![0u8; super::layout::SYSCALL_FILTER_SIZE as usize];
         for &number in super::invalidate::WATCHED {
@@ -127,12 +151,15 @@ pub(super) struct Cache {
     incoming: HashMap<u64, Vec<(u32, usize)>>,
     /// The original address in each filled indirect-branch table entry.
     table: HashMap<u64, u64>,
+    /// What translations record.
+    capture: Capture,
 }
 
 impl Cache {
     /// An empty cache in the region `layout` (mapped, writable through
-    /// `memory`); writes the data slots and the lookup routine.
-    pub fn new(layout: Layout, memory: &Memory) -> Result<Cache> {
+    /// `memory`) whose translations record what `capture` says; writes the
+    /// data slots and the lookup routine.
+    pub fn new(layout: Layout, memory: &Memory, capture: Capture) -> Result<Cache> {
         memory.write_u64(layout.cursor(), layout.buffer())?;
         Ok(Cache {
             regions: vec![Region::new(layout, layout.table(), memory)?],
@@ -144,6 +171,7 @@ impl Cache {
             refused: HashMap::new(),
             incoming: HashMap::new(),
             table: HashMap::new(),
+            capture,
         })
     }
 
@@ -186,9 +214,27 @@ impl Cache {
     /// address, its instructions, its last instruction.
     pub fn replay_info(&self, id: u64) -> Option<ReplayInfo<'_>> {
         let index = usize::try_from(id).ok()?;
-        self.translations
-            .get(index)
-            .map(|t| (t.block.addr, t.instructions.as_slice(), t.last))
+        self.translations.get(index).map(|t| ReplayInfo {
+            addr: t.block.addr,
+            instructions: &t.instructions,
+            last: t.last,
+            decoded: &t.decoded,
+            sources: &t.sources,
+            words: t.words,
+        })
+    }
+
+    /// Points every region's `record` slot at its spare record (after a
+    /// drain: see [`Layout::spare_record`]).
+    pub fn spare_records(&self, memory: &Memory) -> Result<()> {
+        if !self.capture.enabled {
+            return Ok(());
+        }
+        for region in &self.regions {
+            let layout = region.layout;
+            memory.write_u64(layout.record(), layout.spare_record())?;
+        }
+        Ok(())
     }
 
     /// Translations made.
@@ -263,6 +309,7 @@ impl Cache {
             layout: &region.layout,
             lookup: region.lookup,
             cursor,
+            capture: self.capture,
         };
         let emitted = match translator::translate(&block, id, region.free, target, &linked) {
             Ok(emitted) => emitted,
@@ -304,6 +351,9 @@ impl Cache {
             exits: emitted.exits,
             instructions,
             last,
+            decoded: emitted.decoded,
+            sources: emitted.sources,
+            words: emitted.words,
             linked,
             alive: true,
         });

@@ -2,10 +2,12 @@
 //! ±2 GB of the code it translates, holding (in this order)
 //!
 //! - a data page of slots the instrumentation uses as scratch memory (it
-//!   never touches the tracee's stack, so red zones stay intact) and the
-//!   record cursor;
-//! - the record buffer: one [`RECORD_SIZE`]-byte record per executed block
-//!   (its translation id, then the stack pointer at its start);
+//!   never touches the tracee's stack, so red zones stay intact), the
+//!   record cursor, the address of the record being written (for the
+//!   recorded words, `capture`) and a spare record;
+//! - the record buffer: one record per executed block: its translation id,
+//!   the words the translation records when the run feeds simulations
+//!   (`capture`; none otherwise), then the stack pointer at its start;
 //! - a guard page (`PROT_NONE`): the record store that would overflow the
 //!   buffer faults there, the tracer drains the buffer and restarts the
 //!   block's prologue (no bounds check, so no flags changed, in the fast
@@ -26,8 +28,11 @@
 
 /// Page size.
 pub(super) const PAGE: u64 = 4096;
-/// Bytes of one record: translation id (u64), stack pointer (u64).
-pub(super) const RECORD_SIZE: u64 = 16;
+/// Bytes of a record without recorded words: translation id (u64), stack
+/// pointer (u64).
+pub(super) const RECORD_HEADER: u64 = 16;
+/// Most bytes of one record (more words and the block is refused).
+pub(super) const MAX_RECORD: u64 = 2048;
 /// Bytes of the record buffer.
 pub(super) const BUFFER_SIZE: u64 = 4 << 20;
 /// Entries of the indirect-branch table (a power of two).
@@ -50,6 +55,12 @@ const JUMP: u64 = 32;
 const CURSOR: u64 = 40;
 const TABLE_BASE: u64 = 48;
 const TEMP: u64 = 56;
+const CAPTURE_RAX: u64 = 64;
+const CAPTURE_RBX: u64 = 72;
+const RECORD: u64 = 80;
+/// Where recorded words go when no record is open: the rest of the data
+/// page, [`MAX_RECORD`] bytes.
+const SPARE_RECORD: u64 = PAGE - MAX_RECORD;
 /// Bytes of the system call filter: one per value of the low 16 bits of a
 /// system call number, 1 where the translation of `syscall` traps before
 /// it.
@@ -98,6 +109,25 @@ impl Layout {
     /// One more scratch slot.
     pub fn temp(&self) -> u64 {
         self.base + TEMP
+    }
+    /// Scratch slot for the tracee's rax while a word is recorded.
+    pub fn capture_rax(&self) -> u64 {
+        self.base + CAPTURE_RAX
+    }
+    /// Scratch slot for the tracee's rbx while a word is recorded.
+    pub fn capture_rbx(&self) -> u64 {
+        self.base + CAPTURE_RBX
+    }
+    /// The address of the record of the block running in this region
+    /// (set by each translation's prologue, read when it records a word).
+    pub fn record(&self) -> u64 {
+        self.base + RECORD
+    }
+    /// A record-sized area the tracer points [`Layout::record`] at after a
+    /// drain: a block interrupted mid-way then records its remaining words
+    /// there, not into the emptied buffer.
+    pub fn spare_record(&self) -> u64 {
+        self.base + SPARE_RECORD
     }
     /// First record.
     pub fn buffer(&self) -> u64 {

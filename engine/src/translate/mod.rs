@@ -5,7 +5,12 @@
 //! with `PTRACE_CONT`. Each executed block appends a record (translation id,
 //! stack pointer) to a buffer in the region; the tracer replays the records
 //! into the sink as the same `block` and `instruction` events the step
-//! backend reports (`buffer`). ptrace stops happen only to translate a
+//! backend reports (`buffer`). When the run feeds simulations
+//! ([`RunOptions::simulations`]) the records also hold what the block's
+//! execution did (`capture`: operand addresses, `jcc` outcomes, indirect
+//! targets, REP counters), and the replay reports each instruction's data
+//! accesses and conditional and indirect branches as the step backend does
+//! (the rules are shared: `crate::semantics`). ptrace stops happen only to translate a
 //! block the first time an exit reaches it (exits are then linked block to
 //! block), on a miss of the in-tracee lookup of indirect targets, when the
 //! buffer is full, before a system call that may change code mappings
@@ -33,16 +38,22 @@
 //! What this slice does and does not do:
 //! - single-threaded programs only; `clone`/`fork`/`vfork`/`execve` end the
 //!   run with an error.
-//! - reports blocks (address, stack pointer, arrival) and instructions;
-//!   no data accesses and no branch events yet.
+//! - reports blocks (address, stack pointer, arrival) and instructions,
+//!   and with [`RunOptions::simulations`] data accesses and conditional and
+//!   indirect branches (Callgrind's or, with [`RunOptions::superblocks`],
+//!   Cachegrind's outcomes). A signal that interrupts the middle of a
+//!   translated block has the whole block reported (see `signals`), its
+//!   unrecorded words included (the addresses then are garbage).
 //! - REP string instructions run one iteration per pass through their
 //!   translation, each pass a record (one block of one instruction, as in
 //!   Valgrind); a 32-bit counter (address-size prefix) is refused.
 //! - refused blocks (`loop`/`jrcxz` side exits, the client-request marker,
 //!   `cpuid` (answered by the tracer), `int`/`int3`/`ud2`/`hlt`/`iret`/far
-//!   transfers, operands out of reach of
-//!   the cache) are single-stepped from their original code, made
-//!   executable for the steps ([`Outcome::stepped_blocks`]).
+//!   transfers, operands out of reach of the cache, and with simulations operands whose address `capture`
+//!   cannot record: vector indexes, 32-bit addressing, `fs`/`gs` without
+//!   FSGSBASE) are single-stepped from their original code, made
+//!   executable for the steps ([`Outcome::stepped_blocks`]), with the
+//!   step backend's events.
 //! - invalidation (`invalidate`): the translation of `syscall` traps
 //!   before `mmap`, `mprotect`, `pkey_mprotect`, `munmap`, `mremap`,
 //!   `remap_file_pages` and discarding `madvise` (a flag-free check of the
@@ -62,6 +73,7 @@
 mod blocks;
 mod buffer;
 mod cache;
+mod capture;
 mod inject;
 mod invalidate;
 mod layout;
@@ -73,7 +85,6 @@ mod tracer;
 mod translator;
 
 use crate::auxv;
-use crate::cpuid::ValgrindCpu;
 use crate::error::Result;
 use crate::event::{EventSink, Exit};
 use crate::launch::{self, Command, CpuPin, InterruptGuard};
@@ -117,7 +128,8 @@ pub struct Outcome {
 /// Runs `command` to completion under the translate backend, reporting the
 /// blocks and instructions it executes to `sink` (the same sequence as
 /// [`crate::step::run`]; see the module documentation for what this first
-/// slice covers). Of `options`, only `valgrind_machine` applies in this slice.
+/// slice covers). Of `options`, `simulations`, `superblocks` and
+/// `valgrind_machine` are followed; `trace_children` does not matter (`execve` is not supported).
 ///
 /// Like the step backend, the calling thread is pinned to its CPU while the
 /// run lasts and the calling process ignores SIGINT and SIGQUIT.
@@ -126,17 +138,13 @@ pub fn run<S: EventSink + ?Sized>(
     options: &RunOptions,
     sink: &mut S,
 ) -> Result<Outcome> {
-    let cpu = options
-        .valgrind_machine
-        .then(ValgrindCpu::for_host)
-        .flatten();
     let _pin = CpuPin::pin_current_thread();
     let _interrupts = InterruptGuard::ignore();
     let mut tracee = launch::spawn(command)?;
     if options.valgrind_machine {
         auxv::hide_vdso(tracee.pid, ptrace::regs(tracee.pid)?.rsp)?;
     }
-    let result = tracer::Tracer::new(sink, tracee.pid, cpu).and_then(tracer::Tracer::run);
+    let result = tracer::Tracer::new(sink, tracee.pid, options).and_then(tracer::Tracer::run);
     if result.is_ok() {
         tracee.finished();
     }

@@ -1,13 +1,16 @@
 //! The fallback for blocks the translator refuses: the thread runs the
 //! block's original code one `PTRACE_SINGLESTEP` at a time, and its block
-//! and instructions are reported as they complete (the client-request
-//! marker is served without a step, as the step backend does).
+//! and instructions are reported as they complete, with their data
+//! accesses and branches from the registers around each step when the run
+//! feeds simulations (the client-request marker is served without a step,
+//! as the step backend does).
 
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Thread};
 
 use crate::flow::{exit, Flow, CLIENT_REQUEST_LEN};
+use crate::semantics::Decoded;
 
 use super::blocks::DecodedBlock;
 use super::buffer::Replay;
@@ -65,10 +68,16 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
             }
             regs.rip = insn.addr + u64::from(CLIENT_REQUEST_LEN);
             ptrace::set_regs(thread.tid, regs)?;
-        } else if let (true, Some(cpu)) = (insn.is_cpuid(), cpu) {
+            replay.client_request();
+        } else if let (true, Some(cpu), Some(instruction)) =
+            (insn.is_cpuid(), cpu, &insn.instruction)
+        {
+            let before = *regs;
             cpuid::execute(cpu, regs, insn.len);
             ptrace::set_regs(thread.tid, regs)?;
             replay.instruction(sink, thread, insn.end(), count);
+            let decoded = Decoded::of(instruction);
+            replay.stepped(sink, thread, (insn.addr, &decoded), &before, regs);
         } else {
             if insn.rep {
                 return Err(Error::Unexpected(format!(
@@ -76,6 +85,7 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
                     insn.addr
                 )));
             }
+            let before = *regs;
             ptrace::single_step(thread.tid, 0)?;
             *steps += 1;
             let status = ptrace::wait(thread.tid)?;
@@ -90,6 +100,10 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
             }
             *regs = ptrace::regs(thread.tid)?;
             replay.instruction(sink, thread, insn.end(), count);
+            if let Some(instruction) = &insn.instruction {
+                let decoded = Decoded::of(instruction);
+                replay.stepped(sink, thread, (insn.addr, &decoded), &before, regs);
+            }
         }
         if exit(insn.end(), regs.rip, count).is_some() || regs.rip != insn.next() {
             break;

@@ -10,6 +10,7 @@ use crate::event::{EventSink, Exit, Thread};
 
 use super::buffer::{drain, Replay, Saved};
 use super::cache::{Cache, Stub};
+use super::capture::Capture;
 use super::inject;
 use super::invalidate;
 use super::memory::Memory;
@@ -19,6 +20,7 @@ use super::stepper::{step_block, Stepped};
 use super::Outcome;
 use crate::cpuid::ValgrindCpu;
 use crate::ptrace::{self, Regs};
+use crate::step::RunOptions;
 
 /// The state of one run.
 pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
@@ -51,28 +53,31 @@ enum Next {
 
 impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
     /// Sets up the code cache in process `pid`, stopped before its first
-    /// instruction; its `cpuid` describes `cpu` (the host when `None`).
-    pub fn new(sink: &'s mut S, pid: i32, cpu: Option<ValgrindCpu>) -> Result<Tracer<'s, S>> {
-        let options = libc::PTRACE_O_EXITKILL
+    /// instruction, for a run with `options`.
+    pub fn new(sink: &'s mut S, pid: i32, options: &RunOptions) -> Result<Tracer<'s, S>> {
+        let tracing = libc::PTRACE_O_EXITKILL
             | libc::PTRACE_O_TRACEEXEC
             | libc::PTRACE_O_TRACECLONE
             | libc::PTRACE_O_TRACEFORK
             | libc::PTRACE_O_TRACEVFORK
             | libc::PTRACE_O_TRACEEXIT;
-        ptrace::set_options(pid, options)?;
+        ptrace::set_options(pid, tracing)?;
         let memory = Memory::open(pid)?;
         let regs = ptrace::regs(pid)?;
         let layout = inject::map_region(pid, &memory, &regs, None, regs.rip)?;
-        let cache = Cache::new(layout, &memory)?;
+        let cache = Cache::new(layout, &memory, Capture::new(options.simulations))?;
         Ok(Tracer {
             sink,
             thread: Thread { pid, tid: pid },
             memory,
             cache,
-            replay: Replay::default(),
+            replay: Replay::new(options),
             frames: Vec::new(),
             protection: Protection::default(),
-            cpu,
+            cpu: options
+                .valgrind_machine
+                .then(ValgrindCpu::for_host)
+                .flatten(),
             outcome: Outcome {
                 exit: Exit::Code(0),
                 instructions: 0,

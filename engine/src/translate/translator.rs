@@ -10,10 +10,13 @@
 //!           stub 1: int3
 //!           [system call trap: int3     (a block ending in `syscall`)]
 //!           int3 padding to 16 bytes
-//! entry:    prologue: append the record (id, rsp) at the cursor, with rax
-//!           saved in a data slot (mov/lea only: flags untouched)
+//! entry:    prologue: append the record (id, recorded words, rsp) at the
+//!           cursor, with rax saved in a data slot (mov/lea only: flags
+//!           untouched)
 //!           the block's instructions (re-encoded by iced's BlockEncoder:
-//!           RIP-relative operands keep their original targets)
+//!           RIP-relative operands keep their original targets), each
+//!           preceded by the code recording its words (`capture`; only
+//!           when the run feeds simulations)
 //!           the block's end, rewritten (below), leaving through the exit
 //!           slots or the lookup routine
 //! ```
@@ -46,8 +49,10 @@ use iced_x86::{
 };
 
 use crate::flow::{rep_counter_32, rep_while_zero_flag, Flow};
+use crate::semantics::Decoded;
 
 use super::blocks::{DecodedBlock, Insn};
+use super::capture::{Capture, Recorder, Sources};
 use super::layout::{Layout, TABLE_ENTRIES};
 
 /// Why a block is not translated (it is stepped instead).
@@ -85,6 +90,13 @@ pub(super) struct Emitted {
     /// The `int3` taken before a watched system call (a block ending in
     /// `syscall`).
     pub syscall_trap: Option<u64>,
+    /// What the backends know of each of the block's instructions.
+    pub decoded: Vec<Decoded>,
+    /// Where the replay finds what each instruction did (empty when the
+    /// translation records no words, see `capture`).
+    pub sources: Vec<Sources>,
+    /// Words its record holds besides the id and the stack pointer.
+    pub words: usize,
 }
 
 /// The `jmp rel32` bytes of a slot at `slot` jumping to `to`.
@@ -257,8 +269,9 @@ fn absolute(addr: u64) -> MemoryOperand {
 }
 
 /// Where a translation goes and what it uses: its region (`layout`, whose
-/// data page and lookup routine it uses), the lookup routine, and the
-/// shared record cursor (in the first region, addressed absolutely).
+/// data page and lookup routine it uses), the lookup routine, the shared
+/// record cursor (in the first region, addressed absolutely), and what it
+/// records.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Target<'a> {
     /// The region the translation is written to.
@@ -267,6 +280,8 @@ pub(super) struct Target<'a> {
     pub lookup: u64,
     /// The record cursor slot (shared by all regions).
     pub cursor: u64,
+    /// Whether and how it records what its executions did.
+    pub capture: Capture,
 }
 
 /// Translates `block` as translation number `id` at `at`, in `target`'s
@@ -284,6 +299,7 @@ pub(super) fn translate(
         layout,
         lookup,
         cursor,
+        capture,
     } = target;
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
@@ -310,49 +326,21 @@ pub(super) fn translate(
         .collect();
     let slot_of = |index: usize| exits.get(index).map_or(0, |exit| exit.slot);
 
+    let decoded: Vec<Decoded> = block
+        .insns
+        .iter()
+        .map(|insn| insn.instruction.as_ref().map(Decoded::of))
+        .collect::<Option<_>>()
+        .ok_or_else(|| "client request".to_string())?;
+    let mut recorder = Recorder::new(layout, capture);
     let mut code = Emitter { list: Vec::new() };
-    // The prologue: append (id, rsp) at the cursor.
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        slot(layout.save_rax()),
-        Register::RAX,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_RAX_moffs64,
-        Register::RAX,
-        absolute(cursor),
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_imm32,
-        MemoryOperand::with_base(Register::RAX),
-        id as i32,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        MemoryOperand::with_base_displ(Register::RAX, 8),
-        Register::RSP,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Lea_r64_m,
-        Register::RAX,
-        MemoryOperand::with_base_displ(Register::RAX, 16),
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_moffs64_RAX,
-        absolute(cursor),
-        Register::RAX,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        Register::RAX,
-        slot(layout.save_rax()),
-    ))?;
-
     let (body, last) = block.insns.split_at(block.insns.len() - 1);
-    for insn in body {
+    for (insn, decoded) in body.iter().zip(&decoded) {
         let Some(instruction) = insn.instruction else {
             return Err("client request".into());
         };
+        recorder.next_instruction();
+        recorder.addresses(&mut code.list, &decoded.accesses)?;
         let mut instruction = instruction;
         instruction.set_ip(0);
         code.list.push(instruction);
@@ -363,12 +351,19 @@ pub(super) fn translate(
     };
     instruction.set_ip(0);
     let next = last.next();
+    let last_decoded = decoded.last().ok_or_else(|| "an empty block".to_string())?;
+    recorder.next_instruction();
     if last.rep {
+        recorder.counter(&mut code.list)?;
+        recorder.addresses(&mut code.list, &last_decoded.accesses)?;
         code.jump(Code::Jrcxz_rel8_64, slot_of(0))?;
         let mut once = instruction;
         once.set_has_rep_prefix(false);
         once.set_has_repne_prefix(false);
         code.list.push(once);
+        if rep_while_zero_flag(&instruction).is_some() {
+            recorder.zero_flag(&mut code.list)?;
+        }
         code.push(Instruction::with2(
             Code::Lea_r64_m,
             Register::RCX,
@@ -385,8 +380,10 @@ pub(super) fn translate(
         }
         code.jump(Code::Jmp_rel32_64, slot_of(1))?;
     } else {
+        recorder.addresses(&mut code.list, &last_decoded.accesses)?;
         match last.flow {
             Flow::ConditionalJump => {
+                recorder.guard(&mut code.list, instruction.condition_code())?;
                 instruction.set_near_branch64(slot_of(0));
                 code.list.push(instruction);
                 code.jump(Code::Jmp_rel32_64, slot_of(1))?;
@@ -400,10 +397,12 @@ pub(super) fn translate(
             }
             Flow::Jump { .. } => {
                 code.target_to_rax(layout, &instruction)?;
+                recorder.target(&mut code.list)?;
                 code.jump(Code::Jmp_rel32_64, lookup)?;
             }
             Flow::Call => {
                 code.target_to_rax(layout, &instruction)?;
+                recorder.target(&mut code.list)?;
                 code.push_value(layout, next)?;
                 code.jump(Code::Jmp_rel32_64, lookup)?;
             }
@@ -478,9 +477,11 @@ pub(super) fn translate(
         }
     }
 
+    let mut list = prologue(layout, cursor, id, &recorder)?;
+    list.append(&mut code.list);
     let encoded = BlockEncoder::encode(
         64,
-        InstructionBlock::new(&code.list, entry),
+        InstructionBlock::new(&list, entry),
         BlockEncoderOptions::NONE,
     )
     .map_err(|error| format!("encoding: {error}"))?;
@@ -500,7 +501,69 @@ pub(super) fn translate(
         entry,
         exits,
         syscall_trap,
+        decoded,
+        words: recorder.words(),
+        sources: recorder.sources,
     })
+}
+
+/// The prologue of translation `id`: appends its record (id, the words
+/// `recorder` records, the stack pointer) at the cursor, with rax saved in
+/// a data slot (mov/lea only: flags untouched). The stack pointer goes to
+/// the record's last word, so a record overflowing the buffer faults on
+/// that store, before the cursor moves (see `layout`); with words, the
+/// record's address goes to the region's `record` slot.
+fn prologue(
+    layout: &Layout,
+    cursor: u64,
+    id: u32,
+    recorder: &Recorder<'_>,
+) -> Result<Vec<Instruction>, Refusal> {
+    let mut code = Emitter { list: Vec::new() };
+    let size = recorder.record_bytes() as i64;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        slot(layout.save_rax()),
+        Register::RAX,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_RAX_moffs64,
+        Register::RAX,
+        absolute(cursor),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        MemoryOperand::with_base(Register::RAX),
+        id as i32,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        MemoryOperand::with_base_displ(Register::RAX, size - 8),
+        Register::RSP,
+    ))?;
+    if recorder.words() > 0 {
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            slot(layout.record()),
+            Register::RAX,
+        ))?;
+    }
+    code.push(Instruction::with2(
+        Code::Lea_r64_m,
+        Register::RAX,
+        MemoryOperand::with_base_displ(Register::RAX, size),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_moffs64_RAX,
+        absolute(cursor),
+        Register::RAX,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RAX,
+        slot(layout.save_rax()),
+    ))?;
+    Ok(code.list)
 }
 
 /// The lookup routine, encoded at `at`; returns its bytes and the address

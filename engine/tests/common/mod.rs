@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
-use cgx_engine::{Block, EventSink, Exit, Thread};
+use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread};
 
 /// Builds `programs/NAME.c` (`-static -nostdlib`) with `EXIT_CODE` into `dir`.
 pub fn build(dir: &Path, name: &str, exit_code: i32) -> PathBuf {
@@ -134,14 +134,19 @@ pub enum Event {
     Forked(Thread, i32),
     Exec(i32, bool),
     ProcessExited(i32, Exit),
+    Access(Thread, DataAccess),
+    Conditional(Thread, u64, bool),
+    Indirect(Thread, u64, u64),
 }
 
-/// A sink that records every event; answers client requests with `answer`
-/// (default: the default value).
+/// A sink that records every event (data accesses and branches only with
+/// `simulations`); answers client requests with `answer` (default: the
+/// default value).
 #[derive(Default)]
 pub struct Recorder {
     pub events: Vec<Event>,
     pub answer: Option<u64>,
+    pub simulations: bool,
 }
 
 impl Recorder {
@@ -209,6 +214,21 @@ impl EventSink for Recorder {
     fn process_exited(&mut self, pid: i32, exit: Exit) {
         self.events.push(Event::ProcessExited(pid, exit));
     }
+    fn data_access(&mut self, thread: Thread, access: DataAccess) {
+        if self.simulations {
+            self.events.push(Event::Access(thread, access));
+        }
+    }
+    fn conditional_branch(&mut self, thread: Thread, addr: u64, taken: bool) {
+        if self.simulations {
+            self.events.push(Event::Conditional(thread, addr, taken));
+        }
+    }
+    fn indirect_branch(&mut self, thread: Thread, addr: u64, target: u64) {
+        if self.simulations {
+            self.events.push(Event::Indirect(thread, addr, target));
+        }
+    }
 }
 
 /// Valgrind's conditional branch predictor (DESIGN.md, "Facts").
@@ -261,6 +281,9 @@ pub fn normalized(events: &[Event]) -> Vec<Event> {
                 Event::ClientRequest(one(thread), args, default)
             }
             Event::ProcessExited(_, exit) => Event::ProcessExited(1, exit),
+            Event::Access(thread, access) => Event::Access(one(thread), access),
+            Event::Conditional(thread, addr, taken) => Event::Conditional(one(thread), addr, taken),
+            Event::Indirect(thread, addr, target) => Event::Indirect(one(thread), addr, target),
             other => other,
         })
         .collect()

@@ -33,7 +33,7 @@ const MAX_LISTED: usize = 3;
 
 /// One access of an instruction: its operand, size and kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Template {
+pub(crate) struct Template {
     memory: UsedMemory,
     size: u32,
     kind: AccessKind,
@@ -41,7 +41,7 @@ pub(super) struct Template {
 
 /// The data accesses of a decoded instruction, in Valgrind's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Accesses {
+pub(crate) enum Accesses {
     /// Up to [`MAX_LISTED`] accesses.
     List([Option<Template>; MAX_LISTED]),
     /// `fxsave` (writes) or `fxrstor` (reads) of the 512-byte area at
@@ -130,20 +130,32 @@ impl Accesses {
         Accesses::List([None; MAX_LISTED])
     }
 
-    /// Calls `report` with each access of one execution that starts with the
-    /// registers `regs`; `offset` is added to every address (the progress of
-    /// the string pointers in earlier iterations of the same step). Operands
-    /// whose address is unknown (vector indexes) are left out.
-    pub fn for_each(&self, regs: &Regs, offset: u64, mut report: impl FnMut(DataAccess)) {
-        let address = |memory: &UsedMemory| {
-            memory
-                .virtual_address(0, |register, _, _| value(regs, register))
-                .map(|addr| addr.wrapping_add(offset))
+    /// The memory operands whose addresses the accesses need, in the
+    /// order [`Accesses::for_each`] numbers them: one per listed access
+    /// (a read and a modify of one operand are two), one for the
+    /// `fxsave`/`fxrstor` area.
+    pub fn operands(&self) -> impl Iterator<Item = &UsedMemory> {
+        let (list, area) = match self {
+            Accesses::List(list) => (&list[..], None),
+            Accesses::FxState { memory, .. } => (&[][..], Some(memory)),
         };
+        list.iter()
+            .map_while(|template| template.as_ref().map(|template| &template.memory))
+            .chain(area)
+    }
+
+    /// Calls `report` with each access of one execution; `address` gives
+    /// the address of operand number `index` of [`Accesses::operands`]
+    /// (`None`: unknown, e.g. a vector index, and the access is left out).
+    pub fn for_each(
+        &self,
+        address: impl Fn(usize, &UsedMemory) -> Option<u64>,
+        mut report: impl FnMut(DataAccess),
+    ) {
         match self {
             Accesses::List(list) => {
-                for template in list.iter().map_while(|template| template.as_ref()) {
-                    if let Some(addr) = address(&template.memory) {
+                for (index, template) in list.iter().map_while(|t| t.as_ref()).enumerate() {
+                    if let Some(addr) = address(index, &template.memory) {
                         report(DataAccess {
                             addr,
                             size: template.size,
@@ -153,7 +165,7 @@ impl Accesses {
                 }
             }
             Accesses::FxState { memory, kind } => {
-                let Some(base) = address(memory) else {
+                let Some(base) = address(0, memory) else {
                     return;
                 };
                 let at = |offset: u64, size: u32| DataAccess {
@@ -169,6 +181,15 @@ impl Accesses {
             }
         }
     }
+}
+
+/// The address of `memory` with the registers `regs`, plus `offset` (the
+/// progress of the string pointers in earlier iterations of a step);
+/// `None` when it uses a register other than a general-purpose one.
+pub(crate) fn address_in(regs: &Regs, memory: &UsedMemory, offset: u64) -> Option<u64> {
+    memory
+        .virtual_address(0, |register, _, _| value(regs, register))
+        .map(|addr| addr.wrapping_add(offset))
 }
 
 /// Instructions whose memory operand VEX does not access.
@@ -228,7 +249,10 @@ mod tests {
         let instruction = Decoder::with_ip(64, bytes, 0x1000, DecoderOptions::NONE).decode();
         let template = Accesses::of(&instruction, &mut InstructionInfoFactory::new());
         let mut found = Vec::new();
-        template.for_each(regs, 0, |access| found.push(access));
+        template.for_each(
+            |_, memory| address_in(regs, memory, 0),
+            |access| found.push(access),
+        );
         found
     }
 

@@ -48,11 +48,11 @@ use iced_x86::{
 use crate::ptrace::Regs;
 
 /// rcx's bit in a set of registers ([`Effect`]).
-pub(super) const RCX: u16 = 1 << 1;
+pub(crate) const RCX: u16 = 1 << 1;
 
 /// The branch an instruction is for Valgrind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Branch {
+pub(crate) enum Branch {
     /// None (REP string instructions are handled per iteration).
     None,
     /// `jcc`.
@@ -146,11 +146,11 @@ impl Branch {
         }
     }
 
-    /// The outcome Callgrind (or, with `cachegrind`, Cachegrind) reports
-    /// for this conditional branch executed from `before`, `None` when it is
-    /// none (or VEX folded it away: the counter is a constant of the block,
-    /// per `known`).
-    pub fn conditional(&self, before: &Regs, known: u16, cachegrind: bool) -> Option<bool> {
+    /// Whether the guard of this conditional branch holds when it executes
+    /// from `before`: a `jcc`'s condition, a `loop`'s "count after the
+    /// decrement non-zero (and ZF as required)", a `jrcxz`'s "counter
+    /// zero"; `false` for other branches.
+    pub fn guard(&self, before: &Regs) -> bool {
         let counter = |counter_32: bool| {
             if counter_32 {
                 before.rcx & u64::from(u32::MAX)
@@ -159,15 +159,11 @@ impl Branch {
             }
         };
         match *self {
-            Branch::Condition { condition, to_next } => {
-                let (holds, positive) = evaluate(condition, before.eflags);
-                Some(holds != (positive && to_next))
-            }
-            Branch::Loop { .. } | Branch::CounterZero { .. } if known & RCX != 0 => None,
+            Branch::Condition { condition, .. } => evaluate(condition, before.eflags).0,
             Branch::Loop {
                 zero_flag,
                 counter_32,
-                to_next,
+                ..
             } => {
                 let left = counter(counter_32).wrapping_sub(1);
                 let left = if counter_32 {
@@ -176,12 +172,33 @@ impl Branch {
                     left
                 };
                 let zero = before.eflags & ZF != 0;
-                Some((left != 0 && zero_flag != Some(!zero)) != (cachegrind && to_next))
+                left != 0 && zero_flag != Some(!zero)
             }
-            Branch::CounterZero {
-                counter_32,
-                to_next,
-            } => Some((counter(counter_32) == 0) != (cachegrind && to_next)),
+            Branch::CounterZero { counter_32, .. } => counter(counter_32) == 0,
+            Branch::CasRetry | Branch::None | Branch::Indirect => false,
+        }
+    }
+
+    /// The outcome Callgrind (or, with `cachegrind`, Cachegrind) reports
+    /// for this conditional branch when its guard held or not (`guard`,
+    /// asked only for a branch that has one, see [`Branch::guard`]), `None`
+    /// when it is none (or VEX folded it away: the counter is a constant of
+    /// the block, per `known`).
+    pub fn conditional(
+        &self,
+        guard: impl FnOnce() -> bool,
+        known: u16,
+        cachegrind: bool,
+    ) -> Option<bool> {
+        match *self {
+            Branch::Condition { condition, to_next } => {
+                let positive = evaluate(condition, 0).1;
+                Some(guard() != (positive && to_next))
+            }
+            Branch::Loop { .. } | Branch::CounterZero { .. } if known & RCX != 0 => None,
+            Branch::Loop { to_next, .. } | Branch::CounterZero { to_next, .. } => {
+                Some(guard() != (cachegrind && to_next))
+            }
             Branch::CasRetry => Some(false),
             Branch::None | Branch::Indirect => None,
         }
@@ -224,7 +241,7 @@ fn evaluate(condition: ConditionCode, flags: u64) -> (bool, bool) {
 /// hold constants of the current block (bit i: register i in encoding
 /// order, rax = 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Effect {
+pub(crate) struct Effect {
     /// Registers written.
     writes: u16,
     /// Registers read, when the written values are a constant function of

@@ -1,0 +1,78 @@
+//! What the backends know of a decoded instruction ([`Decoded`]): its
+//! length, how it may transfer control, its REP behaviour, its data
+//! accesses, the branch it is for Valgrind and what it does to the
+//! registers holding constants of its block.
+
+use iced_x86::{Instruction, InstructionInfoFactory, Mnemonic};
+
+use crate::flow::{is_rep_string, rep_counter_32, rep_while_zero_flag, End, Flow};
+
+use super::accesses::Accesses;
+use super::branches::{Branch, Effect};
+
+/// The REP behaviour of a string instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Rep {
+    /// `Some(true)`: repeat while ZF = 1 (REPE cmps/scas); `Some(false)`: while
+    /// ZF = 0 (REPNE); `None`: only the count ends it.
+    pub while_zero_flag: Option<bool>,
+    /// The counter is `ecx` (address-size prefix), not `rcx`.
+    pub counter_32: bool,
+}
+
+/// What the backend keeps of a decoded instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    /// Length in bytes.
+    pub len: u8,
+    /// How it may transfer control.
+    pub flow: Flow,
+    /// `Some` for a REP-prefixed string instruction (which ends its block).
+    pub rep: Option<Rep>,
+    /// Its data accesses (of one iteration, for a REP string instruction).
+    pub accesses: Accesses,
+    /// The element size of a string instruction (its pointers move by it).
+    pub element: u8,
+    /// The branch it is for Valgrind's branch simulation.
+    pub branch: Branch,
+    /// What it does to the registers holding constants of the block.
+    pub effect: Effect,
+    /// It is `cpuid` (answered by the tracer, see [`crate::cpuid`]).
+    pub cpuid: bool,
+}
+
+impl Decoded {
+    /// What the backends need to know of `instruction`.
+    pub fn of(instruction: &Instruction) -> Decoded {
+        let rep = is_rep_string(instruction).then(|| Rep {
+            while_zero_flag: rep_while_zero_flag(instruction),
+            counter_32: rep_counter_32(instruction),
+        });
+        let mut factory = InstructionInfoFactory::new();
+        Decoded {
+            len: instruction.len() as u8,
+            flow: Flow::of(instruction),
+            rep,
+            accesses: Accesses::of(instruction, &mut factory),
+            element: if instruction.is_string_instruction() {
+                instruction.memory_size().size() as u8
+            } else {
+                0
+            },
+            branch: Branch::of(instruction),
+            effect: Effect::of(instruction, &mut factory),
+            cpuid: instruction.mnemonic() == Mnemonic::Cpuid,
+        }
+    }
+
+    /// What decides how its block is left, for the instruction at `at`
+    /// (see [`crate::flow::exit`]).
+    pub fn end(&self, at: u64) -> End {
+        End {
+            addr: at,
+            len: self.len,
+            flow: self.flow,
+            rep: self.rep.is_some(),
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! Recording what an execution of a translated block did, for runs that
+//! feed simulations (`RunOptions::simulations`): the block's record grows
+//! by one word per dynamic fact, written by flag-free code (`mov`, `lea`,
+//! `setcc`, `rdfsbase`/`rdgsbase`) through the region's scratch slots,
+//! never touching the program's stack:
+//!
+//! - before an instruction, the address of each memory operand that is
+//!   not a constant (`lea` of the same operand; pushes, calls and returns
+//!   have their implicit stack operand, string instructions `rsi`/`rdi`),
+//!   plus the `fs`/`gs` base for those segments;
+//! - before a `jcc`, whether its condition holds (`setcc`);
+//! - the target of an indirect jump or call, once loaded for the lookup;
+//! - for a REP pass, `rcx` before it (an iteration runs when it is not
+//!   zero) and, for REPE/REPNE, ZF after the iteration.
+//!
+//! Which word holds what ([`Sources`]) is kept per instruction of the
+//! translation; the replay reads the words back through
+//! [`crate::semantics::Dynamic`] ([`Recorded`]), so the events follow the
+//! step backend's rules. Operands whose address cannot be computed this
+//! way (vector indexes, 32-bit addressing, `fs`/`gs` without FSGSBASE)
+//! make the translator refuse the block (it is stepped).
+
+use iced_x86::{Code, ConditionCode, Instruction, MemoryOperand, Register, UsedMemory};
+
+use crate::semantics::{Accesses, Branch, Dynamic};
+
+use super::layout::{Layout, MAX_RECORD, RECORD_HEADER};
+use super::translator::Refusal;
+
+/// `AT_HWCAP2` bit: the kernel lets user code use `rdfsbase` and friends.
+const HWCAP2_FSGSBASE: u64 = 1 << 1;
+
+/// Where the replay finds an operand's address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    /// A constant, known when translating (an absolute or RIP-relative
+    /// operand).
+    Static(u64),
+    /// The recorded word with this number.
+    Word(usize),
+}
+
+/// Where the replay finds what one execution of an instruction did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Sources {
+    /// The address of each of its memory operands (`Accesses::operands`).
+    pub operands: Vec<Source>,
+    /// The word holding whether its `jcc` condition held (low byte).
+    pub guard: Option<usize>,
+    /// The word holding its indirect target.
+    pub target: Option<usize>,
+    /// The word holding `rcx` before a REP pass.
+    pub counter: Option<usize>,
+    /// The word holding ZF after a REPE/REPNE iteration (low byte).
+    pub zero_flag: Option<usize>,
+}
+
+/// Whether translations record words, and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Capture {
+    /// Record the words (the run feeds simulations).
+    pub enabled: bool,
+    /// `rdfsbase`/`rdgsbase` may be used (else `fs`/`gs` operands are
+    /// refused).
+    pub fsgsbase: bool,
+}
+
+impl Capture {
+    /// Recording as `enabled` says, with what this machine allows (the
+    /// tracee runs on the tracer's kernel and CPU).
+    pub fn new(enabled: bool) -> Capture {
+        // SAFETY: getauxval only reads the process's auxiliary vector.
+        let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+        Capture {
+            enabled,
+            fsgsbase: hwcap2 & HWCAP2_FSGSBASE != 0,
+        }
+    }
+}
+
+/// The recording code of one translation being emitted, and where its
+/// words go.
+pub(super) struct Recorder<'a> {
+    layout: &'a Layout,
+    capture: Capture,
+    words: usize,
+    /// Per instruction emitted so far (empty when not enabled).
+    pub sources: Vec<Sources>,
+}
+
+/// A RIP-relative operand at `addr` (a slot of the region).
+fn at(addr: u64) -> MemoryOperand {
+    MemoryOperand::new(
+        Register::RIP,
+        Register::None,
+        1,
+        addr as i64,
+        8,
+        false,
+        Register::None,
+    )
+}
+
+/// iced's errors as refusals.
+fn built(instruction: Result<Instruction, iced_x86::IcedError>) -> Result<Instruction, Refusal> {
+    instruction.map_err(|error| format!("iced: {error}"))
+}
+
+impl<'a> Recorder<'a> {
+    /// Recording for a translation into `layout`'s region.
+    pub fn new(layout: &'a Layout, capture: Capture) -> Recorder<'a> {
+        Recorder {
+            layout,
+            capture,
+            words: 0,
+            sources: Vec::new(),
+        }
+    }
+
+    /// Whether words are recorded.
+    pub fn enabled(&self) -> bool {
+        self.capture.enabled
+    }
+
+    /// Words recorded per execution.
+    pub fn words(&self) -> usize {
+        self.words
+    }
+
+    /// The record's bytes.
+    pub fn record_bytes(&self) -> u64 {
+        RECORD_HEADER + 8 * self.words as u64
+    }
+
+    /// Starts the next instruction of the block.
+    pub fn next_instruction(&mut self) {
+        if self.enabled() {
+            self.sources.push(Sources::default());
+        }
+    }
+
+    /// The current instruction's sources.
+    fn current(&mut self) -> Result<&mut Sources, Refusal> {
+        self.sources
+            .last_mut()
+            .ok_or_else(|| "recording before an instruction".to_string())
+    }
+
+    /// A new word; refuses when the record would be too large.
+    fn word(&mut self) -> Result<usize, Refusal> {
+        let word = self.words;
+        self.words += 1;
+        if self.record_bytes() > MAX_RECORD {
+            return Err("too many recorded words".into());
+        }
+        Ok(word)
+    }
+
+    /// `mov [capture_rbx], rbx; mov rbx, [record]; STORE; mov rbx,
+    /// [capture_rbx]`: `store` writes through `[rbx + offset of word]`.
+    fn through_record(
+        &self,
+        code: &mut Vec<Instruction>,
+        word: usize,
+        store: impl FnOnce(MemoryOperand) -> Result<Instruction, iced_x86::IcedError>,
+    ) -> Result<(), Refusal> {
+        let layout = self.layout;
+        code.push(built(Instruction::with2(
+            Code::Mov_rm64_r64,
+            at(layout.capture_rbx()),
+            Register::RBX,
+        ))?);
+        code.push(built(Instruction::with2(
+            Code::Mov_r64_rm64,
+            Register::RBX,
+            at(layout.record()),
+        ))?);
+        let offset = 8 * (1 + word as i64);
+        code.push(built(store(MemoryOperand::with_base_displ(
+            Register::RBX,
+            offset,
+        )))?);
+        code.push(built(Instruction::with2(
+            Code::Mov_r64_rm64,
+            Register::RBX,
+            at(layout.capture_rbx()),
+        ))?);
+        Ok(())
+    }
+
+    /// Records the addresses of `accesses`' operands before the
+    /// instruction (emitted into `code`).
+    pub fn addresses(
+        &mut self,
+        code: &mut Vec<Instruction>,
+        accesses: &Accesses,
+    ) -> Result<(), Refusal> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        for memory in accesses.operands() {
+            let source = self.address(code, memory)?;
+            self.current()?.operands.push(source);
+        }
+        Ok(())
+    }
+
+    /// The source of `memory`'s address, recording it if needed.
+    fn address(
+        &mut self,
+        code: &mut Vec<Instruction>,
+        memory: &UsedMemory,
+    ) -> Result<Source, Refusal> {
+        let segment_base = match memory.segment() {
+            Register::FS => Some(Code::Rdfsbase_r64),
+            Register::GS => Some(Code::Rdgsbase_r64),
+            _ => None,
+        };
+        let (base, index) = (memory.base(), memory.index());
+        if base == Register::None && index == Register::None && segment_base.is_none() {
+            return Ok(Source::Static(memory.displacement()));
+        }
+        if memory.vsib_size() != 0
+            || memory.address_size() != iced_x86::CodeSize::Code64
+            || !(base == Register::None || base.is_gpr64())
+            || !(index == Register::None || index.is_gpr64())
+        {
+            return Err(format!(
+                "an operand whose address is not recorded: {memory:?}"
+            ));
+        }
+        if segment_base.is_some() && !self.capture.fsgsbase {
+            return Err("an fs/gs operand without FSGSBASE".into());
+        }
+        let displacement = memory.displacement() as i64;
+        if i32::try_from(displacement).is_err() {
+            return Err("a 64-bit displacement with registers".into());
+        }
+        let word = self.word()?;
+        let layout = self.layout;
+        code.push(built(Instruction::with2(
+            Code::Mov_rm64_r64,
+            at(layout.capture_rax()),
+            Register::RAX,
+        ))?);
+        let operand = MemoryOperand::new(
+            base,
+            index,
+            memory.scale(),
+            displacement,
+            if displacement == 0 { 0 } else { 1 },
+            false,
+            Register::None,
+        );
+        code.push(built(Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RAX,
+            operand,
+        ))?);
+        if let Some(read_base) = segment_base {
+            code.push(built(Instruction::with2(
+                Code::Mov_rm64_r64,
+                at(layout.capture_rbx()),
+                Register::RBX,
+            ))?);
+            code.push(built(Instruction::with1(read_base, Register::RBX))?);
+            code.push(built(Instruction::with2(
+                Code::Lea_r64_m,
+                Register::RAX,
+                MemoryOperand::with_base_index(Register::RAX, Register::RBX),
+            ))?);
+            code.push(built(Instruction::with2(
+                Code::Mov_r64_rm64,
+                Register::RBX,
+                at(layout.capture_rbx()),
+            ))?);
+        }
+        self.through_record(code, word, |slot| {
+            Instruction::with2(Code::Mov_rm64_r64, slot, Register::RAX)
+        })?;
+        code.push(built(Instruction::with2(
+            Code::Mov_r64_rm64,
+            Register::RAX,
+            at(layout.capture_rax()),
+        ))?);
+        Ok(Source::Word(word))
+    }
+
+    /// Records whether `condition` holds (before a `jcc`).
+    pub fn guard(
+        &mut self,
+        code: &mut Vec<Instruction>,
+        condition: ConditionCode,
+    ) -> Result<(), Refusal> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let set = set_code(condition).ok_or_else(|| format!("condition {condition:?}"))?;
+        let word = self.word()?;
+        self.through_record(code, word, |slot| Instruction::with1(set, slot))?;
+        self.current()?.guard = Some(word);
+        Ok(())
+    }
+
+    /// Records ZF (after a REPE/REPNE iteration).
+    pub fn zero_flag(&mut self, code: &mut Vec<Instruction>) -> Result<(), Refusal> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let word = self.word()?;
+        self.through_record(code, word, |slot| Instruction::with1(Code::Sete_rm8, slot))?;
+        self.current()?.zero_flag = Some(word);
+        Ok(())
+    }
+
+    /// Records `rcx` (before a REP pass).
+    pub fn counter(&mut self, code: &mut Vec<Instruction>) -> Result<(), Refusal> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let word = self.word()?;
+        self.through_record(code, word, |slot| {
+            Instruction::with2(Code::Mov_rm64_r64, slot, Register::RCX)
+        })?;
+        self.current()?.counter = Some(word);
+        Ok(())
+    }
+
+    /// Records `rax`, an indirect jump's or call's target loaded for the
+    /// lookup.
+    pub fn target(&mut self, code: &mut Vec<Instruction>) -> Result<(), Refusal> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let word = self.word()?;
+        self.through_record(code, word, |slot| {
+            Instruction::with2(Code::Mov_rm64_r64, slot, Register::RAX)
+        })?;
+        self.current()?.target = Some(word);
+        Ok(())
+    }
+}
+
+/// The `setcc r/m8` of `condition`.
+fn set_code(condition: ConditionCode) -> Option<Code> {
+    Some(match condition {
+        ConditionCode::o => Code::Seto_rm8,
+        ConditionCode::no => Code::Setno_rm8,
+        ConditionCode::b => Code::Setb_rm8,
+        ConditionCode::ae => Code::Setae_rm8,
+        ConditionCode::e => Code::Sete_rm8,
+        ConditionCode::ne => Code::Setne_rm8,
+        ConditionCode::be => Code::Setbe_rm8,
+        ConditionCode::a => Code::Seta_rm8,
+        ConditionCode::s => Code::Sets_rm8,
+        ConditionCode::ns => Code::Setns_rm8,
+        ConditionCode::p => Code::Setp_rm8,
+        ConditionCode::np => Code::Setnp_rm8,
+        ConditionCode::l => Code::Setl_rm8,
+        ConditionCode::ge => Code::Setge_rm8,
+        ConditionCode::le => Code::Setle_rm8,
+        ConditionCode::g => Code::Setg_rm8,
+        ConditionCode::None => return None,
+    })
+}
+
+/// What one execution of an instruction did, read from its block's
+/// recorded `words` as `sources` says.
+pub(super) struct Recorded<'a> {
+    /// The record's words.
+    pub words: &'a [u64],
+    /// Where the instruction's facts are.
+    pub sources: &'a Sources,
+}
+
+impl Recorded<'_> {
+    /// Word `index`'s value, 0 when missing.
+    fn word(&self, index: Option<usize>) -> u64 {
+        index
+            .and_then(|index| self.words.get(index))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// For a REP pass: whether an iteration ran.
+    pub fn iteration(&self) -> bool {
+        self.word(self.sources.counter) != 0
+    }
+
+    /// For a REPE/REPNE iteration: ZF after it.
+    pub fn zero_flag(&self) -> bool {
+        self.word(self.sources.zero_flag) & 0xff != 0
+    }
+}
+
+impl Dynamic for Recorded<'_> {
+    fn address(&self, index: usize, _memory: &UsedMemory) -> Option<u64> {
+        match self.sources.operands.get(index)? {
+            Source::Static(addr) => Some(*addr),
+            Source::Word(word) => self.words.get(*word).copied(),
+        }
+    }
+
+    fn guard(&self, _branch: &Branch) -> bool {
+        self.word(self.sources.guard) & 0xff != 0
+    }
+
+    fn target(&self) -> u64 {
+        self.word(self.sources.target)
+    }
+}
