@@ -23,7 +23,7 @@ use std::fs;
 use std::path::Path;
 
 use cgx_formats::{Profile, Record};
-use cgx_tests::run::{assert_status, run, run_backend_with_env, Profiler};
+use cgx_tests::run::{assert_status, run_backend_with_env, run_with_env, Profiler};
 
 /// The dynamic linker's object (above).
 const DYNAMIC_LINKER: &str = "ld-linux-x86-64.so.2";
@@ -97,7 +97,8 @@ fn percent_off(expected: u64, actual: u64) -> f64 {
 
 /// Runs `program ARGS` under valgrind --tool=callgrind and under cgx's
 /// translate backend in `dir` and compares them as the module says.
-fn compare(name: &str, program: &str, args: &[&str], dir: &Path) {
+/// `env` is given to both runs (on top of `PATH`).
+fn compare(name: &str, program: &str, args: &[&str], env: &[(&str, &str)], dir: &Path) {
     for needed in [program, VALGRIND_PRELOAD] {
         assert!(
             Path::new(needed).exists(),
@@ -105,17 +106,12 @@ fn compare(name: &str, program: &str, args: &[&str], dir: &Path) {
         );
     }
     let program = Path::new(program);
-    // Both runs get `PATH` only (see `run`); cgx also Valgrind's variables.
-    let valgrind = run(Profiler::Valgrind, &["-q"], program, args, dir);
+    // Both runs get `PATH` and `env` only (see `run`); cgx also Valgrind's
+    // variables.
+    let valgrind = run_with_env(Profiler::Valgrind, &["-q"], env, program, args, dir);
     assert_status(&valgrind, 0);
-    let cgx = run_backend_with_env(
-        "translate",
-        &["-q"],
-        VALGRINDS_ENVIRONMENT,
-        program,
-        args,
-        dir,
-    );
+    let cgx_env: Vec<_> = VALGRINDS_ENVIRONMENT.iter().chain(env).copied().collect();
+    let cgx = run_backend_with_env("translate", &["-q"], &cgx_env, program, args, dir);
     assert_status(&cgx.run, 0);
     assert_eq!(cgx.run.stdout, valgrind.stdout, "{name}: stdout");
 
@@ -165,7 +161,7 @@ fn gzip_agrees_with_valgrind() {
     let input = input.to_string_lossy().into_owned();
     // -k -f: keep the input, overwrite input.txt.gz from the other run.
     let args = ["-9", "-k", "-f", &input];
-    compare("gzip", "/usr/bin/gzip", &args, dir.path());
+    compare("gzip", "/usr/bin/gzip", &args, &[], dir.path());
 }
 
 #[test]
@@ -175,6 +171,9 @@ fn python3_agrees_with_valgrind() {
         "python3",
         "/usr/bin/python3",
         &["-c", "print(sum(i * i for i in range(100000)))"],
+        // Python randomizes its string hashes (so its dictionaries' work)
+        // per run unless told not to.
+        &[("PYTHONHASHSEED", "0")],
         dir.path(),
     );
 }
@@ -191,6 +190,7 @@ fn sort_agrees_with_valgrind() {
         "sort",
         "/usr/bin/sort",
         &["-o", &output, &input],
+        &[],
         dir.path(),
     );
 }
@@ -209,6 +209,7 @@ fn sqlite3_agrees_with_valgrind() {
              create index ty on t(y); \
              select count(*), sum(x), min(y) from t where y like '1%';",
         ],
+        &[],
         dir.path(),
     );
 }
