@@ -166,9 +166,8 @@ impl EventSink for Collector {
     }
 
     fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
-        let process = self.process(thread.pid);
-        process.block(thread.tid, block);
-        process.instructions(thread.tid, instructions);
+        self.process(thread.pid)
+            .block_executed(thread.tid, block, instructions);
     }
 
     fn data_access(&mut self, thread: Thread, access: DataAccess) {

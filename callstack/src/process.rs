@@ -170,12 +170,9 @@ impl Process {
         tid: i32,
         f: impl FnOnce(&mut ThreadState, &mut Shared<'_>) -> R,
     ) -> R {
-        let number = self.thread(tid).number;
-        let key = if self.options.separate_threads {
-            number
-        } else {
-            0
-        };
+        if !self.threads.contains_key(&tid) {
+            self.thread(tid);
+        }
         let Process {
             threads,
             functions,
@@ -186,6 +183,14 @@ impl Process {
             forest,
             ..
         } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            unreachable!("thread() created the thread")
+        };
+        let key = if options.separate_threads {
+            thread.number
+        } else {
+            0
+        };
         let costs = costs.entry(key).or_default();
         let mut shared = Shared {
             functions,
@@ -195,9 +200,6 @@ impl Process {
             options,
             events,
             forest: forest.as_mut(),
-        };
-        let Some(thread) = threads.get_mut(&tid) else {
-            unreachable!("thread() created the thread")
         };
         f(thread, &mut shared)
     }
@@ -221,6 +223,27 @@ impl Process {
             .block(block.addr, &mut self.symbols, self.pid, &self.options);
         self.with_thread(tid, |thread, shared| {
             thread.enter_block(shared, block.addr, block.sp, block.arrival, info);
+        });
+    }
+
+    /// A whole block runs on thread `tid`: it starts and all of
+    /// `instructions` execute, with no other event between them.
+    pub fn block_executed(&mut self, tid: i32, block: Block, instructions: &[(u64, u8)]) {
+        if self.options.cachegrind || self.simulation.simulates_fetches() {
+            self.block(tid, block);
+            self.instructions(tid, instructions);
+            return;
+        }
+        if !self.instrumenting {
+            return;
+        }
+        self.blocks += 1;
+        let info = self
+            .functions
+            .block(block.addr, &mut self.symbols, self.pid, &self.options);
+        self.with_thread(tid, |thread, shared| {
+            thread.enter_block(shared, block.addr, block.sp, block.arrival, info);
+            thread.instructions_ir(instructions);
         });
     }
 

@@ -20,7 +20,6 @@
 //! arc.
 
 use cgx_engine::Arrival;
-use rustc_hash::FxHashMap;
 
 use cgx_backdate::{Forest, NodeId};
 
@@ -95,6 +94,10 @@ struct CurrentBlock {
     /// and, one vector of event counts after another, their costs.
     pending: Vec<u64>,
     pending_costs: Vec<u64>,
+    /// Whether every pending instruction costs only its `Ir` and
+    /// `pending_costs` was not written yet (a whole block without events:
+    /// Callgrind's execution counter).
+    ir_only: bool,
     /// The last executed instruction (address, length).
     last: Option<(u64, u8)>,
     /// The block's cost table in the thread's costs, and the tables'
@@ -112,6 +115,26 @@ struct LastBlock {
 }
 
 impl CurrentBlock {
+    /// Writes the costs of instructions counted as `ir_only`.
+    fn materialize(&mut self, events: usize) {
+        if !self.ir_only {
+            return;
+        }
+        self.ir_only = false;
+        self.pending_costs.clear();
+        self.pending_costs.resize(self.pending.len() * events, 0);
+        for ir in self.pending_costs.iter_mut().step_by(events) {
+            *ir = 1;
+        }
+    }
+
+    /// Forgets the pending instructions (charged, or never to be).
+    fn clear_pending(&mut self) {
+        self.pending.clear();
+        self.pending_costs.clear();
+        self.ir_only = false;
+    }
+
     fn summary(&self) -> LastBlock {
         LastBlock {
             addr: self.addr,
@@ -189,8 +212,9 @@ pub(crate) struct ThreadState {
     /// Functions of the contexts, innermost last; `None` separates a signal
     /// handler's from the interrupted code's.
     fn_stack: Vec<Option<FnId>>,
-    /// Active instances of each function (for recursion levels).
-    active: FxHashMap<FnId, u32>,
+    /// Active instances of each function (for recursion levels), by
+    /// function number.
+    active: Vec<u32>,
     /// Context saved by the last context push, for the next call entry.
     saved_slot: (Option<CxtId>, usize),
     /// The global counter at the last dump.
@@ -207,7 +231,7 @@ impl ThreadState {
             states: vec![ExecState::new(options, events, 0, 0, root)],
             call_stack: Vec::new(),
             fn_stack: vec![None],
-            active: FxHashMap::default(),
+            active: Vec::new(),
             saved_slot: (None, 0),
             last_dump_cost: vec![0; events],
         }
@@ -227,6 +251,7 @@ impl ThreadState {
     pub fn instruction(&mut self, addr: u64, len: u8) {
         let events = self.events;
         if let Some(block) = self.state().block.as_mut() {
+            block.materialize(events);
             block.pending.push(addr);
             block
                 .pending_costs
@@ -241,19 +266,33 @@ impl ThreadState {
         let Some(block) = self.state().block.as_mut() else {
             return;
         };
-        for &(addr, len) in instructions {
-            block.pending.push(addr);
-            let start = block.pending_costs.len();
-            block.pending_costs.resize(start + events, 0);
-            block.pending_costs[start] = 1;
-            block.last = Some((addr, len));
+        let Some(&last) = instructions.last() else {
+            return;
+        };
+        if block.pending.is_empty() {
+            block.ir_only = true;
+            block.pending_costs.clear();
         }
+        block
+            .pending
+            .extend(instructions.iter().map(|&(addr, _)| addr));
+        if !block.ir_only {
+            let start = block.pending_costs.len();
+            block
+                .pending_costs
+                .resize(start + instructions.len() * events, 0);
+            for ir in block.pending_costs[start..].iter_mut().step_by(events) {
+                *ir = 1;
+            }
+        }
+        block.last = Some(last);
     }
 
     /// The cost of the instruction last executed, to add its events to.
     pub fn last_cost(&mut self) -> Option<&mut [u64]> {
         let events = self.events;
         let block = self.state().block.as_mut()?;
+        block.materialize(events);
         let start = block.pending_costs.len().checked_sub(events)?;
         Some(&mut block.pending_costs[start..])
     }
@@ -292,14 +331,24 @@ impl ThreadState {
             return;
         };
         if !state.collect || block.pending.is_empty() {
-            block.pending.clear();
-            block.pending_costs.clear();
+            block.clear_pending();
             return;
         }
-        for cost in block.pending_costs.chunks_exact(events) {
-            add(&mut state.cost, cost);
+        if block.ir_only {
+            let count = block.pending.len() as u64;
+            state.cost[0] = state.cost[0].wrapping_add(count);
+        } else {
+            for cost in block.pending_costs.chunks_exact(events) {
+                add(&mut state.cost, cost);
+            }
         }
         match state.nonskipped {
+            Some(site) if block.ir_only => {
+                let count = block.pending.len() as u64;
+                shared
+                    .costs
+                    .charge_ir(site.centre, site.addr, count, events);
+            }
             Some(site) => {
                 for cost in block.pending_costs.chunks_exact(events) {
                     shared.costs.charge(site.centre, site.addr, cost);
@@ -310,19 +359,21 @@ impl ThreadState {
                 let table = match block.cost_table {
                     Some((generation, table)) if generation == costs.generation => table,
                     _ => {
-                        let table = costs.block(block.centre, block.addr);
+                        let table = costs.block(block.centre, block.addr, block.info.number);
                         block.cost_table = Some((costs.generation, table));
                         table
                     }
                 };
-                costs.charge_block(table, &block.pending, &block.pending_costs, events);
+                if !(block.ir_only && costs.count_run(table, &block.pending)) {
+                    block.materialize(events);
+                    costs.charge_block(table, &block.pending, &block.pending_costs, events);
+                }
                 if shared.options.collect_jumps {
                     costs.count_execution(block.centre, block.addr);
                 }
             }
         }
-        block.pending.clear();
-        block.pending_costs.clear();
+        block.clear_pending();
     }
 
     /// The thread ends: Callgrind never charges its last block, but with
@@ -335,9 +386,11 @@ impl ThreadState {
         let Some(block) = state.block.as_mut() else {
             return;
         };
+        // Instructions counted as `ir_only` have nothing but their Ir.
+        let counted = !block.ir_only;
         let pending_costs = std::mem::take(&mut block.pending_costs);
-        block.pending.clear();
-        if !state.collect {
+        block.clear_pending();
+        if !state.collect || !counted {
             return;
         }
         for cost in pending_costs.chunks_exact(events) {
@@ -356,6 +409,9 @@ impl ThreadState {
         info: BlockInfo,
     ) {
         self.charge_pending(shared);
+        if self.continue_in_context(shared, addr, sp, arrival, info) {
+            return;
+        }
         let last = self.state_ref().block.as_ref().map(CurrentBlock::summary);
         let arrived_by_call = arrival == Arrival::Call;
         let conditional = matches!(arrival, Arrival::Jump { conditional: true });
@@ -489,20 +545,85 @@ impl ThreadState {
             }
         }
 
-        // The previous block's buffers are empty now (charged); reuse them.
-        let (pending, pending_costs) = match self.state().block.take() {
-            Some(old) => (old.pending, old.pending_costs),
-            None => (Vec::new(), Vec::new()),
+        self.start_block(addr, info, centre);
+    }
+
+    /// [`ThreadState::enter_block`] in the common case, where none of its
+    /// rules apply: a fall-through or a jump, not to a function's first
+    /// instruction, within the object and section kind of the previous
+    /// block, with no frame left (the stack pointer is not above the top
+    /// frame's) and a context. Only the recursion level can change the
+    /// centre then. Returns `false`, having done nothing, in any other case.
+    fn continue_in_context(
+        &mut self,
+        shared: &mut Shared<'_>,
+        addr: u64,
+        sp: u64,
+        arrival: Arrival,
+        info: BlockInfo,
+    ) -> bool {
+        let conditional = match arrival {
+            Arrival::FallThrough => None,
+            Arrival::Jump { conditional } => Some(conditional),
+            _ => return false,
         };
-        self.state().block = Some(CurrentBlock {
-            addr,
-            info,
-            centre,
-            pending,
-            pending_costs,
-            last: None,
-            cost_table: None,
-        });
+        if info.is_entry || self.call_stack.last().is_some_and(|top| top.sp < sp) {
+            return false;
+        }
+        let state = self.state_ref();
+        let Some(last) = state.block.as_ref().map(CurrentBlock::summary) else {
+            return false;
+        };
+        if state.cxt.is_none()
+            || last.info.object != info.object
+            || last.info.section != info.section
+        {
+            return false;
+        }
+        let centre = self.centre(shared, false);
+        if let (Some(conditional), true) = (conditional, shared.options.collect_jumps) {
+            let jump = JumpArc {
+                from: last.centre,
+                from_block: last.addr,
+                site: last.last.map_or(last.addr, |(at, _)| at),
+                to: centre,
+                target: addr,
+            };
+            shared.costs.count_jump(jump, conditional);
+        }
+        self.start_block(addr, info, centre);
+        true
+    }
+
+    /// Makes the block at `addr` in `centre` the current one (its pending
+    /// buffers, empty now, are reused; its cost table is kept when it runs
+    /// again in the same centre).
+    fn start_block(&mut self, addr: u64, info: BlockInfo, centre: Centre) {
+        let state = self.state();
+        match state.block.as_mut() {
+            Some(block) => {
+                if block.addr != addr || block.centre != centre {
+                    block.cost_table = None;
+                }
+                block.addr = addr;
+                block.info = info;
+                block.centre = centre;
+                block.last = None;
+                block.clear_pending();
+            }
+            None => {
+                state.block = Some(CurrentBlock {
+                    addr,
+                    info,
+                    centre,
+                    pending: Vec::new(),
+                    pending_costs: Vec::new(),
+                    ir_only: false,
+                    last: None,
+                    cost_table: None,
+                });
+            }
+        }
     }
 
     /// The centre of the current context at its function's recursion level.
@@ -512,7 +633,7 @@ impl ThreadState {
         let top = self.fn_stack.last().copied().flatten();
         let rec = match top {
             Some(function) if separate > 1 => {
-                let active = self.active.entry(function).or_insert(0);
+                let active = level_of(&mut self.active, function);
                 let mut level = *active + u32::from(entering);
                 level = level.min(separate);
                 if level == 0 {
@@ -538,7 +659,7 @@ impl ThreadState {
             }
         }
         if let (Some(function), None) = (function, top) {
-            *self.active.entry(function).or_insert(0) += 1;
+            *level_of(&mut self.active, function) += 1;
         }
         self.fn_stack.push(function);
         let cxt = function.map(|_| {
@@ -570,7 +691,7 @@ impl ThreadState {
             };
             shared.costs.count_call(arc);
             let function = shared.contexts.function(to.cxt);
-            let depth = self.active.entry(function).or_insert(0);
+            let depth = level_of(&mut self.active, function);
             *depth += 1;
             if *depth == 1 {
                 self.toggle_if_marked(shared, function);
@@ -624,7 +745,7 @@ impl ThreadState {
         self.state().nonskipped = entry.nonskipped;
         if let Some(arc) = entry.arc {
             let function = shared.contexts.function(arc.to.cxt);
-            let depth = self.active.entry(function).or_insert(0);
+            let depth = level_of(&mut self.active, function);
             *depth = depth.saturating_sub(1);
             let left = *depth == 0;
             let now = self.state_ref().cost.clone();
@@ -676,7 +797,7 @@ impl ThreadState {
             return_addr: 0,
         };
         let returning = shared.contexts.function(current.centre.cxt);
-        let active = self.active.entry(returning).or_insert(0);
+        let active = level_of(&mut self.active, returning);
         *active = active.saturating_sub(1);
         self.state().nonskipped = None;
         self.push_cxt(shared, Some(returning));
@@ -739,7 +860,7 @@ impl ThreadState {
         }
         if let Some(cxt) = self.state_ref().cxt {
             let function = shared.contexts.function(cxt);
-            let active = self.active.entry(function).or_insert(0);
+            let active = level_of(&mut self.active, function);
             *active = active.saturating_sub(1);
         }
         if self.fn_stack.len() > 1 {
@@ -854,6 +975,15 @@ impl ThreadState {
     pub fn count(&mut self, costs: &[u64]) {
         add(&mut self.states[0].cost, costs);
     }
+}
+
+/// The count of active instances of `function` in `active`.
+fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
+    let index = function as usize;
+    if active.len() <= index {
+        active.resize(index + 1, 0);
+    }
+    &mut active[index]
 }
 
 /// Adds `costs` into `sum` (re-exported for the process's summaries).
