@@ -118,6 +118,9 @@ pub(crate) struct Costs {
     pub arcs: FxHashMap<CallArc, ArcCost>,
     /// The jumps taken, with `--collect-jumps=yes`.
     pub jumps: FxHashMap<JumpArc, JumpCount>,
+    /// Runs of each instruction sequence of the process, by its number
+    /// ([`crate::sequences::Sequences`]), not yet charged.
+    sequence_runs: Vec<u64>,
     /// Executions of each block in each centre, with `--collect-jumps=yes`
     /// (how often a conditional jump was reached).
     pub block_executions: FxHashMap<(Centre, u64), u64>,
@@ -147,15 +150,22 @@ impl Costs {
 
     /// The number of the cost table of the block at `addr` (numbered
     /// `number` in its process) in `centre`.
+    #[inline]
     pub fn block(&mut self, centre: Centre, addr: u64, number: u32) -> usize {
-        let slot = number as usize;
-        if let Some(&table) = self.recent.get(slot) {
+        if let Some(&table) = self.recent.get(number as usize) {
             if let Some(block) = self.blocks.get(table as usize) {
                 if block.centre == centre {
                     return table as usize;
                 }
             }
         }
+        self.find_block(centre, addr, number)
+    }
+
+    /// [`Costs::block`] for a block not run in `centre` last.
+    #[cold]
+    fn find_block(&mut self, centre: Centre, addr: u64, number: u32) -> usize {
+        let slot = number as usize;
         let blocks = &mut self.blocks;
         let table = *self.block_index.entry((centre, addr)).or_insert_with(|| {
             blocks.push(BlockCosts {
@@ -173,13 +183,21 @@ impl Costs {
         table
     }
 
-    /// Counts one run of block `index` that executed `addrs` at `Ir` cost
-    /// only, if they are the instructions its table holds; `false` when they
-    /// are not (the first run, a partial run, changed code): then the run
-    /// must be charged with [`Costs::charge_block`].
-    pub fn count_run(&mut self, index: usize, addrs: &[u64]) -> bool {
+    /// The instructions of cost table `index` (as far as its block has run).
+    #[inline]
+    pub fn block_addrs(&self, index: usize) -> &[u64] {
+        self.blocks
+            .get(index)
+            .map_or(&[], |block| block.addrs.as_slice())
+    }
+
+    /// Counts one run of all instructions of cost table `index`, at their
+    /// `Ir` only, if it holds `count` of them; `false` when it does not
+    /// (the run must then be charged with [`Costs::charge_block`]).
+    #[inline]
+    pub fn count_run(&mut self, index: usize, count: usize) -> bool {
         match self.blocks.get_mut(index) {
-            Some(block) if block.addrs == addrs => {
+            Some(block) if block.addrs.len() == count => {
                 block.runs += 1;
                 true
             }
@@ -290,6 +308,20 @@ impl Costs {
         entry.conditional = conditional;
     }
 
+    /// Counts one run of the instruction sequence numbered `number`.
+    pub fn count_sequence(&mut self, number: usize) {
+        if self.sequence_runs.len() <= number {
+            self.sequence_runs.resize(number + 1, 0);
+        }
+        self.sequence_runs[number] += 1;
+    }
+
+    /// The runs of each instruction sequence counted so far (by number),
+    /// which are forgotten.
+    pub fn take_sequence_runs(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.sequence_runs)
+    }
+
     /// Counts one execution of `block` in `centre`.
     pub fn count_execution(&mut self, centre: Centre, block: u64) {
         *self.block_executions.entry((centre, block)).or_default() += 1;
@@ -306,6 +338,7 @@ impl Costs {
         self.arcs.clear();
         self.jumps.clear();
         self.block_executions.clear();
+        self.sequence_runs.clear();
     }
 }
 

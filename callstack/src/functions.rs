@@ -123,6 +123,7 @@ impl Functions {
     /// What is known of the block starting at `addr`, looked up once.
     /// `symbols` is refreshed from the process's maps when `addr` is outside
     /// every known object (new code, e.g. after `dlopen`).
+    #[inline]
     pub fn block(
         &mut self,
         addr: u64,
@@ -130,12 +131,24 @@ impl Functions {
         pid: i32,
         options: &Options,
     ) -> BlockInfo {
-        let slot = recent_slot(addr);
-        if let Some((at, info)) = self.recent.get(slot) {
+        if let Some((at, info)) = self.recent.get(recent_slot(addr)) {
             if *at == addr {
                 return *info;
             }
         }
+        self.block_not_recent(addr, symbols, pid, options)
+    }
+
+    /// [`Functions::block`] for a block not in the cache of recent ones.
+    #[cold]
+    fn block_not_recent(
+        &mut self,
+        addr: u64,
+        symbols: &mut Symbols,
+        pid: i32,
+        options: &Options,
+    ) -> BlockInfo {
+        let slot = recent_slot(addr);
         let info = match self.blocks.get(&addr) {
             Some(info) => *info,
             None => self.new_block(addr, symbols, pid, options),

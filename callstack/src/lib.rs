@@ -28,7 +28,9 @@ mod dump;
 mod events;
 mod functions;
 mod pattern;
+mod pending;
 mod process;
+mod sequences;
 mod simulation;
 mod thread;
 

@@ -27,6 +27,7 @@ use crate::context::{Centre, Contexts, CxtId};
 use crate::costs::{add, ArcKey, CallArc, Costs, JumpArc};
 use crate::events::EventSet;
 use crate::functions::{BlockInfo, FnId, Functions};
+use crate::pending::Pending;
 use crate::Options;
 
 /// What a thread's events need from the process.
@@ -90,14 +91,8 @@ struct CurrentBlock {
     addr: u64,
     info: BlockInfo,
     centre: Centre,
-    /// Instructions executed in it so far, not yet charged: their addresses
-    /// and, one vector of event counts after another, their costs.
-    pending: Vec<u64>,
-    pending_costs: Vec<u64>,
-    /// Whether every pending instruction costs only its `Ir` and
-    /// `pending_costs` was not written yet (a whole block without events:
-    /// Callgrind's execution counter).
-    ir_only: bool,
+    /// Instructions executed in it so far, not yet charged.
+    pending: Pending,
     /// The last executed instruction (address, length).
     last: Option<(u64, u8)>,
     /// The block's cost table in the thread's costs, and the tables'
@@ -115,24 +110,18 @@ struct LastBlock {
 }
 
 impl CurrentBlock {
-    /// Writes the costs of instructions counted as `ir_only`.
-    fn materialize(&mut self, events: usize) {
-        if !self.ir_only {
-            return;
+    /// The number of its cost table in `costs` (kept while the tables
+    /// are not cleared).
+    #[inline]
+    fn cost_table(&mut self, costs: &mut Costs) -> usize {
+        match self.cost_table {
+            Some((generation, table)) if generation == costs.generation => table,
+            _ => {
+                let table = costs.block(self.centre, self.addr, self.info.number);
+                self.cost_table = Some((costs.generation, table));
+                table
+            }
         }
-        self.ir_only = false;
-        self.pending_costs.clear();
-        self.pending_costs.resize(self.pending.len() * events, 0);
-        for ir in self.pending_costs.iter_mut().step_by(events) {
-            *ir = 1;
-        }
-    }
-
-    /// Forgets the pending instructions (charged, or never to be).
-    fn clear_pending(&mut self) {
-        self.pending.clear();
-        self.pending_costs.clear();
-        self.ir_only = false;
     }
 
     fn summary(&self) -> LastBlock {
@@ -247,54 +236,53 @@ impl ThreadState {
     }
 
     /// One executed instruction of the current block, with no cost yet (see
-    /// [`ThreadState::last_cost`]).
-    pub fn instruction(&mut self, addr: u64, len: u8) {
+    /// [`ThreadState::last_cost`]); `costs` are the thread's tables.
+    pub fn instruction(&mut self, costs: &Costs, addr: u64, len: u8) {
         let events = self.events;
         if let Some(block) = self.state().block.as_mut() {
-            block.materialize(events);
-            block.pending.push(addr);
-            block
-                .pending_costs
-                .resize(block.pending_costs.len() + events, 0);
+            block.pending.push(addr, events, costs);
             block.last = Some((addr, len));
         }
     }
 
-    /// Executed instructions of the current block that only count their Ir.
-    pub fn instructions_ir(&mut self, instructions: &[(u64, u8)]) {
+    /// Executed instructions of the current block that only count their
+    /// `Ir`: a whole run of its cost table when they are all of its
+    /// instructions.
+    pub fn instructions_ir(&mut self, shared: &mut Shared<'_>, instructions: &[(u64, u8)]) {
         let events = self.events;
-        let Some(block) = self.state().block.as_mut() else {
+        let state = self.state();
+        let Some(block) = state.block.as_mut() else {
             return;
         };
         let Some(&last) = instructions.last() else {
             return;
         };
-        if block.pending.is_empty() {
-            block.ir_only = true;
-            block.pending_costs.clear();
-        }
-        block
-            .pending
-            .extend(instructions.iter().map(|&(addr, _)| addr));
-        if !block.ir_only {
-            let start = block.pending_costs.len();
-            block
-                .pending_costs
-                .resize(start + instructions.len() * events, 0);
-            for ir in block.pending_costs[start..].iter_mut().step_by(events) {
-                *ir = 1;
+        block.last = Some(last);
+        if state.collect && state.nonskipped.is_none() && block.pending.is_empty() {
+            let table = block.cost_table(shared.costs);
+            if block.pending.push_run(table, instructions, shared.costs) {
+                return;
             }
         }
-        block.last = Some(last);
+        block.pending.push_ir(instructions, events, shared.costs);
     }
 
-    /// The cost of the instruction last executed, to add its events to.
-    pub fn last_cost(&mut self) -> Option<&mut [u64]> {
+    /// The cost of the instruction last executed, to add its events to;
+    /// `costs` are the thread's tables.
+    pub fn last_cost(&mut self, costs: &Costs) -> Option<&mut [u64]> {
         let events = self.events;
         let block = self.state().block.as_mut()?;
-        block.materialize(events);
-        let start = block.pending_costs.len().checked_sub(events)?;
-        Some(&mut block.pending_costs[start..])
+        block.pending.last_cost(events, costs)
+    }
+
+    /// Before the thread's tables are cleared (a dump, a zeroing): pending
+    /// runs of their blocks become lists of instructions.
+    pub fn detach_pending(&mut self, costs: &Costs) {
+        for state in &mut self.states {
+            if let Some(block) = state.block.as_mut() {
+                block.pending.detach(costs);
+            }
+        }
     }
 
     /// Where a line loaded now is charged when it leaves the cache: the
@@ -331,72 +319,40 @@ impl ThreadState {
             return;
         };
         if !state.collect || block.pending.is_empty() {
-            block.clear_pending();
+            block.pending.clear();
             return;
         }
-        if block.ir_only {
-            let count = block.pending.len() as u64;
-            state.cost[0] = state.cost[0].wrapping_add(count);
-        } else {
-            for cost in block.pending_costs.chunks_exact(events) {
-                add(&mut state.cost, cost);
-            }
-        }
+        block.pending.add_to(&mut state.cost, 0);
         match state.nonskipped {
-            Some(site) if block.ir_only => {
-                let count = block.pending.len() as u64;
-                shared
-                    .costs
-                    .charge_ir(site.centre, site.addr, count, events);
-            }
             Some(site) => {
-                for cost in block.pending_costs.chunks_exact(events) {
-                    shared.costs.charge(site.centre, site.addr, cost);
-                }
+                block
+                    .pending
+                    .charge_to(shared.costs, site.centre, site.addr, events);
             }
             None => {
-                let costs = &mut *shared.costs;
-                let table = match block.cost_table {
-                    Some((generation, table)) if generation == costs.generation => table,
-                    _ => {
-                        let table = costs.block(block.centre, block.addr, block.info.number);
-                        block.cost_table = Some((costs.generation, table));
-                        table
-                    }
-                };
-                if !(block.ir_only && costs.count_run(table, &block.pending)) {
-                    block.materialize(events);
-                    costs.charge_block(table, &block.pending, &block.pending_costs, events);
-                }
+                let table = block.cost_table(shared.costs);
+                block.pending.charge_block(shared.costs, table, events);
                 if shared.options.collect_jumps {
-                    costs.count_execution(block.centre, block.addr);
+                    shared.costs.count_execution(block.centre, block.addr);
                 }
             }
         }
-        block.clear_pending();
+        block.pending.clear();
     }
 
     /// The thread ends: Callgrind never charges its last block, but with
     /// the cache simulation its events (and with branch simulation its
     /// branches) were already counted in the thread's total.
     pub fn finish(&mut self, shared: &Shared<'_>) {
-        let events = self.events;
-        let cache_sim = shared.events.cache.is_some();
+        let from = if shared.events.cache.is_some() { 0 } else { 1 };
         let state = self.state();
         let Some(block) = state.block.as_mut() else {
             return;
         };
-        // Instructions counted as `ir_only` have nothing but their Ir.
-        let counted = !block.ir_only;
-        let pending_costs = std::mem::take(&mut block.pending_costs);
-        block.clear_pending();
-        if !state.collect || !counted {
-            return;
+        if state.collect {
+            block.pending.add_to(&mut state.cost, from);
         }
-        for cost in pending_costs.chunks_exact(events) {
-            let from = if cache_sim { 0 } else { 1 };
-            add(&mut state.cost[from..], &cost[from..]);
-        }
+        block.pending.clear();
     }
 
     /// A new block starts: Callgrind's `setup_bbcc`.
@@ -554,6 +510,7 @@ impl ThreadState {
     /// block, with no frame left (the stack pointer is not above the top
     /// frame's) and a context. Only the recursion level can change the
     /// centre then. Returns `false`, having done nothing, in any other case.
+    #[inline]
     fn continue_in_context(
         &mut self,
         shared: &mut Shared<'_>,
@@ -598,6 +555,7 @@ impl ThreadState {
     /// Makes the block at `addr` in `centre` the current one (its pending
     /// buffers, empty now, are reused; its cost table is kept when it runs
     /// again in the same centre).
+    #[inline]
     fn start_block(&mut self, addr: u64, info: BlockInfo, centre: Centre) {
         let state = self.state();
         match state.block.as_mut() {
@@ -609,16 +567,14 @@ impl ThreadState {
                 block.info = info;
                 block.centre = centre;
                 block.last = None;
-                block.clear_pending();
+                block.pending.clear();
             }
             None => {
                 state.block = Some(CurrentBlock {
                     addr,
                     info,
                     centre,
-                    pending: Vec::new(),
-                    pending_costs: Vec::new(),
-                    ir_only: false,
+                    pending: Pending::default(),
                     last: None,
                     cost_table: None,
                 });
@@ -627,6 +583,7 @@ impl ThreadState {
     }
 
     /// The centre of the current context at its function's recursion level.
+    #[inline]
     fn centre(&mut self, shared: &Shared<'_>, entering: bool) -> Centre {
         let cxt = self.state_ref().cxt.unwrap_or_default();
         let separate = shared.options.separate_recursions;
@@ -975,9 +932,17 @@ impl ThreadState {
     pub fn count(&mut self, costs: &[u64]) {
         add(&mut self.states[0].cost, costs);
     }
+
+    /// Counts `ir` instructions in the thread's own counter (Cachegrind's
+    /// attribution of whole blocks).
+    pub fn count_ir(&mut self, ir: u64) {
+        let total = &mut self.states[0].cost[0];
+        *total = total.wrapping_add(ir);
+    }
 }
 
 /// The count of active instances of `function` in `active`.
+#[inline]
 fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
     let index = function as usize;
     if active.len() <= index {
