@@ -166,6 +166,11 @@ impl EventSink for Collector {
     }
 
     fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
+        // A known process without the entry API: the common case, per block.
+        if let Some(process) = self.processes.get_mut(&thread.pid) {
+            process.block_executed(thread.tid, block, instructions);
+            return;
+        }
         self.process(thread.pid)
             .block_executed(thread.tid, block, instructions);
     }

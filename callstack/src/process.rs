@@ -187,14 +187,33 @@ impl Process {
             forest,
             ..
         } = self;
+        let key_of = |thread: &ThreadState| {
+            if options.separate_threads {
+                thread.number
+            } else {
+                0
+            }
+        };
+        // The common case first: a known thread whose tables exist.
+        if let Some(thread) = threads.get_mut(&tid) {
+            let key = key_of(thread);
+            if let Some(costs) = costs.get_mut(&key) {
+                let mut shared = Shared {
+                    functions,
+                    contexts,
+                    costs,
+                    costs_key: key,
+                    options,
+                    events,
+                    forest: forest.as_mut(),
+                };
+                return f(thread, &mut shared);
+            }
+        }
         let thread = threads
             .entry(tid)
             .or_insert_with(|| new_thread(next_thread_number, options, events, forest));
-        let key = if options.separate_threads {
-            thread.number
-        } else {
-            0
-        };
+        let key = key_of(thread);
         let costs = costs.entry(key).or_default();
         let mut shared = Shared {
             functions,
@@ -440,10 +459,24 @@ impl Process {
         let Some(&(last, _)) = instructions.last() else {
             return;
         };
-        let separate = self.options.separate_threads;
-        let thread = self.thread(tid);
-        thread.count_ir(instructions.len() as u64);
-        let key = if separate { thread.number } else { 0 };
+        let count = instructions.len() as u64;
+        // A known thread without the entry API: the common case, per block.
+        let thread_number = match self.threads.get_mut(&tid) {
+            Some(thread) => {
+                thread.count_ir(count);
+                thread.number
+            }
+            None => {
+                let thread = self.thread(tid);
+                thread.count_ir(count);
+                thread.number
+            }
+        };
+        let key = if self.options.separate_threads {
+            thread_number
+        } else {
+            0
+        };
         let Process {
             sequences,
             functions,
@@ -457,14 +490,15 @@ impl Process {
         let (number, centre) = sequences.of(instructions, |addr| {
             own_centre(functions, symbols, *pid, own_contexts, contexts, addr)
         });
-        costs.entry(key).or_default().count_sequence(number);
+        match costs.get_mut(&key) {
+            Some(costs) => costs.count_sequence(number),
+            None => costs.entry(key).or_default().count_sequence(number),
+        }
         if let Some(centre) = centre {
             self.last_charged = Some((key, centre, last));
         }
     }
 
-    /// The centre Cachegrind charges the instruction at `addr` to: its
-    /// function's.
     /// The key of the cost tables thread `tid` charges.
     fn costs_key(&mut self, tid: i32) -> u32 {
         let number = self.thread(tid).number;
