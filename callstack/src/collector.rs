@@ -166,9 +166,13 @@ impl EventSink for Collector {
     }
 
     fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
-        let process = self.process(thread.pid);
-        process.block(thread.tid, block);
-        process.instructions(thread.tid, instructions);
+        // A known process without the entry API: the common case, per block.
+        if let Some(process) = self.processes.get_mut(&thread.pid) {
+            process.block_executed(thread.tid, block, instructions);
+            return;
+        }
+        self.process(thread.pid)
+            .block_executed(thread.tid, block, instructions);
     }
 
     fn data_access(&mut self, thread: Thread, access: DataAccess) {

@@ -60,6 +60,10 @@ pub(crate) struct ArcCost {
 /// its instructions in execution order, each with its event counts. A block
 /// always runs the same instructions from its start, so the k-th instruction
 /// executed is charged at position k without a lookup.
+///
+/// Like Callgrind's execution counters, whole runs that cost only their `Ir`
+/// are counted, not added per instruction: each adds 1 to the `Ir` of every
+/// instruction in `addrs` (which only grows once they are settled).
 #[derive(Clone, Debug)]
 pub(crate) struct BlockCosts {
     /// The centre the block ran in.
@@ -68,6 +72,27 @@ pub(crate) struct BlockCosts {
     pub addrs: Vec<u64>,
     /// One vector of event counts per instruction, one after another.
     pub costs: Vec<u64>,
+    /// Runs of all of `addrs` that cost only `Ir`, not yet in `costs`.
+    pub runs: u64,
+}
+
+impl BlockCosts {
+    /// The width of the cost vectors (0 before the first instruction).
+    fn width(&self) -> usize {
+        self.costs.len().checked_div(self.addrs.len()).unwrap_or(0)
+    }
+
+    /// Adds the counted runs to the instructions' `Ir`.
+    fn settle_runs(&mut self) {
+        let width = self.width();
+        if self.runs == 0 || width == 0 {
+            return;
+        }
+        for ir in self.costs.iter_mut().step_by(width) {
+            *ir = ir.wrapping_add(self.runs);
+        }
+        self.runs = 0;
+    }
 }
 
 /// Self and inclusive costs of one process (or one thread with
@@ -81,6 +106,9 @@ pub(crate) struct Costs {
     /// Self cost of executed blocks.
     pub blocks: Vec<BlockCosts>,
     block_index: FxHashMap<(Centre, u64), usize>,
+    /// The table last used for each block number ([`crate::functions::BlockInfo`]),
+    /// `u32::MAX` for none: a block usually runs in the same centre again.
+    recent: Vec<u32>,
     /// Instructions charged in blocks (they have an `Ir`).
     executed: FxHashSet<(Centre, u64)>,
     /// Changes whenever the tables are cleared, so a kept block number can
@@ -90,6 +118,9 @@ pub(crate) struct Costs {
     pub arcs: FxHashMap<CallArc, ArcCost>,
     /// The jumps taken, with `--collect-jumps=yes`.
     pub jumps: FxHashMap<JumpArc, JumpCount>,
+    /// Runs of each instruction sequence of the process, by its number
+    /// ([`crate::sequences::Sequences`]), not yet charged.
+    sequence_runs: Vec<u64>,
     /// Executions of each block in each centre, with `--collect-jumps=yes`
     /// (how often a conditional jump was reached).
     pub block_executions: FxHashMap<(Centre, u64), u64>,
@@ -105,17 +136,73 @@ impl Costs {
         add(entry, costs);
     }
 
-    /// The number of the cost table of the block at `addr` in `centre`.
-    pub fn block(&mut self, centre: Centre, addr: u64) -> usize {
+    /// Adds `ir` to the `Ir` (column 0) of the instruction at `addr` in
+    /// `centre`, in cost vectors of `width` events.
+    pub fn charge_ir(&mut self, centre: Centre, addr: u64, ir: u64, width: usize) {
+        let entry = self
+            .self_costs
+            .entry((centre, addr))
+            .or_insert_with(|| vec![0; width]);
+        if let Some(sum) = entry.first_mut() {
+            *sum = sum.wrapping_add(ir);
+        }
+    }
+
+    /// The number of the cost table of the block at `addr` (numbered
+    /// `number` in its process) in `centre`.
+    #[inline]
+    pub fn block(&mut self, centre: Centre, addr: u64, number: u32) -> usize {
+        if let Some(&table) = self.recent.get(number as usize) {
+            if let Some(block) = self.blocks.get(table as usize) {
+                if block.centre == centre {
+                    return table as usize;
+                }
+            }
+        }
+        self.find_block(centre, addr, number)
+    }
+
+    /// [`Costs::block`] for a block not run in `centre` last.
+    #[cold]
+    fn find_block(&mut self, centre: Centre, addr: u64, number: u32) -> usize {
+        let slot = number as usize;
         let blocks = &mut self.blocks;
-        *self.block_index.entry((centre, addr)).or_insert_with(|| {
+        let table = *self.block_index.entry((centre, addr)).or_insert_with(|| {
             blocks.push(BlockCosts {
                 centre,
                 addrs: Vec::new(),
                 costs: Vec::new(),
+                runs: 0,
             });
             blocks.len() - 1
-        })
+        });
+        if self.recent.len() <= slot {
+            self.recent.resize(slot + 1, u32::MAX);
+        }
+        self.recent[slot] = u32::try_from(table).unwrap_or(u32::MAX);
+        table
+    }
+
+    /// The instructions of cost table `index` (as far as its block has run).
+    #[inline]
+    pub fn block_addrs(&self, index: usize) -> &[u64] {
+        self.blocks
+            .get(index)
+            .map_or(&[], |block| block.addrs.as_slice())
+    }
+
+    /// Counts one run of all instructions of cost table `index`, at their
+    /// `Ir` only, if it holds `count` of them; `false` when it does not
+    /// (the run must then be charged with [`Costs::charge_block`]).
+    #[inline]
+    pub fn count_run(&mut self, index: usize, count: usize) -> bool {
+        match self.blocks.get_mut(index) {
+            Some(block) if block.addrs.len() == count => {
+                block.runs += 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Adds the costs of one execution of block `index`: `costs` holds one
@@ -125,6 +212,10 @@ impl Costs {
             return;
         };
         let centre = block.centre;
+        if addrs.len() > block.addrs.len() {
+            // The counted runs are of the instructions known so far only.
+            block.settle_runs();
+        }
         let mut elsewhere = Vec::new();
         for (position, (&addr, cost)) in addrs.iter().zip(costs.chunks_exact(width)).enumerate() {
             if position == block.addrs.len() {
@@ -164,11 +255,7 @@ impl Costs {
             .map(|(key, cost)| (*key, cost.clone()))
             .collect();
         for block in &self.blocks {
-            let width = if block.addrs.is_empty() {
-                0
-            } else {
-                block.costs.len() / block.addrs.len()
-            };
+            let width = block.width();
             if width == 0 {
                 continue;
             }
@@ -180,6 +267,7 @@ impl Costs {
                     sum.resize(width, 0);
                 }
                 add(sum, cost);
+                sum[0] = sum[0].wrapping_add(block.runs);
             }
         }
         all
@@ -220,6 +308,20 @@ impl Costs {
         entry.conditional = conditional;
     }
 
+    /// Counts one run of the instruction sequence numbered `number`.
+    pub fn count_sequence(&mut self, number: usize) {
+        if self.sequence_runs.len() <= number {
+            self.sequence_runs.resize(number + 1, 0);
+        }
+        self.sequence_runs[number] += 1;
+    }
+
+    /// The runs of each instruction sequence counted so far (by number),
+    /// which are forgotten.
+    pub fn take_sequence_runs(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.sequence_runs)
+    }
+
     /// Counts one execution of `block` in `centre`.
     pub fn count_execution(&mut self, centre: Centre, block: u64) {
         *self.block_executions.entry((centre, block)).or_default() += 1;
@@ -230,11 +332,13 @@ impl Costs {
         self.self_costs.clear();
         self.blocks.clear();
         self.block_index.clear();
+        self.recent.clear();
         self.executed.clear();
         self.generation += 1;
         self.arcs.clear();
         self.jumps.clear();
         self.block_executions.clear();
+        self.sequence_runs.clear();
     }
 }
 

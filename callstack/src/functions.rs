@@ -45,6 +45,14 @@ pub(crate) struct Function {
     pub toggle_collect: bool,
 }
 
+/// The slots of [`Functions`]'s cache of recent blocks (a power of two).
+const RECENT: usize = 4096;
+
+/// The slot of the block at `addr` in the cache of recent blocks.
+fn recent_slot(addr: u64) -> usize {
+    (addr ^ (addr >> 12)) as usize & (RECENT - 1)
+}
+
 /// A function's identity: object, file and name.
 type FunctionKey = (Arc<str>, Arc<str>, Arc<str>);
 
@@ -59,6 +67,9 @@ pub(crate) struct BlockInfo {
     pub object: u32,
     /// The kind of section it is in.
     pub section: SectionKind,
+    /// The block's number in its process (blocks are numbered as first
+    /// seen), to index per-block tables without hashing.
+    pub number: u32,
 }
 
 /// The functions of a process and the blocks seen so far.
@@ -67,6 +78,9 @@ pub(crate) struct Functions {
     functions: IndexMap<FunctionKey, Function, FxBuildHasher>,
     objects: IndexMap<Arc<str>, (), FxBuildHasher>,
     blocks: FxHashMap<u64, BlockInfo>,
+    /// A direct-mapped cache of `blocks` ([`RECENT`] slots, empty until the
+    /// first block): most blocks run again soon.
+    recent: Vec<(u64, BlockInfo)>,
     /// Cachegrind's function of each instruction.
     instructions: FxHashMap<u64, FnId>,
 }
@@ -109,6 +123,7 @@ impl Functions {
     /// What is known of the block starting at `addr`, looked up once.
     /// `symbols` is refreshed from the process's maps when `addr` is outside
     /// every known object (new code, e.g. after `dlopen`).
+    #[inline]
     pub fn block(
         &mut self,
         addr: u64,
@@ -116,9 +131,44 @@ impl Functions {
         pid: i32,
         options: &Options,
     ) -> BlockInfo {
-        if let Some(info) = self.blocks.get(&addr) {
-            return *info;
+        if let Some((at, info)) = self.recent.get(recent_slot(addr)) {
+            if *at == addr {
+                return *info;
+            }
         }
+        self.block_not_recent(addr, symbols, pid, options)
+    }
+
+    /// [`Functions::block`] for a block not in the cache of recent ones.
+    #[cold]
+    fn block_not_recent(
+        &mut self,
+        addr: u64,
+        symbols: &mut Symbols,
+        pid: i32,
+        options: &Options,
+    ) -> BlockInfo {
+        let slot = recent_slot(addr);
+        let info = match self.blocks.get(&addr) {
+            Some(info) => *info,
+            None => self.new_block(addr, symbols, pid, options),
+        };
+        if self.recent.is_empty() {
+            // No block starts at the last address of the address space.
+            self.recent = vec![(u64::MAX, info); RECENT];
+        }
+        self.recent[slot] = (addr, info);
+        info
+    }
+
+    /// Looks up the block at `addr`, seen for the first time.
+    fn new_block(
+        &mut self,
+        addr: u64,
+        symbols: &mut Symbols,
+        pid: i32,
+        options: &Options,
+    ) -> BlockInfo {
         refresh_if_unknown(addr, symbols, pid);
         let section = symbols.section_kind(addr);
         let mut location = symbols.lookup(addr);
@@ -169,6 +219,7 @@ impl Functions {
             is_entry,
             object: object_number as u32,
             section,
+            number: self.blocks.len() as u32,
         };
         self.blocks.insert(addr, info);
         info

@@ -15,10 +15,13 @@
 //!
 //! One module per concept, as in Callgrind: `thread` holds the rules
 //! for calls and returns, `functions` what a block belongs to, `context` the
-//! names with callers and recursion levels, `costs` the tables, `events` the
-//! columns, `simulation` the simulators' outcomes as costs, `cacheuse` who
-//! owns a cache line and where its costs go, `process` the client requests
-//! and dumps, `dump` the conversion to a profile part.
+//! names with callers and recursion levels, `costs` the tables, `pending` a
+//! block's instructions not charged yet (a whole block as one run of its
+//! table, as Callgrind's execution counters), `sequences` Cachegrind's
+//! whole blocks counted, `events` the columns, `simulation` the simulators'
+//! outcomes as costs, `cacheuse` who owns a cache line and where its costs
+//! go, `process` the client requests and dumps, `dump` the conversion to a
+//! profile part.
 
 mod cacheuse;
 mod collector;
@@ -28,7 +31,9 @@ mod dump;
 mod events;
 mod functions;
 mod pattern;
+mod pending;
 mod process;
+mod sequences;
 mod simulation;
 mod thread;
 

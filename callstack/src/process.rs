@@ -18,6 +18,7 @@ use crate::costs::{ArcKey, Costs};
 use crate::dump::{build_part, Naming, PartInfo};
 use crate::events::EventSet;
 use crate::functions::{FnId, Functions};
+use crate::sequences::Sequences;
 use crate::simulation::Simulation;
 use crate::thread::{add_into, Shared, ThreadState};
 use crate::Options;
@@ -61,6 +62,8 @@ pub(crate) struct Process {
     last_charged: Option<(u32, Centre, u64)>,
     /// With Cachegrind's attribution: each function's context.
     own_contexts: FxHashMap<FnId, CxtId>,
+    /// With Cachegrind's attribution: the whole blocks run.
+    sequences: Sequences,
     /// A cost vector to reuse.
     scratch: Vec<u64>,
     symbols: Symbols,
@@ -103,6 +106,7 @@ impl Process {
             owners: Owners::default(),
             last_charged: None,
             own_contexts: FxHashMap::default(),
+            sequences: Sequences::default(),
             scratch: Vec::new(),
             symbols: Symbols::new(),
             names: Names::default(),
@@ -135,6 +139,7 @@ impl Process {
             owners: self.owners.clone(),
             last_charged: None,
             own_contexts: self.own_contexts.clone(),
+            sequences: self.sequences.clone(),
             scratch: Vec::new(),
             symbols: Symbols::new(),
             names: self.names.clone(),
@@ -152,16 +157,17 @@ impl Process {
     }
 
     fn thread(&mut self, tid: i32) -> &mut ThreadState {
-        let number = &mut self.next_thread_number;
-        let options = &self.options;
-        let events = self.events.len();
-        let forest = &mut self.forest;
-        self.threads.entry(tid).or_insert_with(|| {
-            let root = forest.as_mut().map(Forest::root);
-            let thread = ThreadState::new(*number, options, events, root);
-            *number += 1;
-            thread
-        })
+        let Process {
+            threads,
+            next_thread_number,
+            options,
+            events,
+            forest,
+            ..
+        } = self;
+        threads
+            .entry(tid)
+            .or_insert_with(|| new_thread(next_thread_number, options, events, forest))
     }
 
     /// Runs `f` on thread `tid` with the process state it needs.
@@ -170,14 +176,9 @@ impl Process {
         tid: i32,
         f: impl FnOnce(&mut ThreadState, &mut Shared<'_>) -> R,
     ) -> R {
-        let number = self.thread(tid).number;
-        let key = if self.options.separate_threads {
-            number
-        } else {
-            0
-        };
         let Process {
             threads,
+            next_thread_number,
             functions,
             contexts,
             costs,
@@ -186,6 +187,33 @@ impl Process {
             forest,
             ..
         } = self;
+        let key_of = |thread: &ThreadState| {
+            if options.separate_threads {
+                thread.number
+            } else {
+                0
+            }
+        };
+        // The common case first: a known thread whose tables exist.
+        if let Some(thread) = threads.get_mut(&tid) {
+            let key = key_of(thread);
+            if let Some(costs) = costs.get_mut(&key) {
+                let mut shared = Shared {
+                    functions,
+                    contexts,
+                    costs,
+                    costs_key: key,
+                    options,
+                    events,
+                    forest: forest.as_mut(),
+                };
+                return f(thread, &mut shared);
+            }
+        }
+        let thread = threads
+            .entry(tid)
+            .or_insert_with(|| new_thread(next_thread_number, options, events, forest));
+        let key = key_of(thread);
         let costs = costs.entry(key).or_default();
         let mut shared = Shared {
             functions,
@@ -195,9 +223,6 @@ impl Process {
             options,
             events,
             forest: forest.as_mut(),
-        };
-        let Some(thread) = threads.get_mut(&tid) else {
-            unreachable!("thread() created the thread")
         };
         f(thread, &mut shared)
     }
@@ -224,6 +249,34 @@ impl Process {
         });
     }
 
+    /// A whole block runs on thread `tid`: it starts and all of
+    /// `instructions` execute, with no other event between them.
+    pub fn block_executed(&mut self, tid: i32, block: Block, instructions: &[(u64, u8)]) {
+        if self.options.cachegrind && !self.simulation.simulates_fetches() {
+            self.block(tid, block);
+            if self.instrumenting {
+                self.count_sequence(tid, instructions);
+            }
+            return;
+        }
+        if self.options.cachegrind || self.simulation.simulates_fetches() {
+            self.block(tid, block);
+            self.instructions(tid, instructions);
+            return;
+        }
+        if !self.instrumenting {
+            return;
+        }
+        self.blocks += 1;
+        let info = self
+            .functions
+            .block(block.addr, &mut self.symbols, self.pid, &self.options);
+        self.with_thread(tid, |thread, shared| {
+            thread.enter_block(shared, block.addr, block.sp, block.arrival, info);
+            thread.instructions_ir(shared, instructions);
+        });
+    }
+
     /// An instruction executes on thread `tid`.
     pub fn instruction(&mut self, tid: i32, addr: u64, len: u8) {
         if !self.instrumenting {
@@ -238,14 +291,17 @@ impl Process {
         }
         if !self.simulation.simulates_fetches() {
             // Only Ir: no simulator to ask.
-            let thread = self.thread(tid);
-            thread.instruction(addr, len);
-            if let Some(cost) = thread.last_cost() {
-                cost[0] += 1;
-            }
+            self.with_thread(tid, |thread, shared| {
+                thread.instruction(shared.costs, addr, len);
+                if let Some(cost) = thread.last_cost(shared.costs) {
+                    cost[0] += 1;
+                }
+            });
             return;
         }
-        self.thread(tid).instruction(addr, len);
+        self.with_thread(tid, |thread, shared| {
+            thread.instruction(shared.costs, addr, len);
+        });
         let owner = self.owner(tid);
         self.add_to_last(tid, |simulation, cost| {
             simulation.fetch(addr, len, owner, cost);
@@ -265,7 +321,9 @@ impl Process {
             }
             return;
         }
-        self.thread(tid).instructions_ir(instructions);
+        self.with_thread(tid, |thread, shared| {
+            thread.instructions_ir(shared, instructions);
+        });
     }
 
     /// A data access of the instruction last executed on thread `tid`.
@@ -334,11 +392,19 @@ impl Process {
             let Process {
                 threads,
                 simulation,
+                costs,
+                options,
                 ..
             } = self;
             if let Some(thread) = threads.get_mut(&tid) {
+                let key = if options.separate_threads {
+                    thread.number
+                } else {
+                    0
+                };
+                let costs = costs.entry(key).or_default();
                 simulation.set_collect(thread.collecting());
-                if let Some(last) = thread.last_cost() {
+                if let Some(last) = thread.last_cost(costs) {
                     step(simulation, last);
                 }
             }
@@ -374,21 +440,73 @@ impl Process {
     /// function that contains it (its events follow through
     /// [`Process::add_to_last`]).
     fn charge_to_own_function(&mut self, tid: i32, addr: u64) {
-        let function = self
-            .functions
-            .of_instruction(addr, &mut self.symbols, self.pid);
-        let contexts = &mut self.contexts;
-        let cxt = *self
-            .own_contexts
-            .entry(function)
-            .or_insert_with(|| contexts.of_stack(&[None, Some(function)], 0));
-        let number = self.thread(tid).number;
+        let centre = own_centre(
+            &mut self.functions,
+            &mut self.symbols,
+            self.pid,
+            &mut self.own_contexts,
+            &mut self.contexts,
+            addr,
+        );
+        let key = self.costs_key(tid);
+        self.last_charged = Some((key, centre, addr));
+    }
+
+    /// Cachegrind's attribution of a whole block without simulation: its
+    /// run is counted (each instruction costs its `Ir` only); the events
+    /// that follow go to its last instruction.
+    fn count_sequence(&mut self, tid: i32, instructions: &[(u64, u8)]) {
+        let Some(&(last, _)) = instructions.last() else {
+            return;
+        };
+        let count = instructions.len() as u64;
+        // A known thread without the entry API: the common case, per block.
+        let thread_number = match self.threads.get_mut(&tid) {
+            Some(thread) => {
+                thread.count_ir(count);
+                thread.number
+            }
+            None => {
+                let thread = self.thread(tid);
+                thread.count_ir(count);
+                thread.number
+            }
+        };
         let key = if self.options.separate_threads {
-            number
+            thread_number
         } else {
             0
         };
-        self.last_charged = Some((key, Centre { cxt, rec: 0 }, addr));
+        let Process {
+            sequences,
+            functions,
+            symbols,
+            pid,
+            own_contexts,
+            contexts,
+            costs,
+            ..
+        } = self;
+        let (number, centre) = sequences.of(instructions, |addr| {
+            own_centre(functions, symbols, *pid, own_contexts, contexts, addr)
+        });
+        match costs.get_mut(&key) {
+            Some(costs) => costs.count_sequence(number),
+            None => costs.entry(key).or_default().count_sequence(number),
+        }
+        if let Some(centre) = centre {
+            self.last_charged = Some((key, centre, last));
+        }
+    }
+
+    /// The key of the cost tables thread `tid` charges.
+    fn costs_key(&mut self, tid: i32) -> u32 {
+        let number = self.thread(tid).number;
+        if self.options.separate_threads {
+            number
+        } else {
+            0
+        }
     }
 
     /// The back-dating forest's sizes, with `--cacheuse=yes`.
@@ -499,6 +617,7 @@ impl Process {
 
     /// `CALLGRIND_ZERO_STATS`: all costs so far are forgotten.
     fn zero(&mut self) {
+        self.detach_pending(|_| true);
         for costs in self.costs.values_mut() {
             costs.clear();
         }
@@ -506,6 +625,20 @@ impl Process {
             thread.mark_dumped();
         }
         self.ended_threads_cost.clear();
+    }
+
+    /// Before the tables of the threads numbered as `included` says are
+    /// cleared: their pending runs become lists of instructions.
+    fn detach_pending(&mut self, included: impl Fn(u32) -> bool) {
+        let separate = self.options.separate_threads;
+        for thread in self.threads.values_mut() {
+            let key = if separate { thread.number } else { 0 };
+            if included(thread.number) {
+                if let Some(costs) = self.costs.get(&key) {
+                    thread.detach_pending(costs);
+                }
+            }
+        }
     }
 
     /// A NUL-terminated string of the tracee (at most 4 KiB), lossily.
@@ -581,6 +714,10 @@ impl Process {
         if keys.is_empty() {
             keys.push(if separate { 1 } else { 0 });
         }
+        let width = self.events.len();
+        for costs in self.costs.values_mut() {
+            self.sequences.settle(costs, width);
+        }
         self.parts_dumped += 1;
         let mut parts = Vec::new();
         for key in keys {
@@ -613,6 +750,7 @@ impl Process {
                 requested,
             });
         }
+        self.detach_pending(included);
         for (key, costs) in &mut self.costs {
             if included(*key) {
                 costs.clear();
@@ -628,4 +766,35 @@ impl Process {
         self.blocks_at_dump = self.blocks;
         Ok(parts)
     }
+}
+
+/// A new thread, numbered `next` (which counts on), with the root of its
+/// back-dating tree when there is a forest.
+fn new_thread(
+    next: &mut u32,
+    options: &Options,
+    events: &EventSet,
+    forest: &mut Option<Forest<ArcKey>>,
+) -> ThreadState {
+    let root = forest.as_mut().map(Forest::root);
+    let thread = ThreadState::new(*next, options, events.len(), root);
+    *next += 1;
+    thread
+}
+
+/// The centre Cachegrind charges the instruction at `addr` to: its
+/// function's, in a context of its own (kept in `own_contexts`).
+fn own_centre(
+    functions: &mut Functions,
+    symbols: &mut Symbols,
+    pid: i32,
+    own_contexts: &mut FxHashMap<FnId, CxtId>,
+    contexts: &mut Contexts,
+    addr: u64,
+) -> Centre {
+    let function = functions.of_instruction(addr, symbols, pid);
+    let cxt = *own_contexts
+        .entry(function)
+        .or_insert_with(|| contexts.of_stack(&[None, Some(function)], 0));
+    Centre { cxt, rec: 0 }
 }

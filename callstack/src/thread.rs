@@ -20,7 +20,6 @@
 //! arc.
 
 use cgx_engine::Arrival;
-use rustc_hash::FxHashMap;
 
 use cgx_backdate::{Forest, NodeId};
 
@@ -28,6 +27,7 @@ use crate::context::{Centre, Contexts, CxtId};
 use crate::costs::{add, ArcKey, CallArc, Costs, JumpArc};
 use crate::events::EventSet;
 use crate::functions::{BlockInfo, FnId, Functions};
+use crate::pending::Pending;
 use crate::Options;
 
 /// What a thread's events need from the process.
@@ -91,10 +91,8 @@ struct CurrentBlock {
     addr: u64,
     info: BlockInfo,
     centre: Centre,
-    /// Instructions executed in it so far, not yet charged: their addresses
-    /// and, one vector of event counts after another, their costs.
-    pending: Vec<u64>,
-    pending_costs: Vec<u64>,
+    /// Instructions executed in it so far, not yet charged.
+    pending: Pending,
     /// The last executed instruction (address, length).
     last: Option<(u64, u8)>,
     /// The block's cost table in the thread's costs, and the tables'
@@ -112,6 +110,20 @@ struct LastBlock {
 }
 
 impl CurrentBlock {
+    /// The number of its cost table in `costs` (kept while the tables
+    /// are not cleared).
+    #[inline]
+    fn cost_table(&mut self, costs: &mut Costs) -> usize {
+        match self.cost_table {
+            Some((generation, table)) if generation == costs.generation => table,
+            _ => {
+                let table = costs.block(self.centre, self.addr, self.info.number);
+                self.cost_table = Some((costs.generation, table));
+                table
+            }
+        }
+    }
+
     fn summary(&self) -> LastBlock {
         LastBlock {
             addr: self.addr,
@@ -189,8 +201,9 @@ pub(crate) struct ThreadState {
     /// Functions of the contexts, innermost last; `None` separates a signal
     /// handler's from the interrupted code's.
     fn_stack: Vec<Option<FnId>>,
-    /// Active instances of each function (for recursion levels).
-    active: FxHashMap<FnId, u32>,
+    /// Active instances of each function (for recursion levels), by
+    /// function number.
+    active: Vec<u32>,
     /// Context saved by the last context push, for the next call entry.
     saved_slot: (Option<CxtId>, usize),
     /// The global counter at the last dump.
@@ -207,7 +220,7 @@ impl ThreadState {
             states: vec![ExecState::new(options, events, 0, 0, root)],
             call_stack: Vec::new(),
             fn_stack: vec![None],
-            active: FxHashMap::default(),
+            active: Vec::new(),
             saved_slot: (None, 0),
             last_dump_cost: vec![0; events],
         }
@@ -223,39 +236,53 @@ impl ThreadState {
     }
 
     /// One executed instruction of the current block, with no cost yet (see
-    /// [`ThreadState::last_cost`]).
-    pub fn instruction(&mut self, addr: u64, len: u8) {
+    /// [`ThreadState::last_cost`]); `costs` are the thread's tables.
+    pub fn instruction(&mut self, costs: &Costs, addr: u64, len: u8) {
         let events = self.events;
         if let Some(block) = self.state().block.as_mut() {
-            block.pending.push(addr);
-            block
-                .pending_costs
-                .resize(block.pending_costs.len() + events, 0);
+            block.pending.push(addr, events, costs);
             block.last = Some((addr, len));
         }
     }
 
-    /// Executed instructions of the current block that only count their Ir.
-    pub fn instructions_ir(&mut self, instructions: &[(u64, u8)]) {
+    /// Executed instructions of the current block that only count their
+    /// `Ir`: a whole run of its cost table when they are all of its
+    /// instructions.
+    pub fn instructions_ir(&mut self, shared: &mut Shared<'_>, instructions: &[(u64, u8)]) {
         let events = self.events;
-        let Some(block) = self.state().block.as_mut() else {
+        let state = self.state();
+        let Some(block) = state.block.as_mut() else {
             return;
         };
-        for &(addr, len) in instructions {
-            block.pending.push(addr);
-            let start = block.pending_costs.len();
-            block.pending_costs.resize(start + events, 0);
-            block.pending_costs[start] = 1;
-            block.last = Some((addr, len));
+        let Some(&last) = instructions.last() else {
+            return;
+        };
+        block.last = Some(last);
+        if state.collect && state.nonskipped.is_none() && block.pending.is_empty() {
+            let table = block.cost_table(shared.costs);
+            if block.pending.push_run(table, instructions, shared.costs) {
+                return;
+            }
         }
+        block.pending.push_ir(instructions, events, shared.costs);
     }
 
-    /// The cost of the instruction last executed, to add its events to.
-    pub fn last_cost(&mut self) -> Option<&mut [u64]> {
+    /// The cost of the instruction last executed, to add its events to;
+    /// `costs` are the thread's tables.
+    pub fn last_cost(&mut self, costs: &Costs) -> Option<&mut [u64]> {
         let events = self.events;
         let block = self.state().block.as_mut()?;
-        let start = block.pending_costs.len().checked_sub(events)?;
-        Some(&mut block.pending_costs[start..])
+        block.pending.last_cost(events, costs)
+    }
+
+    /// Before the thread's tables are cleared (a dump, a zeroing): pending
+    /// runs of their blocks become lists of instructions.
+    pub fn detach_pending(&mut self, costs: &Costs) {
+        for state in &mut self.states {
+            if let Some(block) = state.block.as_mut() {
+                block.pending.detach(costs);
+            }
+        }
     }
 
     /// Where a line loaded now is charged when it leaves the cache: the
@@ -293,57 +320,39 @@ impl ThreadState {
         };
         if !state.collect || block.pending.is_empty() {
             block.pending.clear();
-            block.pending_costs.clear();
             return;
         }
-        for cost in block.pending_costs.chunks_exact(events) {
-            add(&mut state.cost, cost);
-        }
+        block.pending.add_to(&mut state.cost, 0);
         match state.nonskipped {
             Some(site) => {
-                for cost in block.pending_costs.chunks_exact(events) {
-                    shared.costs.charge(site.centre, site.addr, cost);
-                }
+                block
+                    .pending
+                    .charge_to(shared.costs, site.centre, site.addr, events);
             }
             None => {
-                let costs = &mut *shared.costs;
-                let table = match block.cost_table {
-                    Some((generation, table)) if generation == costs.generation => table,
-                    _ => {
-                        let table = costs.block(block.centre, block.addr);
-                        block.cost_table = Some((costs.generation, table));
-                        table
-                    }
-                };
-                costs.charge_block(table, &block.pending, &block.pending_costs, events);
+                let table = block.cost_table(shared.costs);
+                block.pending.charge_block(shared.costs, table, events);
                 if shared.options.collect_jumps {
-                    costs.count_execution(block.centre, block.addr);
+                    shared.costs.count_execution(block.centre, block.addr);
                 }
             }
         }
         block.pending.clear();
-        block.pending_costs.clear();
     }
 
     /// The thread ends: Callgrind never charges its last block, but with
     /// the cache simulation its events (and with branch simulation its
     /// branches) were already counted in the thread's total.
     pub fn finish(&mut self, shared: &Shared<'_>) {
-        let events = self.events;
-        let cache_sim = shared.events.cache.is_some();
+        let from = if shared.events.cache.is_some() { 0 } else { 1 };
         let state = self.state();
         let Some(block) = state.block.as_mut() else {
             return;
         };
-        let pending_costs = std::mem::take(&mut block.pending_costs);
+        if state.collect {
+            block.pending.add_to(&mut state.cost, from);
+        }
         block.pending.clear();
-        if !state.collect {
-            return;
-        }
-        for cost in pending_costs.chunks_exact(events) {
-            let from = if cache_sim { 0 } else { 1 };
-            add(&mut state.cost[from..], &cost[from..]);
-        }
     }
 
     /// A new block starts: Callgrind's `setup_bbcc`.
@@ -356,6 +365,9 @@ impl ThreadState {
         info: BlockInfo,
     ) {
         self.charge_pending(shared);
+        if self.continue_in_context(shared, addr, sp, arrival, info) {
+            return;
+        }
         let last = self.state_ref().block.as_ref().map(CurrentBlock::summary);
         let arrived_by_call = arrival == Arrival::Call;
         let conditional = matches!(arrival, Arrival::Jump { conditional: true });
@@ -489,30 +501,96 @@ impl ThreadState {
             }
         }
 
-        // The previous block's buffers are empty now (charged); reuse them.
-        let (pending, pending_costs) = match self.state().block.take() {
-            Some(old) => (old.pending, old.pending_costs),
-            None => (Vec::new(), Vec::new()),
+        self.start_block(addr, info, centre);
+    }
+
+    /// [`ThreadState::enter_block`] in the common case, where none of its
+    /// rules apply: a fall-through or a jump, not to a function's first
+    /// instruction, within the object and section kind of the previous
+    /// block, with no frame left (the stack pointer is not above the top
+    /// frame's) and a context. Only the recursion level can change the
+    /// centre then. Returns `false`, having done nothing, in any other case.
+    #[inline]
+    fn continue_in_context(
+        &mut self,
+        shared: &mut Shared<'_>,
+        addr: u64,
+        sp: u64,
+        arrival: Arrival,
+        info: BlockInfo,
+    ) -> bool {
+        let conditional = match arrival {
+            Arrival::FallThrough => None,
+            Arrival::Jump { conditional } => Some(conditional),
+            _ => return false,
         };
-        self.state().block = Some(CurrentBlock {
-            addr,
-            info,
-            centre,
-            pending,
-            pending_costs,
-            last: None,
-            cost_table: None,
-        });
+        if info.is_entry || self.call_stack.last().is_some_and(|top| top.sp < sp) {
+            return false;
+        }
+        let state = self.state_ref();
+        let Some(last) = state.block.as_ref().map(CurrentBlock::summary) else {
+            return false;
+        };
+        if state.cxt.is_none()
+            || last.info.object != info.object
+            || last.info.section != info.section
+        {
+            return false;
+        }
+        let centre = self.centre(shared, false);
+        if let (Some(conditional), true) = (conditional, shared.options.collect_jumps) {
+            let jump = JumpArc {
+                from: last.centre,
+                from_block: last.addr,
+                site: last.last.map_or(last.addr, |(at, _)| at),
+                to: centre,
+                target: addr,
+            };
+            shared.costs.count_jump(jump, conditional);
+        }
+        self.start_block(addr, info, centre);
+        true
+    }
+
+    /// Makes the block at `addr` in `centre` the current one (its pending
+    /// buffers, empty now, are reused; its cost table is kept when it runs
+    /// again in the same centre).
+    #[inline]
+    fn start_block(&mut self, addr: u64, info: BlockInfo, centre: Centre) {
+        let state = self.state();
+        match state.block.as_mut() {
+            Some(block) => {
+                if block.addr != addr || block.centre != centre {
+                    block.cost_table = None;
+                }
+                block.addr = addr;
+                block.info = info;
+                block.centre = centre;
+                block.last = None;
+                block.pending.clear();
+            }
+            None => {
+                state.block = Some(CurrentBlock {
+                    addr,
+                    info,
+                    centre,
+                    pending: Pending::default(),
+                    last: None,
+                    cost_table: None,
+                });
+            }
+        }
     }
 
     /// The centre of the current context at its function's recursion level.
+    #[inline]
     fn centre(&mut self, shared: &Shared<'_>, entering: bool) -> Centre {
         let cxt = self.state_ref().cxt.unwrap_or_default();
         let separate = shared.options.separate_recursions;
         let top = self.fn_stack.last().copied().flatten();
         let rec = match top {
             Some(function) if separate > 1 => {
-                let active = self.active.entry(function).or_insert(0);
+                let active = level_of(&mut self.active, function);
                 let mut level = *active + u32::from(entering);
                 level = level.min(separate);
                 if level == 0 {
@@ -538,7 +616,7 @@ impl ThreadState {
             }
         }
         if let (Some(function), None) = (function, top) {
-            *self.active.entry(function).or_insert(0) += 1;
+            *level_of(&mut self.active, function) += 1;
         }
         self.fn_stack.push(function);
         let cxt = function.map(|_| {
@@ -570,7 +648,7 @@ impl ThreadState {
             };
             shared.costs.count_call(arc);
             let function = shared.contexts.function(to.cxt);
-            let depth = self.active.entry(function).or_insert(0);
+            let depth = level_of(&mut self.active, function);
             *depth += 1;
             if *depth == 1 {
                 self.toggle_if_marked(shared, function);
@@ -624,7 +702,7 @@ impl ThreadState {
         self.state().nonskipped = entry.nonskipped;
         if let Some(arc) = entry.arc {
             let function = shared.contexts.function(arc.to.cxt);
-            let depth = self.active.entry(function).or_insert(0);
+            let depth = level_of(&mut self.active, function);
             *depth = depth.saturating_sub(1);
             let left = *depth == 0;
             let now = self.state_ref().cost.clone();
@@ -676,7 +754,7 @@ impl ThreadState {
             return_addr: 0,
         };
         let returning = shared.contexts.function(current.centre.cxt);
-        let active = self.active.entry(returning).or_insert(0);
+        let active = level_of(&mut self.active, returning);
         *active = active.saturating_sub(1);
         self.state().nonskipped = None;
         self.push_cxt(shared, Some(returning));
@@ -739,7 +817,7 @@ impl ThreadState {
         }
         if let Some(cxt) = self.state_ref().cxt {
             let function = shared.contexts.function(cxt);
-            let active = self.active.entry(function).or_insert(0);
+            let active = level_of(&mut self.active, function);
             *active = active.saturating_sub(1);
         }
         if self.fn_stack.len() > 1 {
@@ -854,6 +932,23 @@ impl ThreadState {
     pub fn count(&mut self, costs: &[u64]) {
         add(&mut self.states[0].cost, costs);
     }
+
+    /// Counts `ir` instructions in the thread's own counter (Cachegrind's
+    /// attribution of whole blocks).
+    pub fn count_ir(&mut self, ir: u64) {
+        let total = &mut self.states[0].cost[0];
+        *total = total.wrapping_add(ir);
+    }
+}
+
+/// The count of active instances of `function` in `active`.
+#[inline]
+fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
+    let index = function as usize;
+    if active.len() <= index {
+        active.resize(index + 1, 0);
+    }
+    &mut active[index]
 }
 
 /// Adds `costs` into `sum` (re-exported for the process's summaries).

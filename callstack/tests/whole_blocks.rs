@@ -34,18 +34,75 @@ fn run() -> Vec<(Block, Vec<(u64, u8)>)> {
     ]
 }
 
-fn profile(whole: bool, options: Options) -> cgx_formats::CanonicalProfile {
+/// What happens in a made-up run: blocks, and client requests between them.
+enum Step {
+    Block(Block, Vec<(u64, u8)>),
+    /// `CALLGRIND_ZERO_STATS`.
+    Zero,
+}
+
+/// The blocks of [`run`] as steps.
+fn blocks() -> Vec<Step> {
+    run()
+        .into_iter()
+        .map(|(block, instructions)| Step::Block(block, instructions))
+        .collect()
+}
+
+/// A run whose blocks change: `main` loops over a block at 0x3000 that runs
+/// whole, is left half-way, changes its code (other instructions at the
+/// same address), and runs whole again; the costs are zeroed while a whole
+/// run is pending; the last block is never charged.
+fn changing_blocks() -> Vec<Step> {
+    let block = |addr, arrival| Block {
+        addr,
+        sp: 0x8000,
+        arrival,
+    };
+    let jump = Arrival::Jump { conditional: true };
+    let loop_body = vec![(0x3000, 2), (0x3002, 3), (0x3005, 2)];
+    let half = vec![(0x3000, 2)];
+    let changed = vec![(0x3000, 4), (0x3004, 1), (0x3005, 2), (0x3007, 2)];
+    let back = vec![(0x3100, 2), (0x3102, 2)];
+    let mut steps = vec![Step::Block(block(0x3100, Arrival::Start), back.clone())];
+    for (round, body) in [
+        &loop_body, &loop_body, &half, &loop_body, &changed, &changed, &loop_body,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        steps.push(Step::Block(block(0x3000, jump), body.clone()));
+        if round == 1 {
+            // A whole run of a known block is pending.
+            steps.push(Step::Zero);
+        }
+        steps.push(Step::Block(
+            block(0x3100, Arrival::FallThrough),
+            back.clone(),
+        ));
+    }
+    steps.push(Step::Block(block(0x3000, jump), loop_body));
+    steps
+}
+
+fn profile(steps: &[Step], whole: bool, options: Options) -> cgx_formats::CanonicalProfile {
     let Ok(mut collector) = Collector::new(options) else {
         panic!("default caches can be simulated");
     };
     let thread = Thread { pid: PID, tid: PID };
-    for (block, instructions) in run() {
-        if whole {
-            collector.block_executed(thread, block, &instructions);
-        } else {
-            collector.block(thread, block);
-            for (addr, len) in instructions {
-                collector.instruction(thread, addr, len);
+    for step in steps {
+        match step {
+            Step::Block(block, instructions) if whole => {
+                collector.block_executed(thread, *block, instructions);
+            }
+            Step::Block(block, instructions) => {
+                collector.block(thread, *block);
+                for &(addr, len) in instructions {
+                    collector.instruction(thread, addr, len);
+                }
+            }
+            Step::Zero => {
+                collector.client_request(thread, [0x4354_0001, 0, 0, 0, 0, 0], 0);
             }
         }
     }
@@ -56,9 +113,9 @@ fn profile(whole: bool, options: Options) -> cgx_formats::CanonicalProfile {
     cgx_formats::canonical(&dumps[0].profile)
 }
 
-#[test]
-fn whole_blocks_give_the_same_profile_as_single_events() {
-    for options in [
+/// The option sets compared.
+fn option_sets() -> Vec<Options> {
+    vec![
         Options::default(),
         Options {
             dump_instr: true,
@@ -69,9 +126,30 @@ fn whole_blocks_give_the_same_profile_as_single_events() {
             cachegrind: true,
             ..Options::default()
         },
-    ] {
-        let one_by_one = profile(false, options.clone());
-        let whole = profile(true, options);
+        Options {
+            cachegrind: true,
+            dump_instr: true,
+            ..Options::default()
+        },
+    ]
+}
+
+#[test]
+fn whole_blocks_give_the_same_profile_as_single_events() {
+    for options in option_sets() {
+        let one_by_one = profile(&blocks(), false, options.clone());
+        let whole = profile(&blocks(), true, options);
+        assert_eq!(whole, one_by_one);
+        let totals = one_by_one.parts[0].totals.clone().unwrap_or_default();
+        assert!(totals.first().is_some_and(|&ir| ir > 0), "{totals:?}");
+    }
+}
+
+#[test]
+fn changing_blocks_give_the_same_profile_as_single_events() {
+    for options in option_sets() {
+        let one_by_one = profile(&changing_blocks(), false, options.clone());
+        let whole = profile(&changing_blocks(), true, options);
         assert_eq!(whole, one_by_one);
         let totals = one_by_one.parts[0].totals.clone().unwrap_or_default();
         assert!(totals.first().is_some_and(|&ir| ir > 0), "{totals:?}");

@@ -1,0 +1,187 @@
+//! The instructions of a thread's current block that executed and are not
+//! charged yet (Callgrind charges a block when the next one starts, and
+//! never a thread's last block).
+//!
+//! A whole block whose instructions cost only their `Ir` is held as one run
+//! of its cost table, as Callgrind's execution counters hold it: nothing is
+//! copied per instruction, and charging it counts the run. Any event that
+//! needs an instruction's own cost vector turns the run into a list first.
+
+use crate::context::Centre;
+use crate::costs::{add, Costs};
+
+/// How the pending instructions are held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// Their addresses, and their cost vectors one after another.
+    Listed,
+    /// Their addresses; each costs its `Ir` only (no cost vectors).
+    Ir,
+    /// One run of all `count` instructions of cost table `table`, each at
+    /// its `Ir` only (no addresses).
+    Run { table: usize, count: usize },
+}
+
+/// Executed instructions not charged yet.
+#[derive(Clone, Debug)]
+pub(crate) struct Pending {
+    form: Form,
+    addrs: Vec<u64>,
+    costs: Vec<u64>,
+}
+
+impl Default for Pending {
+    fn default() -> Pending {
+        Pending {
+            form: Form::Listed,
+            addrs: Vec::new(),
+            costs: Vec::new(),
+        }
+    }
+}
+
+impl Pending {
+    /// How many instructions are pending.
+    #[inline]
+    pub fn count(&self) -> usize {
+        match self.form {
+            Form::Run { count, .. } => count,
+            Form::Listed | Form::Ir => self.addrs.len(),
+        }
+    }
+
+    /// Whether no instruction is pending.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// Forgets the pending instructions (charged, or never to be).
+    #[inline]
+    pub fn clear(&mut self) {
+        self.form = Form::Listed;
+        self.addrs.clear();
+        self.costs.clear();
+    }
+
+    /// Turns a run into addresses: before the tables of `costs` are
+    /// cleared, or when an instruction needs its own cost vector.
+    pub fn detach(&mut self, costs: &Costs) {
+        if let Form::Run { table, count } = self.form {
+            self.addrs.clear();
+            let addrs = costs.block_addrs(table);
+            self.addrs
+                .extend_from_slice(&addrs[..count.min(addrs.len())]);
+            self.form = Form::Ir;
+        }
+    }
+
+    /// Gives every pending instruction its cost vector of `events` counts.
+    fn list(&mut self, events: usize, costs: &Costs) {
+        self.detach(costs);
+        if self.form == Form::Ir {
+            self.costs.clear();
+            self.costs.resize(self.addrs.len() * events, 0);
+            for ir in self.costs.iter_mut().step_by(events) {
+                *ir = 1;
+            }
+            self.form = Form::Listed;
+        }
+    }
+
+    /// One more instruction, at `addr`, with a zero cost vector.
+    pub fn push(&mut self, addr: u64, events: usize, costs: &Costs) {
+        self.list(events, costs);
+        self.addrs.push(addr);
+        self.costs.resize(self.costs.len() + events, 0);
+    }
+
+    /// More instructions that cost their `Ir` only.
+    pub fn push_ir(&mut self, instructions: &[(u64, u8)], events: usize, costs: &Costs) {
+        self.detach(costs);
+        if self.is_empty() {
+            self.form = Form::Ir;
+        }
+        self.addrs
+            .extend(instructions.iter().map(|&(addr, _)| addr));
+        if self.form == Form::Listed {
+            let start = self.costs.len();
+            self.costs.resize(start + instructions.len() * events, 0);
+            for ir in self.costs[start..].iter_mut().step_by(events) {
+                *ir = 1;
+            }
+        }
+    }
+
+    /// A whole run, at `Ir` only, of the instructions of cost table `table`,
+    /// when nothing is pending and they are `instructions`; `false`, having
+    /// done nothing, otherwise.
+    #[inline]
+    pub fn push_run(&mut self, table: usize, instructions: &[(u64, u8)], costs: &Costs) -> bool {
+        let addrs = costs.block_addrs(table);
+        let same = addrs.len() == instructions.len()
+            && addrs
+                .iter()
+                .zip(instructions)
+                .all(|(&known, &(addr, _))| known == addr);
+        if !same || !self.is_empty() || addrs.is_empty() {
+            return false;
+        }
+        self.form = Form::Run {
+            table,
+            count: addrs.len(),
+        };
+        true
+    }
+
+    /// The cost vector of the last pending instruction.
+    pub fn last_cost(&mut self, events: usize, costs: &Costs) -> Option<&mut [u64]> {
+        self.list(events, costs);
+        let start = self.costs.len().checked_sub(events)?;
+        Some(&mut self.costs[start..])
+    }
+
+    /// Adds the pending costs to `total` (a thread's counter), from column
+    /// `from` on.
+    #[inline]
+    pub fn add_to(&self, total: &mut [u64], from: usize) {
+        match self.form {
+            Form::Listed => {
+                for cost in self.costs.chunks_exact(total.len()) {
+                    add(&mut total[from..], &cost[from..]);
+                }
+            }
+            Form::Ir | Form::Run { .. } => {
+                if from == 0 {
+                    total[0] = total[0].wrapping_add(self.count() as u64);
+                }
+            }
+        }
+    }
+
+    /// Charges every pending instruction to the instruction at `addr` in
+    /// `centre` (the call into skipped code).
+    pub fn charge_to(&self, costs: &mut Costs, centre: Centre, addr: u64, events: usize) {
+        match self.form {
+            Form::Listed => {
+                for cost in self.costs.chunks_exact(events) {
+                    costs.charge(centre, addr, cost);
+                }
+            }
+            Form::Ir | Form::Run { .. } => {
+                costs.charge_ir(centre, addr, self.count() as u64, events);
+            }
+        }
+    }
+
+    /// Charges the pending instructions to cost table `table`.
+    pub fn charge_block(&mut self, costs: &mut Costs, table: usize, events: usize) {
+        if let Form::Run { table: run, count } = self.form {
+            if run == table && costs.count_run(table, count) {
+                return;
+            }
+        }
+        self.list(events, costs);
+        costs.charge_block(table, &self.addrs, &self.costs, events);
+    }
+}
