@@ -1162,6 +1162,21 @@ pub fn assert_inclusive_is_self_plus_callees(
     checked
 }
 
+/// Valgrind's preloaded library (Debian's valgrind package).
+pub const VALGRIND_PRELOAD: &str = "/usr/libexec/valgrind/vgpreload_core-amd64-linux.so";
+
+/// The variables a program gets under valgrind besides its own: Debian's
+/// `valgrind` script sets `LD_LIBRARY_PATH` and the `*_FORCE_NEW` pair, and
+/// Valgrind preloads `vgpreload_core`. Given to a cgx run, the program does
+/// the same work as under Valgrind (the dynamic linker resolves against the
+/// same objects, environment-sized work is the same).
+pub const VALGRINDS_ENVIRONMENT: &[(&str, &str)] = &[
+    ("LD_LIBRARY_PATH", "/usr/lib/debug"),
+    ("LD_PRELOAD", VALGRIND_PRELOAD),
+    ("GLIBCXX_FORCE_NEW", "1"),
+    ("GLIBCPP_FORCE_NEW", "1"),
+];
+
 /// A run of `cgx run --backend=NAME` and how long it took (wall time, from
 /// starting cgx to its exit).
 #[derive(Clone, Debug)]

@@ -18,26 +18,19 @@
 //! in the same environment it makes two symbol lookups more natively than
 //! under Valgrind for gzip (167 `check_match` calls against 165; `strcmp`
 //! 1.2% more, 103 instructions), a cause not found yet.
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
 use cgx_formats::{Profile, Record};
-use cgx_tests::run::{assert_status, run_backend_with_env, run_with_env, Profiler};
+use cgx_tests::run::{
+    assert_status, run_backend_with_env, run_with_env, Profiler, VALGRINDS_ENVIRONMENT,
+    VALGRIND_PRELOAD,
+};
 
 /// The dynamic linker's object (above).
 const DYNAMIC_LINKER: &str = "ld-linux-x86-64.so.2";
-/// Valgrind's preloaded library (Debian's valgrind package).
-const VALGRIND_PRELOAD: &str = "/usr/libexec/valgrind/vgpreload_core-amd64-linux.so";
-
-/// The variables a program gets under Valgrind besides its own (above):
-/// the cgx runs get them too.
-const VALGRINDS_ENVIRONMENT: &[(&str, &str)] = &[
-    ("LD_LIBRARY_PATH", "/usr/lib/debug"),
-    ("LD_PRELOAD", VALGRIND_PRELOAD),
-    ("GLIBCXX_FORCE_NEW", "1"),
-    ("GLIBCPP_FORCE_NEW", "1"),
-];
 /// How many of the hottest functions are compared.
 const HOTTEST: usize = 20;
 /// The largest relative difference allowed, in percent.
