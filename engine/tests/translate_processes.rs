@@ -176,3 +176,31 @@ fn exec_of_the_initial_process_traced_on_and_detached() {
         assert_same_events_per_thread(&fast.events, &reference.events);
     }
 }
+
+#[test]
+fn threads_still_running_at_exit_group_have_their_records_replayed() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "threads_exit", 0);
+    let mut fast = Recorder::default();
+    let outcome = translate::run(&Command::new(&program), &RunOptions::default(), &mut fast)
+        .expect("the translate run succeeds");
+    assert_eq!(outcome.exit, Exit::Code(0));
+    let pid = fast.blocks()[0].0.pid;
+    let per_thread = fast.instructions_per_thread();
+    let (&other, &count) = per_thread
+        .iter()
+        .find(|(thread, _)| thread.tid != pid)
+        .expect("a second thread");
+    // The main thread saw 2000 calls of work(1) (a few instructions each)
+    // before it exited the group.
+    let blocks = fast
+        .blocks()
+        .iter()
+        .filter(|(thread, _)| *thread == other)
+        .count();
+    assert!(
+        blocks >= 2000 * 3 && count >= 2000 * 8,
+        "{blocks} blocks, {count} instructions"
+    );
+    assert!(fast.events.contains(&Event::ThreadExited(other)));
+}

@@ -18,6 +18,38 @@ const SYS_MPROTECT: u64 = 10;
 const SYSCALL: [u8; 2] = [0x0f, 0x05];
 const INT3: u8 = 0xcc;
 
+/// Resumes stopped `tid` for one step (`step`) or until its next stop,
+/// as often as signals for the program stop it first (other threads' and
+/// processes' doings, a `SIGCHLD`...); those signals are sent to the
+/// thread again afterwards, so the program still gets them. Returns the
+/// wait status of the stop that ended it.
+pub(super) fn until_trap(tid: i32, step: bool) -> Result<i32> {
+    let mut pending = Vec::new();
+    let status = loop {
+        if step {
+            ptrace::single_step(tid, 0)?;
+        } else {
+            ptrace::cont(tid, 0)?;
+        }
+        let status = ptrace::wait(tid)?;
+        let signal = libc::WSTOPSIG(status);
+        if libc::WIFSTOPPED(status) && status >> 16 == 0 && signal != libc::SIGTRAP {
+            if ptrace::signal_info(tid)?.is_some() {
+                pending.push(signal);
+            }
+            continue;
+        }
+        break status;
+    };
+    for signal in pending {
+        // SAFETY: a plain system call; no pointers.
+        unsafe {
+            libc::syscall(libc::SYS_tkill, tid, signal);
+        }
+    }
+    Ok(status)
+}
+
 /// Runs system call `number` with `args` in stopped `tid` (registers
 /// `regs`) at `gadget` (a `syscall` instruction; `None`: at the thread's
 /// instruction pointer, which must be executable), returns its result
@@ -48,8 +80,7 @@ pub(super) fn system_call(
     call.r9 = args[5];
     let result = (|| {
         ptrace::set_regs(tid, &call)?;
-        ptrace::single_step(tid, 0)?;
-        let status = ptrace::wait(tid)?;
+        let status = until_trap(tid, true)?;
         if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
             return Err(Error::Unexpected(format!(
                 "injected system call: wait status {status:#x}"
@@ -74,8 +105,7 @@ pub(super) fn leave_syscall(tid: i32, memory: &Memory) -> Result<Regs> {
     memory.read(regs.rip, &mut saved)?;
     memory.write(regs.rip, &[INT3])?;
     let stopped = (|| {
-        ptrace::cont(tid, 0)?;
-        let status = ptrace::wait(tid)?;
+        let status = until_trap(tid, false)?;
         if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
             return Err(Error::Unexpected(format!(
                 "translate: leaving a system call: wait status {status:#x}"

@@ -58,9 +58,9 @@
 //!   `clone`/`fork`/`execve` in a block the translator refuses (stepped).
 //! - the tracee's threads run on the CPU the tracer is pinned to (the
 //!   tracee inherits the pinning).
-//! - a thread killed while its process goes on (not by the process's end)
-//!   loses the records of its last buffer; so may, when they do not stop
-//!   for their exit, the other threads of a process that calls `execve`.
+//! - a thread's last records are replayed at its exit stop
+//!   (`PTRACE_EVENT_EXIT`, which the kernel makes for every thread, those
+//!   an `exit_group`, a fatal signal or an `execve` ends included).
 //! - reports blocks (address, stack pointer, arrival) and instructions,
 //!   and with [`RunOptions::simulations`] data accesses and conditional and
 //!   indirect branches (Callgrind's or, with [`RunOptions::superblocks`],

@@ -45,8 +45,6 @@ pub(super) struct ThreadState {
     pub awaiting_start: bool,
     /// `area` is its own (a new thread's is its creator's until its start).
     pub own_area: bool,
-    /// Its records are replayed for good (its process is exiting).
-    pub finished: bool,
     /// An `execve` is in flight: where the thread goes on if it fails (the
     /// exit slot after the `syscall` and the original address after it).
     pub exec_resume: Option<(u64, u64)>,
@@ -183,8 +181,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             _ => {}
         }
         ptrace::set_regs(tid, &regs)?;
-        ptrace::single_step(tid, 0)?;
-        let status = ptrace::wait(tid)?;
+        let status = inject::until_trap(tid, true)?;
         self.outcome.stops += 1;
         if !(libc::WIFSTOPPED(status)
             && libc::WSTOPSIG(status) == libc::SIGTRAP

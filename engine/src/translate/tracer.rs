@@ -27,8 +27,6 @@ use super::space::Space;
 use super::stops::{Next, Stopped, ThreadState};
 use super::Outcome;
 
-/// `exit_group`, whose exit stop ends all the process's threads.
-const SYS_EXIT_GROUP: u64 = 231;
 /// `clone` and `clone3`, and the flag of a child sharing the memory.
 const SYS_CLONE: u64 = 56;
 const SYS_CLONE3: u64 = 435;
@@ -220,7 +218,6 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             frames: Vec::new(),
             awaiting_start: false,
             own_area: true,
-            finished: false,
             exec_resume: None,
         }
     }
@@ -283,45 +280,23 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         Ok(Next::Resume(0))
     }
 
-    /// Thread `tid` is exiting (an exit event stop): its records are
-    /// replayed; when the whole process ends (`exit_group`, a fatal
-    /// signal), those of its other threads too, which may not stop before
-    /// they die.
+    /// Thread `tid` is exiting (an exit event stop, which the kernel makes
+    /// also for the threads an `exit_group`, a fatal signal or an `execve`
+    /// ends): its records are replayed.
     fn exiting(&mut self, tid: i32) -> Result<Next> {
-        let regs = ptrace::regs(tid)?;
-        let status = ptrace::event_message(tid)?;
-        let Some(state) = self.threads.get(&tid) else {
-            return Ok(Next::Resume(0));
-        };
-        let thread = state.thread;
-        let whole_process = regs.orig_rax == SYS_EXIT_GROUP || status & 0x7f != 0;
-        let mut ending = vec![tid];
-        if whole_process {
-            ending.extend(
-                self.threads
-                    .values()
-                    .filter(|other| other.thread.pid == thread.pid && other.thread.tid != tid)
-                    .map(|other| other.thread.tid),
-            );
-        }
-        for ending in ending {
-            let finished = self
-                .threads
-                .get(&ending)
-                .is_some_and(|state| state.finished || state.awaiting_start);
-            if finished {
-                continue;
-            }
-            self.stopped(ending, |stopped| stopped.drain().map(|()| Next::Resumed))?;
-            if let Some(state) = self.threads.get_mut(&ending) {
-                state.finished = true;
-            }
+        let starting = self
+            .threads
+            .get(&tid)
+            .is_none_or(|state| state.awaiting_start);
+        if !starting {
+            self.stopped(tid, |stopped| stopped.drain().map(|()| Next::Resumed))?;
         }
         Ok(Next::Resume(0))
     }
 
     /// `tid` created a thread or a process (a clone, fork or vfork event
-    /// stop). A new thread gets its own data area, mapped through `tid`. A
+    /// stop; its records are replayed first). A new thread gets its own
+    /// data area when it stops for its start. A
     /// forked process gets a copy of the space (its memory is one) and
     /// keeps the area its copy holds, emptied; a vforked one uses its
     /// parent's space and area until it calls `execve` or exits (the
@@ -345,6 +320,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 pid: parent_thread.pid,
                 tid: child,
             };
+            // The creator's events first (a sink numbering threads as they
+            // appear numbers them in creation order).
+            self.stopped(tid, |stopped| stopped.drain().map(|()| Next::Resumed))?;
             self.sink.thread_started(thread);
             // Its own area is mapped when it stops for its start.
             let mut state = self.thread_state(thread, parent_space, parent_area);
