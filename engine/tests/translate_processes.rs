@@ -204,3 +204,22 @@ fn threads_still_running_at_exit_group_have_their_records_replayed() {
     );
     assert!(fast.events.contains(&Event::ThreadExited(other)));
 }
+
+#[test]
+fn a_program_that_uses_gs_is_refused_only_when_it_does() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let unused = build(dir.path(), "gs", 0);
+    let (outcome, fast, step_outcome, reference) =
+        both(&Command::new(&unused), &RunOptions::default());
+    assert_eq!(outcome.exit, Exit::Code(0));
+    assert_eq!(outcome.instructions, step_outcome.instructions);
+    assert_same_events_per_thread(&fast.events, &reference.events);
+    let used = build(dir.path(), "gs", 1);
+    let error = translate::run(
+        &Command::new(&used),
+        &RunOptions::default(),
+        &mut Recorder::default(),
+    )
+    .expect_err("the gs segment is the backend's");
+    assert!(error.to_string().contains("gs segment"), "{error}");
+}

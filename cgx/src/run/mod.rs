@@ -300,11 +300,11 @@ mod tests {
 
     #[test]
     fn a_failure_of_the_translate_backend_says_what_it_means() {
-        let error = cgx_engine::Error::Unexpected("translate: clone is not supported".into());
+        let error = cgx_engine::Error::Unexpected("translate: the program uses gs".into());
         assert_eq!(
             translate_failure(&error, true),
             "--backend=translate cannot trace this program: unexpected tracee state: \
-             translate: clone is not supported; the profile written is incomplete and cannot \
+             translate: the program uses gs; the profile written is incomplete and cannot \
              be trusted (--backend=step can)"
         );
         assert!(translate_failure(&error, false)

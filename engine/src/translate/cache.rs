@@ -249,6 +249,18 @@ impl Cache {
         self.entries.contains_key(&addr) || self.refused.contains_key(&addr)
     }
 
+    /// An error when the refused block at `addr` cannot be stepped either:
+    /// it uses the `gs` segment, whose base is the backend's (`area`).
+    pub fn check_runnable(&self, addr: u64) -> Result<()> {
+        match self.refused.get(&addr) {
+            Some((Some(block), _)) if block.uses_gs() => Err(Error::Unexpected(format!(
+                "translate: the program uses the gs segment (at {addr:#x}), whose base \
+                 the backend takes for its per-thread data"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The block at `addr` if it is refused (to be stepped): its decoding
     /// (`None` when it does not decode).
     pub fn refused(&self, addr: u64) -> Option<&Option<DecodedBlock>> {
@@ -269,10 +281,10 @@ impl Cache {
             return Ok(None);
         };
         if block.uses_gs() {
-            return Err(Error::Unexpected(format!(
-                "translate: the program uses the gs segment (at {addr:#x}), whose base \
-                 the backend takes for its per-thread data"
-            )));
+            // An error if it runs (`Cache::check_runnable`).
+            self.refused
+                .insert(addr, (Some(block), "uses the gs segment".into()));
+            return Ok(None);
         }
         let id = u32::try_from(self.translations.len())
             .ok()

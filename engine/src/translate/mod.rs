@@ -51,9 +51,9 @@
 //! false)`).
 //!
 //! What this slice does and does not do:
-//! - a program that uses the `gs` segment (a `gs:` operand, the selector,
-//!   `rdgsbase`/`wrgsbase`, `arch_prctl(ARCH_SET_GS)`) ends the run with an
-//!   error; so does a `clone` of a process sharing the memory without
+//! - a program that uses the `gs` segment (runs a `gs:` operand, the
+//!   selector, `rdgsbase`/`wrgsbase`, `arch_prctl(ARCH_SET_GS)`) ends the
+//!   run with an error; so does a `clone` of a process sharing the memory without
 //!   `vfork` (`CLONE_VM` without `CLONE_THREAD`/`CLONE_VFORK`), and a
 //!   `clone`/`fork`/`execve` in a block the translator refuses (stepped).
 //! - the tracee's threads run on the CPU the tracer is pinned to (the

@@ -295,6 +295,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             }
             // Refused: step it from its original code, after the records
             // of the blocks before it.
+            self.space.cache.check_runnable(target)?;
             self.drain()?;
             ptrace::set_regs(tid, regs)?;
             let block = self.space.cache.refused(target).cloned().flatten();
