@@ -223,3 +223,14 @@ fn a_program_that_uses_gs_is_refused_only_when_it_does() {
     .expect_err("the gs segment is the backend's");
     assert!(error.to_string().contains("gs segment"), "{error}");
 }
+
+#[test]
+fn a_failed_exec_goes_on_after_the_call() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let exec = build(dir.path(), "exec", 0);
+    let command = Command::new(&exec).args(["/nonexistent/cgx-no-such-program"]);
+    let (outcome, fast, step_outcome, reference) = both(&command, &RunOptions::default());
+    assert_eq!(outcome.exit, Exit::Code(127));
+    assert_eq!(outcome.instructions, step_outcome.instructions);
+    assert_same_events_per_thread(&fast.events, &reference.events);
+}
