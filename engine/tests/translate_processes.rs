@@ -234,3 +234,18 @@ fn a_failed_exec_goes_on_after_the_call() {
     assert_eq!(outcome.instructions, step_outcome.instructions);
     assert_same_events_per_thread(&fast.events, &reference.events);
 }
+
+#[test]
+fn threads_one_after_the_other_reuse_one_data_area() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "threads_serial", 0);
+    let (outcome, fast, step_outcome, reference) =
+        both(&Command::new(&program), &RunOptions::default());
+    assert_eq!(outcome.exit, Exit::Code(0));
+    assert_eq!(outcome.instructions, step_outcome.instructions);
+    assert_same_events_per_thread(&fast.events, &reference.events);
+    assert_eq!(fast.instructions_per_thread().len(), 4);
+    // The main thread's and one for the three others, each gone (reaped by
+    // the tracer during the main thread's sleep) before the next starts.
+    assert_eq!(outcome.areas, 2, "{outcome:?}");
+}

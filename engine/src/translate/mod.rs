@@ -41,7 +41,10 @@
 //! on its own (a full buffer stops only its thread), and each thread's
 //! records are replayed with its `Thread` in its own order when it stops
 //! (so threads interleave in the events at those stops). The threads of a
-//! process share its code cache. A forked process is profiled on its own
+//! process share its code cache; the tracer links exits and fills the
+//! lookup table while other threads run (a table entry gets its original
+//! address last). A thread's area is reused by the next new thread once it
+//! has ended. A forked process is profiled on its own
 //! (`forked`, as the step backend reports it) with a copy of the tracer's
 //! state of the cache (its memory is a copy); a vforked one uses its
 //! parent's (suspended) until it calls `execve` or exits. `execve` is
@@ -147,6 +150,9 @@ pub struct Outcome {
     /// Code-cache regions mapped (one per group of code mappings within
     /// ±2 GB of each other).
     pub regions: u64,
+    /// Threads' data areas mapped (a thread that leaves its address space
+    /// gives its area back for the next new thread).
+    pub areas: u64,
 }
 
 /// Runs `command` to completion under the translate backend, reporting the

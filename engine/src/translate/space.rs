@@ -6,6 +6,7 @@
 use crate::error::Result;
 use crate::ptrace::Regs;
 
+use super::area::Area;
 use super::cache::Cache;
 use super::capture::Capture;
 use super::inject;
@@ -20,6 +21,9 @@ pub(super) struct Space {
     pub cache: Cache,
     /// Its code made non-executable.
     pub protection: Protection,
+    /// Data areas of threads that left the space, for new threads (a
+    /// program starting many threads maps only as many as run at once).
+    pub free_areas: Vec<Area>,
 }
 
 impl Space {
@@ -34,6 +38,7 @@ impl Space {
             memory,
             cache,
             protection: Protection::default(),
+            free_areas: Vec::new(),
         })
     }
 
@@ -50,6 +55,7 @@ impl Space {
             memory,
             cache: self.cache.clone(),
             protection: self.protection.clone(),
+            free_areas: self.free_areas.clone(),
         })
     }
 }

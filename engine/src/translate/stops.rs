@@ -43,7 +43,8 @@ pub(super) struct ThreadState {
     pub frames: Vec<Frame<Saved>>,
     /// Created, not yet stopped for its start.
     pub awaiting_start: bool,
-    /// `area` is its own (a new thread's is its creator's until its start).
+    /// `area` is its own (a new thread's, a vforked process's, is its
+    /// creator's until its start).
     pub own_area: bool,
     /// An `execve` is in flight: where the thread goes on if it fails (the
     /// exit slot after the `syscall` and the original address after it).

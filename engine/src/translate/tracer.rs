@@ -90,6 +90,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 drains: 0,
                 records: 0,
                 regions: 0,
+                areas: 0,
                 faults: 0,
                 protected: 0,
                 invalidated: 0,
@@ -233,6 +234,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let layout = *space.cache.layout();
         let area = Area::map(tid, &space.memory, regs, &layout)?;
         area.attach(tid, regs)?;
+        self.outcome.areas += 1;
         let key = self.next_space;
         self.next_space += 1;
         self.spaces.insert(key, space);
@@ -240,9 +242,16 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         Ok((key, area))
     }
 
-    /// Counts what thread `state`, no longer traced, replayed.
+    /// Thread `state` left its space (it ended or called `execve`): counts
+    /// what it replayed and gives its data area back to the space, for the
+    /// next new thread.
     fn retire(&mut self, state: &ThreadState) {
         self.outcome.instructions += state.replay.instructions;
+        if state.own_area {
+            if let Some(space) = self.spaces.get_mut(&state.space) {
+                space.free_areas.push(state.area);
+            }
+        }
     }
 
     /// Drops the spaces no thread uses any more.
@@ -261,19 +270,29 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         }
     }
 
-    /// New thread `tid` stopped for its start: a thread gets its data
-    /// area (a process has its own already) and runs (it is in the code
-    /// cache, after the system call that created it).
+    /// New thread `tid` stopped for its start: a thread (or a vforked
+    /// process) gets its data area, one a thread that left the space gave
+    /// back or a new one (a forked process has its own already), and runs
+    /// (it is in the code cache, after the system call that created it).
     fn start(&mut self, tid: i32) -> Result<Next> {
         let Some(state) = self.threads.get_mut(&tid) else {
             return Ok(Next::Resume(0));
         };
         if !state.own_area {
-            let space = self.spaces.get(&state.space).ok_or_else(|| {
+            let space = self.spaces.get_mut(&state.space).ok_or_else(|| {
                 Error::Unexpected("translate: a thread without an address space".into())
             })?;
             let mut regs = ptrace::regs(tid)?;
-            state.area = Area::map(tid, &space.memory, &regs, space.cache.layout())?;
+            state.area = match space.free_areas.pop() {
+                Some(area) => {
+                    area.reset(&space.memory)?;
+                    area
+                }
+                None => {
+                    self.outcome.areas += 1;
+                    Area::map(tid, &space.memory, &regs, space.cache.layout())?
+                }
+            };
             state.area.attach(tid, &mut regs)?;
             state.own_area = true;
         }
@@ -296,12 +315,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
 
     /// `tid` created a thread or a process (a clone, fork or vfork event
     /// stop; its records are replayed first). A new thread gets its own
-    /// data area when it stops for its start. A
-    /// forked process gets a copy of the space (its memory is one) and
-    /// keeps the area its copy holds, emptied; a vforked one uses its
-    /// parent's space and area until it calls `execve` or exits (the
-    /// parent waits meanwhile). `forked` is reported before the system
-    /// call completes in the parent, as the step backend does.
+    /// data area when it stops for its start. A forked process gets a copy
+    /// of the space (its memory is one) and keeps the area its copy holds,
+    /// emptied; a vforked one uses its parent's space (the parent waits
+    /// meanwhile) until it calls `execve` or exits, with an area of its own
+    /// there, as a new thread. `forked` is
+    /// reported before the system call completes in the parent, as the step
+    /// backend does.
     fn created(&mut self, tid: i32, event: i32) -> Result<Next> {
         let child = i32::try_from(ptrace::event_message(tid)?)
             .map_err(|_| Error::Unexpected("a new thread id out of range".into()))?;
@@ -366,6 +386,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 tid: child,
             };
             let mut state = self.thread_state(thread, space_key, parent_area);
+            // A vforked child gets its own area at its start (its copy of
+            // the parent's is the parent's).
+            state.own_area = event != libc::PTRACE_EVENT_VFORK;
             state.frames = frames;
             state
         };
