@@ -1,6 +1,6 @@
 /* Three threads without libc, one after the other: the main thread starts
  * a thread with clone(2), waits for its exit (a futex wait woken by
- * CLONE_CHILD_CLEARTID), sleeps a millisecond, and starts the next. */
+ * CLONE_CHILD_CLEARTID), sleeps 20 ms, and starts the next. */
 #include "sys.h"
 
 #define CLONE_FLAGS                                                            \
@@ -37,7 +37,7 @@ void _start(void) {
             sys_exit_group(1);
         while (child_tid != 0)
             sys4(202 /* futex */, &child_tid, 0 /* FUTEX_WAIT */, 1, 0);
-        long pause[2] = {0, 1000000};
+        long pause[2] = {0, 20000000};
         sys2(35 /* nanosleep */, pause, 0);
     }
     sys_exit_group(0);
