@@ -44,10 +44,11 @@
 //! process share its code cache; the tracer links exits and fills the
 //! lookup table while other threads run (a table entry gets its original
 //! address last). A thread's area is reused by the next new thread once it
-//! has ended. A forked process is profiled on its own
-//! (`forked`, as the step backend reports it) with a copy of the tracer's
-//! state of the cache (its memory is a copy); a vforked one uses its
-//! parent's (suspended) until it calls `execve` or exits. `execve` is
+//! has ended. A forked process is profiled on its own (`forked`, as the
+//! step backend reports it) with a copy of the tracer's state of the cache
+//! (its memory is a copy); a vforked one runs in its parent's address space
+//! and cache (the parent suspended), with an area of its own, until it
+//! calls `execve` or exits. `execve` is
 //! trapped before the call, the thread's records replayed; then, with
 //! [`RunOptions::trace_children`], the new program gets a code cache and
 //! is traced on (`exec(pid, true)`), else it is detached (`exec(pid,
@@ -56,9 +57,9 @@
 //! What this slice does and does not do:
 //! - a program that uses the `gs` segment (runs a `gs:` operand, the
 //!   selector, `rdgsbase`/`wrgsbase`, `arch_prctl(ARCH_SET_GS)`) ends the
-//!   run with an error; so does a `clone` of a process sharing the memory without
-//!   `vfork` (`CLONE_VM` without `CLONE_THREAD`/`CLONE_VFORK`), and a
-//!   `clone`/`fork`/`execve` in a block the translator refuses (stepped).
+//!   run with an error; so does a `clone` of a process sharing the memory
+//!   without `vfork` (`CLONE_VM` without `CLONE_THREAD`/`CLONE_VFORK`), and
+//!   a `clone`/`fork`/`execve` in a block the translator refuses (stepped).
 //! - the tracee's threads run on the CPU the tracer is pinned to (the
 //!   tracee inherits the pinning).
 //! - a thread's last records are replayed at its exit stop
