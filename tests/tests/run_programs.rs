@@ -22,14 +22,27 @@ use std::path::Path;
 
 use cgx_formats::Profile;
 use cgx_tests::run::{
-    arcs, assert_clients_load, assert_same_own_figures, build, own_functions,
-    run_alone_and_profiled, self_ir, with_function, Kind, Run,
+    arcs, assert_clients_load, assert_same_own_figures, assert_status, build, native,
+    own_functions, run, self_ir, with_function, Kind, Profiler, Run,
 };
 
-/// Runs `program` alone, under Valgrind and under cgx with `options`; checks the
-/// exit statuses and stdouts; returns the Valgrind and cgx runs.
-fn run_all(program: &Path, options: &[&str], status: i32, dir: &Path) -> (Run, Run) {
-    let (alone, valgrind, cgx) = run_alone_and_profiled(program, options, status, 0, dir);
+/// Runs `program` alone, under Valgrind with `options` and under cgx with
+/// `options` and `cgx_options`; checks the exit statuses and stdouts;
+/// returns the Valgrind and cgx runs.
+fn run_all(
+    program: &Path,
+    (options, cgx_options): (&[&str], &[&str]),
+    status: i32,
+    dir: &Path,
+) -> (Run, Run) {
+    let alone = native(program, &[], dir);
+    assert_status(&alone, status);
+    let valgrind = run(Profiler::Valgrind, options, program, &[], dir);
+    assert_status(&valgrind, status);
+    let cgx_options: Vec<&str> = cgx_options.iter().chain(options).copied().collect();
+    let cgx = run(Profiler::Cgx, &cgx_options, program, &[], dir);
+    assert_status(&cgx, status);
+    assert_eq!(cgx.stdout, alone.stdout, "{}: stdout", cgx.command);
     assert_eq!(
         valgrind.stdout, alone.stdout,
         "{}: stdout",
@@ -61,10 +74,22 @@ fn assert_has(profile: &Profile, functions: &[&str], calls: &[(&str, &str)], con
 
 #[test]
 fn c_program_with_longjmp_signal_threads_and_fork() {
+    mixed(&[]);
+}
+
+/// The same under the translate backend (issue 6: two threads run at the
+/// same time, own functions equal to Valgrind's).
+#[test]
+fn c_program_with_longjmp_signal_threads_and_fork_under_translate() {
+    mixed(&["--backend=translate"]);
+}
+
+/// Profiles `mixed.c` with `backend` options and compares with Valgrind.
+fn mixed(backend: &[&str]) {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build("mixed.c", Kind::C, dir.path());
     let options = ["-q", "--callgrind-out-file={out}/out.%p"];
-    let (valgrind, cgx) = run_all(&program, &options, 3, dir.path());
+    let (valgrind, cgx) = run_all(&program, (&options, backend), 3, dir.path());
     assert_eq!(
         valgrind.files.len(),
         2,
@@ -112,7 +137,7 @@ fn c_program_with_longjmp_signal_threads_and_fork() {
 fn cxx_program_with_exceptions() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build("exceptions.cc", Kind::Cxx, dir.path());
-    let (valgrind, cgx) = run_all(&program, &["-q"], 5, dir.path());
+    let (valgrind, cgx) = run_all(&program, (&["-q"], &[]), 5, dir.path());
     let (expected, actual) = (valgrind.profile(), cgx.profile());
     let own = own_functions(&expected, "exceptions.cc");
     println!("own functions of exceptions.cc: {own:?}");

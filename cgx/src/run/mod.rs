@@ -62,11 +62,11 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
                                 about 60,000 instructions a second; the reference);
                                 translate: runs instrumented copies of the program's
                                 code from a cache in its memory (fast; being built,
-                                issue 6, to become the default). So far it traces
-                                single-threaded programs, with every simulation; a
-                                program it cannot handle (threads, fork, exec) stops
-                                it with an error (exit 1) and its profile is not to
-                                be trusted
+                                issue 6, to become the default). It traces threads,
+                                fork, vfork and exec, with every simulation; a
+                                program it cannot handle (one that uses the gs
+                                segment, ...) stops it with an error (exit 1) and
+                                its profile is not to be trusted
   --cache-sim=yes|no            simulate the I1, D1 and LL caches: Ir Dr Dw I1mr D1mr
                                 D1mw ILmr DLmr DLmw [callgrind: no; cachegrind: yes,
                                 Valgrind 3.19's default (cgx said no before)]
@@ -300,11 +300,11 @@ mod tests {
 
     #[test]
     fn a_failure_of_the_translate_backend_says_what_it_means() {
-        let error = cgx_engine::Error::Unexpected("translate: clone is not supported".into());
+        let error = cgx_engine::Error::Unexpected("translate: the program uses gs".into());
         assert_eq!(
             translate_failure(&error, true),
             "--backend=translate cannot trace this program: unexpected tracee state: \
-             translate: clone is not supported; the profile written is incomplete and cannot \
+             translate: the program uses gs; the profile written is incomplete and cannot \
              be trusted (--backend=step can)"
         );
         assert!(translate_failure(&error, false)

@@ -51,7 +51,7 @@ pub enum Backend {
     /// the reference the translate backend is checked against.
     Step,
     /// Runs instrumented copies of the program's blocks from a code cache in
-    /// the tracee (issue 6): fast. So far single-threaded programs only.
+    /// the tracee (issue 6): fast.
     Translate,
 }
 

@@ -7,7 +7,7 @@
 //! exit): such blocks are decoded in full and marked for stepping in this
 //! slice.
 
-use iced_x86::{Decoder, DecoderOptions, Instruction};
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
 use crate::flow::{
     client_request_prefix, is_rep_string, End, Flow, CLIENT_REQUEST_LEN, MAX_BLOCK_INSTRUCTIONS,
@@ -70,6 +70,25 @@ impl DecodedBlock {
     pub fn last(&self) -> &Insn {
         // A block has at least one instruction (see `decode`).
         &self.insns[self.insns.len() - 1]
+    }
+
+    /// Whether an instruction uses the `gs` segment: a `gs:` operand, the
+    /// `gs` selector, or `rdgsbase`/`wrgsbase`/`swapgs`.
+    pub fn uses_gs(&self) -> bool {
+        self.insns
+            .iter()
+            .filter_map(|insn| insn.instruction.as_ref())
+            .any(|instruction| {
+                instruction.segment_prefix() == Register::GS
+                    || matches!(
+                        instruction.mnemonic(),
+                        Mnemonic::Rdgsbase | Mnemonic::Wrgsbase | Mnemonic::Swapgs
+                    )
+                    || (0..instruction.op_count()).any(|operand| {
+                        instruction.op_kind(operand) == OpKind::Register
+                            && instruction.op_register(operand) == Register::GS
+                    })
+            })
     }
 }
 

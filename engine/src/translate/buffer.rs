@@ -14,6 +14,7 @@ use crate::ptrace::Regs;
 use crate::semantics::{self, Decoded, Dynamic, Pass, Registers, Superblock};
 use crate::step::RunOptions;
 
+use super::area::{Area, CURSOR};
 use super::cache::{Cache, ReplayInfo};
 use super::capture::Recorded;
 use super::layout::RECORD_HEADER;
@@ -172,17 +173,31 @@ impl Replay {
     }
 
     /// Reports a whole block executed at `addr` with stack pointer `sp`:
-    /// its instructions `block` (the last one `last`), in one call.
+    /// its instructions `block` (the last one `last`), in one call; with
+    /// `split`, calls it before the last instruction.
     fn whole_block<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         thread: Thread,
         (addr, sp): (u64, u64),
-        block: &[(u64, u8)],
-        last: End,
+        (block, last): (&[(u64, u8)], End),
+        split: Option<&mut dyn FnMut(&mut S)>,
     ) {
         let arrival = self.arrival(addr);
-        sink.block_executed(thread, Block { addr, sp, arrival }, block);
+        let block_start = Block { addr, sp, arrival };
+        match (split, block.split_last()) {
+            (Some(split), Some((&(at, len), before))) => {
+                sink.block_executed(thread, block_start, before);
+                split(sink);
+                sink.instruction(thread, at, len);
+            }
+            (split, _) => {
+                sink.block_executed(thread, block_start, block);
+                if let Some(split) = split {
+                    split(sink);
+                }
+            }
+        }
         self.blocks += 1;
         self.instructions += block.len() as u64;
         self.previous = Some((last, block.len() as u32));
@@ -190,19 +205,24 @@ impl Replay {
 
     /// Reports a block executed at `addr` with stack pointer `sp` whose
     /// record holds `words`: each instruction, then its data accesses and
-    /// branches.
+    /// branches; with `split`, calls it before the last instruction.
     fn recorded_block<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         thread: Thread,
         (addr, sp): (u64, u64),
-        info: &ReplayInfo<'_>,
-        words: &[u64],
+        (info, words): (&ReplayInfo<'_>, &[u64]),
+        mut split: Option<&mut dyn FnMut(&mut S)>,
     ) {
         self.block(sink, thread, addr, sp);
         let count = info.instructions.len();
         for (index, (&(at, len), decoded)) in info.instructions.iter().zip(info.decoded).enumerate()
         {
+            if index + 1 == count {
+                if let Some(split) = split.take() {
+                    split(sink);
+                }
+            }
             sink.instruction(thread, at, len);
             let Some(sources) = info.sources.get(index) else {
                 continue;
@@ -220,24 +240,26 @@ impl Replay {
     }
 }
 
-/// Replays the records in the buffer into `sink` and empties the buffer;
-/// returns how many records there were.
+/// Replays the records in `area`'s buffer into `sink` as `thread`'s and
+/// empties the buffer; returns how many records there were. With `split`,
+/// calls it before the last instruction of the last record (a `fork`
+/// system call: the step backend reports the child's creation before the
+/// call completes in the parent), or after all records when there is none.
 pub(super) fn drain<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
-    replay: &mut Replay,
-    sink: &mut S,
-    thread: Thread,
+    area: &Area,
+    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    mut split: Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<u64> {
-    let layout = cache.layout();
-    let cursor = memory.read_u64(layout.cursor())?;
-    if cursor < layout.buffer() || cursor > layout.guard() || (cursor - layout.buffer()) & 7 != 0 {
+    let cursor = memory.read_u64(area.at(CURSOR))?;
+    if cursor < area.buffer() || cursor > area.guard() || (cursor - area.buffer()) & 7 != 0 {
         return Err(Error::Unexpected(format!(
             "translate: record cursor {cursor:#x} outside the buffer"
         )));
     }
-    let mut bytes = vec![0u8; (cursor - layout.buffer()) as usize];
-    memory.read(layout.buffer(), &mut bytes)?;
+    let mut bytes = vec![0u8; (cursor - area.buffer()) as usize];
+    memory.read(area.buffer(), &mut bytes)?;
     let words: Vec<u64> = bytes
         .chunks_exact(8)
         .map(|word| {
@@ -259,15 +281,23 @@ pub(super) fn drain<S: EventSink + ?Sized>(
                 "translate: a record past the cursor".into(),
             ));
         };
-        if replay.simulations {
-            replay.recorded_block(sink, thread, (info.addr, sp), &info, recorded);
+        let last = if end == words.len() {
+            split.take()
         } else {
-            replay.whole_block(sink, thread, (info.addr, sp), info.instructions, info.last);
+            None
+        };
+        if replay.simulations {
+            replay.recorded_block(sink, thread, (info.addr, sp), (&info, recorded), last);
+        } else {
+            let block = (info.instructions, info.last);
+            replay.whole_block(sink, thread, (info.addr, sp), block, last);
         }
         at = end;
         records += 1;
     }
-    memory.write_u64(layout.cursor(), layout.buffer())?;
-    cache.spare_records(memory)?;
+    if let Some(split) = split {
+        split(sink);
+    }
+    area.reset(memory)?;
     Ok(records)
 }

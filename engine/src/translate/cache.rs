@@ -1,6 +1,6 @@
-//! The tracer's view of the code cache: its regions (one near each group of
-//! code mappings, the first one also holding the record buffer, the cursor
-//! and the indirect-branch table all regions share), which original
+//! The tracer's view of the code cache of one address space: its regions
+//! (one near each group of code mappings, the first one also holding the
+//! indirect-branch table all regions share), which original
 //! addresses have a translation (and where it enters), which blocks are
 //! refused (stepped), which `int3` stub belongs to which exit, and where
 //! free space starts in each region.
@@ -24,7 +24,7 @@ use super::translator::{self, ExitSlot, Refusal, Target};
 const REACH: u64 = 0x7000_0000;
 
 /// One translation.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Translation {
     /// The block it translates.
     block: DecodedBlock,
@@ -82,16 +82,13 @@ pub(super) enum Stub {
         /// The translation.
         id: u32,
     },
-    /// The lookup routine of region `region` missed; the target is in
-    /// that region's `target` slot.
-    Miss {
-        /// The region.
-        region: usize,
-    },
+    /// A lookup routine missed; the target is in the thread's `TARGET`
+    /// slot (`area`).
+    Miss,
 }
 
 /// One region of the code cache.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Region {
     layout: Layout,
     /// Next free byte of the code area.
@@ -103,11 +100,8 @@ struct Region {
 }
 
 impl Region {
-    /// Writes the region's data slots (`table`: the shared table) and its
-    /// lookup routine.
-    fn new(layout: Layout, table: u64, memory: &Memory) -> Result<Region> {
-        memory.write_u64(layout.table_base(), table)?;
-        memory.write_u64(layout.record(), layout.spare_record())?;
+    /// Writes the region's gadget, system call filter and lookup routine.
+    fn new(layout: Layout, memory: &Memory) -> Result<Region> {
         memory.write(layout.gadget(), &super::layout::GADGET)?;
         let mut filter = vec![0u8; super::layout::SYSCALL_FILTER_SIZE as usize];
         for &number in super::invalidate::WATCHED {
@@ -115,8 +109,7 @@ impl Region {
         }
         memory.write(layout.syscall_filter(), &filter)?;
         let lookup = layout.code();
-        let (bytes, miss) =
-            translator::lookup_routine(&layout, lookup).map_err(Error::Unexpected)?;
+        let (bytes, miss) = translator::lookup_routine(lookup).map_err(Error::Unexpected)?;
         memory.write(lookup, &bytes)?;
         Ok(Region {
             layout,
@@ -132,9 +125,11 @@ impl Region {
     }
 }
 
-/// The translations of one process.
+/// The translations of one address space (a forked child's starts as a
+/// copy of its parent's, as its memory does).
+#[derive(Clone)]
 pub(super) struct Cache {
-    /// The regions; the first one holds the buffer, cursor and table.
+    /// The regions; the first one holds the indirect-branch table.
     regions: Vec<Region>,
     translations: Vec<Translation>,
     /// Entry of each translated original address.
@@ -158,11 +153,10 @@ pub(super) struct Cache {
 impl Cache {
     /// An empty cache in the region `layout` (mapped, writable through
     /// `memory`) whose translations record what `capture` says; writes the
-    /// data slots and the lookup routine.
+    /// region's gadget and lookup routine.
     pub fn new(layout: Layout, memory: &Memory, capture: Capture) -> Result<Cache> {
-        memory.write_u64(layout.cursor(), layout.buffer())?;
         Ok(Cache {
-            regions: vec![Region::new(layout, layout.table(), memory)?],
+            regions: vec![Region::new(layout, memory)?],
             translations: Vec::new(),
             entries: HashMap::new(),
             by_entry: BTreeMap::new(),
@@ -175,15 +169,14 @@ impl Cache {
         })
     }
 
-    /// The first region (record buffer, cursor, indirect-branch table).
+    /// The first region (indirect-branch table, gadget).
     pub fn layout(&self) -> &Layout {
         &self.regions[0].layout
     }
 
     /// Adds the region `layout` (mapped, writable through `memory`).
     pub fn add_region(&mut self, layout: Layout, memory: &Memory) -> Result<()> {
-        let table = self.layout().table();
-        self.regions.push(Region::new(layout, table, memory)?);
+        self.regions.push(Region::new(layout, memory)?);
         Ok(())
     }
 
@@ -198,11 +191,6 @@ impl Cache {
             .iter()
             .map(|region| &region.layout)
             .find(|layout| (layout.base..layout.end()).contains(&addr))
-    }
-
-    /// The layout of region `index`.
-    pub fn region(&self, index: usize) -> Option<&Layout> {
-        self.regions.get(index).map(|region| &region.layout)
     }
 
     /// The regions' layouts.
@@ -224,19 +212,6 @@ impl Cache {
         })
     }
 
-    /// Points every region's `record` slot at its spare record (after a
-    /// drain: see [`Layout::spare_record`]).
-    pub fn spare_records(&self, memory: &Memory) -> Result<()> {
-        if !self.capture.enabled {
-            return Ok(());
-        }
-        for region in &self.regions {
-            let layout = region.layout;
-            memory.write_u64(layout.record(), layout.spare_record())?;
-        }
-        Ok(())
-    }
-
     /// Translations made.
     pub fn translations(&self) -> usize {
         self.translations.len()
@@ -244,8 +219,8 @@ impl Cache {
 
     /// What the `int3` at `addr` is, if it is one of the cache's.
     pub fn stub(&self, addr: u64) -> Option<Stub> {
-        if let Some(region) = self.regions.iter().position(|r| r.miss == addr) {
-            return Some(Stub::Miss { region });
+        if self.regions.iter().any(|region| region.miss == addr) {
+            return Some(Stub::Miss);
         }
         if let Some(&id) = self.syscall_traps.get(&addr) {
             return Some(Stub::Syscall { id });
@@ -274,6 +249,18 @@ impl Cache {
         self.entries.contains_key(&addr) || self.refused.contains_key(&addr)
     }
 
+    /// An error when the refused block at `addr` cannot be stepped either:
+    /// it uses the `gs` segment, whose base is the backend's (`area`).
+    pub fn check_runnable(&self, addr: u64) -> Result<()> {
+        match self.refused.get(&addr) {
+            Some((Some(block), _)) if block.uses_gs() => Err(Error::Unexpected(format!(
+                "translate: the program uses the gs segment (at {addr:#x}), whose base \
+                 the backend takes for its per-thread data"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The block at `addr` if it is refused (to be stepped): its decoding
     /// (`None` when it does not decode).
     pub fn refused(&self, addr: u64) -> Option<&Option<DecodedBlock>> {
@@ -293,11 +280,16 @@ impl Cache {
             self.refused.insert(addr, (None, "does not decode".into()));
             return Ok(None);
         };
+        if block.uses_gs() {
+            // An error if it runs (`Cache::check_runnable`).
+            self.refused
+                .insert(addr, (Some(block), "uses the gs segment".into()));
+            return Ok(None);
+        }
         let id = u32::try_from(self.translations.len())
             .ok()
             .filter(|&id| id < i32::MAX as u32)
             .ok_or_else(|| Error::Unexpected("translate: too many translations".into()))?;
-        let cursor = self.layout().cursor();
         let Some(region) = self.regions.iter_mut().find(|region| region.near(addr)) else {
             return Err(Error::Unexpected(format!(
                 "translate: no code cache region near {addr:#x}"
@@ -308,7 +300,6 @@ impl Cache {
         let target = Target {
             layout: &region.layout,
             lookup: region.lookup,
-            cursor,
             capture: self.capture,
         };
         let emitted = match translator::translate(&block, id, region.free, target, &linked) {
@@ -490,15 +481,38 @@ impl Cache {
         Ok(dead.len())
     }
 
-    /// Enters `target` → `entry` in the indirect-branch table.
+    /// Enters `target` → `entry` in the indirect-branch table. Other
+    /// threads may look the entry up meanwhile: it holds no original
+    /// address while its translated address changes.
     pub fn enter_indirect(&mut self, memory: &Memory, target: u64, entry: u64) -> Result<()> {
         let at = self.layout().table_entry(target);
-        self.table
+        let previous = self
+            .table
             .insert(target & (super::layout::TABLE_ENTRIES - 1), target);
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&target.to_le_bytes());
-        bytes[8..].copy_from_slice(&entry.to_le_bytes());
-        memory.write(at, &bytes)
+        if previous.is_some_and(|previous| previous != target) {
+            memory.write_u64(at, u64::MAX)?;
+        }
+        memory.write_u64(at + 8, entry)?;
+        memory.write_u64(at, target)
+    }
+
+    /// Writes this cache's regions as far as they are used (table, gadget,
+    /// lookup routines, translations and their links) from `from` into
+    /// `to`: a forked child's copy of the cache then matches this state even
+    /// if the parent's other threads had blocks translated after the fork.
+    pub fn copy_code(&self, from: &Memory, to: &Memory) -> Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let mut bytes = vec![0u8; CHUNK as usize];
+        for region in &self.regions {
+            let mut at = region.layout.base;
+            while at < region.free {
+                let len = CHUNK.min(region.free - at) as usize;
+                from.read(at, &mut bytes[..len])?;
+                to.write(at, &bytes[..len])?;
+                at += len as u64;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -7,7 +7,7 @@
 //! - before an instruction, the address of each memory operand that is
 //!   not a constant (`lea` of the same operand; pushes, calls and returns
 //!   have their implicit stack operand, string instructions `rsi`/`rdi`),
-//!   plus the `fs`/`gs` base for those segments;
+//!   plus the `fs` base for that segment (`gs` is the backend's, see `area`);
 //! - before a `jcc`, whether its condition holds (`setcc`);
 //! - the target of an indirect jump or call, once loaded for the lookup;
 //! - for a REP pass, `rcx` before it (an iteration runs when it is not
@@ -17,14 +17,15 @@
 //! translation; the replay reads the words back through
 //! [`crate::semantics::Dynamic`] ([`Recorded`]), so the events follow the
 //! step backend's rules. Operands whose address cannot be computed this
-//! way (vector indexes, 32-bit addressing, `fs`/`gs` without FSGSBASE)
+//! way (vector indexes, 32-bit addressing, `fs` without FSGSBASE)
 //! make the translator refuse the block (it is stepped).
 
 use iced_x86::{Code, ConditionCode, Instruction, MemoryOperand, Register, UsedMemory};
 
 use crate::semantics::{Accesses, Branch, Dynamic};
 
-use super::layout::{Layout, MAX_RECORD, RECORD_HEADER};
+use super::area::{slot, CAPTURE_RAX, CAPTURE_RBX, RECORD};
+use super::layout::{MAX_RECORD, RECORD_HEADER};
 use super::translator::Refusal;
 
 /// `AT_HWCAP2` bit: the kernel lets user code use `rdfsbase` and friends.
@@ -60,7 +61,7 @@ pub(super) struct Sources {
 pub(super) struct Capture {
     /// Record the words (the run feeds simulations).
     pub enabled: bool,
-    /// `rdfsbase`/`rdgsbase` may be used (else `fs`/`gs` operands are
+    /// `rdfsbase` may be used (else `fs` operands are
     /// refused).
     pub fsgsbase: bool,
 }
@@ -80,25 +81,11 @@ impl Capture {
 
 /// The recording code of one translation being emitted, and where its
 /// words go.
-pub(super) struct Recorder<'a> {
-    layout: &'a Layout,
+pub(super) struct Recorder {
     capture: Capture,
     words: usize,
     /// Per instruction emitted so far (empty when not enabled).
     pub sources: Vec<Sources>,
-}
-
-/// A RIP-relative operand at `addr` (a slot of the region).
-fn at(addr: u64) -> MemoryOperand {
-    MemoryOperand::new(
-        Register::RIP,
-        Register::None,
-        1,
-        addr as i64,
-        8,
-        false,
-        Register::None,
-    )
 }
 
 /// iced's errors as refusals.
@@ -106,11 +93,10 @@ fn built(instruction: Result<Instruction, iced_x86::IcedError>) -> Result<Instru
     instruction.map_err(|error| format!("iced: {error}"))
 }
 
-impl<'a> Recorder<'a> {
-    /// Recording for a translation into `layout`'s region.
-    pub fn new(layout: &'a Layout, capture: Capture) -> Recorder<'a> {
+impl Recorder {
+    /// Recording as `capture` says.
+    pub fn new(capture: Capture) -> Recorder {
         Recorder {
-            layout,
             capture,
             words: 0,
             sources: Vec::new(),
@@ -164,16 +150,15 @@ impl<'a> Recorder<'a> {
         word: usize,
         store: impl FnOnce(MemoryOperand) -> Result<Instruction, iced_x86::IcedError>,
     ) -> Result<(), Refusal> {
-        let layout = self.layout;
         code.push(built(Instruction::with2(
             Code::Mov_rm64_r64,
-            at(layout.capture_rbx()),
+            slot(CAPTURE_RBX),
             Register::RBX,
         ))?);
         code.push(built(Instruction::with2(
             Code::Mov_r64_rm64,
             Register::RBX,
-            at(layout.record()),
+            slot(RECORD),
         ))?);
         let offset = 8 * (1 + word as i64);
         code.push(built(store(MemoryOperand::with_base_displ(
@@ -183,7 +168,7 @@ impl<'a> Recorder<'a> {
         code.push(built(Instruction::with2(
             Code::Mov_r64_rm64,
             Register::RBX,
-            at(layout.capture_rbx()),
+            slot(CAPTURE_RBX),
         ))?);
         Ok(())
     }
@@ -213,7 +198,8 @@ impl<'a> Recorder<'a> {
     ) -> Result<Source, Refusal> {
         let segment_base = match memory.segment() {
             Register::FS => Some(Code::Rdfsbase_r64),
-            Register::GS => Some(Code::Rdgsbase_r64),
+            // The GS base is the backend's (`area`).
+            Register::GS => return Err("a gs operand".into()),
             _ => None,
         };
         let (base, index) = (memory.base(), memory.index());
@@ -230,17 +216,16 @@ impl<'a> Recorder<'a> {
             ));
         }
         if segment_base.is_some() && !self.capture.fsgsbase {
-            return Err("an fs/gs operand without FSGSBASE".into());
+            return Err("an fs operand without FSGSBASE".into());
         }
         let displacement = memory.displacement() as i64;
         if i32::try_from(displacement).is_err() {
             return Err("a 64-bit displacement with registers".into());
         }
         let word = self.word()?;
-        let layout = self.layout;
         code.push(built(Instruction::with2(
             Code::Mov_rm64_r64,
-            at(layout.capture_rax()),
+            slot(CAPTURE_RAX),
             Register::RAX,
         ))?);
         let operand = MemoryOperand::new(
@@ -260,7 +245,7 @@ impl<'a> Recorder<'a> {
         if let Some(read_base) = segment_base {
             code.push(built(Instruction::with2(
                 Code::Mov_rm64_r64,
-                at(layout.capture_rbx()),
+                slot(CAPTURE_RBX),
                 Register::RBX,
             ))?);
             code.push(built(Instruction::with1(read_base, Register::RBX))?);
@@ -272,7 +257,7 @@ impl<'a> Recorder<'a> {
             code.push(built(Instruction::with2(
                 Code::Mov_r64_rm64,
                 Register::RBX,
-                at(layout.capture_rbx()),
+                slot(CAPTURE_RBX),
             ))?);
         }
         self.through_record(code, word, |slot| {
@@ -281,7 +266,7 @@ impl<'a> Recorder<'a> {
         code.push(built(Instruction::with2(
             Code::Mov_r64_rm64,
             Register::RAX,
-            at(layout.capture_rax()),
+            slot(CAPTURE_RAX),
         ))?);
         Ok(Source::Word(word))
     }

@@ -16,6 +16,39 @@ use crate::ptrace::{self, Regs};
 const SYS_MMAP: u64 = 9;
 const SYS_MPROTECT: u64 = 10;
 const SYSCALL: [u8; 2] = [0x0f, 0x05];
+const INT3: u8 = 0xcc;
+
+/// Resumes stopped `tid` for one step (`step`) or until its next stop,
+/// as often as signals for the program stop it first (other threads' and
+/// processes' doings, a `SIGCHLD`...); those signals are sent to the
+/// thread again afterwards, so the program still gets them. Returns the
+/// wait status of the stop that ended it.
+pub(super) fn until_trap(tid: i32, step: bool) -> Result<i32> {
+    let mut pending = Vec::new();
+    let status = loop {
+        if step {
+            ptrace::single_step(tid, 0)?;
+        } else {
+            ptrace::cont(tid, 0)?;
+        }
+        let status = ptrace::wait(tid)?;
+        let signal = libc::WSTOPSIG(status);
+        if libc::WIFSTOPPED(status) && status >> 16 == 0 && signal != libc::SIGTRAP {
+            if ptrace::signal_info(tid)?.is_some() {
+                pending.push(signal);
+            }
+            continue;
+        }
+        break status;
+    };
+    for signal in pending {
+        // SAFETY: a plain system call; no pointers.
+        unsafe {
+            libc::syscall(libc::SYS_tkill, tid, signal);
+        }
+    }
+    Ok(status)
+}
 
 /// Runs system call `number` with `args` in stopped `tid` (registers
 /// `regs`) at `gadget` (a `syscall` instruction; `None`: at the thread's
@@ -47,8 +80,7 @@ pub(super) fn system_call(
     call.r9 = args[5];
     let result = (|| {
         ptrace::set_regs(tid, &call)?;
-        ptrace::single_step(tid, 0)?;
-        let status = ptrace::wait(tid)?;
+        let status = until_trap(tid, true)?;
         if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
             return Err(Error::Unexpected(format!(
                 "injected system call: wait status {status:#x}"
@@ -61,6 +93,31 @@ pub(super) fn system_call(
     }
     ptrace::set_regs(tid, regs)?;
     result
+}
+
+/// Lets stopped `tid`, at an event stop inside a system call (an exec
+/// event), finish the call: an `int3` written at its return address stops
+/// it there, out of the kernel, where system calls can be injected; the
+/// byte is put back. Returns its registers then.
+pub(super) fn leave_syscall(tid: i32, memory: &Memory) -> Result<Regs> {
+    let mut regs = ptrace::regs(tid)?;
+    let mut saved = [0u8; 1];
+    memory.read(regs.rip, &mut saved)?;
+    memory.write(regs.rip, &[INT3])?;
+    let stopped = (|| {
+        let status = until_trap(tid, false)?;
+        if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
+            return Err(Error::Unexpected(format!(
+                "translate: leaving a system call: wait status {status:#x}"
+            )));
+        }
+        ptrace::regs(tid)
+    })();
+    memory.write(regs.rip, &saved)?;
+    let after = stopped?;
+    regs.rax = after.rax;
+    ptrace::set_regs(tid, &regs)?;
+    Ok(regs)
 }
 
 /// Sets the protection of `len` bytes at `addr` in stopped `tid` to
@@ -90,9 +147,49 @@ fn failed(result: u64) -> bool {
     result > (-4096i64) as u64
 }
 
+/// Maps `len` bytes read-write into stopped `tid` (registers `regs`) at
+/// the first free address from `hint` on (in steps of `len`, a few tries;
+/// then anywhere), running the system calls at `gadget`; returns the
+/// address. Mapping near the code cache, away from where the kernel puts
+/// the program's own mappings, keeps their addresses as they are without
+/// the tracer.
+pub(super) fn map_data(
+    tid: i32,
+    memory: &Memory,
+    regs: &Regs,
+    gadget: u64,
+    hint: u64,
+    len: u64,
+) -> Result<u64> {
+    const TRIES: u64 = 16;
+    let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+    let private = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+    for attempt in 0..=TRIES {
+        let (at, flags) = if attempt < TRIES {
+            let at = hint.wrapping_add(attempt * len);
+            (at, private | libc::MAP_FIXED_NOREPLACE as u64)
+        } else {
+            (0, private)
+        };
+        let result = system_call(
+            tid,
+            memory,
+            regs,
+            Some(gadget),
+            SYS_MMAP,
+            [at, len, prot, flags, u64::MAX, 0],
+        )?;
+        if !failed(result) && (attempt == TRIES || result == at) {
+            return Ok(result);
+        }
+    }
+    Err(Error::Unexpected(
+        "translate: cannot map a thread's data area".into(),
+    ))
+}
+
 /// Maps a region ([`Layout`]) into stopped `tid` within ±2 GB of `near`
-/// (code to translate), read-write-execute, with the guard page
-/// `PROT_NONE`; the system calls run at `gadget` (see [`system_call`]).
+/// (code to translate), read-write-execute; the system calls run at `gadget` (see [`system_call`]).
 pub(super) fn map_region(
     tid: i32,
     memory: &Memory,
@@ -135,21 +232,7 @@ pub(super) fn map_region(
             // An old kernel that took the flag as a mere hint.
             continue;
         }
-        let layout = Layout { base: result };
-        let protected = system_call(
-            tid,
-            memory,
-            regs,
-            gadget,
-            SYS_MPROTECT,
-            [layout.guard(), PAGE, libc::PROT_NONE as u64, 0, 0, 0],
-        )?;
-        if failed(protected) {
-            return Err(Error::Unexpected(
-                "translate: cannot protect the record buffer's guard page".into(),
-            ));
-        }
-        return Ok(layout);
+        return Ok(Layout { base: result });
     }
     Err(Error::Unexpected(format!(
         "translate: cannot map a code cache within 2 GB of {near:#x}"

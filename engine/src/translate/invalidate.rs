@@ -22,6 +22,12 @@ const SYS_MREMAP: u64 = 25;
 const SYS_MADVISE: u64 = 28;
 const SYS_REMAP_FILE_PAGES: u64 = 216;
 const SYS_PKEY_MPROTECT: u64 = 329;
+/// `execve` and `execveat`: the thread's records are replayed before the
+/// old program goes (`stops`).
+pub(super) const SYS_EXECVE: u64 = 59;
+pub(super) const SYS_EXECVEAT: u64 = 322;
+/// `arch_prctl`: setting the GS base, the backend's, is refused (`stops`).
+pub(super) const SYS_ARCH_PRCTL: u64 = 158;
 
 /// `madvise` advice after which a private page's bytes may differ.
 const DISCARDING_ADVICE: [u64; 4] = [
@@ -31,7 +37,8 @@ const DISCARDING_ADVICE: [u64; 4] = [
     24, // MADV_DONTNEED_LOCKED
 ];
 
-/// The system calls the translation of `syscall` traps before.
+/// The system calls the translation of `syscall` traps before: those that
+/// may change code mappings, then `execve`, `execveat` and `arch_prctl`.
 pub(super) const WATCHED: &[u64] = &[
     SYS_MMAP,
     SYS_MPROTECT,
@@ -40,6 +47,9 @@ pub(super) const WATCHED: &[u64] = &[
     SYS_MADVISE,
     SYS_REMAP_FILE_PAGES,
     SYS_PKEY_MPROTECT,
+    SYS_EXECVE,
+    SYS_EXECVEAT,
+    SYS_ARCH_PRCTL,
 ];
 
 /// A range whose code may have changed.

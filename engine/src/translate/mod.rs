@@ -3,7 +3,7 @@
 //! decodes each block as VEX cuts it (`blocks`), writes an instrumented
 //! copy into the region (`translator`, `cache`) and runs the tracee there
 //! with `PTRACE_CONT`. Each executed block appends a record (translation id,
-//! stack pointer) to a buffer in the region; the tracer replays the records
+//! stack pointer) to its thread's buffer (`area`); the tracer replays the records
 //! into the sink as the same `block` and `instruction` events the step
 //! backend reports (`buffer`). When the run feeds simulations
 //! ([`RunOptions::simulations`]) the records also hold what the block's
@@ -23,10 +23,9 @@
 //! Regions: the first region is mapped near the first instruction (ld.so's
 //! entry for a dynamically linked program); another one is mapped lazily
 //! when execution first reaches code beyond ±2 GB of every region (the
-//! main program, the vDSO, a far library). Each has its own scratch slots
-//! and lookup routine; all share the first one's record buffer, cursor and
-//! indirect-branch table (`layout`). The vDSO is translated like any other
-//! code. A `syscall` is followed in its translation by a `lea` that puts
+//! main program, the vDSO, a far library). Each has its own lookup
+//! routine; all share the first one's indirect-branch table (`layout`).
+//! The vDSO is translated like any other code. A `syscall` is followed in its translation by a `lea` that puts
 //! the original return address back in rcx.
 //!
 //! Escapes: the program's executable mappings lose PROT_EXEC (`protect`),
@@ -35,9 +34,37 @@
 //! delivers the signal and return through a landing pad (`signals`), with
 //! `signal_handler_entered`/`returned` as the step backend reports them.
 //!
+//! Threads and processes (`tracer`, `space`, `area`): each thread has its
+//! own data area (scratch slots, record cursor, record buffer), which the
+//! instrumentation reaches through the GS base the tracer gives the thread
+//! (`gs:`-relative operands); threads run at the same time, each stopping
+//! on its own (a full buffer stops only its thread), and each thread's
+//! records are replayed with its `Thread` in its own order when it stops
+//! (so threads interleave in the events at those stops). The threads of a
+//! process share its code cache; the tracer links exits and fills the
+//! lookup table while other threads run (a table entry gets its original
+//! address last). A thread's area is reused by the next new thread once it
+//! has ended. A forked process is profiled on its own (`forked`, as the
+//! step backend reports it) with a copy of the tracer's state of the cache
+//! (its memory is a copy); a vforked one runs in its parent's address space
+//! and cache (the parent suspended), with an area of its own, until it
+//! calls `execve` or exits. `execve` is
+//! trapped before the call, the thread's records replayed; then, with
+//! [`RunOptions::trace_children`], the new program gets a code cache and
+//! is traced on (`exec(pid, true)`), else it is detached (`exec(pid,
+//! false)`).
+//!
 //! What this slice does and does not do:
-//! - single-threaded programs only; `clone`/`fork`/`vfork`/`execve` end the
-//!   run with an error.
+//! - a program that uses the `gs` segment (runs a `gs:` operand, the
+//!   selector, `rdgsbase`/`wrgsbase`, `arch_prctl(ARCH_SET_GS)`) ends the
+//!   run with an error; so does a `clone` of a process sharing the memory
+//!   without `vfork` (`CLONE_VM` without `CLONE_THREAD`/`CLONE_VFORK`), and
+//!   a `clone`/`fork`/`execve` in a block the translator refuses (stepped).
+//! - the tracee's threads run on the CPU the tracer is pinned to (the
+//!   tracee inherits the pinning).
+//! - a thread's last records are replayed at its exit stop
+//!   (`PTRACE_EVENT_EXIT`, which the kernel makes for every thread, those
+//!   an `exit_group`, a fatal signal or an `execve` ends included).
 //! - reports blocks (address, stack pointer, arrival) and instructions,
 //!   and with [`RunOptions::simulations`] data accesses and conditional and
 //!   indirect branches (Callgrind's or, with [`RunOptions::superblocks`],
@@ -70,6 +97,7 @@
 //! - a direct exit to a translation in another region out of rel32 reach
 //!   is not linked (it traps each time).
 
+mod area;
 mod blocks;
 mod buffer;
 mod cache;
@@ -80,34 +108,34 @@ mod layout;
 mod memory;
 mod protect;
 mod signals;
+mod space;
 mod stepper;
+mod stops;
 mod tracer;
 mod translator;
 
-use crate::auxv;
 use crate::error::Result;
 use crate::event::{EventSink, Exit};
 use crate::launch::{self, Command, CpuPin, InterruptGuard};
-use crate::ptrace;
 use crate::step::RunOptions;
 
 /// What a run of the translate backend reports besides the events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
-    /// How the process ended.
+    /// How the initial process ended.
     pub exit: Exit,
     /// Instructions reported to the sink (Valgrind's `Ir`).
     pub instructions: u64,
     /// ptrace stops of the tracee while it runs translated code (traps,
     /// buffer faults, events; the single-steps are in `steps`).
     pub stops: u64,
-    /// Blocks translated.
+    /// Blocks translated (in all address spaces).
     pub translations: u64,
     /// Executions of blocks the translator refused (single-stepped).
     pub stepped_blocks: u64,
     /// Single-steps taken for them.
     pub steps: u64,
-    /// Times the record buffer was drained.
+    /// Times a thread's record buffer was drained.
     pub drains: u64,
     /// Records (executed translated blocks) replayed.
     pub records: u64,
@@ -123,13 +151,15 @@ pub struct Outcome {
     /// Code-cache regions mapped (one per group of code mappings within
     /// ±2 GB of each other).
     pub regions: u64,
+    /// Threads' data areas mapped (a thread that leaves its address space
+    /// gives its area back for the next new thread).
+    pub areas: u64,
 }
 
 /// Runs `command` to completion under the translate backend, reporting the
 /// blocks and instructions it executes to `sink` (the same sequence as
-/// [`crate::step::run`]; see the module documentation for what this first
-/// slice covers). Of `options`, `simulations`, `superblocks` and
-/// `valgrind_machine` are followed; `trace_children` does not matter (`execve` is not supported).
+/// [`crate::step::run`] per thread; see the module documentation for what
+/// this slice covers). All of `options` are followed.
 ///
 /// Like the step backend, the calling thread is pinned to its CPU while the
 /// run lasts and the calling process ignores SIGINT and SIGQUIT.
@@ -141,9 +171,6 @@ pub fn run<S: EventSink + ?Sized>(
     let _pin = CpuPin::pin_current_thread();
     let _interrupts = InterruptGuard::ignore();
     let mut tracee = launch::spawn(command)?;
-    if options.valgrind_machine {
-        auxv::hide_vdso(tracee.pid, ptrace::regs(tracee.pid)?.rsp)?;
-    }
     let result = tracer::Tracer::new(sink, tracee.pid, options).and_then(tracer::Tracer::run);
     if result.is_ok() {
         tracee.finished();

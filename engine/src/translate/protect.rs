@@ -33,7 +33,7 @@ struct Range {
 }
 
 /// The program's code the tracer has made non-executable.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Protection {
     ranges: Vec<Range>,
 }

@@ -21,8 +21,9 @@ use crate::ptrace::{self, Regs};
 pub(super) enum Stepped {
     /// The thread left the block and is stopped at `regs.rip`.
     Left,
-    /// The thread is in its exit (a `PTRACE_EVENT_EXIT` stop).
-    Exiting,
+    /// The thread stopped with this wait status, in its exit (a
+    /// `PTRACE_EVENT_EXIT` stop).
+    Stopped(i32),
 }
 
 /// Steps `block` (`None`: bytes that do not decode) from `regs` (at its
@@ -91,7 +92,7 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
             let status = ptrace::wait(thread.tid)?;
             if libc::WIFSTOPPED(status) && status >> 16 == libc::PTRACE_EVENT_EXIT {
                 replay.instruction(sink, thread, insn.end(), count);
-                return Ok(Stepped::Exiting);
+                return Ok(Stepped::Stopped(status));
             }
             if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
                 return Err(Error::Unexpected(format!(

@@ -1,59 +1,63 @@
-//! The tracing loop of the translate backend: runs the tracee in its code
-//! cache with `PTRACE_CONT` and serves its stops: an exit stub or a lookup
-//! miss (translate the target and ahead of it, link the exit or fill the
-//! table, go on), a watched system call (`invalidate`), a
-//! full record buffer (drain, restart the block's prologue), a refused
-//! block (drain, step it), the thread's exit (drain the rest).
+//! The tracing loop of the translate backend: waits for any traced thread
+//! to stop and serves the stop (`stops`) or the event: a new thread (its
+//! own data area, see `area`), a forked or vforked process (profiled on
+//! its own, as the step backend does), an `execve` (a new code cache, or
+//! the process detached), a thread's exit (its records replayed). Each
+//! thread is resumed on its own: the others run meanwhile.
+//!
+//! Event order: each thread's records are replayed in the order it
+//! executed them, when that thread stops (its buffer full, a block to
+//! translate or step, a signal, its exit...), so the threads' events
+//! interleave at those stops, not instruction by instruction.
 
+use std::collections::{HashMap, HashSet};
+
+use crate::auxv;
+use crate::cpuid::ValgrindCpu;
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Exit, Thread};
-
-use super::buffer::{drain, Replay, Saved};
-use super::cache::{Cache, Stub};
-use super::capture::Capture;
-use super::inject;
-use super::invalidate;
-use super::memory::Memory;
-use super::protect::{Injector, Protection};
-use super::signals::{self, Frame};
-use super::stepper::{step_block, Stepped};
-use super::Outcome;
-use crate::cpuid::ValgrindCpu;
 use crate::ptrace::{self, Regs};
 use crate::step::RunOptions;
+
+use super::area::Area;
+use super::buffer::Replay;
+use super::capture::Capture;
+use super::inject;
+use super::space::Space;
+use super::stops::{Next, Stopped, ThreadState};
+use super::Outcome;
+
+/// `clone` and `clone3`, and the flag of a child sharing the memory.
+const SYS_CLONE: u64 = 56;
+const SYS_CLONE3: u64 = 435;
+const CLONE_VM: u64 = 0x100;
 
 /// The state of one run.
 pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     sink: &'s mut S,
-    thread: Thread,
-    memory: Memory,
-    cache: Cache,
-    replay: Replay,
-    /// Signal handler frames the thread is in, innermost last.
-    frames: Vec<Frame<Saved>>,
-    /// The program's code made non-executable.
-    protection: Protection,
+    options: RunOptions,
     /// The processor `cpuid` describes, when not the host's.
     cpu: Option<ValgrindCpu>,
+    /// What translations record.
+    capture: Capture,
+    /// Address spaces by key.
+    spaces: HashMap<u32, Space>,
+    /// The next space key.
+    next_space: u32,
+    /// Threads by thread id.
+    threads: HashMap<i32, ThreadState>,
+    /// New threads that stopped before their creator's event stop.
+    early_stops: HashSet<i32>,
+    /// The process the run started.
+    initial: i32,
+    /// How it ended, once it has.
+    initial_exit: Option<Exit>,
     outcome: Outcome,
 }
 
-/// Most blocks translated ahead per stop.
-const AHEAD: usize = 32;
-
-/// What to do after a stop.
-enum Next {
-    /// Resume the thread with this signal.
-    Resume(i32),
-    /// The thread is resumed already.
-    Resumed,
-    /// The process is gone.
-    Done(Exit),
-}
-
 impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
-    /// Sets up the code cache in process `pid`, stopped before its first
-    /// instruction, for a run with `options`.
+    /// A tracer for process `pid`, stopped before its first instruction,
+    /// for a run with `options`.
     pub fn new(sink: &'s mut S, pid: i32, options: &RunOptions) -> Result<Tracer<'s, S>> {
         let tracing = libc::PTRACE_O_EXITKILL
             | libc::PTRACE_O_TRACEEXEC
@@ -62,22 +66,20 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             | libc::PTRACE_O_TRACEVFORK
             | libc::PTRACE_O_TRACEEXIT;
         ptrace::set_options(pid, tracing)?;
-        let memory = Memory::open(pid)?;
-        let regs = ptrace::regs(pid)?;
-        let layout = inject::map_region(pid, &memory, &regs, None, regs.rip)?;
-        let cache = Cache::new(layout, &memory, Capture::new(options.simulations))?;
         Ok(Tracer {
             sink,
-            thread: Thread { pid, tid: pid },
-            memory,
-            cache,
-            replay: Replay::new(options),
-            frames: Vec::new(),
-            protection: Protection::default(),
+            options: *options,
             cpu: options
                 .valgrind_machine
                 .then(ValgrindCpu::for_host)
                 .flatten(),
+            capture: Capture::new(options.simulations),
+            spaces: HashMap::new(),
+            next_space: 0,
+            threads: HashMap::new(),
+            early_stops: HashSet::new(),
+            initial: pid,
+            initial_exit: None,
             outcome: Outcome {
                 exit: Exit::Code(0),
                 instructions: 0,
@@ -87,7 +89,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 steps: 0,
                 drains: 0,
                 records: 0,
-                regions: 1,
+                regions: 0,
+                areas: 0,
                 faults: 0,
                 protected: 0,
                 invalidated: 0,
@@ -95,330 +98,393 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         })
     }
 
-    /// Runs the process to its end.
+    /// Runs until the initial process has exited and no traced thread is
+    /// left.
     pub fn run(mut self) -> Result<Outcome> {
-        let tid = self.thread.tid;
-        let mut regs = ptrace::regs(tid)?;
-        if let Next::Resume(signal) = self.enter(&mut regs)? {
-            ptrace::cont(tid, signal)?;
-        }
+        let pid = self.initial;
+        let mut regs = ptrace::regs(pid)?;
+        let thread = Thread { pid, tid: pid };
+        let (space, area) = self.new_program(pid, &mut regs)?;
+        self.threads
+            .insert(pid, self.thread_state(thread, space, area));
+        let next = self.stopped(pid, |stopped| stopped.enter(&mut regs))?;
+        self.apply(pid, next)?;
         loop {
-            let status = ptrace::wait(tid)?;
-            self.outcome.stops += 1;
-            match self.handle(status)? {
-                Next::Resume(signal) => ptrace::cont(tid, signal)?,
-                Next::Resumed => {}
-                Next::Done(exit) => {
+            if let Some(exit) = self.initial_exit {
+                if self.threads.is_empty() {
                     self.outcome.exit = exit;
-                    self.outcome.instructions = self.replay.instructions;
-                    self.outcome.translations = self.cache.translations() as u64;
                     return Ok(self.outcome);
                 }
             }
+            let Some((tid, status)) = ptrace::wait_any()? else {
+                return Err(Error::Unexpected(
+                    "the traced processes vanished without an exit status".into(),
+                ));
+            };
+            self.outcome.stops += 1;
+            let next = self.handle(tid, status)?;
+            self.apply(tid, next)?;
         }
     }
 
-    fn handle(&mut self, status: i32) -> Result<Next> {
+    /// Carries out `next` for `tid`, serving the stops it leads to.
+    fn apply(&mut self, tid: i32, mut next: Option<Next>) -> Result<()> {
+        while let Some(step) = next {
+            next = match step {
+                Next::Resume(signal) => {
+                    ptrace::cont(tid, signal)?;
+                    None
+                }
+                Next::Resumed => None,
+                Next::Again(status) => self.handle(tid, status)?,
+            };
+        }
+        Ok(())
+    }
+
+    /// Serves wait status `status` of `tid`; `None` when the thread is
+    /// gone or waits for something else.
+    fn handle(&mut self, tid: i32, status: i32) -> Result<Option<Next>> {
         if libc::WIFEXITED(status) {
-            return Ok(self.gone(Exit::Code(libc::WEXITSTATUS(status))));
+            self.thread_gone(tid, Exit::Code(libc::WEXITSTATUS(status)));
+            return Ok(None);
         }
         if libc::WIFSIGNALED(status) {
-            return Ok(self.gone(Exit::Signal {
+            let exit = Exit::Signal {
                 signal: libc::WTERMSIG(status),
                 core_dumped: libc::WCOREDUMP(status),
-            }));
+            };
+            self.thread_gone(tid, exit);
+            return Ok(None);
         }
         if !libc::WIFSTOPPED(status) {
             return Err(Error::Unexpected(format!("wait status {status:#x}")));
         }
         let signal = libc::WSTOPSIG(status);
-        match status >> 16 {
-            0 => {}
-            libc::PTRACE_EVENT_EXIT => {
-                self.drain()?;
-                return Ok(Next::Resume(0));
-            }
-            event => {
-                return Err(Error::Unexpected(format!(
-                    "translate: ptrace event {event} (threads, fork and exec are not supported yet)"
-                )))
-            }
-        }
-        let tid = self.thread.tid;
-        let Some(info) = ptrace::signal_info(tid)? else {
-            // A group-stop.
-            return Ok(Next::Resume(0));
+        let event = status >> 16;
+        let Some(state) = self.threads.get_mut(&tid) else {
+            // A new thread or process stopped before its creator's event
+            // stop.
+            self.early_stops.insert(tid);
+            return Ok(None);
         };
-        let mut regs = ptrace::regs(tid)?;
-        let layout = *self.cache.layout();
-        if signal == libc::SIGTRAP {
-            let stub = regs.rip.wrapping_sub(1);
-            match self.cache.stub(stub) {
-                Some(Stub::Miss { region }) => {
-                    let slot = self.cache.region(region).map(|r| r.target());
-                    let slot = slot.ok_or_else(|| {
-                        Error::Unexpected("translate: a miss of an unknown region".into())
-                    })?;
-                    let target = self.memory.read_u64(slot)?;
-                    regs.rip = target;
-                    return self.enter(&mut regs);
-                }
-                Some(Stub::Exit { id, exit }) => {
-                    let target = self.cache.exit_target(id, exit).ok_or_else(|| {
-                        Error::Unexpected("translate: an exit stub without a target".into())
-                    })?;
-                    if let Some(entry) = self.cache.get_or_translate(&self.memory, target)? {
-                        self.cache.link(&self.memory, id, exit, entry)?;
-                        self.translate_ahead(target)?;
-                    }
-                    regs.rip = target;
-                    return self.enter(&mut regs);
-                }
-                Some(Stub::Syscall { id }) => return self.watched_syscall(id, regs),
-                None if stub == layout.landing_pad() => return self.handler_returned(&mut regs),
-                None => {}
+        if state.awaiting_start && event == 0 && signal == libc::SIGSTOP {
+            state.awaiting_start = false;
+            return self.start(tid).map(Some);
+        }
+        match event {
+            0 => self
+                .stopped(tid, |stopped| stopped.signal_stop(signal))
+                .map(|next| next.or(Some(Next::Resume(0)))),
+            libc::PTRACE_EVENT_EXIT => self.exiting(tid).map(Some),
+            libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK => {
+                self.created(tid, event).map(Some)
             }
-        }
-        if signal == libc::SIGSEGV && info.addr == regs.rip && self.protection.covers(regs.rip) {
-            // An escape to original code: go to its translation.
-            self.outcome.faults += 1;
-            return self.enter(&mut regs);
-        }
-        if signal == libc::SIGSEGV
-            && (layout.guard()..layout.guard() + super::layout::PAGE).contains(&info.addr)
-        {
-            // The record buffer is full: drain it and restart the prologue.
-            let entry = self.cache.entry_holding(regs.rip).ok_or_else(|| {
-                Error::Unexpected("translate: a buffer fault outside the code cache".into())
-            })?;
-            self.drain()?;
-            let save_rax = self
-                .cache
-                .region_holding(regs.rip)
-                .map_or(layout.save_rax(), |region| region.save_rax());
-            regs.rax = self.memory.read_u64(save_rax)?;
-            regs.rip = entry;
-            ptrace::set_regs(tid, &regs)?;
-            return Ok(Next::Resume(0));
-        }
-        // A signal for the program.
-        if signals::caught(self.thread.pid, signal) {
-            return self.deliver(signal);
-        }
-        Ok(Next::Resume(signal))
-    }
-
-    /// Translation `id` is about to make a system call that may change
-    /// code mappings (`invalidate`): runs it from the gadget with a single
-    /// step, drops the translations of what it changed, protects the
-    /// executable mappings it made, and resumes after the `syscall`.
-    fn watched_syscall(&mut self, id: u32, call: Regs) -> Result<Next> {
-        let tid = self.thread.tid;
-        let (slot, next) = self.cache.after_syscall(id).ok_or_else(|| {
-            Error::Unexpected("translate: a system call trap without a continuation".into())
-        })?;
-        let mut regs = call;
-        regs.rip = self.cache.layout().gadget();
-        ptrace::set_regs(tid, &regs)?;
-        ptrace::single_step(tid, 0)?;
-        let status = ptrace::wait(tid)?;
-        self.outcome.stops += 1;
-        if !(libc::WIFSTOPPED(status)
-            && libc::WSTOPSIG(status) == libc::SIGTRAP
-            && status >> 16 == 0)
-        {
-            return Err(Error::Unexpected(format!(
-                "translate: a watched system call stopped with status {status:#x}"
-            )));
-        }
-        let mut regs = ptrace::regs(tid)?;
-        regs.rcx = next;
-        regs.rip = slot;
-        ptrace::set_regs(tid, &regs)?;
-        let mut remapped = false;
-        for range in invalidate::affected(&call, regs.rax) {
-            self.outcome.invalidated +=
-                self.cache
-                    .invalidate(&self.memory, range.start, range.end)? as u64;
-            if range.remapped {
-                self.protection.forget(range.start, range.end);
-                remapped = true;
-            }
-        }
-        if remapped {
-            let injector = Injector {
-                tid,
-                memory: &self.memory,
-                regs: &regs,
-                gadget: self.cache.layout().gadget(),
-            };
-            let protected =
-                self.protection
-                    .scan(self.thread.pid, injector, self.cache.regions())?;
-            self.outcome.protected += protected as u64;
-        }
-        Ok(Next::Resume(0))
-    }
-
-    /// Delivers `signal`, which the program catches, stopping at its
-    /// handler's entry (see `signals`).
-    fn deliver(&mut self, signal: i32) -> Result<Next> {
-        let tid = self.thread.tid;
-        self.drain()?;
-        ptrace::single_step(tid, signal)?;
-        let status = ptrace::wait(tid)?;
-        self.outcome.stops += 1;
-        if !(libc::WIFSTOPPED(status)
-            && libc::WSTOPSIG(status) == libc::SIGTRAP
-            && status >> 16 == 0)
-        {
-            return self.handle(status);
-        }
-        let mut regs = ptrace::regs(tid)?;
-        if self.cache.region_holding(regs.rip).is_some() {
-            // No handler frame (the step ran code of the cache).
-            return Ok(Next::Resume(0));
-        }
-        self.sink.signal_handler_entered(self.thread, signal);
-        let pad = self.cache.layout().landing_pad();
-        let resume = signals::redirect_frame(&self.memory, regs.rsp, pad)?;
-        let saved = self.replay.suspend();
-        self.frames.push(Frame { resume, saved });
-        self.enter(&mut regs)
-    }
-
-    /// The thread returned from a signal handler to the landing pad
-    /// (`rt_sigreturn`): report it and resume where the signal interrupted.
-    fn handler_returned(&mut self, regs: &mut Regs) -> Result<Next> {
-        let frame = self.frames.pop().ok_or_else(|| {
-            Error::Unexpected("translate: a handler return without a handler frame".into())
-        })?;
-        self.drain()?;
-        self.sink.signal_handler_returned(self.thread);
-        self.replay.resume(frame.saved);
-        regs.rip = frame.resume;
-        if self.cache.region_holding(frame.resume).is_none() {
-            return self.enter(regs);
-        }
-        ptrace::set_regs(self.thread.tid, regs)?;
-        Ok(Next::Resume(0))
-    }
-
-    /// Continues the thread, stopped with `regs`, at the original address
-    /// `regs.rip`: in its translation, or stepping refused blocks until one
-    /// that has one.
-    fn enter(&mut self, regs: &mut Regs) -> Result<Next> {
-        let tid = self.thread.tid;
-        loop {
-            let target = regs.rip;
-            self.ensure_region(target, regs)?;
-            if !self.cache.known(target) && !self.protection.covers(target) {
-                let injector = Injector {
-                    tid,
-                    memory: &self.memory,
-                    regs,
-                    gadget: self.cache.layout().gadget(),
-                };
-                let protected =
-                    self.protection
-                        .scan(self.thread.pid, injector, self.cache.regions())?;
-                self.outcome.protected += protected as u64;
-            }
-            if let Some(entry) = self.cache.get_or_translate(&self.memory, target)? {
-                self.cache.enter_indirect(&self.memory, target, entry)?;
-                self.translate_ahead(target)?;
-                regs.rip = entry;
-                ptrace::set_regs(tid, regs)?;
-                return Ok(Next::Resume(0));
-            }
-            // Refused: step it from its original code, after the records
-            // of the blocks before it.
-            self.drain()?;
-            ptrace::set_regs(tid, regs)?;
-            let block = self.cache.refused(target).cloned().flatten();
-            self.outcome.stepped_blocks += 1;
-            let span = block.as_ref().map_or((target, target + 1), |block| {
-                (block.addr, block.last().next())
-            });
-            self.set_executable(regs, span, true)?;
-            let stepped = step_block(
-                self.sink,
-                self.thread,
-                &self.memory,
-                &mut self.replay,
-                block.as_ref(),
-                regs,
-                &mut self.outcome.steps,
-                self.cpu,
-            )?;
-            if let Stepped::Left = stepped {
-                self.set_executable(regs, span, false)?;
-            }
-            match stepped {
-                Stepped::Left => {}
-                Stepped::Exiting => {
-                    ptrace::cont(tid, 0)?;
-                    return Ok(Next::Resumed);
-                }
-            }
+            libc::PTRACE_EVENT_EXEC => self.executed(tid),
+            _ => Ok(Some(Next::Resume(0))),
         }
     }
 
-    /// Makes the protected original code in `span` executable (or not)
-    /// through the stopped thread (`regs`: its registers).
-    fn set_executable(&self, regs: &Regs, span: (u64, u64), executable: bool) -> Result<()> {
-        let injector = Injector {
-            tid: self.thread.tid,
-            memory: &self.memory,
-            regs,
-            gadget: self.cache.layout().gadget(),
+    /// Serves `tid`'s stop with `serve`; `None` when the thread is not
+    /// known.
+    fn stopped(
+        &mut self,
+        tid: i32,
+        serve: impl FnOnce(&mut Stopped<'_, S>) -> Result<Next>,
+    ) -> Result<Option<Next>> {
+        let Some(state) = self.threads.get_mut(&tid) else {
+            return Ok(None);
         };
-        self.protection
-            .set_executable(injector, span.0, span.1, executable)
+        let space = self.spaces.get_mut(&state.space).ok_or_else(|| {
+            Error::Unexpected("translate: a thread without an address space".into())
+        })?;
+        let mut stopped = Stopped {
+            sink: &mut *self.sink,
+            space,
+            state,
+            outcome: &mut self.outcome,
+            cpu: self.cpu,
+        };
+        serve(&mut stopped).map(Some)
     }
 
-    /// Translates ahead of the translation of `from` along its direct
-    /// edges ([`Cache::translate_ahead`]), in protected code only (code
-    /// the thread can only reach through the cache).
-    fn translate_ahead(&mut self, from: u64) -> Result<()> {
-        let protection = &self.protection;
-        let allowed = |addr: u64| protection.covers(addr);
-        self.cache
-            .translate_ahead(&self.memory, from, AHEAD, &allowed)?;
-        Ok(())
-    }
-
-    /// Maps a region near `addr` when none can take its translations
-    /// (`regs`: the stopped thread's registers, left as they are).
-    fn ensure_region(&mut self, addr: u64, regs: &Regs) -> Result<()> {
-        if self.cache.has_region_near(addr) {
-            return Ok(());
+    /// The state of a new thread `thread` in space `space` with data area
+    /// `area`, before its first block.
+    fn thread_state(&self, thread: Thread, space: u32, area: Area) -> ThreadState {
+        ThreadState {
+            thread,
+            space,
+            area,
+            replay: Replay::new(&self.options),
+            frames: Vec::new(),
+            awaiting_start: false,
+            own_area: true,
+            exec_resume: None,
         }
-        let gadget = self.cache.layout().gadget();
-        let layout = inject::map_region(self.thread.tid, &self.memory, regs, Some(gadget), addr)?;
-        self.cache.add_region(layout, &self.memory)?;
+    }
+
+    /// Sets up a code cache and a data area in the program `tid` runs,
+    /// stopped with `regs` at its first instruction; returns the new
+    /// space's key and the area.
+    fn new_program(&mut self, tid: i32, regs: &mut Regs) -> Result<(u32, Area)> {
+        if self.options.valgrind_machine {
+            auxv::hide_vdso(tid, regs.rsp)?;
+        }
+        let space = Space::new(tid, regs, self.capture)?;
+        let layout = *space.cache.layout();
+        let area = Area::map(tid, &space.memory, regs, &layout)?;
+        area.attach(tid, regs)?;
+        self.outcome.areas += 1;
+        let key = self.next_space;
+        self.next_space += 1;
+        self.spaces.insert(key, space);
         self.outcome.regions += 1;
-        Ok(())
+        Ok((key, area))
     }
 
-    /// Replays the buffer into the sink.
-    fn drain(&mut self) -> Result<()> {
-        let records = drain(
-            &self.memory,
-            &self.cache,
-            &mut self.replay,
-            self.sink,
-            self.thread,
-        )?;
-        self.outcome.drains += 1;
-        self.outcome.records += records;
-        Ok(())
+    /// Thread `state` left its space (it ended or called `execve`): counts
+    /// what it replayed and gives its data area back to the space, for the
+    /// next new thread.
+    fn retire(&mut self, state: &ThreadState) {
+        self.outcome.instructions += state.replay.instructions;
+        if state.own_area {
+            if let Some(space) = self.spaces.get_mut(&state.space) {
+                space.free_areas.push(state.area);
+            }
+        }
     }
 
-    /// The process ended with `exit`.
-    fn gone(&mut self, exit: Exit) -> Next {
-        self.sink.thread_exited(self.thread);
-        self.sink.process_exited(self.thread.pid, exit);
-        Next::Done(exit)
+    /// Drops the spaces no thread uses any more.
+    fn drop_unused_spaces(&mut self) {
+        let used: HashSet<u32> = self.threads.values().map(|state| state.space).collect();
+        let unused: Vec<u32> = self
+            .spaces
+            .keys()
+            .copied()
+            .filter(|key| !used.contains(key))
+            .collect();
+        for key in unused {
+            if let Some(space) = self.spaces.remove(&key) {
+                self.outcome.translations += space.cache.translations() as u64;
+            }
+        }
     }
+
+    /// New thread `tid` stopped for its start: a thread (or a vforked
+    /// process) gets its data area, one a thread that left the space gave
+    /// back or a new one (a forked process has its own already), and runs
+    /// (it is in the code cache, after the system call that created it).
+    fn start(&mut self, tid: i32) -> Result<Next> {
+        let Some(state) = self.threads.get_mut(&tid) else {
+            return Ok(Next::Resume(0));
+        };
+        if !state.own_area {
+            let space = self.spaces.get_mut(&state.space).ok_or_else(|| {
+                Error::Unexpected("translate: a thread without an address space".into())
+            })?;
+            let mut regs = ptrace::regs(tid)?;
+            state.area = match space.free_areas.pop() {
+                Some(area) => {
+                    area.reset(&space.memory)?;
+                    area
+                }
+                None => {
+                    self.outcome.areas += 1;
+                    Area::map(tid, &space.memory, &regs, space.cache.layout())?
+                }
+            };
+            state.area.attach(tid, &mut regs)?;
+            state.own_area = true;
+        }
+        Ok(Next::Resume(0))
+    }
+
+    /// Thread `tid` is exiting (an exit event stop, which the kernel makes
+    /// also for the threads an `exit_group`, a fatal signal or an `execve`
+    /// ends): its records are replayed.
+    fn exiting(&mut self, tid: i32) -> Result<Next> {
+        let starting = self
+            .threads
+            .get(&tid)
+            .is_none_or(|state| state.awaiting_start);
+        if !starting {
+            self.stopped(tid, |stopped| stopped.drain().map(|()| Next::Resumed))?;
+        }
+        Ok(Next::Resume(0))
+    }
+
+    /// `tid` created a thread or a process (a clone, fork or vfork event
+    /// stop; its records are replayed first). A new thread gets its own
+    /// data area when it stops for its start. A forked process gets a copy
+    /// of the space (its memory is one) and keeps the area its copy holds,
+    /// emptied; a vforked one uses its parent's space (the parent waits
+    /// meanwhile) until it calls `execve` or exits, with an area of its own
+    /// there, as a new thread. `forked` is
+    /// reported before the system call completes in the parent, as the step
+    /// backend does.
+    fn created(&mut self, tid: i32, event: i32) -> Result<Next> {
+        let child = i32::try_from(ptrace::event_message(tid)?)
+            .map_err(|_| Error::Unexpected("a new thread id out of range".into()))?;
+        let Some(parent) = self.threads.get(&tid) else {
+            return Ok(Next::Resume(0));
+        };
+        let (parent_thread, parent_space, parent_area) = (parent.thread, parent.space, parent.area);
+        let frames = parent.frames.clone();
+        let space = self.spaces.get(&parent_space).ok_or_else(|| {
+            Error::Unexpected("translate: a thread without an address space".into())
+        })?;
+        let is_thread = event == libc::PTRACE_EVENT_CLONE
+            && ptrace::thread_group(child).unwrap_or(parent_thread.pid) == parent_thread.pid;
+        let mut state = if is_thread {
+            let thread = Thread {
+                pid: parent_thread.pid,
+                tid: child,
+            };
+            // The creator's events first (a sink numbering threads as they
+            // appear numbers them in creation order).
+            self.stopped(tid, |stopped| stopped.drain().map(|()| Next::Resumed))?;
+            self.sink.thread_started(thread);
+            // Its own area is mapped when it stops for its start.
+            let mut state = self.thread_state(thread, parent_space, parent_area);
+            state.own_area = false;
+            state
+        } else {
+            if event == libc::PTRACE_EVENT_CLONE && shares_memory(tid, &space.memory)? {
+                return Err(Error::Unexpected(
+                    "translate: a process sharing its parent's memory without vfork \
+                     (clone with CLONE_VM) is not supported"
+                        .into(),
+                ));
+            }
+            let sink_child = |sink: &mut S| sink.forked(parent_thread, child);
+            let mut report = sink_child;
+            self.stopped(tid, |stopped| {
+                stopped
+                    .drain_split(Some(&mut report))
+                    .map(|()| Next::Resumed)
+            })?;
+            let space_key = if event == libc::PTRACE_EVENT_VFORK {
+                parent_space
+            } else {
+                let space = self.spaces.get(&parent_space).ok_or_else(|| {
+                    Error::Unexpected("translate: a thread without an address space".into())
+                })?;
+                let threads = self
+                    .threads
+                    .values()
+                    .filter(|state| state.space == parent_space)
+                    .count();
+                let copy = space.fork(child, threads > 1)?;
+                parent_area.reset(&copy.memory)?;
+                let key = self.next_space;
+                self.next_space += 1;
+                self.spaces.insert(key, copy);
+                key
+            };
+            let thread = Thread {
+                pid: child,
+                tid: child,
+            };
+            let mut state = self.thread_state(thread, space_key, parent_area);
+            // A vforked child gets its own area at its start (its copy of
+            // the parent's is the parent's).
+            state.own_area = event != libc::PTRACE_EVENT_VFORK;
+            state.frames = frames;
+            state
+        };
+        let stopped_already = self.early_stops.remove(&child);
+        state.awaiting_start = !stopped_already;
+        self.threads.insert(child, state);
+        if stopped_already {
+            let next = self.start(child)?;
+            self.apply(child, Some(next))?;
+        }
+        Ok(Next::Resume(0))
+    }
+
+    /// `tid` completed an `execve` (an exec event stop; its records were
+    /// replayed before the call): with `trace_children` the new program
+    /// gets a code cache and a data area and is traced on, else the
+    /// process is detached.
+    fn executed(&mut self, tid: i32) -> Result<Option<Next>> {
+        let former = i32::try_from(ptrace::event_message(tid)?).unwrap_or(tid);
+        if former != tid {
+            // A non-leader thread exec'd: it takes over the leader's id.
+            if let Some(leader) = self.threads.remove(&tid) {
+                self.retire(&leader);
+                self.sink.thread_exited(leader.thread);
+            }
+            if let Some(mut state) = self.threads.remove(&former) {
+                state.thread.tid = tid;
+                self.threads.insert(tid, state);
+            }
+        }
+        let Some(state) = self.threads.get(&tid) else {
+            return Ok(Some(Next::Resume(0)));
+        };
+        let pid = state.thread.pid;
+        if !self.options.trace_children {
+            self.sink.exec(pid, false);
+            ptrace::detach(tid)?;
+            let gone: Vec<i32> = self
+                .threads
+                .values()
+                .filter(|state| state.thread.pid == pid)
+                .map(|state| state.thread.tid)
+                .collect();
+            for gone in gone {
+                if let Some(state) = self.threads.remove(&gone) {
+                    self.retire(&state);
+                }
+            }
+            self.drop_unused_spaces();
+            return Ok(None);
+        }
+        self.sink.exec(pid, true);
+        let memory = super::memory::Memory::open(tid)?;
+        let mut regs = inject::leave_syscall(tid, &memory)?;
+        let (space, area) = self.new_program(tid, &mut regs)?;
+        let thread = Thread { pid, tid };
+        let fresh = self.thread_state(thread, space, area);
+        if let Some(old) = self.threads.insert(tid, fresh) {
+            self.retire(&old);
+        }
+        self.drop_unused_spaces();
+        self.stopped(tid, |stopped| stopped.enter(&mut regs))
+    }
+
+    /// Thread `tid` ended with `exit`.
+    fn thread_gone(&mut self, tid: i32, exit: Exit) {
+        self.early_stops.remove(&tid);
+        let Some(state) = self.threads.remove(&tid) else {
+            // The initial process after it was detached (untraced exec).
+            if tid == self.initial && self.initial_exit.is_none() {
+                self.initial_exit = Some(exit);
+                self.sink.process_exited(tid, exit);
+            }
+            return;
+        };
+        self.retire(&state);
+        self.sink.thread_exited(state.thread);
+        let pid = state.thread.pid;
+        if tid == pid {
+            self.sink.process_exited(pid, exit);
+            if pid == self.initial {
+                self.initial_exit = Some(exit);
+            }
+        }
+        self.drop_unused_spaces();
+    }
+}
+
+/// Whether the `clone` or `clone3` system call stopped `tid` is in (at its
+/// clone event stop) shares the memory (`CLONE_VM`); `memory`: its memory.
+fn shares_memory(tid: i32, memory: &super::memory::Memory) -> Result<bool> {
+    let regs = ptrace::regs(tid)?;
+    let flags = match regs.orig_rax {
+        SYS_CLONE => regs.rdi,
+        SYS_CLONE3 => memory.read_u64(regs.rdi)?,
+        _ => return Ok(false),
+    };
+    Ok(flags & CLONE_VM != 0)
 }

@@ -11,7 +11,8 @@
 //!           [system call trap: int3     (a block ending in `syscall`)]
 //!           int3 padding to 16 bytes
 //! entry:    prologue: append the record (id, recorded words, rsp) at the
-//!           cursor, with rax saved in a data slot (mov/lea only: flags
+//!           thread's cursor, with rax saved in a slot of the thread's
+//!           area (`gs:`-relative, see `area`; mov/lea only: flags
 //!           untouched)
 //!           the block's instructions (re-encoded by iced's BlockEncoder:
 //!           RIP-relative operands keep their original targets), each
@@ -51,6 +52,9 @@ use iced_x86::{
 use crate::flow::{rep_counter_32, rep_while_zero_flag, Flow};
 use crate::semantics::Decoded;
 
+use super::area::{
+    slot, CURSOR, JUMP, RECORD, SAVE_FLAGS, SAVE_RAX, SAVE_RBX, TABLE_BASE, TARGET, TEMP,
+};
 use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
 use super::layout::{Layout, TABLE_ENTRIES};
@@ -170,7 +174,7 @@ fn is_direct(insn: &Insn) -> bool {
 }
 
 /// A RIP-relative memory operand at absolute address `addr`.
-fn slot(addr: u64) -> MemoryOperand {
+fn rip_relative(addr: u64) -> MemoryOperand {
     MemoryOperand::new(
         Register::RIP,
         Register::None,
@@ -200,13 +204,13 @@ impl Emitter {
 
     /// `mov [TEMP], rax; mov rax, R; push rax; mov rax, [TEMP]`: pushes the
     /// original return address `value`, registers and flags unchanged.
-    fn push_value(&mut self, layout: &Layout, value: u64) -> Result<(), Refusal> {
+    fn push_value(&mut self, value: u64) -> Result<(), Refusal> {
         if value <= i32::MAX as u64 {
             return self.push(Instruction::with1(Code::Pushq_imm32, value as i32));
         }
         self.push(Instruction::with2(
             Code::Mov_rm64_r64,
-            slot(layout.temp()),
+            slot(TEMP),
             Register::RAX,
         ))?;
         self.push(Instruction::with2(
@@ -218,16 +222,16 @@ impl Emitter {
         self.push(Instruction::with2(
             Code::Mov_r64_rm64,
             Register::RAX,
-            slot(layout.temp()),
+            slot(TEMP),
         ))
     }
 
     /// Saves rax and loads the target operand of indirect `instruction`
     /// into it.
-    fn target_to_rax(&mut self, layout: &Layout, instruction: &Instruction) -> Result<(), Refusal> {
+    fn target_to_rax(&mut self, instruction: &Instruction) -> Result<(), Refusal> {
         self.push(Instruction::with2(
             Code::Mov_rm64_r64,
-            slot(layout.save_rax()),
+            slot(SAVE_RAX),
             Register::RAX,
         ))?;
         match instruction.op0_kind() {
@@ -262,24 +266,16 @@ impl Emitter {
     }
 }
 
-/// An absolute (64-bit `moffs`) memory operand at `addr`, reachable from
-/// any region (only `mov rax, [moffs]` and `mov [moffs], rax` take it).
-fn absolute(addr: u64) -> MemoryOperand {
-    MemoryOperand::with_displ(addr, 8)
-}
-
 /// Where a translation goes and what it uses: its region (`layout`, whose
-/// data page and lookup routine it uses), the lookup routine, the shared
-/// record cursor (in the first region, addressed absolutely), and what it
-/// records.
+/// system call filter it uses), the region's lookup routine, and what it
+/// records. Slots and the record cursor are the running thread's
+/// (`area`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Target<'a> {
     /// The region the translation is written to.
     pub layout: &'a Layout,
     /// The region's lookup routine.
     pub lookup: u64,
-    /// The record cursor slot (shared by all regions).
-    pub cursor: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
 }
@@ -298,7 +294,6 @@ pub(super) fn translate(
     let Target {
         layout,
         lookup,
-        cursor,
         capture,
     } = target;
     if let Some(refusal) = refusal(block) {
@@ -332,7 +327,7 @@ pub(super) fn translate(
         .map(|insn| insn.instruction.as_ref().map(Decoded::of))
         .collect::<Option<_>>()
         .ok_or_else(|| "client request".to_string())?;
-    let mut recorder = Recorder::new(layout, capture);
+    let mut recorder = Recorder::new(capture);
     let mut code = Emitter { list: Vec::new() };
     let (body, last) = block.insns.split_at(block.insns.len() - 1);
     for (insn, decoded) in body.iter().zip(&decoded) {
@@ -392,24 +387,24 @@ pub(super) fn translate(
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
             }
             Flow::Call if is_direct(last) => {
-                code.push_value(layout, next)?;
+                code.push_value(next)?;
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
             }
             Flow::Jump { .. } => {
-                code.target_to_rax(layout, &instruction)?;
+                code.target_to_rax(&instruction)?;
                 recorder.target(&mut code.list)?;
                 code.jump(Code::Jmp_rel32_64, lookup)?;
             }
             Flow::Call => {
-                code.target_to_rax(layout, &instruction)?;
+                code.target_to_rax(&instruction)?;
                 recorder.target(&mut code.list)?;
-                code.push_value(layout, next)?;
+                code.push_value(next)?;
                 code.jump(Code::Jmp_rel32_64, lookup)?;
             }
             Flow::Return => {
                 code.push(Instruction::with2(
                     Code::Mov_rm64_r64,
-                    slot(layout.save_rax()),
+                    slot(SAVE_RAX),
                     Register::RAX,
                 ))?;
                 code.push(Instruction::with1(Code::Pop_r64, Register::RAX))?;
@@ -441,7 +436,7 @@ pub(super) fn translate(
                     code.push(Instruction::with2(
                         Code::Lea_r64_m,
                         Register::R11,
-                        slot(layout.syscall_filter()),
+                        rip_relative(layout.syscall_filter()),
                     ))?;
                     code.push(Instruction::with2(
                         Code::Movzx_r32_rm8,
@@ -477,7 +472,7 @@ pub(super) fn translate(
         }
     }
 
-    let mut list = prologue(layout, cursor, id, &recorder)?;
+    let mut list = prologue(id, &recorder)?;
     list.append(&mut code.list);
     let encoded = BlockEncoder::encode(
         64,
@@ -511,25 +506,20 @@ pub(super) fn translate(
 /// `recorder` records, the stack pointer) at the cursor, with rax saved in
 /// a data slot (mov/lea only: flags untouched). The stack pointer goes to
 /// the record's last word, so a record overflowing the buffer faults on
-/// that store, before the cursor moves (see `layout`); with words, the
+/// that store, before the cursor moves (see `area`); with words, the
 /// record's address goes to the region's `record` slot.
-fn prologue(
-    layout: &Layout,
-    cursor: u64,
-    id: u32,
-    recorder: &Recorder<'_>,
-) -> Result<Vec<Instruction>, Refusal> {
+fn prologue(id: u32, recorder: &Recorder) -> Result<Vec<Instruction>, Refusal> {
     let mut code = Emitter { list: Vec::new() };
     let size = recorder.record_bytes() as i64;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
-        slot(layout.save_rax()),
+        slot(SAVE_RAX),
         Register::RAX,
     ))?;
     code.push(Instruction::with2(
-        Code::Mov_RAX_moffs64,
+        Code::Mov_r64_rm64,
         Register::RAX,
-        absolute(cursor),
+        slot(CURSOR),
     ))?;
     code.push(Instruction::with2(
         Code::Mov_rm64_imm32,
@@ -544,7 +534,7 @@ fn prologue(
     if recorder.words() > 0 {
         code.push(Instruction::with2(
             Code::Mov_rm64_r64,
-            slot(layout.record()),
+            slot(RECORD),
             Register::RAX,
         ))?;
     }
@@ -554,49 +544,37 @@ fn prologue(
         MemoryOperand::with_base_displ(Register::RAX, size),
     ))?;
     code.push(Instruction::with2(
-        Code::Mov_moffs64_RAX,
-        absolute(cursor),
+        Code::Mov_rm64_r64,
+        slot(CURSOR),
         Register::RAX,
     ))?;
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         Register::RAX,
-        slot(layout.save_rax()),
+        slot(SAVE_RAX),
     ))?;
     Ok(code.list)
 }
 
 /// The lookup routine, encoded at `at`; returns its bytes and the address
 /// of its miss `int3`.
-pub(super) fn lookup_routine(layout: &Layout, at: u64) -> Result<(Vec<u8>, u64), Refusal> {
+pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
     /// A label: the fake address of the miss path (no real instruction has
     /// it; iced's BlockEncoder resolves branches to instruction addresses).
     const MISS: u64 = 1;
     let mut code = Emitter { list: Vec::new() };
     let rax = Register::RAX;
     let rbx = Register::RBX;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        slot(layout.target()),
-        rax,
-    ))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, slot(TARGET), rax))?;
     code.list.push(Instruction::with(Code::Lahf));
     code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
-        slot(layout.save_flags()),
+        slot(SAVE_FLAGS),
         rax,
     ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        slot(layout.save_rbx()),
-        rbx,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        rax,
-        slot(layout.target()),
-    ))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, slot(SAVE_RBX), rbx))?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(TARGET)))?;
     code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, rax))?;
     code.push(Instruction::with2(
         Code::And_rm32_imm32,
@@ -607,7 +585,7 @@ pub(super) fn lookup_routine(layout: &Layout, at: u64) -> Result<(Vec<u8>, u64),
     code.push(Instruction::with2(
         Code::Add_r64_rm64,
         rbx,
-        slot(layout.table_base()),
+        slot(TABLE_BASE),
     ))?;
     code.push(Instruction::with2(
         Code::Cmp_r64_rm64,
@@ -620,35 +598,23 @@ pub(super) fn lookup_routine(layout: &Layout, at: u64) -> Result<(Vec<u8>, u64),
         rax,
         MemoryOperand::with_base_displ(rbx, 8),
     ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        slot(layout.jump()),
-        rax,
-    ))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, slot(JUMP), rax))?;
     let restore = |code: &mut Emitter, first_ip: u64| -> Result<(), Refusal> {
-        code.push(Instruction::with2(
-            Code::Mov_r64_rm64,
-            rbx,
-            slot(layout.save_rbx()),
-        ))?;
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, slot(SAVE_RBX)))?;
         if let Some(first) = code.list.last_mut() {
             first.set_ip(first_ip);
         }
         code.push(Instruction::with2(
             Code::Mov_r64_rm64,
             rax,
-            slot(layout.save_flags()),
+            slot(SAVE_FLAGS),
         ))?;
         code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;
         code.list.push(Instruction::with(Code::Sahf));
-        code.push(Instruction::with2(
-            Code::Mov_r64_rm64,
-            rax,
-            slot(layout.save_rax()),
-        ))
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(SAVE_RAX)))
     };
     restore(&mut code, 0)?;
-    code.push(Instruction::with1(Code::Jmp_rm64, slot(layout.jump())))?;
+    code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
     restore(&mut code, MISS)?;
     code.list.push(Instruction::with(Code::Int3));
     let encoded = BlockEncoder::encode(

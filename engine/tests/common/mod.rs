@@ -324,3 +324,109 @@ pub fn first_difference(left: &[Event], right: &[Event], before: usize) -> Strin
         window(right)
     )
 }
+
+/// The thread of an event, if it has one.
+fn thread_of(event: &Event) -> Option<Thread> {
+    match event {
+        Event::Block(thread, _)
+        | Event::Instruction(thread, ..)
+        | Event::ClientRequest(thread, ..)
+        | Event::HandlerEntered(thread, _)
+        | Event::HandlerReturned(thread)
+        | Event::ThreadStarted(thread)
+        | Event::ThreadExited(thread)
+        | Event::Access(thread, _)
+        | Event::Conditional(thread, ..)
+        | Event::Indirect(thread, ..) => Some(*thread),
+        Event::Forked(..) | Event::Exec(..) | Event::ProcessExited(..) => None,
+    }
+}
+
+/// The events of a run split by thread, threads (and processes) numbered
+/// in the order of their ids (a process's main thread first): each
+/// thread's events in order, then the events of no thread (forks, execs,
+/// process exits) sorted. Runs whose threads interleave differently but do
+/// the same compare equal.
+pub fn per_thread(events: &[Event]) -> (Vec<Vec<Event>>, Vec<Event>) {
+    let mut pids: Vec<i32> = Vec::new();
+    let mut tids: Vec<(i32, i32)> = Vec::new();
+    for event in events {
+        let threads = match event {
+            Event::Forked(thread, child) => vec![
+                *thread,
+                Thread {
+                    pid: *child,
+                    tid: *child,
+                },
+            ],
+            Event::Exec(pid, _) | Event::ProcessExited(pid, _) => vec![Thread {
+                pid: *pid,
+                tid: *pid,
+            }],
+            _ => thread_of(event).into_iter().collect(),
+        };
+        for thread in threads {
+            if !pids.contains(&thread.pid) {
+                pids.push(thread.pid);
+            }
+            let key = (i32::from(thread.tid != thread.pid), thread.tid);
+            if !tids.contains(&key) {
+                tids.push(key);
+            }
+        }
+    }
+    pids.sort();
+    tids.sort();
+    let tids: Vec<i32> = tids.into_iter().map(|(_, tid)| tid).collect();
+    let pid = |pid: i32| pids.iter().position(|&p| p == pid).map_or(-1, |i| i as i32);
+    let renamed = |thread: Thread| Thread {
+        pid: pid(thread.pid),
+        tid: tids
+            .iter()
+            .position(|&t| t == thread.tid)
+            .map_or(-1, |i| i as i32),
+    };
+    let mut threads: Vec<Vec<Event>> = vec![Vec::new(); tids.len()];
+    let mut others = Vec::new();
+    for event in events {
+        let event = match event.clone() {
+            Event::Block(t, block) => Event::Block(renamed(t), block),
+            Event::Instruction(t, addr, len) => Event::Instruction(renamed(t), addr, len),
+            Event::ClientRequest(t, args, default) => {
+                Event::ClientRequest(renamed(t), args, default)
+            }
+            Event::HandlerEntered(t, signal) => Event::HandlerEntered(renamed(t), signal),
+            Event::HandlerReturned(t) => Event::HandlerReturned(renamed(t)),
+            Event::ThreadStarted(t) => Event::ThreadStarted(renamed(t)),
+            Event::ThreadExited(t) => Event::ThreadExited(renamed(t)),
+            Event::Access(t, access) => Event::Access(renamed(t), access),
+            Event::Conditional(t, addr, taken) => Event::Conditional(renamed(t), addr, taken),
+            Event::Indirect(t, addr, target) => Event::Indirect(renamed(t), addr, target),
+            Event::Forked(t, child) => Event::Forked(renamed(t), pid(child)),
+            Event::Exec(p, traced) => Event::Exec(pid(p), traced),
+            Event::ProcessExited(p, exit) => Event::ProcessExited(pid(p), exit),
+        };
+        match thread_of(&event) {
+            Some(thread) => threads[thread.tid as usize].push(event),
+            None => others.push(event),
+        }
+    }
+    others.sort_by_key(|event| format!("{event:?}"));
+    (threads, others)
+}
+
+/// Asserts that translate's events `fast` and step's `reference` are the
+/// same per thread ([`per_thread`]).
+pub fn assert_same_events_per_thread(fast: &[Event], reference: &[Event]) {
+    let (fast_threads, fast_others) = per_thread(fast);
+    let (step_threads, step_others) = per_thread(reference);
+    assert_eq!(fast_others, step_others, "forks, execs and exits");
+    assert_eq!(fast_threads.len(), step_threads.len(), "threads");
+    for (index, (fast, step)) in fast_threads.iter().zip(&step_threads).enumerate() {
+        assert!(
+            fast == step,
+            "thread {index}: {}",
+            first_difference(fast, step, 3)
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! A thread's data area: one mapping per traced thread, anywhere in the
+//! address space, which the instrumentation reaches through the GS base
+//! (the tracer sets each thread's GS base to its area; x86-64 Linux
+//! programs do not use `gs`, and the backend refuses to run one that
+//! does, see `Cache::get_or_translate` and `invalidate`). It holds, in this
+//! order,
+//!
+//! - a data page of slots the instrumentation uses as scratch memory (it
+//!   never touches the tracee's stack, so red zones stay intact), the
+//!   record cursor, the address of the record being written (for the
+//!   recorded words, `capture`), the address of the indirect-branch table,
+//!   and a spare record;
+//! - the record buffer: one record per executed block: its translation id,
+//!   the words the translation records when the run feeds simulations
+//!   (`capture`; none otherwise), then the stack pointer at its start;
+//! - a guard page (`PROT_NONE`): the record store that would overflow the
+//!   buffer faults there, the tracer drains the buffer and restarts the
+//!   block's prologue (no bounds check, so no flags changed, in the fast
+//!   path).
+//!
+//! So threads running at the same time never share a slot or a buffer, and
+//! a full buffer stops only its own thread.
+
+use iced_x86::{MemoryOperand, Register};
+
+use crate::error::{Error, Result};
+use crate::ptrace::{self, Regs};
+
+use super::inject;
+use super::layout::{Layout, BUFFER_SIZE, MAX_RECORD, PAGE};
+use super::memory::Memory;
+
+/// Scratch slot for the tracee's rax.
+pub(super) const SAVE_RAX: u64 = 0;
+/// Scratch slot for the tracee's rbx (lookup routine).
+pub(super) const SAVE_RBX: u64 = 8;
+/// Scratch slot for the tracee's flags (lookup routine, `lahf`/`seto`).
+pub(super) const SAVE_FLAGS: u64 = 16;
+/// The original target of the indirect transfer being looked up (read by
+/// the tracer on a miss).
+pub(super) const TARGET: u64 = 24;
+/// The translated target the lookup routine jumps through.
+pub(super) const JUMP: u64 = 32;
+/// The address of the next free record.
+pub(super) const CURSOR: u64 = 40;
+/// The address of the indirect-branch table (for the lookup routine).
+pub(super) const TABLE_BASE: u64 = 48;
+/// One more scratch slot.
+pub(super) const TEMP: u64 = 56;
+/// Scratch slot for the tracee's rax while a word is recorded.
+pub(super) const CAPTURE_RAX: u64 = 64;
+/// Scratch slot for the tracee's rbx while a word is recorded.
+pub(super) const CAPTURE_RBX: u64 = 72;
+/// The address of the record of the block running (set by each
+/// translation's prologue, read when it records a word).
+pub(super) const RECORD: u64 = 80;
+/// Where recorded words go when no record is open: the rest of the data
+/// page, [`MAX_RECORD`] bytes.
+const SPARE_RECORD: u64 = PAGE - MAX_RECORD;
+
+/// The slot at `offset` of the running thread's area: `gs:[offset]`.
+pub(super) fn slot(offset: u64) -> MemoryOperand {
+    MemoryOperand::new(
+        Register::None,
+        Register::None,
+        1,
+        offset as i64,
+        4,
+        false,
+        Register::GS,
+    )
+}
+
+/// Where one thread's area is in the tracee.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Area {
+    /// First address of the area (the thread's GS base).
+    pub base: u64,
+}
+
+impl Area {
+    /// Bytes of the whole area.
+    pub const SIZE: u64 = PAGE + BUFFER_SIZE + PAGE;
+
+    /// The address of the slot at `offset`.
+    pub fn at(&self, offset: u64) -> u64 {
+        self.base + offset
+    }
+    /// A record-sized area the tracer points the `RECORD` slot at after a
+    /// drain: a block interrupted mid-way then records its remaining words
+    /// there, not into the emptied buffer.
+    pub fn spare_record(&self) -> u64 {
+        self.base + SPARE_RECORD
+    }
+    /// First record.
+    pub fn buffer(&self) -> u64 {
+        self.base + PAGE
+    }
+    /// The guard page after the buffer.
+    pub fn guard(&self) -> u64 {
+        self.buffer() + BUFFER_SIZE
+    }
+
+    /// Maps an area into stopped `tid` (registers `regs`) after the
+    /// region `layout` (or as near as it can), with an empty buffer and the
+    /// region's indirect-branch table; the thread's GS base stays as it
+    /// is (see [`Area::attach`]).
+    pub fn map(tid: i32, memory: &Memory, regs: &Regs, layout: &Layout) -> Result<Area> {
+        let gadget = layout.gadget();
+        let base = inject::map_data(tid, memory, regs, gadget, layout.end(), Area::SIZE)?;
+        let area = Area { base };
+        if inject::protect(
+            tid,
+            memory,
+            regs,
+            gadget,
+            area.guard(),
+            PAGE,
+            libc::PROT_NONE,
+        )? != 0
+        {
+            return Err(Error::Unexpected(
+                "translate: cannot protect the record buffer's guard page".into(),
+            ));
+        }
+        memory.write_u64(area.at(TABLE_BASE), layout.table())?;
+        area.reset(memory)?;
+        Ok(area)
+    }
+
+    /// Empties the buffer (the cursor at its start, the record slot at the
+    /// spare record).
+    pub fn reset(&self, memory: &Memory) -> Result<()> {
+        memory.write_u64(self.at(CURSOR), self.buffer())?;
+        memory.write_u64(self.at(RECORD), self.spare_record())
+    }
+
+    /// Makes this area the GS base of stopped `tid` (registers `regs`,
+    /// updated).
+    pub fn attach(&self, tid: i32, regs: &mut Regs) -> Result<()> {
+        regs.gs_base = self.base;
+        ptrace::set_regs(tid, regs)?;
+        if ptrace::regs(tid)?.gs_base != self.base {
+            return Err(Error::Unexpected(
+                "translate: the kernel did not take the thread's GS base".into(),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,384 @@
+//! Serving one stop of one thread running in the code cache: an exit stub
+//! or a lookup miss (translate the target and ahead of it, link the exit
+//! or fill the table, go on), a watched system call (`invalidate`; an
+//! `execve`, run after a drain), a full record buffer (drain, restart the
+//! block's prologue), an escape to original code, a refused block (drain,
+//! step it), a signal for the program. Only the stopped thread is touched:
+//! the others run on.
+
+use crate::cpuid::ValgrindCpu;
+use crate::error::{Error, Result};
+use crate::event::{EventSink, Thread};
+use crate::ptrace::{self, Regs};
+
+use super::area::{Area, SAVE_RAX, TARGET};
+use super::buffer::{drain, Replay, Saved};
+use super::cache::Stub;
+use super::inject;
+use super::invalidate::{self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT};
+use super::layout::PAGE;
+use super::protect::Injector;
+use super::signals::{self, Frame};
+use super::space::Space;
+use super::stepper::{step_block, Stepped};
+use super::Outcome;
+
+/// Most blocks translated ahead per stop.
+const AHEAD: usize = 32;
+
+/// `arch_prctl` code that sets the GS base.
+const ARCH_SET_GS: u64 = 0x1001;
+
+/// The tracer's state of one thread.
+pub(super) struct ThreadState {
+    /// Who it is.
+    pub thread: Thread,
+    /// Its address space (a key of the tracer's spaces).
+    pub space: u32,
+    /// Its data area (GS base).
+    pub area: Area,
+    /// Its block sequence.
+    pub replay: Replay,
+    /// Signal handler frames it is in, innermost last.
+    pub frames: Vec<Frame<Saved>>,
+    /// Created, not yet stopped for its start.
+    pub awaiting_start: bool,
+    /// `area` is its own (a new thread's, a vforked process's, is its
+    /// creator's until its start).
+    pub own_area: bool,
+    /// An `execve` is in flight: where the thread goes on if it fails (the
+    /// exit slot after the `syscall` and the original address after it).
+    pub exec_resume: Option<(u64, u64)>,
+}
+
+/// What to do after a stop.
+pub(super) enum Next {
+    /// Resume the thread with this signal.
+    Resume(i32),
+    /// The thread is resumed already.
+    Resumed,
+    /// The thread stopped again with this wait status, to be served.
+    Again(i32),
+}
+
+/// A stopped thread and what serving its stop needs.
+pub(super) struct Stopped<'a, S: EventSink + ?Sized> {
+    /// Where events go.
+    pub sink: &'a mut S,
+    /// The thread's address space.
+    pub space: &'a mut Space,
+    /// The thread.
+    pub state: &'a mut ThreadState,
+    /// The run's counters.
+    pub outcome: &'a mut Outcome,
+    /// The processor `cpuid` describes, when not the host's.
+    pub cpu: Option<ValgrindCpu>,
+}
+
+impl<S: EventSink + ?Sized> Stopped<'_, S> {
+    /// Serves a signal-delivery-stop (or group-stop) with `signal`.
+    pub fn signal_stop(&mut self, signal: i32) -> Result<Next> {
+        let tid = self.state.thread.tid;
+        let Some(info) = ptrace::signal_info(tid)? else {
+            // A group-stop.
+            return Ok(Next::Resume(0));
+        };
+        let mut regs = ptrace::regs(tid)?;
+        let gadget = self.space.cache.layout().gadget();
+        let area = self.state.area;
+        if signal == libc::SIGTRAP {
+            if let Some((slot, next)) = self.state.exec_resume {
+                if regs.rip == gadget + 3 {
+                    // The `execve` failed (its `int3` after the gadget's
+                    // `syscall`): go on after it.
+                    self.state.exec_resume = None;
+                    regs.rcx = next;
+                    regs.rip = slot;
+                    ptrace::set_regs(tid, &regs)?;
+                    return Ok(Next::Resume(0));
+                }
+            }
+            let stub = regs.rip.wrapping_sub(1);
+            match self.space.cache.stub(stub) {
+                Some(Stub::Miss) => {
+                    regs.rip = self.space.memory.read_u64(area.at(TARGET))?;
+                    return self.enter(&mut regs);
+                }
+                Some(Stub::Exit { id, exit }) => {
+                    let cache = &mut self.space.cache;
+                    let target = cache.exit_target(id, exit).ok_or_else(|| {
+                        Error::Unexpected("translate: an exit stub without a target".into())
+                    })?;
+                    if let Some(entry) = cache.get_or_translate(&self.space.memory, target)? {
+                        cache.link(&self.space.memory, id, exit, entry)?;
+                        self.translate_ahead(target)?;
+                    }
+                    regs.rip = target;
+                    return self.enter(&mut regs);
+                }
+                Some(Stub::Syscall { id }) => return self.watched_syscall(id, regs),
+                None if stub == self.space.cache.layout().landing_pad() => {
+                    return self.handler_returned(&mut regs)
+                }
+                None => {}
+            }
+        }
+        if signal == libc::SIGSEGV
+            && info.addr == regs.rip
+            && self.space.protection.covers(regs.rip)
+        {
+            // An escape to original code: go to its translation.
+            self.outcome.faults += 1;
+            return self.enter(&mut regs);
+        }
+        if signal == libc::SIGSEGV && (area.guard()..area.guard() + PAGE).contains(&info.addr) {
+            // The thread's record buffer is full: drain it and restart the
+            // prologue.
+            let entry = self.space.cache.entry_holding(regs.rip).ok_or_else(|| {
+                Error::Unexpected("translate: a buffer fault outside the code cache".into())
+            })?;
+            self.drain()?;
+            regs.rax = self.space.memory.read_u64(area.at(SAVE_RAX))?;
+            regs.rip = entry;
+            ptrace::set_regs(tid, &regs)?;
+            return Ok(Next::Resume(0));
+        }
+        // A signal for the program.
+        if signals::caught(self.state.thread.pid, signal) {
+            return self.deliver(signal);
+        }
+        Ok(Next::Resume(signal))
+    }
+
+    /// Translation `id` is about to make a system call the tracer watches
+    /// (`invalidate`): for one that may change code mappings, runs it from
+    /// the gadget with a single step, drops the translations of what it
+    /// changed, protects the executable mappings it made, and resumes
+    /// after the `syscall`. An `execve` runs after a drain (its records
+    /// would go with the old program), the thread resumed at the gadget.
+    fn watched_syscall(&mut self, id: u32, call: Regs) -> Result<Next> {
+        let tid = self.state.thread.tid;
+        let (slot, next) = self.space.cache.after_syscall(id).ok_or_else(|| {
+            Error::Unexpected("translate: a system call trap without a continuation".into())
+        })?;
+        let gadget = self.space.cache.layout().gadget();
+        let mut regs = call;
+        regs.rip = gadget;
+        match call.rax {
+            SYS_EXECVE | SYS_EXECVEAT => {
+                self.drain()?;
+                ptrace::set_regs(tid, &regs)?;
+                ptrace::cont(tid, 0)?;
+                self.state.exec_resume = Some((slot, next));
+                return Ok(Next::Resumed);
+            }
+            SYS_ARCH_PRCTL if call.rdi == ARCH_SET_GS => {
+                return Err(Error::Unexpected(
+                    "translate: the program sets its GS base, which the backend takes for \
+                     its per-thread data"
+                        .into(),
+                ));
+            }
+            _ => {}
+        }
+        ptrace::set_regs(tid, &regs)?;
+        let status = inject::until_trap(tid, true)?;
+        self.outcome.stops += 1;
+        if !(libc::WIFSTOPPED(status)
+            && libc::WSTOPSIG(status) == libc::SIGTRAP
+            && status >> 16 == 0)
+        {
+            return Err(Error::Unexpected(format!(
+                "translate: a watched system call stopped with status {status:#x}"
+            )));
+        }
+        let mut regs = ptrace::regs(tid)?;
+        regs.rcx = next;
+        regs.rip = slot;
+        ptrace::set_regs(tid, &regs)?;
+        let mut remapped = false;
+        for range in invalidate::affected(&call, regs.rax) {
+            self.outcome.invalidated +=
+                self.space
+                    .cache
+                    .invalidate(&self.space.memory, range.start, range.end)? as u64;
+            if range.remapped {
+                self.space.protection.forget(range.start, range.end);
+                remapped = true;
+            }
+        }
+        if remapped {
+            self.protect(&regs)?;
+        }
+        Ok(Next::Resume(0))
+    }
+
+    /// Takes PROT_EXEC from the executable mappings not protected yet,
+    /// through the stopped thread (`regs`: its registers).
+    fn protect(&mut self, regs: &Regs) -> Result<()> {
+        let injector = Injector {
+            tid: self.state.thread.tid,
+            memory: &self.space.memory,
+            regs,
+            gadget: self.space.cache.layout().gadget(),
+        };
+        let protected = self.space.protection.scan(
+            self.state.thread.tid,
+            injector,
+            self.space.cache.regions(),
+        )?;
+        self.outcome.protected += protected as u64;
+        Ok(())
+    }
+
+    /// Delivers `signal`, which the program catches, stopping at its
+    /// handler's entry (see `signals`).
+    fn deliver(&mut self, signal: i32) -> Result<Next> {
+        let tid = self.state.thread.tid;
+        self.drain()?;
+        ptrace::single_step(tid, signal)?;
+        let status = ptrace::wait(tid)?;
+        self.outcome.stops += 1;
+        if !(libc::WIFSTOPPED(status)
+            && libc::WSTOPSIG(status) == libc::SIGTRAP
+            && status >> 16 == 0)
+        {
+            return Ok(Next::Again(status));
+        }
+        let mut regs = ptrace::regs(tid)?;
+        if self.space.cache.region_holding(regs.rip).is_some() {
+            // No handler frame (the step ran code of the cache).
+            return Ok(Next::Resume(0));
+        }
+        self.sink.signal_handler_entered(self.state.thread, signal);
+        let pad = self.space.cache.layout().landing_pad();
+        let resume = signals::redirect_frame(&self.space.memory, regs.rsp, pad)?;
+        let saved = self.state.replay.suspend();
+        self.state.frames.push(Frame { resume, saved });
+        self.enter(&mut regs)
+    }
+
+    /// The thread returned from a signal handler to the landing pad
+    /// (`rt_sigreturn`): report it and resume where the signal interrupted.
+    fn handler_returned(&mut self, regs: &mut Regs) -> Result<Next> {
+        let frame = self.state.frames.pop().ok_or_else(|| {
+            Error::Unexpected("translate: a handler return without a handler frame".into())
+        })?;
+        self.drain()?;
+        self.sink.signal_handler_returned(self.state.thread);
+        self.state.replay.resume(frame.saved);
+        regs.rip = frame.resume;
+        if self.space.cache.region_holding(frame.resume).is_none() {
+            return self.enter(regs);
+        }
+        ptrace::set_regs(self.state.thread.tid, regs)?;
+        Ok(Next::Resume(0))
+    }
+
+    /// Continues the thread, stopped with `regs`, at the original address
+    /// `regs.rip`: in its translation, or stepping refused blocks until one
+    /// that has one.
+    pub fn enter(&mut self, regs: &mut Regs) -> Result<Next> {
+        let tid = self.state.thread.tid;
+        loop {
+            let target = regs.rip;
+            self.ensure_region(target, regs)?;
+            if !self.space.cache.known(target) && !self.space.protection.covers(target) {
+                self.protect(regs)?;
+            }
+            let memory = &self.space.memory;
+            if let Some(entry) = self.space.cache.get_or_translate(memory, target)? {
+                self.space.cache.enter_indirect(memory, target, entry)?;
+                self.translate_ahead(target)?;
+                regs.rip = entry;
+                ptrace::set_regs(tid, regs)?;
+                return Ok(Next::Resume(0));
+            }
+            // Refused: step it from its original code, after the records
+            // of the blocks before it.
+            self.space.cache.check_runnable(target)?;
+            self.drain()?;
+            ptrace::set_regs(tid, regs)?;
+            let block = self.space.cache.refused(target).cloned().flatten();
+            self.outcome.stepped_blocks += 1;
+            let span = block.as_ref().map_or((target, target + 1), |block| {
+                (block.addr, block.last().next())
+            });
+            self.set_executable(regs, span, true)?;
+            let stepped = step_block(
+                self.sink,
+                self.state.thread,
+                &self.space.memory,
+                &mut self.state.replay,
+                block.as_ref(),
+                regs,
+                &mut self.outcome.steps,
+                self.cpu,
+            )?;
+            match stepped {
+                Stepped::Left => self.set_executable(regs, span, false)?,
+                Stepped::Stopped(status) => return Ok(Next::Again(status)),
+            }
+        }
+    }
+
+    /// Makes the protected original code in `span` executable (or not)
+    /// through the stopped thread (`regs`: its registers).
+    fn set_executable(&self, regs: &Regs, span: (u64, u64), executable: bool) -> Result<()> {
+        let injector = Injector {
+            tid: self.state.thread.tid,
+            memory: &self.space.memory,
+            regs,
+            gadget: self.space.cache.layout().gadget(),
+        };
+        self.space
+            .protection
+            .set_executable(injector, span.0, span.1, executable)
+    }
+
+    /// Translates ahead of the translation of `from` along its direct
+    /// edges ([`super::cache::Cache::translate_ahead`]), in protected code
+    /// only (code a thread can only reach through the cache).
+    fn translate_ahead(&mut self, from: u64) -> Result<()> {
+        let protection = &self.space.protection;
+        let allowed = |addr: u64| protection.covers(addr);
+        self.space
+            .cache
+            .translate_ahead(&self.space.memory, from, AHEAD, &allowed)?;
+        Ok(())
+    }
+
+    /// Maps a region near `addr` when none can take its translations
+    /// (`regs`: the stopped thread's registers, left as they are).
+    fn ensure_region(&mut self, addr: u64, regs: &Regs) -> Result<()> {
+        if self.space.cache.has_region_near(addr) {
+            return Ok(());
+        }
+        let gadget = self.space.cache.layout().gadget();
+        let tid = self.state.thread.tid;
+        let layout = inject::map_region(tid, &self.space.memory, regs, Some(gadget), addr)?;
+        self.space.cache.add_region(layout, &self.space.memory)?;
+        self.outcome.regions += 1;
+        Ok(())
+    }
+
+    /// Replays the thread's buffer into the sink.
+    pub fn drain(&mut self) -> Result<()> {
+        self.drain_split(None)
+    }
+
+    /// Replays the thread's buffer into the sink, calling `split` before
+    /// the last instruction (see [`drain`]).
+    pub fn drain_split(&mut self, split: Option<&mut dyn FnMut(&mut S)>) -> Result<()> {
+        let records = drain(
+            &self.space.memory,
+            &self.space.cache,
+            &self.state.area,
+            (&mut self.state.replay, self.sink, self.state.thread),
+            split,
+        )?;
+        self.outcome.drains += 1;
+        self.outcome.records += records;
+        Ok(())
+    }
+}
