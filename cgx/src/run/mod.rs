@@ -57,16 +57,15 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
                                 paths: cpuid describes Valgrind's processor (unless
                                 this host lacks an instruction set it announces) and
                                 there is no vDSO; host: this machine as it is
-  --backend=step|translate      how the program is traced [step]:
-                                step: single steps every instruction (exact, slow:
-                                about 60,000 instructions a second; the reference);
+  --backend=translate|step      how the program is traced [translate]:
                                 translate: runs instrumented copies of the program's
-                                code from a cache in its memory (fast; being built,
-                                issue 6, to become the default). It traces threads,
-                                fork, vfork and exec, with every simulation; a
-                                program it cannot handle (one that uses the gs
-                                segment, ...) stops it with an error (exit 1) and
-                                its profile is not to be trusted
+                                code from a cache in its memory (fast). It traces
+                                threads, fork, vfork and exec, with every simulation;
+                                a program it cannot handle (one that uses the gs
+                                segment, ...) stops it with an error (exit 1) and its
+                                profile is not to be trusted;
+                                step: single steps every instruction (exact, slow:
+                                about 60,000 instructions a second; the reference)
   --cache-sim=yes|no            simulate the I1, D1 and LL caches: Ir Dr Dw I1mr D1mr
                                 D1mw ILmr DLmr DLmw [callgrind: no; cachegrind: yes,
                                 Valgrind 3.19's default (cgx said no before)]

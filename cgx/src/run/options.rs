@@ -47,11 +47,11 @@ impl Tool {
 /// How the program is traced (`--backend=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// Single-steps every instruction: exact, and very slow. The default, and
-    /// the reference the translate backend is checked against.
+    /// Single-steps every instruction: exact, and very slow. The reference
+    /// the translate backend is checked against.
     Step,
     /// Runs instrumented copies of the program's blocks from a code cache in
-    /// the tracee (issue 6): fast.
+    /// the tracee (issue 6): fast. The default.
     Translate,
 }
 
@@ -138,7 +138,7 @@ impl Options {
     pub fn new(program: OsString) -> Options {
         Options {
             tool: Tool::Callgrind,
-            backend: Backend::Step,
+            backend: Backend::Translate,
             verbosity: 1,
             trace_children: false,
             valgrind_machine: true,
@@ -542,6 +542,7 @@ mod tests {
         expected.combine_dumps = true;
         expected.trace_children = true;
         expected.verbosity = 3;
+        expected.backend = Backend::Step;
         // --cacheuse=no and --I1 turn the cache simulation on, as in Callgrind.
         expected.cache_sim = true;
         expected.branch_sim = true;
@@ -757,7 +758,7 @@ mod tests {
 
     #[test]
     fn backends() {
-        assert_eq!(ok("p").backend, Backend::Step);
+        assert_eq!(ok("p").backend, Backend::Translate);
         assert_eq!(ok("--backend=step p").backend, Backend::Step);
         assert_eq!(ok("--backend=translate p").backend, Backend::Translate);
         assert_eq!(

@@ -24,6 +24,10 @@ pub(super) enum Stepped {
     /// The thread stopped with this wait status, in its exit (a
     /// `PTRACE_EVENT_EXIT` stop).
     Stopped(i32),
+    /// A signal stopped the thread (this wait status) at `regs.rip`: a
+    /// fault of the instruction there, or a signal from elsewhere. The
+    /// instructions that completed are reported.
+    Signalled(i32),
 }
 
 /// Steps `block` (`None`: bytes that do not decode) from `regs` (at its
@@ -94,16 +98,20 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
                 replay.instruction(sink, thread, insn.end(), count);
                 return Ok(Stepped::Stopped(status));
             }
-            if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
-                return Err(Error::Unexpected(format!(
-                    "translate: a signal while stepping a block (wait status {status:#x}; not supported yet)"
-                )));
-            }
+            let signalled = !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP);
             *regs = ptrace::regs(thread.tid)?;
+            if signalled && regs.rip == insn.addr {
+                // A fault (the instruction did not complete) or a signal
+                // that came first: the tracer delivers it.
+                return Ok(Stepped::Signalled(status));
+            }
             replay.instruction(sink, thread, insn.end(), count);
             if let Some(instruction) = &insn.instruction {
                 let decoded = Decoded::of(instruction);
                 replay.stepped(sink, thread, (insn.addr, &decoded), &before, regs);
+            }
+            if signalled {
+                return Ok(Stepped::Signalled(status));
             }
         }
         if exit(insn.end(), regs.rip, count).is_some() || regs.rip != insn.next() {

@@ -49,6 +49,9 @@ pub(super) struct ThreadState {
     /// An `execve` is in flight: where the thread goes on if it fails (the
     /// exit slot after the `syscall` and the original address after it).
     pub exec_resume: Option<(u64, u64)>,
+    /// Its end was reported (at its exit stop: a thread other than the
+    /// leader runs nothing after it).
+    pub exit_reported: bool,
 }
 
 /// What to do after a stop.
@@ -318,6 +321,10 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             match stepped {
                 Stepped::Left => self.set_executable(regs, span, false)?,
                 Stepped::Stopped(status) => return Ok(Next::Again(status)),
+                Stepped::Signalled(status) => {
+                    self.set_executable(regs, span, false)?;
+                    return Ok(Next::Again(status));
+                }
             }
         }
     }

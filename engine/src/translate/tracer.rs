@@ -220,6 +220,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             awaiting_start: false,
             own_area: true,
             exec_resume: None,
+            exit_reported: false,
         }
     }
 
@@ -309,6 +310,15 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             .is_none_or(|state| state.awaiting_start);
         if !starting {
             self.stopped(tid, |stopped| stopped.drain().map(|()| Next::Resumed))?;
+            // A thread other than the leader ends here: report it now, not
+            // when it is reaped, which may come after another thread went
+            // on (a fork after the join must not see it alive).
+            if let Some(state) = self.threads.get_mut(&tid) {
+                if state.thread.tid != state.thread.pid && !state.exit_reported {
+                    state.exit_reported = true;
+                    self.sink.thread_exited(state.thread);
+                }
+            }
         }
         Ok(Next::Resume(0))
     }
@@ -465,7 +475,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             return;
         };
         self.retire(&state);
-        self.sink.thread_exited(state.thread);
+        if !state.exit_reported {
+            self.sink.thread_exited(state.thread);
+        }
         let pid = state.thread.pid;
         if tid == pid {
             self.sink.process_exited(pid, exit);
