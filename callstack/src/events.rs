@@ -46,6 +46,10 @@ impl UseColumns {
     }
 }
 
+/// The most events a profile holds (`Ir`, the cache simulation's 8, the
+/// branch simulation's 4 and cache use's 4).
+pub(crate) const MAX_EVENTS: usize = 17;
+
 /// The events of a profile and their columns. `Ir` is always column 0.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct EventSet {

@@ -12,11 +12,12 @@ use cgx_engine::{Block, DataAccess};
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
+use crate::attribution::{Charged, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
-use crate::costs::{ArcKey, Costs};
+use crate::costs::{add, ArcKey, Costs};
 use crate::dump::{build_part, Naming, PartInfo};
-use crate::events::EventSet;
+use crate::events::{EventSet, MAX_EVENTS};
 use crate::functions::{FnId, Functions};
 use crate::sequences::Sequences;
 use crate::simulation::Simulation;
@@ -59,13 +60,14 @@ pub(crate) struct Process {
     owners: Owners,
     /// With Cachegrind's attribution: where the last instruction was
     /// charged, for the events that follow it.
-    last_charged: Option<(u32, Centre, u64)>,
+    last_charged: Option<Charged>,
+    /// With Cachegrind's attribution: where recent instructions were
+    /// charged.
+    recent_slots: RecentSlots,
     /// With Cachegrind's attribution: each function's context.
     own_contexts: FxHashMap<FnId, CxtId>,
     /// With Cachegrind's attribution: the whole blocks run.
     sequences: Sequences,
-    /// A cost vector to reuse.
-    scratch: Vec<u64>,
     symbols: Symbols,
     /// The names of every part made so far.
     names: Names,
@@ -105,9 +107,9 @@ impl Process {
             forest,
             owners: Owners::default(),
             last_charged: None,
+            recent_slots: RecentSlots::default(),
             own_contexts: FxHashMap::default(),
             sequences: Sequences::default(),
-            scratch: Vec::new(),
             symbols: Symbols::new(),
             names: Names::default(),
             functions: Functions::default(),
@@ -138,9 +140,9 @@ impl Process {
             forest: self.forest.clone(),
             owners: self.owners.clone(),
             last_charged: None,
+            recent_slots: RecentSlots::default(),
             own_contexts: self.own_contexts.clone(),
             sequences: self.sequences.clone(),
-            scratch: Vec::new(),
             symbols: Symbols::new(),
             names: self.names.clone(),
             functions: self.functions.clone(),
@@ -360,7 +362,10 @@ impl Process {
             return 0;
         }
         let separate = self.options.separate_threads;
-        let thread = self.thread(tid);
+        let thread = match self.threads.get(&tid) {
+            Some(thread) => thread,
+            None => self.thread(tid),
+        };
         let key = if separate { thread.number } else { 0 };
         match thread.load_site() {
             Some((centre, addr, node)) => self.owners.owner((key, centre, addr), node),
@@ -373,20 +378,24 @@ impl Process {
     /// cache-use charges it caused.
     fn add_to_last(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
         if self.options.cachegrind {
-            let mut cost = std::mem::take(&mut self.scratch);
-            cost.clear();
-            cost.resize(self.events.len(), 0);
+            let mut buffer = [0u64; MAX_EVENTS];
+            let cost = &mut buffer[..self.events.len().min(MAX_EVENTS)];
             let collecting = self.thread(tid).collecting();
             self.simulation.set_collect(collecting);
-            step(&mut self.simulation, &mut cost);
-            if let Some((key, centre, addr)) = self.last_charged {
-                self.costs
-                    .entry(key)
-                    .or_default()
-                    .charge(centre, addr, &cost);
-                self.thread(tid).count(&cost);
+            step(&mut self.simulation, cost);
+            if let Some(charged) = self.last_charged {
+                let table = match self.costs.get_mut(&charged.key) {
+                    Some(table) => table,
+                    None => self.costs.entry(charged.key).or_default(),
+                };
+                match charged.slot {
+                    Some((generation, slot)) if generation == table.generation => {
+                        add(table.slot_cost(slot), cost);
+                    }
+                    _ => table.charge(charged.centre, charged.addr, cost),
+                }
+                self.thread(tid).count(cost);
             }
-            self.scratch = cost;
         } else {
             // Straight into the instruction's pending costs: no allocation.
             let Process {
@@ -422,10 +431,9 @@ impl Process {
         if self.events.cacheuse.is_none() {
             return;
         }
-        let (charges, changes) = self.simulation.take_cache_use();
-        if charges.is_empty() && changes.is_empty() {
+        let Some((charges, changes)) = self.simulation.take_cache_use() else {
             return;
-        }
+        };
         self.owners.settle(
             only_executed,
             &charges,
@@ -440,6 +448,12 @@ impl Process {
     /// function that contains it (its events follow through
     /// [`Process::add_to_last`]).
     fn charge_to_own_function(&mut self, tid: i32, addr: u64) {
+        let key = self.costs_key(tid);
+        let generation = self.costs.get(&key).map(|table| table.generation);
+        if let Some(charged) = generation.and_then(|g| self.recent_slots.get(addr, key, g)) {
+            self.last_charged = Some(charged);
+            return;
+        }
         let centre = own_centre(
             &mut self.functions,
             &mut self.symbols,
@@ -448,8 +462,16 @@ impl Process {
             &mut self.contexts,
             addr,
         );
-        let key = self.costs_key(tid);
-        self.last_charged = Some((key, centre, addr));
+        let table = self.costs.entry(key).or_default();
+        let slot = table.slot(centre, addr, self.events.len());
+        let charged = Charged {
+            key,
+            centre,
+            addr,
+            slot: Some((table.generation, slot)),
+        };
+        self.recent_slots.put(charged);
+        self.last_charged = Some(charged);
     }
 
     /// Cachegrind's attribution of a whole block without simulation: its
@@ -495,7 +517,12 @@ impl Process {
             None => costs.entry(key).or_default().count_sequence(number),
         }
         if let Some(centre) = centre {
-            self.last_charged = Some((key, centre, last));
+            self.last_charged = Some(Charged {
+                key,
+                centre,
+                addr: last,
+                slot: None,
+            });
         }
     }
 

@@ -121,14 +121,16 @@ impl Simulation {
         }
     }
 
-    /// The cache-use charges and line changes since the last call.
-    pub fn take_cache_use(&mut self) -> (Vec<Charge>, Vec<LineChange>) {
+    /// The cache-use charges and line changes since the last call, `None`
+    /// when there are none (most accesses, which allocates nothing).
+    #[inline]
+    pub fn take_cache_use(&mut self) -> Option<(Vec<Charge>, Vec<LineChange>)> {
         match &mut self.caches {
-            Some(Caches::Use(caches)) => (
+            Some(Caches::Use(caches)) if caches.has_reports() => Some((
                 caches.drain_charges().collect(),
                 caches.drain_line_changes().collect(),
-            ),
-            _ => (Vec::new(), Vec::new()),
+            )),
+            _ => None,
         }
     }
 

@@ -336,6 +336,12 @@ impl UseHierarchy {
         self.lines.drain(..)
     }
 
+    /// Whether charges or line changes are waiting to be drained.
+    #[inline]
+    pub fn has_reports(&self) -> bool {
+        !self.charges.is_empty() || !self.lines.is_empty()
+    }
+
     /// The charges produced so far, without removing them.
     pub fn pending_charges(&self) -> &[Charge] {
         &self.charges
