@@ -241,6 +241,14 @@ impl Costs {
         let Some(block) = self.blocks.get_mut(index) else {
             return;
         };
+        let known = addrs.len() * width;
+        if block.addrs.get(..addrs.len()) == Some(addrs) && costs.len() == known {
+            // The common case: instructions known, in their positions.
+            if let Some(sums) = block.costs.get_mut(..known) {
+                add(sums, costs);
+                return;
+            }
+        }
         let centre = block.centre;
         if addrs.len() > block.addrs.len() {
             // The counted runs are of the instructions known so far only.

@@ -77,7 +77,16 @@ impl Pending {
     }
 
     /// Gives every pending instruction its cost vector of `events` counts.
+    #[inline]
     fn list(&mut self, events: usize, costs: &Costs) {
+        if self.form != Form::Listed {
+            self.make_list(events, costs);
+        }
+    }
+
+    /// [`Pending::list`] when they are not listed yet.
+    #[cold]
+    fn make_list(&mut self, events: usize, costs: &Costs) {
         self.detach(costs);
         if self.form == Form::Ir {
             self.costs.clear();
@@ -90,6 +99,7 @@ impl Pending {
     }
 
     /// One more instruction, at `addr`, with a zero cost vector.
+    #[inline]
     pub fn push(&mut self, addr: u64, events: usize, costs: &Costs) {
         self.list(events, costs);
         self.addrs.push(addr);
@@ -135,6 +145,7 @@ impl Pending {
     }
 
     /// The cost vector of the last pending instruction.
+    #[inline]
     pub fn last_cost(&mut self, events: usize, costs: &Costs) -> Option<&mut [u64]> {
         self.list(events, costs);
         let start = self.costs.len().checked_sub(events)?;

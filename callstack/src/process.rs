@@ -304,7 +304,11 @@ impl Process {
         self.with_thread(tid, |thread, shared| {
             thread.instruction(shared.costs, addr, len);
         });
-        let owner = self.owner(tid);
+        let owner = if self.events.cacheuse.is_some() {
+            self.owner(tid)
+        } else {
+            0
+        };
         self.add_to_last(tid, |simulation, cost| {
             simulation.fetch(addr, len, owner, cost);
         });
@@ -331,7 +335,11 @@ impl Process {
     /// A data access of the instruction last executed on thread `tid`.
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
         if self.instrumenting {
-            let owner = self.owner(tid);
+            let owner = if self.events.cacheuse.is_some() {
+                self.owner(tid)
+            } else {
+                0
+            };
             self.add_to_last(tid, |simulation, cost| {
                 simulation.data(access, owner, cost);
             });
@@ -411,7 +419,10 @@ impl Process {
                 } else {
                     0
                 };
-                let costs = costs.entry(key).or_default();
+                let costs = match costs.get_mut(&key) {
+                    Some(costs) => costs,
+                    None => costs.entry(key).or_default(),
+                };
                 simulation.set_collect(thread.collecting());
                 if let Some(last) = thread.last_cost(costs) {
                     step(simulation, last);
@@ -423,8 +434,11 @@ impl Process {
 
     /// Books the cache-use model's charges and line changes (see
     /// [`Owners::settle`] for `only_executed`).
+    #[inline]
     fn settle_cache_use(&mut self) {
-        self.settle_cache_use_of(false);
+        if self.events.cacheuse.is_some() {
+            self.settle_cache_use_of(false);
+        }
     }
 
     fn settle_cache_use_of(&mut self, only_executed: bool) {

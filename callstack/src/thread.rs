@@ -237,6 +237,7 @@ impl ThreadState {
 
     /// One executed instruction of the current block, with no cost yet (see
     /// [`ThreadState::last_cost`]); `costs` are the thread's tables.
+    #[inline]
     pub fn instruction(&mut self, costs: &Costs, addr: u64, len: u8) {
         let events = self.events;
         if let Some(block) = self.state().block.as_mut() {
@@ -269,6 +270,7 @@ impl ThreadState {
 
     /// The cost of the instruction last executed, to add its events to;
     /// `costs` are the thread's tables.
+    #[inline]
     pub fn last_cost(&mut self, costs: &Costs) -> Option<&mut [u64]> {
         let events = self.events;
         let block = self.state().block.as_mut()?;
