@@ -286,8 +286,8 @@ impl Process {
         }
         if self.options.cachegrind {
             self.charge_to_own_function(tid, addr);
-            self.add_to_last(tid, |simulation, cost| {
-                simulation.fetch(addr, len, 0, cost);
+            self.add_to_last(tid, None, |simulation, owner, cost| {
+                simulation.fetch(addr, len, owner, cost);
             });
             return;
         }
@@ -301,15 +301,7 @@ impl Process {
             });
             return;
         }
-        self.with_thread(tid, |thread, shared| {
-            thread.instruction(shared.costs, addr, len);
-        });
-        let owner = if self.events.cacheuse.is_some() {
-            self.owner(tid)
-        } else {
-            0
-        };
-        self.add_to_last(tid, |simulation, cost| {
+        self.add_to_last(tid, Some((addr, len)), |simulation, owner, cost| {
             simulation.fetch(addr, len, owner, cost);
         });
     }
@@ -335,12 +327,7 @@ impl Process {
     /// A data access of the instruction last executed on thread `tid`.
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
         if self.instrumenting {
-            let owner = if self.events.cacheuse.is_some() {
-                self.owner(tid)
-            } else {
-                0
-            };
-            self.add_to_last(tid, |simulation, cost| {
+            self.add_to_last(tid, None, |simulation, owner, cost| {
                 simulation.data(access, owner, cost);
             });
         }
@@ -349,7 +336,7 @@ impl Process {
     /// A conditional branch of the instruction last executed on `tid`.
     pub fn conditional_branch(&mut self, tid: i32, addr: u64, taken: bool) {
         if self.instrumenting {
-            self.add_to_last(tid, |simulation, cost| {
+            self.add_to_last(tid, None, |simulation, _, cost| {
                 simulation.conditional_branch(addr, taken, cost);
             });
         }
@@ -358,78 +345,107 @@ impl Process {
     /// An indirect branch of the instruction last executed on `tid`.
     pub fn indirect_branch(&mut self, tid: i32, addr: u64, target: u64) {
         if self.instrumenting {
-            self.add_to_last(tid, |simulation, cost| {
+            self.add_to_last(tid, None, |simulation, _, cost| {
                 simulation.indirect_branch(addr, target, cost);
             });
         }
     }
 
-    /// The owner of lines loaded now by thread `tid` (cache use only).
-    fn owner(&mut self, tid: i32) -> cgx_sim::Owner {
-        if self.events.cacheuse.is_none() {
-            return 0;
+    /// Runs a simulation step for the instruction last executed on `tid` and
+    /// adds its events where that instruction's costs go; books the
+    /// cache-use charges it caused. With Callgrind's attribution, the
+    /// instruction `executed` (if any) is first pending on the thread, and
+    /// `step` gets the owner of the lines it loads.
+    #[inline]
+    fn add_to_last(
+        &mut self,
+        tid: i32,
+        executed: Option<(u64, u8)>,
+        step: impl FnOnce(&mut Simulation, cgx_sim::Owner, &mut [u64]),
+    ) {
+        if self.options.cachegrind {
+            self.add_to_charged(tid, |simulation, cost| step(simulation, 0, cost));
+        } else {
+            self.add_to_pending(tid, executed, step);
         }
-        let separate = self.options.separate_threads;
-        let thread = match self.threads.get(&tid) {
-            Some(thread) => thread,
-            None => self.thread(tid),
-        };
-        let key = if separate { thread.number } else { 0 };
-        match thread.load_site() {
-            Some((centre, addr, node)) => self.owners.owner((key, centre, addr), node),
-            None => cgx_sim::NO_OWNER,
+        self.settle_cache_use();
+    }
+
+    /// [`Process::add_to_last`] with Cachegrind's attribution: the events
+    /// go where the last instruction was charged.
+    fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
+        let mut buffer = [0u64; MAX_EVENTS];
+        let cost = &mut buffer[..self.events.len().min(MAX_EVENTS)];
+        let collecting = self.thread(tid).collecting();
+        self.simulation.set_collect(collecting);
+        step(&mut self.simulation, cost);
+        if let Some(charged) = self.last_charged {
+            let table = match self.costs.get_mut(&charged.key) {
+                Some(table) => table,
+                None => self.costs.entry(charged.key).or_default(),
+            };
+            match charged.slot {
+                Some((generation, slot)) if generation == table.generation => {
+                    add(table.slot_cost(slot), cost);
+                }
+                _ => table.charge(charged.centre, charged.addr, cost),
+            }
+            self.thread(tid).count(cost);
         }
     }
 
-    /// Runs a simulation step for the instruction last executed on `tid` and
-    /// adds its events where that instruction's costs go; books the
-    /// cache-use charges it caused.
-    fn add_to_last(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
-        if self.options.cachegrind {
-            let mut buffer = [0u64; MAX_EVENTS];
-            let cost = &mut buffer[..self.events.len().min(MAX_EVENTS)];
-            let collecting = self.thread(tid).collecting();
-            self.simulation.set_collect(collecting);
-            step(&mut self.simulation, cost);
-            if let Some(charged) = self.last_charged {
-                let table = match self.costs.get_mut(&charged.key) {
-                    Some(table) => table,
-                    None => self.costs.entry(charged.key).or_default(),
-                };
-                match charged.slot {
-                    Some((generation, slot)) if generation == table.generation => {
-                        add(table.slot_cost(slot), cost);
-                    }
-                    _ => table.charge(charged.centre, charged.addr, cost),
-                }
-                self.thread(tid).count(cost);
+    /// [`Process::add_to_last`] with Callgrind's attribution: straight into
+    /// the instruction's pending costs, with one look-up of the thread and
+    /// its tables.
+    #[inline]
+    fn add_to_pending(
+        &mut self,
+        tid: i32,
+        executed: Option<(u64, u8)>,
+        step: impl FnOnce(&mut Simulation, cgx_sim::Owner, &mut [u64]),
+    ) {
+        let cacheuse = self.events.cacheuse.is_some();
+        let Process {
+            threads,
+            simulation,
+            costs,
+            options,
+            owners,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            // A new thread: made (with its tables) as an instruction or a
+            // cache-use owner makes it, then the step.
+            if executed.is_some() || cacheuse {
+                self.with_thread(tid, |_, _| {});
+                self.add_to_pending(tid, executed, step);
+            }
+            return;
+        };
+        let key = if options.separate_threads {
+            thread.number
+        } else {
+            0
+        };
+        let costs = match costs.get_mut(&key) {
+            Some(costs) => costs,
+            None => costs.entry(key).or_default(),
+        };
+        if let Some((addr, len)) = executed {
+            thread.instruction(costs, addr, len);
+        }
+        let owner = if cacheuse {
+            match thread.load_site() {
+                Some((centre, addr, node)) => owners.owner((key, centre, addr), node),
+                None => cgx_sim::NO_OWNER,
             }
         } else {
-            // Straight into the instruction's pending costs: no allocation.
-            let Process {
-                threads,
-                simulation,
-                costs,
-                options,
-                ..
-            } = self;
-            if let Some(thread) = threads.get_mut(&tid) {
-                let key = if options.separate_threads {
-                    thread.number
-                } else {
-                    0
-                };
-                let costs = match costs.get_mut(&key) {
-                    Some(costs) => costs,
-                    None => costs.entry(key).or_default(),
-                };
-                simulation.set_collect(thread.collecting());
-                if let Some(last) = thread.last_cost(costs) {
-                    step(simulation, last);
-                }
-            }
+            0
+        };
+        simulation.set_collect(thread.collecting());
+        if let Some(last) = thread.last_cost(costs) {
+            step(simulation, owner, last);
         }
-        self.settle_cache_use();
     }
 
     /// Books the cache-use model's charges and line changes (see
