@@ -4,6 +4,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::context::Centre;
+use crate::events::{CostArray, MAX_EVENTS};
 
 /// A call arc: from a call site in a centre to a block of a centre.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -235,19 +236,20 @@ impl Costs {
         }
     }
 
-    /// Adds the costs of one execution of block `index`: `costs` holds one
-    /// vector of `width` counts per instruction of `addrs`.
-    pub fn charge_block(&mut self, index: usize, addrs: &[u64], costs: &[u64], width: usize) {
+    /// Adds the costs of one execution of block `index`: `costs` holds the
+    /// `width` counts of each instruction of `addrs`.
+    pub fn charge_block(&mut self, index: usize, addrs: &[u64], costs: &[CostArray], width: usize) {
         let Some(block) = self.blocks.get_mut(index) else {
             return;
         };
-        let known = addrs.len() * width;
-        if block.addrs.get(..addrs.len()) == Some(addrs) && costs.len() == known {
+        let width = width.min(MAX_EVENTS);
+        let costs = costs.iter().map(|cost| &cost[..width]);
+        if width > 0 && block.addrs.get(..addrs.len()) == Some(addrs) {
             // The common case: instructions known, in their positions.
-            if let Some(sums) = block.costs.get_mut(..known) {
-                add(sums, costs);
-                return;
+            for (sums, cost) in block.costs.chunks_exact_mut(width).zip(costs) {
+                add(sums, cost);
             }
+            return;
         }
         let centre = block.centre;
         if addrs.len() > block.addrs.len() {
@@ -255,7 +257,7 @@ impl Costs {
             block.settle_runs();
         }
         let mut elsewhere = Vec::new();
-        for (position, (&addr, cost)) in addrs.iter().zip(costs.chunks_exact(width)).enumerate() {
+        for (position, (&addr, cost)) in addrs.iter().zip(costs).enumerate() {
             if position == block.addrs.len() {
                 block.addrs.push(addr);
                 block.costs.extend_from_slice(cost);
