@@ -280,6 +280,7 @@ impl Process {
     }
 
     /// An instruction executes on thread `tid`.
+    #[inline]
     pub fn instruction(&mut self, tid: i32, addr: u64, len: u8) {
         if !self.instrumenting {
             return;
@@ -325,6 +326,7 @@ impl Process {
     }
 
     /// A data access of the instruction last executed on thread `tid`.
+    #[inline]
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
         if self.instrumenting {
             self.add_to_last(tid, None, |simulation, owner, cost| {
@@ -334,6 +336,7 @@ impl Process {
     }
 
     /// A conditional branch of the instruction last executed on `tid`.
+    #[inline]
     pub fn conditional_branch(&mut self, tid: i32, addr: u64, taken: bool) {
         if self.instrumenting {
             self.add_to_last(tid, None, |simulation, _, cost| {
@@ -343,6 +346,7 @@ impl Process {
     }
 
     /// An indirect branch of the instruction last executed on `tid`.
+    #[inline]
     pub fn indirect_branch(&mut self, tid: i32, addr: u64, target: u64) {
         if self.instrumenting {
             self.add_to_last(tid, None, |simulation, _, cost| {
