@@ -365,10 +365,10 @@ impl Process {
         &mut self,
         tid: i32,
         executed: Option<(u64, u8)>,
-        step: impl FnOnce(&mut Simulation, cgx_sim::Owner, &mut [u64]),
+        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner, &mut [u64]),
     ) {
         if self.options.cachegrind {
-            self.add_to_charged(tid, |simulation, cost| step(simulation, 0, cost));
+            self.add_to_charged(tid, |simulation, cost| step(simulation, &mut || 0, cost));
         } else {
             self.add_to_pending(tid, executed, step);
         }
@@ -406,7 +406,7 @@ impl Process {
         &mut self,
         tid: i32,
         executed: Option<(u64, u8)>,
-        step: impl FnOnce(&mut Simulation, cgx_sim::Owner, &mut [u64]),
+        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner, &mut [u64]),
     ) {
         let cacheuse = self.events.cacheuse.is_some();
         let Process {
@@ -438,17 +438,16 @@ impl Process {
         if let Some((addr, len)) = executed {
             thread.instruction(costs, addr, len);
         }
-        let owner = if cacheuse {
-            match thread.load_site() {
-                Some((centre, addr, node)) => owners.owner((key, centre, addr), node),
-                None => cgx_sim::NO_OWNER,
-            }
-        } else {
-            0
+        // The owner of the lines it loads, asked only when one is loaded.
+        let site = if cacheuse { thread.load_site() } else { None };
+        let mut owner = || match site {
+            Some((centre, addr, node)) => owners.owner((key, centre, addr), node),
+            None if cacheuse => cgx_sim::NO_OWNER,
+            None => 0,
         };
         simulation.set_collect(thread.collecting());
         if let Some(last) = thread.last_cost(costs) {
-            step(simulation, owner, last);
+            step(simulation, &mut owner, last);
         }
     }
 
