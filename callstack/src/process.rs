@@ -378,15 +378,28 @@ impl Process {
     /// [`Process::add_to_last`] with Cachegrind's attribution: the events
     /// go where the last instruction was charged.
     fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
+        let width = self.events.len().min(MAX_EVENTS);
+        let Process {
+            threads,
+            simulation,
+            costs,
+            last_charged,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            // A new thread: made first.
+            self.thread(tid);
+            self.add_to_charged(tid, step);
+            return;
+        };
         let mut buffer = [0u64; MAX_EVENTS];
-        let cost = &mut buffer[..self.events.len().min(MAX_EVENTS)];
-        let collecting = self.thread(tid).collecting();
-        self.simulation.set_collect(collecting);
-        step(&mut self.simulation, cost);
-        if let Some(charged) = self.last_charged {
-            let table = match self.costs.get_mut(&charged.key) {
+        let cost = &mut buffer[..width];
+        simulation.set_collect(thread.collecting());
+        step(simulation, cost);
+        if let Some(charged) = *last_charged {
+            let table = match costs.get_mut(&charged.key) {
                 Some(table) => table,
-                None => self.costs.entry(charged.key).or_default(),
+                None => costs.entry(charged.key).or_default(),
             };
             match charged.slot {
                 Some((generation, slot)) if generation == table.generation => {
@@ -394,7 +407,7 @@ impl Process {
                 }
                 _ => table.charge(charged.centre, charged.addr, cost),
             }
-            self.thread(tid).count(cost);
+            thread.count(cost);
         }
     }
 
@@ -561,7 +574,10 @@ impl Process {
 
     /// The key of the cost tables thread `tid` charges.
     fn costs_key(&mut self, tid: i32) -> u32 {
-        let number = self.thread(tid).number;
+        let number = match self.threads.get(&tid) {
+            Some(thread) => thread.number,
+            None => self.thread(tid).number,
+        };
         if self.options.separate_threads {
             number
         } else {
