@@ -23,17 +23,43 @@ type Site = (u32, Centre, u64);
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Owners {
     sites: IndexSet<Site, FxBuildHasher>,
+    /// A direct-mapped cache of `sites` ([`RECENT`] slots, empty until the
+    /// first owner): an instruction runs again soon, and its data accesses
+    /// ask right after its fetch.
+    recent: Vec<Option<(Site, usize)>>,
 }
 
 /// The node bits of an owner when there is no node.
 const NO_NODE: u64 = u32::MAX as u64;
 
+/// The slots of the cache of recent sites (a power of two).
+const RECENT: usize = 4096;
+
 impl Owners {
     /// The owner for a line loaded now at `site` by the call `node`.
+    #[inline]
     pub fn owner(&mut self, site: Site, node: Option<NodeId>) -> Owner {
-        let (index, _) = self.sites.insert_full(site);
+        let index = self.index(site);
         let node = node.map_or(NO_NODE, |node| node.index() as u64 & NO_NODE);
         ((index as u64) << 32) | node
+    }
+
+    /// The number of `site` (numbered when first seen).
+    #[inline]
+    fn index(&mut self, site: Site) -> usize {
+        let addr = site.2;
+        let slot = (addr ^ (addr >> 12)) as usize & (RECENT - 1);
+        if let Some(Some((known, index))) = self.recent.get(slot) {
+            if *known == site {
+                return *index;
+            }
+        }
+        let (index, _) = self.sites.insert_full(site);
+        if self.recent.is_empty() {
+            self.recent = vec![None; RECENT];
+        }
+        self.recent[slot] = Some((site, index));
+        index
     }
 
     fn decode(&self, owner: Owner) -> Option<(Site, Option<NodeId>)> {

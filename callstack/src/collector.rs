@@ -92,6 +92,16 @@ impl Collector {
         })
     }
 
+    /// Runs `f` on process `pid`, made if new (a known one without the
+    /// entry API: the common case, per event).
+    #[inline]
+    fn on_process<R>(&mut self, pid: i32, f: impl FnOnce(&mut Process) -> R) -> R {
+        if let Some(process) = self.processes.get_mut(&pid) {
+            return f(process);
+        }
+        f(self.process(pid))
+    }
+
     /// Turns finished parts of `pid` into dumps (or keeps them for one
     /// combined file).
     fn deliver(&mut self, pid: i32, parts: Result<Vec<FinishedPart>, TooManyNames>, last: bool) {
@@ -158,35 +168,37 @@ impl Collector {
 
 impl EventSink for Collector {
     fn block(&mut self, thread: Thread, block: Block) {
-        self.process(thread.pid).block(thread.tid, block);
+        self.on_process(thread.pid, |process| process.block(thread.tid, block));
     }
 
     fn instruction(&mut self, thread: Thread, addr: u64, len: u8) {
-        self.process(thread.pid).instruction(thread.tid, addr, len);
+        self.on_process(thread.pid, |process| {
+            process.instruction(thread.tid, addr, len)
+        });
     }
 
     fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
-        // A known process without the entry API: the common case, per block.
-        if let Some(process) = self.processes.get_mut(&thread.pid) {
-            process.block_executed(thread.tid, block, instructions);
-            return;
-        }
-        self.process(thread.pid)
-            .block_executed(thread.tid, block, instructions);
+        self.on_process(thread.pid, |process| {
+            process.block_executed(thread.tid, block, instructions)
+        });
     }
 
     fn data_access(&mut self, thread: Thread, access: DataAccess) {
-        self.process(thread.pid).data_access(thread.tid, access);
+        self.on_process(thread.pid, |process| {
+            process.data_access(thread.tid, access)
+        });
     }
 
     fn conditional_branch(&mut self, thread: Thread, addr: u64, taken: bool) {
-        self.process(thread.pid)
-            .conditional_branch(thread.tid, addr, taken);
+        self.on_process(thread.pid, |process| {
+            process.conditional_branch(thread.tid, addr, taken)
+        });
     }
 
     fn indirect_branch(&mut self, thread: Thread, addr: u64, target: u64) {
-        self.process(thread.pid)
-            .indirect_branch(thread.tid, addr, target);
+        self.on_process(thread.pid, |process| {
+            process.indirect_branch(thread.tid, addr, target)
+        });
     }
 
     fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {

@@ -4,6 +4,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::context::Centre;
+use crate::events::{CostArray, MAX_EVENTS};
 
 /// A call arc: from a call site in a centre to a block of a centre.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -99,10 +100,16 @@ impl BlockCosts {
 /// `--separate-threads=yes`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Costs {
-    /// Self cost charged outside blocks, per centre and instruction address
-    /// (skipped code's call sites, cache-use charges, Cachegrind's
-    /// attribution).
-    pub self_costs: FxHashMap<(Centre, u64), Vec<u64>>,
+    /// Self cost charged outside blocks (skipped code's call sites,
+    /// cache-use charges, Cachegrind's attribution), per centre and
+    /// instruction address: its slot, numbered in order.
+    slot_index: FxHashMap<(Centre, u64), usize>,
+    /// The centre and instruction of each slot.
+    slot_keys: Vec<(Centre, u64)>,
+    /// The cost vectors of the slots, one after another, `slot_width`
+    /// events each.
+    slot_costs: Vec<u64>,
+    slot_width: usize,
     /// Self cost of executed blocks.
     pub blocks: Vec<BlockCosts>,
     block_index: FxHashMap<(Centre, u64), usize>,
@@ -129,23 +136,47 @@ pub(crate) struct Costs {
 impl Costs {
     /// Adds `costs` to the self cost of the instruction at `addr` in `centre`.
     pub fn charge(&mut self, centre: Centre, addr: u64, costs: &[u64]) {
-        let entry = self
-            .self_costs
-            .entry((centre, addr))
-            .or_insert_with(|| vec![0; costs.len()]);
-        add(entry, costs);
+        let slot = self.slot(centre, addr, costs.len());
+        add(self.slot_cost(slot), costs);
     }
 
     /// Adds `ir` to the `Ir` (column 0) of the instruction at `addr` in
     /// `centre`, in cost vectors of `width` events.
     pub fn charge_ir(&mut self, centre: Centre, addr: u64, ir: u64, width: usize) {
-        let entry = self
-            .self_costs
-            .entry((centre, addr))
-            .or_insert_with(|| vec![0; width]);
-        if let Some(sum) = entry.first_mut() {
+        let slot = self.slot(centre, addr, width);
+        if let Some(sum) = self.slot_cost(slot).first_mut() {
             *sum = sum.wrapping_add(ir);
         }
+    }
+
+    /// The slot of the self cost of the instruction at `addr` in `centre`
+    /// (made, zero, when new), valid until the tables are cleared; the
+    /// first slot sets the width of all (`width` events).
+    pub fn slot(&mut self, centre: Centre, addr: u64, width: usize) -> usize {
+        if self.slot_keys.is_empty() {
+            self.slot_width = width;
+        }
+        let Costs {
+            slot_index,
+            slot_keys,
+            slot_costs,
+            slot_width,
+            ..
+        } = self;
+        *slot_index.entry((centre, addr)).or_insert_with(|| {
+            slot_keys.push((centre, addr));
+            slot_costs.resize(slot_costs.len() + *slot_width, 0);
+            slot_keys.len() - 1
+        })
+    }
+
+    /// The cost vector of slot `slot` (empty if there is no such slot).
+    #[inline]
+    pub fn slot_cost(&mut self, slot: usize) -> &mut [u64] {
+        let width = self.slot_width;
+        self.slot_costs
+            .get_mut(slot * width..(slot + 1) * width)
+            .unwrap_or_default()
     }
 
     /// The number of the cost table of the block at `addr` (numbered
@@ -205,19 +236,28 @@ impl Costs {
         }
     }
 
-    /// Adds the costs of one execution of block `index`: `costs` holds one
-    /// vector of `width` counts per instruction of `addrs`.
-    pub fn charge_block(&mut self, index: usize, addrs: &[u64], costs: &[u64], width: usize) {
+    /// Adds the costs of one execution of block `index`: `costs` holds the
+    /// `width` counts of each instruction of `addrs`.
+    pub fn charge_block(&mut self, index: usize, addrs: &[u64], costs: &[CostArray], width: usize) {
         let Some(block) = self.blocks.get_mut(index) else {
             return;
         };
+        let width = width.min(MAX_EVENTS);
+        let costs = costs.iter().map(|cost| &cost[..width]);
+        if width > 0 && block.addrs.get(..addrs.len()) == Some(addrs) {
+            // The common case: instructions known, in their positions.
+            for (sums, cost) in block.costs.chunks_exact_mut(width).zip(costs) {
+                add(sums, cost);
+            }
+            return;
+        }
         let centre = block.centre;
         if addrs.len() > block.addrs.len() {
             // The counted runs are of the instructions known so far only.
             block.settle_runs();
         }
         let mut elsewhere = Vec::new();
-        for (position, (&addr, cost)) in addrs.iter().zip(costs.chunks_exact(width)).enumerate() {
+        for (position, (&addr, cost)) in addrs.iter().zip(costs).enumerate() {
             if position == block.addrs.len() {
                 block.addrs.push(addr);
                 block.costs.extend_from_slice(cost);
@@ -241,18 +281,20 @@ impl Costs {
     /// Whether the instruction at `addr` in `centre` was charged as executed.
     pub fn executed(&self, centre: Centre, addr: u64) -> bool {
         self.executed.contains(&(centre, addr))
-            || self
-                .self_costs
-                .get(&(centre, addr))
-                .is_some_and(|cost| cost.first().is_some_and(|&ir| ir > 0))
+            || self.slot_index.get(&(centre, addr)).is_some_and(|&slot| {
+                self.slot_costs
+                    .get(slot * self.slot_width)
+                    .is_some_and(|&ir| ir > 0)
+            })
     }
 
     /// All self costs by centre and instruction, in order.
     pub fn self_costs_by_instruction(&self) -> std::collections::BTreeMap<(Centre, u64), Vec<u64>> {
         let mut all: std::collections::BTreeMap<(Centre, u64), Vec<u64>> = self
-            .self_costs
+            .slot_keys
             .iter()
-            .map(|(key, cost)| (*key, cost.clone()))
+            .zip(self.slot_costs.chunks_exact(self.slot_width.max(1)))
+            .map(|(key, cost)| (*key, cost.to_vec()))
             .collect();
         for block in &self.blocks {
             let width = block.width();
@@ -329,7 +371,9 @@ impl Costs {
 
     /// Forgets all costs (after a dump, or `CALLGRIND_ZERO_STATS`).
     pub fn clear(&mut self) {
-        self.self_costs.clear();
+        self.slot_index.clear();
+        self.slot_keys.clear();
+        self.slot_costs.clear();
         self.blocks.clear();
         self.block_index.clear();
         self.recent.clear();

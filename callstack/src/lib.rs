@@ -18,11 +18,13 @@
 //! names with callers and recursion levels, `costs` the tables, `pending` a
 //! block's instructions not charged yet (a whole block as one run of its
 //! table, as Callgrind's execution counters), `sequences` Cachegrind's
-//! whole blocks counted, `events` the columns, `simulation` the simulators'
+//! whole blocks counted, `attribution` Cachegrind's instructions charged
+//! with simulation, `events` the columns, `simulation` the simulators'
 //! outcomes as costs, `cacheuse` who owns a cache line and where its costs
 //! go, `process` the client requests and dumps, `dump` the conversion to a
 //! profile part.
 
+mod attribution;
 mod cacheuse;
 mod collector;
 mod context;

@@ -9,11 +9,19 @@
 
 use crate::context::Centre;
 use crate::costs::{add, Costs};
+use crate::events::{CostArray, MAX_EVENTS};
+
+/// The cost of an instruction that costs its `Ir` only.
+const IR_ONLY: CostArray = {
+    let mut cost = [0; MAX_EVENTS];
+    cost[0] = 1;
+    cost
+};
 
 /// How the pending instructions are held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Form {
-    /// Their addresses, and their cost vectors one after another.
+    /// Their addresses, and their costs.
     Listed,
     /// Their addresses; each costs its `Ir` only (no cost vectors).
     Ir,
@@ -27,7 +35,7 @@ enum Form {
 pub(crate) struct Pending {
     form: Form,
     addrs: Vec<u64>,
-    costs: Vec<u64>,
+    costs: Vec<CostArray>,
 }
 
 impl Default for Pending {
@@ -76,28 +84,35 @@ impl Pending {
         }
     }
 
-    /// Gives every pending instruction its cost vector of `events` counts.
-    fn list(&mut self, events: usize, costs: &Costs) {
+    /// Gives every pending instruction its costs.
+    #[inline]
+    fn list(&mut self, costs: &Costs) {
+        if self.form != Form::Listed {
+            self.make_list(costs);
+        }
+    }
+
+    /// [`Pending::list`] when they are not listed yet.
+    #[cold]
+    fn make_list(&mut self, costs: &Costs) {
         self.detach(costs);
         if self.form == Form::Ir {
             self.costs.clear();
-            self.costs.resize(self.addrs.len() * events, 0);
-            for ir in self.costs.iter_mut().step_by(events) {
-                *ir = 1;
-            }
+            self.costs.resize(self.addrs.len(), IR_ONLY);
             self.form = Form::Listed;
         }
     }
 
-    /// One more instruction, at `addr`, with a zero cost vector.
-    pub fn push(&mut self, addr: u64, events: usize, costs: &Costs) {
-        self.list(events, costs);
+    /// One more instruction, at `addr`, with zero costs.
+    #[inline]
+    pub fn push(&mut self, addr: u64, costs: &Costs) {
+        self.list(costs);
         self.addrs.push(addr);
-        self.costs.resize(self.costs.len() + events, 0);
+        self.costs.push([0; MAX_EVENTS]);
     }
 
     /// More instructions that cost their `Ir` only.
-    pub fn push_ir(&mut self, instructions: &[(u64, u8)], events: usize, costs: &Costs) {
+    pub fn push_ir(&mut self, instructions: &[(u64, u8)], costs: &Costs) {
         self.detach(costs);
         if self.is_empty() {
             self.form = Form::Ir;
@@ -105,11 +120,8 @@ impl Pending {
         self.addrs
             .extend(instructions.iter().map(|&(addr, _)| addr));
         if self.form == Form::Listed {
-            let start = self.costs.len();
-            self.costs.resize(start + instructions.len() * events, 0);
-            for ir in self.costs[start..].iter_mut().step_by(events) {
-                *ir = 1;
-            }
+            self.costs
+                .resize(self.costs.len() + instructions.len(), IR_ONLY);
         }
     }
 
@@ -134,11 +146,11 @@ impl Pending {
         true
     }
 
-    /// The cost vector of the last pending instruction.
+    /// The cost vector of `events` counts of the last pending instruction.
+    #[inline]
     pub fn last_cost(&mut self, events: usize, costs: &Costs) -> Option<&mut [u64]> {
-        self.list(events, costs);
-        let start = self.costs.len().checked_sub(events)?;
-        Some(&mut self.costs[start..])
+        self.list(costs);
+        self.costs.last_mut()?.get_mut(..events)
     }
 
     /// Adds the pending costs to `total` (a thread's counter), from column
@@ -147,8 +159,11 @@ impl Pending {
     pub fn add_to(&self, total: &mut [u64], from: usize) {
         match self.form {
             Form::Listed => {
-                for cost in self.costs.chunks_exact(total.len()) {
-                    add(&mut total[from..], &cost[from..]);
+                let Some(total) = total.get_mut(from..) else {
+                    return;
+                };
+                for cost in &self.costs {
+                    add(total, &cost[from..]);
                 }
             }
             Form::Ir | Form::Run { .. } => {
@@ -164,8 +179,9 @@ impl Pending {
     pub fn charge_to(&self, costs: &mut Costs, centre: Centre, addr: u64, events: usize) {
         match self.form {
             Form::Listed => {
-                for cost in self.costs.chunks_exact(events) {
-                    costs.charge(centre, addr, cost);
+                let width = events.min(MAX_EVENTS);
+                for cost in &self.costs {
+                    costs.charge(centre, addr, &cost[..width]);
                 }
             }
             Form::Ir | Form::Run { .. } => {
@@ -181,7 +197,7 @@ impl Pending {
                 return;
             }
         }
-        self.list(events, costs);
+        self.list(costs);
         costs.charge_block(table, &self.addrs, &self.costs, events);
     }
 }

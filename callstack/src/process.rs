@@ -12,11 +12,12 @@ use cgx_engine::{Block, DataAccess};
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
+use crate::attribution::{Charged, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
-use crate::costs::{ArcKey, Costs};
+use crate::costs::{add, ArcKey, Costs};
 use crate::dump::{build_part, Naming, PartInfo};
-use crate::events::EventSet;
+use crate::events::{EventSet, MAX_EVENTS};
 use crate::functions::{FnId, Functions};
 use crate::sequences::Sequences;
 use crate::simulation::Simulation;
@@ -59,13 +60,14 @@ pub(crate) struct Process {
     owners: Owners,
     /// With Cachegrind's attribution: where the last instruction was
     /// charged, for the events that follow it.
-    last_charged: Option<(u32, Centre, u64)>,
+    last_charged: Option<Charged>,
+    /// With Cachegrind's attribution: where recent instructions were
+    /// charged.
+    recent_slots: RecentSlots,
     /// With Cachegrind's attribution: each function's context.
     own_contexts: FxHashMap<FnId, CxtId>,
     /// With Cachegrind's attribution: the whole blocks run.
     sequences: Sequences,
-    /// A cost vector to reuse.
-    scratch: Vec<u64>,
     symbols: Symbols,
     /// The names of every part made so far.
     names: Names,
@@ -105,9 +107,9 @@ impl Process {
             forest,
             owners: Owners::default(),
             last_charged: None,
+            recent_slots: RecentSlots::default(),
             own_contexts: FxHashMap::default(),
             sequences: Sequences::default(),
-            scratch: Vec::new(),
             symbols: Symbols::new(),
             names: Names::default(),
             functions: Functions::default(),
@@ -138,9 +140,9 @@ impl Process {
             forest: self.forest.clone(),
             owners: self.owners.clone(),
             last_charged: None,
+            recent_slots: RecentSlots::default(),
             own_contexts: self.own_contexts.clone(),
             sequences: self.sequences.clone(),
-            scratch: Vec::new(),
             symbols: Symbols::new(),
             names: self.names.clone(),
             functions: self.functions.clone(),
@@ -278,14 +280,15 @@ impl Process {
     }
 
     /// An instruction executes on thread `tid`.
+    #[inline]
     pub fn instruction(&mut self, tid: i32, addr: u64, len: u8) {
         if !self.instrumenting {
             return;
         }
         if self.options.cachegrind {
             self.charge_to_own_function(tid, addr);
-            self.add_to_last(tid, |simulation, cost| {
-                simulation.fetch(addr, len, 0, cost);
+            self.add_to_last(tid, None, |simulation, owner, cost| {
+                simulation.fetch(addr, len, owner, cost);
             });
             return;
         }
@@ -299,11 +302,7 @@ impl Process {
             });
             return;
         }
-        self.with_thread(tid, |thread, shared| {
-            thread.instruction(shared.costs, addr, len);
-        });
-        let owner = self.owner(tid);
-        self.add_to_last(tid, |simulation, cost| {
+        self.add_to_last(tid, Some((addr, len)), |simulation, owner, cost| {
             simulation.fetch(addr, len, owner, cost);
         });
     }
@@ -327,105 +326,160 @@ impl Process {
     }
 
     /// A data access of the instruction last executed on thread `tid`.
+    #[inline]
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
         if self.instrumenting {
-            let owner = self.owner(tid);
-            self.add_to_last(tid, |simulation, cost| {
+            self.add_to_last(tid, None, |simulation, owner, cost| {
                 simulation.data(access, owner, cost);
             });
         }
     }
 
     /// A conditional branch of the instruction last executed on `tid`.
+    #[inline]
     pub fn conditional_branch(&mut self, tid: i32, addr: u64, taken: bool) {
         if self.instrumenting {
-            self.add_to_last(tid, |simulation, cost| {
+            self.add_to_last(tid, None, |simulation, _, cost| {
                 simulation.conditional_branch(addr, taken, cost);
             });
         }
     }
 
     /// An indirect branch of the instruction last executed on `tid`.
+    #[inline]
     pub fn indirect_branch(&mut self, tid: i32, addr: u64, target: u64) {
         if self.instrumenting {
-            self.add_to_last(tid, |simulation, cost| {
+            self.add_to_last(tid, None, |simulation, _, cost| {
                 simulation.indirect_branch(addr, target, cost);
             });
         }
     }
 
-    /// The owner of lines loaded now by thread `tid` (cache use only).
-    fn owner(&mut self, tid: i32) -> cgx_sim::Owner {
-        if self.events.cacheuse.is_none() {
-            return 0;
-        }
-        let separate = self.options.separate_threads;
-        let thread = self.thread(tid);
-        let key = if separate { thread.number } else { 0 };
-        match thread.load_site() {
-            Some((centre, addr, node)) => self.owners.owner((key, centre, addr), node),
-            None => cgx_sim::NO_OWNER,
-        }
-    }
-
     /// Runs a simulation step for the instruction last executed on `tid` and
     /// adds its events where that instruction's costs go; books the
-    /// cache-use charges it caused.
-    fn add_to_last(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
+    /// cache-use charges it caused. With Callgrind's attribution, the
+    /// instruction `executed` (if any) is first pending on the thread, and
+    /// `step` gets the owner of the lines it loads.
+    #[inline]
+    fn add_to_last(
+        &mut self,
+        tid: i32,
+        executed: Option<(u64, u8)>,
+        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner, &mut [u64]),
+    ) {
         if self.options.cachegrind {
-            let mut cost = std::mem::take(&mut self.scratch);
-            cost.clear();
-            cost.resize(self.events.len(), 0);
-            let collecting = self.thread(tid).collecting();
-            self.simulation.set_collect(collecting);
-            step(&mut self.simulation, &mut cost);
-            if let Some((key, centre, addr)) = self.last_charged {
-                self.costs
-                    .entry(key)
-                    .or_default()
-                    .charge(centre, addr, &cost);
-                self.thread(tid).count(&cost);
-            }
-            self.scratch = cost;
+            self.add_to_charged(tid, |simulation, cost| step(simulation, &mut || 0, cost));
         } else {
-            // Straight into the instruction's pending costs: no allocation.
-            let Process {
-                threads,
-                simulation,
-                costs,
-                options,
-                ..
-            } = self;
-            if let Some(thread) = threads.get_mut(&tid) {
-                let key = if options.separate_threads {
-                    thread.number
-                } else {
-                    0
-                };
-                let costs = costs.entry(key).or_default();
-                simulation.set_collect(thread.collecting());
-                if let Some(last) = thread.last_cost(costs) {
-                    step(simulation, last);
-                }
-            }
+            self.add_to_pending(tid, executed, step);
         }
         self.settle_cache_use();
     }
 
+    /// [`Process::add_to_last`] with Cachegrind's attribution: the events
+    /// go where the last instruction was charged.
+    fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
+        let width = self.events.len().min(MAX_EVENTS);
+        let Process {
+            threads,
+            simulation,
+            costs,
+            last_charged,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            // A new thread: made first.
+            self.thread(tid);
+            self.add_to_charged(tid, step);
+            return;
+        };
+        let mut buffer = [0u64; MAX_EVENTS];
+        let cost = &mut buffer[..width];
+        simulation.set_collect(thread.collecting());
+        step(simulation, cost);
+        if let Some(charged) = *last_charged {
+            let table = match costs.get_mut(&charged.key) {
+                Some(table) => table,
+                None => costs.entry(charged.key).or_default(),
+            };
+            match charged.slot {
+                Some((generation, slot)) if generation == table.generation => {
+                    add(table.slot_cost(slot), cost);
+                }
+                _ => table.charge(charged.centre, charged.addr, cost),
+            }
+            thread.count(cost);
+        }
+    }
+
+    /// [`Process::add_to_last`] with Callgrind's attribution: straight into
+    /// the instruction's pending costs, with one look-up of the thread and
+    /// its tables.
+    #[inline]
+    fn add_to_pending(
+        &mut self,
+        tid: i32,
+        executed: Option<(u64, u8)>,
+        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner, &mut [u64]),
+    ) {
+        let cacheuse = self.events.cacheuse.is_some();
+        let Process {
+            threads,
+            simulation,
+            costs,
+            options,
+            owners,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            // A new thread: made (with its tables) as an instruction or a
+            // cache-use owner makes it, then the step.
+            if executed.is_some() || cacheuse {
+                self.with_thread(tid, |_, _| {});
+                self.add_to_pending(tid, executed, step);
+            }
+            return;
+        };
+        let key = if options.separate_threads {
+            thread.number
+        } else {
+            0
+        };
+        let costs = match costs.get_mut(&key) {
+            Some(costs) => costs,
+            None => costs.entry(key).or_default(),
+        };
+        if let Some((addr, len)) = executed {
+            thread.instruction(costs, addr, len);
+        }
+        // The owner of the lines it loads, asked only when one is loaded.
+        let site = if cacheuse { thread.load_site() } else { None };
+        let mut owner = || match site {
+            Some((centre, addr, node)) => owners.owner((key, centre, addr), node),
+            None if cacheuse => cgx_sim::NO_OWNER,
+            None => 0,
+        };
+        simulation.set_collect(thread.collecting());
+        if let Some(last) = thread.last_cost(costs) {
+            step(simulation, &mut owner, last);
+        }
+    }
+
     /// Books the cache-use model's charges and line changes (see
     /// [`Owners::settle`] for `only_executed`).
+    #[inline]
     fn settle_cache_use(&mut self) {
-        self.settle_cache_use_of(false);
+        if self.events.cacheuse.is_some() {
+            self.settle_cache_use_of(false);
+        }
     }
 
     fn settle_cache_use_of(&mut self, only_executed: bool) {
         if self.events.cacheuse.is_none() {
             return;
         }
-        let (charges, changes) = self.simulation.take_cache_use();
-        if charges.is_empty() && changes.is_empty() {
+        let Some((charges, changes)) = self.simulation.take_cache_use() else {
             return;
-        }
+        };
         self.owners.settle(
             only_executed,
             &charges,
@@ -440,6 +494,12 @@ impl Process {
     /// function that contains it (its events follow through
     /// [`Process::add_to_last`]).
     fn charge_to_own_function(&mut self, tid: i32, addr: u64) {
+        let key = self.costs_key(tid);
+        let generation = self.costs.get(&key).map(|table| table.generation);
+        if let Some(charged) = generation.and_then(|g| self.recent_slots.get(addr, key, g)) {
+            self.last_charged = Some(charged);
+            return;
+        }
         let centre = own_centre(
             &mut self.functions,
             &mut self.symbols,
@@ -448,8 +508,16 @@ impl Process {
             &mut self.contexts,
             addr,
         );
-        let key = self.costs_key(tid);
-        self.last_charged = Some((key, centre, addr));
+        let table = self.costs.entry(key).or_default();
+        let slot = table.slot(centre, addr, self.events.len());
+        let charged = Charged {
+            key,
+            centre,
+            addr,
+            slot: Some((table.generation, slot)),
+        };
+        self.recent_slots.put(charged);
+        self.last_charged = Some(charged);
     }
 
     /// Cachegrind's attribution of a whole block without simulation: its
@@ -495,13 +563,21 @@ impl Process {
             None => costs.entry(key).or_default().count_sequence(number),
         }
         if let Some(centre) = centre {
-            self.last_charged = Some((key, centre, last));
+            self.last_charged = Some(Charged {
+                key,
+                centre,
+                addr: last,
+                slot: None,
+            });
         }
     }
 
     /// The key of the cost tables thread `tid` charges.
     fn costs_key(&mut self, tid: i32) -> u32 {
-        let number = self.thread(tid).number;
+        let number = match self.threads.get(&tid) {
+            Some(thread) => thread.number,
+            None => self.thread(tid).number,
+        };
         if self.options.separate_threads {
             number
         } else {

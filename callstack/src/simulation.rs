@@ -55,12 +55,20 @@ impl Simulation {
     }
 
     /// Adds the costs of fetching the instruction of `len` bytes at `addr`
-    /// (its `Ir` included) to `cost`.
-    pub fn fetch(&mut self, addr: u64, len: u8, owner: Owner, cost: &mut [u64]) {
+    /// (its `Ir` included) to `cost`; `owner` gives the owner of a line it
+    /// loads (cache use only).
+    #[inline]
+    pub fn fetch(
+        &mut self,
+        addr: u64,
+        len: u8,
+        owner: &mut dyn FnMut() -> Owner,
+        cost: &mut [u64],
+    ) {
         cost[0] += 1;
         let outcome = match &mut self.caches {
             Some(Caches::Plain(caches)) => caches.fetch(addr, u32::from(len)),
-            Some(Caches::Use(caches)) => caches.fetch(addr, u32::from(len), owner),
+            Some(Caches::Use(caches)) => caches.fetch_for(addr, u32::from(len), owner),
             None => return,
         };
         if let Some(columns) = self.events.cache {
@@ -68,8 +76,10 @@ impl Simulation {
         }
     }
 
-    /// Adds the costs of a data access to `cost`.
-    pub fn data(&mut self, access: DataAccess, owner: Owner, cost: &mut [u64]) {
+    /// Adds the costs of a data access to `cost` (`owner` as for
+    /// [`Simulation::fetch`]).
+    #[inline]
+    pub fn data(&mut self, access: DataAccess, owner: &mut dyn FnMut() -> Owner, cost: &mut [u64]) {
         let Some(columns) = self.events.cache else {
             return;
         };
@@ -81,7 +91,7 @@ impl Simulation {
         let outcome = match &mut self.caches {
             Some(Caches::Plain(caches)) if read => caches.read(access.addr, access.size),
             Some(Caches::Plain(caches)) => caches.write(access.addr, access.size),
-            Some(Caches::Use(caches)) => caches.data(access.addr, access.size, owner),
+            Some(Caches::Use(caches)) => caches.data_for(access.addr, access.size, owner),
             None => return,
         };
         if read {
@@ -121,14 +131,16 @@ impl Simulation {
         }
     }
 
-    /// The cache-use charges and line changes since the last call.
-    pub fn take_cache_use(&mut self) -> (Vec<Charge>, Vec<LineChange>) {
+    /// The cache-use charges and line changes since the last call, `None`
+    /// when there are none (most accesses, which allocates nothing).
+    #[inline]
+    pub fn take_cache_use(&mut self) -> Option<(Vec<Charge>, Vec<LineChange>)> {
         match &mut self.caches {
-            Some(Caches::Use(caches)) => (
+            Some(Caches::Use(caches)) if caches.has_reports() => Some((
                 caches.drain_charges().collect(),
                 caches.drain_line_changes().collect(),
-            ),
-            _ => (Vec::new(), Vec::new()),
+            )),
+            _ => None,
         }
     }
 

@@ -237,10 +237,10 @@ impl ThreadState {
 
     /// One executed instruction of the current block, with no cost yet (see
     /// [`ThreadState::last_cost`]); `costs` are the thread's tables.
+    #[inline]
     pub fn instruction(&mut self, costs: &Costs, addr: u64, len: u8) {
-        let events = self.events;
         if let Some(block) = self.state().block.as_mut() {
-            block.pending.push(addr, events, costs);
+            block.pending.push(addr, costs);
             block.last = Some((addr, len));
         }
     }
@@ -249,7 +249,6 @@ impl ThreadState {
     /// `Ir`: a whole run of its cost table when they are all of its
     /// instructions.
     pub fn instructions_ir(&mut self, shared: &mut Shared<'_>, instructions: &[(u64, u8)]) {
-        let events = self.events;
         let state = self.state();
         let Some(block) = state.block.as_mut() else {
             return;
@@ -264,11 +263,12 @@ impl ThreadState {
                 return;
             }
         }
-        block.pending.push_ir(instructions, events, shared.costs);
+        block.pending.push_ir(instructions, shared.costs);
     }
 
     /// The cost of the instruction last executed, to add its events to;
     /// `costs` are the thread's tables.
+    #[inline]
     pub fn last_cost(&mut self, costs: &Costs) -> Option<&mut [u64]> {
         let events = self.events;
         let block = self.state().block.as_mut()?;

@@ -55,6 +55,12 @@ impl Cache {
         let last = addr.wrapping_add(u64::from(size.max(1)) - 1);
         let block2 = last >> self.line_bits;
         if block1 == block2 {
+            // The most common case first, as in cg_sim.c: a hit on the most
+            // recently used line of the set, which changes nothing.
+            let start = (block1 & self.set_mask) as usize * self.assoc;
+            if self.tags.get(start) == Some(&block1) {
+                return false;
+            }
             self.access_block(block1)
         } else {
             // Both lines are always referenced: the state changes either way.
@@ -66,7 +72,6 @@ impl Cache {
 
     /// References one whole line by block number (`addr >> log2(line)`); returns
     /// true on a miss.
-    #[inline]
     pub fn access_block(&mut self, block: u64) -> bool {
         let start = (block & self.set_mask) as usize * self.assoc;
         let Some(ways) = self.tags.get_mut(start..start + self.assoc) else {

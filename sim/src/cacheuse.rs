@@ -336,6 +336,12 @@ impl UseHierarchy {
         self.lines.drain(..)
     }
 
+    /// Whether charges or line changes are waiting to be drained.
+    #[inline]
+    pub fn has_reports(&self) -> bool {
+        !self.charges.is_empty() || !self.lines.is_empty()
+    }
+
     /// The charges produced so far, without removing them.
     pub fn pending_charges(&self) -> &[Charge] {
         &self.charges
@@ -345,6 +351,13 @@ impl UseHierarchy {
     /// `owner`.
     #[inline]
     pub fn fetch(&mut self, addr: u64, len: u32, owner: Owner) -> Outcome {
+        self.fetch_for(addr, len, &mut || owner)
+    }
+
+    /// [`UseHierarchy::fetch`] with the owner asked of `owner` only when a
+    /// line is loaded (most accesses load none).
+    #[inline]
+    pub fn fetch_for(&mut self, addr: u64, len: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome {
         self.access(L1::I, addr, len, owner)
     }
 
@@ -352,6 +365,13 @@ impl UseHierarchy {
     /// `size` is clamped to the smallest line size.
     #[inline]
     pub fn data(&mut self, addr: u64, size: u32, owner: Owner) -> Outcome {
+        self.data_for(addr, size, &mut || owner)
+    }
+
+    /// [`UseHierarchy::data`] with the owner asked of `owner` only when a
+    /// line is loaded.
+    #[inline]
+    pub fn data_for(&mut self, addr: u64, size: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome {
         let size = size.min(self.min_line);
         self.access(L1::D, addr, size, owner)
     }
@@ -387,7 +407,13 @@ impl UseHierarchy {
     /// One access to I1 or D1, with Callgrind's straddling rule: the two lines are
     /// looked up separately and only missing lines go to LL.
     #[inline]
-    fn access(&mut self, which: L1, addr: u64, size: u32, owner: Owner) -> Outcome {
+    fn access(
+        &mut self,
+        which: L1,
+        addr: u64,
+        size: u32,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
         let c = self.l1(which);
         let line_mask = u64::from(c.line_size - 1);
         let size = size.clamp(1, c.line_size);
@@ -411,7 +437,14 @@ impl UseHierarchy {
 
     /// One line of an L1 access.
     #[inline]
-    fn line(&mut self, which: L1, set: u64, addr: u64, mask: u32, owner: Owner) -> Outcome {
+    fn line(
+        &mut self,
+        which: L1,
+        set: u64,
+        addr: u64,
+        mask: u32,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
         let c = self.l1(which);
         match c.lookup(set, addr) {
             Lookup::Hit(idx) => {
@@ -422,7 +455,7 @@ impl UseHierarchy {
             }
             Lookup::Miss(idx) => {
                 let memline = addr & !u64::from(c.line_size - 1);
-                self.evict_l1(which, idx, mask, owner);
+                self.evict_l1(which, idx, mask, owner());
                 if memline == 0 {
                     return Outcome::LlHit;
                 }
@@ -483,12 +516,18 @@ impl UseHierarchy {
     }
 
     /// Looks up `memline` in LL for the L1 line in slot `l1_idx`.
-    fn ll_access(&mut self, which: L1, l1_idx: usize, memline: u64, owner: Owner) -> Outcome {
+    fn ll_access(
+        &mut self,
+        which: L1,
+        l1_idx: usize,
+        memline: u64,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
         let set = self.ll.set_of(memline);
         let (idx, outcome) = match self.ll.lookup(set, memline) {
             Lookup::Hit(idx) => (idx, Outcome::LlHit),
             Lookup::Miss(idx) => {
-                self.evict_ll(idx, owner);
+                self.evict_ll(idx, owner());
                 (idx, Outcome::LlMiss)
             }
         };
