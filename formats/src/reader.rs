@@ -87,6 +87,10 @@ struct Context {
     fn_file: NameId,
     file: NameId,
     function: Option<(FunctionId, usize)>,
+    /// Cachegrind: a `fl=` line moved the current function to another file;
+    /// it is selected there by the next cost line (not at once, which would
+    /// add a function without costs, out of the file's order).
+    refiled: bool,
     callee_object: Option<NameId>,
     callee_file: Option<NameId>,
     callee: Option<FunctionId>,
@@ -102,6 +106,7 @@ impl Context {
             fn_file: empty,
             file: empty,
             function: None,
+            refiled: false,
             callee_object: None,
             callee_file: None,
             callee: None,
@@ -405,9 +410,7 @@ impl Parser {
                 let file = self.name(Space::File, value)?;
                 self.context.fn_file = file;
                 self.context.file = file;
-                if let Some((function, _)) = self.context.function {
-                    self.select_function(file, function.name);
-                }
+                self.context.refiled = self.context.function.is_some();
             }
             b"fl" => {
                 let file = self.name(Space::File, value)?;
@@ -418,6 +421,7 @@ impl Parser {
             b"fn" => {
                 let name = self.name(Space::Function, value)?;
                 self.context.file = self.context.fn_file;
+                self.context.refiled = false;
                 self.select_function(self.context.fn_file, name);
             }
             _ if cachegrind => {
@@ -574,6 +578,12 @@ impl Parser {
         }
         if self.dialect == Dialect::Undecided {
             self.dialect = self.dialect_of_headerless_file(b"");
+        }
+        if self.context.refiled {
+            self.context.refiled = false;
+            if let Some((function, _)) = self.context.function {
+                self.select_function(self.context.fn_file, function.name);
+            }
         }
         let (function, index) = self
             .context
@@ -858,6 +868,29 @@ mod tests {
             .map(|(f, _)| profile.names.get(f.name))
             .collect();
         assert_eq!(names, ["a"]);
+    }
+
+    #[test]
+    fn a_cachegrind_file_line_before_another_function_adds_no_function() {
+        // Found by a round trip of a converted profile: `fl=` moved the current
+        // function to the new file at once, so `(below main)` at `???` was
+        // added before `f`, out of the file's order.
+        let text = "cmd: x\nevents: Ir\nfl=a.h\nfn=(below main)\n29 7\nfl=???\nfn=f\n0 1\n\
+                    fl=???\nfn=(below main)\n0 11\nfl=b.h\n3 1\nsummary: 20\n";
+        let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
+        let functions: Vec<_> = profile.parts[0]
+            .functions()
+            .map(|(f, _)| (profile.names.get(f.file), profile.names.get(f.name)))
+            .collect();
+        assert_eq!(
+            functions,
+            [
+                ("a.h", "(below main)"),
+                ("???", "f"),
+                ("???", "(below main)"),
+                ("b.h", "(below main)")
+            ]
+        );
     }
 
     #[test]
