@@ -162,15 +162,16 @@ pub struct Outcome {
 /// this slice covers). All of `options` are followed.
 ///
 /// Like the step backend, the calling thread is pinned to its CPU while the
-/// run lasts and the calling process ignores SIGINT and SIGQUIT.
+/// run lasts and the calling process ignores SIGINT and SIGQUIT. The
+/// program is started before the pin, so its threads may run on every CPU.
 pub fn run<S: EventSink + ?Sized>(
     command: &Command,
     options: &RunOptions,
     sink: &mut S,
 ) -> Result<Outcome> {
-    let _pin = CpuPin::pin_current_thread();
     let _interrupts = InterruptGuard::ignore();
     let mut tracee = launch::spawn(command)?;
+    let _pin = CpuPin::pin_current_thread();
     let result = tracer::Tracer::new(sink, tracee.pid, options).and_then(tracer::Tracer::run);
     if result.is_ok() {
         tracee.finished();
