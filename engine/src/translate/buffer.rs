@@ -40,6 +40,9 @@ pub(super) struct Replay {
     known: u16,
     /// Where the thread is in Cachegrind's superblocks.
     superblock: Superblock,
+    /// The words of the records being replayed (kept between drains, so
+    /// a drain allocates nothing).
+    words: Vec<u64>,
 }
 
 /// The block sequence of a thread, saved while it runs a signal handler.
@@ -57,6 +60,7 @@ impl Replay {
             cachegrind: options.superblocks,
             known: 0,
             superblock: Superblock::start(),
+            words: Vec::new(),
         }
     }
 
@@ -258,16 +262,11 @@ pub(super) fn drain<S: EventSink + ?Sized>(
             "translate: record cursor {cursor:#x} outside the buffer"
         )));
     }
-    let mut bytes = vec![0u8; (cursor - area.buffer()) as usize];
-    memory.read(area.buffer(), &mut bytes)?;
-    let words: Vec<u64> = bytes
-        .chunks_exact(8)
-        .map(|word| {
-            let mut raw = [0u8; 8];
-            raw.copy_from_slice(word);
-            u64::from_le_bytes(raw)
-        })
-        .collect();
+    // The words are read in place: the tracee's byte order is the tracer's.
+    let mut words = std::mem::take(&mut replay.words);
+    words.clear();
+    words.resize(((cursor - area.buffer()) / 8) as usize, 0);
+    memory.read(area.buffer(), bytemuck::cast_slice_mut(&mut words))?;
     let header = (RECORD_HEADER / 8) as usize;
     let mut at = 0;
     let mut records = 0;
@@ -295,6 +294,7 @@ pub(super) fn drain<S: EventSink + ?Sized>(
         at = end;
         records += 1;
     }
+    replay.words = words;
     if let Some(split) = split {
         split(sink);
     }
