@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::Instant;
 
 use cgx_engine::{step, translate, Command, Exit};
@@ -65,18 +64,6 @@ fn ls_gives_the_step_backends_events() {
 #[test]
 fn signal_handler_and_callback_give_the_step_backends_events() {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/dynamic.c");
-    let program = dir.path().join("dynamic");
-    let output = std::process::Command::new("gcc")
-        .args(["-O1", "-g", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .output()
-        .expect("gcc runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let program = common::build_dynamic(dir.path(), "dynamic");
     assert_eq!(same_events_as_step(&Command::new(&program)), Exit::Code(0));
 }

@@ -99,19 +99,7 @@ fn tiny_and_refused_blocks_give_the_step_backends_events() {
 #[test]
 fn dynamic_program_gives_the_step_backends_events() {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/dynamic.c");
-    let program = dir.path().join("dynamic");
-    let output = std::process::Command::new("gcc")
-        .args(["-O1", "-g", "-o"])
-        .arg(&program)
-        .arg(&source)
-        .output()
-        .expect("gcc runs");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let program = common::build_dynamic(dir.path(), "dynamic");
     let [callgrind, _] = both_rules();
     same_events_as_step(&Command::new(&program), &callgrind);
 }

@@ -30,6 +30,25 @@ pub fn build(dir: &Path, name: &str, exit_code: i32) -> PathBuf {
     executable
 }
 
+/// Builds `programs/NAME.c` linked dynamically with libc (`-O1 -g`) into
+/// `dir`.
+pub fn build_dynamic(dir: &Path, name: &str) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
+    let executable = dir.join(name);
+    let output = Process::new("gcc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&executable)
+        .arg(&source)
+        .output()
+        .expect("gcc runs");
+    assert!(
+        output.status.success(),
+        "gcc failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    executable
+}
+
 /// Runs `valgrind --tool=TOOL` with `args` on `program`; returns its stderr.
 pub fn valgrind(tool: &str, args: &[String], program: &Path) -> String {
     let output = Process::new("valgrind")
