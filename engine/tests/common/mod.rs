@@ -12,32 +12,25 @@ use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread};
 
 /// Builds `programs/NAME.c` (`-static -nostdlib`) with `EXIT_CODE` into `dir`.
 pub fn build(dir: &Path, name: &str, exit_code: i32) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
-    let executable = dir.join(format!("{name}{exit_code}"));
-    let output = Process::new("gcc")
-        .args(["-O1", "-g", "-static", "-nostdlib", "-fno-stack-protector"])
-        .arg(format!("-DEXIT_CODE={exit_code}"))
-        .arg("-o")
-        .arg(&executable)
-        .arg(&source)
-        .output()
-        .expect("gcc runs");
-    assert!(
-        output.status.success(),
-        "gcc failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    executable
+    let flags = ["-static", "-nostdlib", "-fno-stack-protector"];
+    let exit = format!("-DEXIT_CODE={exit_code}");
+    let flags: Vec<&str> = flags.iter().copied().chain([exit.as_str()]).collect();
+    compile(name, &flags, &dir.join(format!("{name}{exit_code}")))
 }
 
-/// Builds `programs/NAME.c` linked dynamically with libc (`-O1 -g`) into
-/// `dir`.
+/// Builds `programs/NAME.c` linked dynamically with libc into `dir`.
 pub fn build_dynamic(dir: &Path, name: &str) -> PathBuf {
+    compile(name, &[], &dir.join(name))
+}
+
+/// Compiles `programs/NAME.c` with `-O1 -g` and `flags` into `executable`.
+fn compile(name: &str, flags: &[&str], executable: &Path) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/programs/{name}.c"));
-    let executable = dir.join(name);
     let output = Process::new("gcc")
-        .args(["-O1", "-g", "-o"])
-        .arg(&executable)
+        .args(["-O1", "-g"])
+        .args(flags)
+        .arg("-o")
+        .arg(executable)
         .arg(&source)
         .output()
         .expect("gcc runs");
@@ -46,7 +39,7 @@ pub fn build_dynamic(dir: &Path, name: &str) -> PathBuf {
         "gcc failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    executable
+    executable.to_path_buf()
 }
 
 /// Runs `valgrind --tool=TOOL` with `args` on `program`; returns its stderr.
