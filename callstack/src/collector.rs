@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread};
+use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread, WholeBlock};
 use cgx_formats::{Part, Profile, TooManyNames};
 
 use crate::events::EventSet;
@@ -180,6 +180,16 @@ impl EventSink for Collector {
     fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
         self.on_process(thread.pid, |process| {
             process.block_executed(thread.tid, block, instructions)
+        });
+    }
+
+    fn blocks_executed(
+        &mut self,
+        thread: Thread,
+        blocks: &mut dyn Iterator<Item = WholeBlock<'_>>,
+    ) {
+        self.on_process(thread.pid, |process| {
+            process.blocks_executed(thread.tid, blocks)
         });
     }
 

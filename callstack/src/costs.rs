@@ -193,6 +193,26 @@ impl Costs {
         self.find_block(centre, addr, number)
     }
 
+    /// The cost table [`Costs::block`] gives without creating one: that of
+    /// the block numbered `number` when it last ran in `centre`.
+    #[inline]
+    pub fn recent_block(&self, centre: Centre, number: u32) -> Option<usize> {
+        let table = *self.recent.get(number as usize)? as usize;
+        (self.blocks.get(table)?.centre == centre).then_some(table)
+    }
+
+    /// Whether cost table `index` holds exactly `instructions` (a whole run
+    /// of them may be counted there).
+    #[inline]
+    pub fn holds_run(&self, index: usize, instructions: &[(u64, u8)]) -> bool {
+        let addrs = self.block_addrs(index);
+        addrs.len() == instructions.len()
+            && addrs
+                .iter()
+                .zip(instructions)
+                .all(|(&known, &(addr, _))| known == addr)
+    }
+
     /// [`Costs::block`] for a block not run in `centre` last.
     #[cold]
     fn find_block(&mut self, centre: Centre, addr: u64, number: u32) -> usize {

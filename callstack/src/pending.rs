@@ -130,20 +130,31 @@ impl Pending {
     /// done nothing, otherwise.
     #[inline]
     pub fn push_run(&mut self, table: usize, instructions: &[(u64, u8)], costs: &Costs) -> bool {
-        let addrs = costs.block_addrs(table);
-        let same = addrs.len() == instructions.len()
-            && addrs
-                .iter()
-                .zip(instructions)
-                .all(|(&known, &(addr, _))| known == addr);
-        if !same || !self.is_empty() || addrs.is_empty() {
+        if !costs.holds_run(table, instructions) || !self.is_empty() || instructions.is_empty() {
             return false;
         }
         self.form = Form::Run {
             table,
-            count: addrs.len(),
+            count: instructions.len(),
         };
         true
+    }
+
+    /// The cost table and instruction count of a pending whole run.
+    #[inline]
+    pub fn run(&self) -> Option<(usize, usize)> {
+        match self.form {
+            Form::Run { table, count } => Some((table, count)),
+            Form::Listed | Form::Ir => None,
+        }
+    }
+
+    /// Replaces what is pending by a whole run of the `count` instructions
+    /// of cost table `table` (which holds them, see [`Costs::holds_run`]).
+    #[inline]
+    pub fn replace_by_run(&mut self, table: usize, count: usize) {
+        self.clear();
+        self.form = Form::Run { table, count };
     }
 
     /// The cost vector of `events` counts of the last pending instruction.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cgx_backdate::{Forest, Statistics};
 use cgx_engine::symbols::Symbols;
-use cgx_engine::{Block, DataAccess};
+use cgx_engine::{Block, DataAccess, WholeBlock};
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
@@ -277,6 +277,59 @@ impl Process {
             thread.enter_block(shared, block.addr, block.sp, block.arrival, info);
             thread.instructions_ir(shared, instructions);
         });
+    }
+
+    /// Whole blocks run on thread `tid`, one after another: without
+    /// simulation and Cachegrind's attribution, the thread and its tables
+    /// are looked up once for all of them.
+    pub fn blocks_executed(&mut self, tid: i32, blocks: &mut dyn Iterator<Item = WholeBlock<'_>>) {
+        if self.options.cachegrind || self.simulation.simulates_fetches() || !self.instrumenting {
+            for whole in blocks {
+                self.block_executed(tid, whole.block, whole.instructions);
+            }
+            return;
+        }
+        // Creates the thread and its tables when they are new.
+        self.with_thread(tid, |_, _| ());
+        let Process {
+            pid,
+            threads,
+            functions,
+            symbols,
+            contexts,
+            costs,
+            options,
+            events,
+            forest,
+            blocks: blocks_run,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            return;
+        };
+        let costs_key = if options.separate_threads {
+            thread.number
+        } else {
+            0
+        };
+        let Some(costs) = costs.get_mut(&costs_key) else {
+            return;
+        };
+        for whole in blocks {
+            *blocks_run += 1;
+            let block = whole.block;
+            let info = functions.block(block.addr, symbols, *pid, options);
+            let mut shared = Shared {
+                functions,
+                contexts,
+                costs,
+                costs_key,
+                options,
+                events,
+                forest: forest.as_mut(),
+            };
+            thread.whole_block_ir(&mut shared, block, info, whole.instructions);
+        }
     }
 
     /// An instruction executes on thread `tid`.

@@ -19,7 +19,7 @@
 //! its cost; a call remembers the count, a return adds the difference to the
 //! arc.
 
-use cgx_engine::Arrival;
+use cgx_engine::{Arrival, Block};
 
 use cgx_backdate::{Forest, NodeId};
 
@@ -550,6 +550,101 @@ impl ThreadState {
         }
         self.start_block(addr, info, centre);
         true
+    }
+
+    /// A whole block that costs only its `Ir` runs: [`ThreadState::enter_block`]
+    /// and [`ThreadState::instructions_ir`] in one, with a fast path for
+    /// the common case.
+    #[inline]
+    pub fn whole_block_ir(
+        &mut self,
+        shared: &mut Shared<'_>,
+        block: Block,
+        info: BlockInfo,
+        instructions: &[(u64, u8)],
+    ) {
+        if !self.continue_run(shared, block, info, instructions) {
+            self.enter_block(shared, block.addr, block.sp, block.arrival, info);
+            self.instructions_ir(shared, instructions);
+        }
+    }
+
+    /// The common case of [`ThreadState::whole_block_ir`]: the current
+    /// block is a pending whole run and this one continues it (as
+    /// [`ThreadState::continue_in_context`] says) in the same centre, with
+    /// cost tables ready for both. Counts the current run and makes this
+    /// block's run pending, as the general path would; returns `false`,
+    /// having done nothing, in any other case.
+    #[inline]
+    fn continue_run(
+        &mut self,
+        shared: &mut Shared<'_>,
+        block: Block,
+        info: BlockInfo,
+        instructions: &[(u64, u8)],
+    ) -> bool {
+        let continues = matches!(block.arrival, Arrival::FallThrough | Arrival::Jump { .. });
+        if !continues || info.is_entry || shared.options.collect_jumps {
+            return false;
+        }
+        if self.call_stack.last().is_some_and(|top| top.sp < block.sp) {
+            return false;
+        }
+        let (Some(centre), Some(&last)) = (self.steady_centre(shared), instructions.last()) else {
+            return false;
+        };
+        let generation = shared.costs.generation;
+        let state = self.state();
+        if !state.collect || state.nonskipped.is_some() || state.cxt.is_none() {
+            return false;
+        }
+        let Some(current) = state.block.as_mut() else {
+            return false;
+        };
+        if current.info.object != info.object || current.info.section != info.section {
+            return false;
+        }
+        let Some((run, count)) = current.pending.run() else {
+            return false;
+        };
+        if current.cost_table != Some((generation, run)) {
+            return false;
+        }
+        let table = if current.addr == block.addr && current.centre == centre {
+            Some(run)
+        } else {
+            shared.costs.recent_block(centre, info.number)
+        };
+        let Some(table) = table.filter(|&table| shared.costs.holds_run(table, instructions)) else {
+            return false;
+        };
+        if !shared.costs.count_run(run, count) {
+            return false;
+        }
+        state.cost[0] = state.cost[0].wrapping_add(count as u64);
+        current.addr = block.addr;
+        current.info = info;
+        current.centre = centre;
+        current.last = Some(last);
+        current.cost_table = Some((generation, table));
+        current.pending.replace_by_run(table, instructions.len());
+        true
+    }
+
+    /// [`ThreadState::centre`] outside a call, when computing it changes
+    /// nothing (the function's recursion level is known).
+    #[inline]
+    fn steady_centre(&self, shared: &Shared<'_>) -> Option<Centre> {
+        let cxt = self.state_ref().cxt?;
+        let separate = shared.options.separate_recursions;
+        let rec = match self.fn_stack.last().copied().flatten() {
+            Some(function) if separate > 1 => {
+                let level = (*self.active.get(function as usize)?).min(separate);
+                level.checked_sub(1)?
+            }
+            _ => 0,
+        };
+        Some(Centre { cxt, rec })
     }
 
     /// Makes the block at `addr` in `centre` the current one (its pending

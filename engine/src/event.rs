@@ -58,6 +58,20 @@ pub struct Block {
     pub arrival: Arrival,
 }
 
+/// A whole block in a batch of blocks one thread ran
+/// ([`EventSink::blocks_executed`]).
+#[derive(Clone, Copy, Debug)]
+pub struct WholeBlock<'a> {
+    /// The backend's number for the block's code: within one process the
+    /// same key always means the same address and instructions (a forked
+    /// child inherits its parent's keys).
+    pub key: u32,
+    /// Its start.
+    pub block: Block,
+    /// All of its instructions (address, length), in order.
+    pub instructions: &'a [(u64, u8)],
+}
+
 /// What a data access does (Valgrind's `Dr`, `Dw` and modify).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AccessKind {
@@ -124,6 +138,20 @@ pub trait EventSink {
         self.block(thread, block);
         for &(addr, len) in instructions {
             self.instruction(thread, addr, len);
+        }
+    }
+
+    /// `thread` runs the whole blocks of `blocks`, one after another, with
+    /// no other event between them: what a block-based backend reads from
+    /// a buffer of records. The default reports each with
+    /// [`EventSink::block_executed`].
+    fn blocks_executed(
+        &mut self,
+        thread: Thread,
+        blocks: &mut dyn Iterator<Item = WholeBlock<'_>>,
+    ) {
+        for whole in blocks {
+            self.block_executed(thread, whole.block, whole.instructions);
         }
     }
 

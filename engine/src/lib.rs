@@ -32,7 +32,7 @@ pub mod translate;
 
 pub use error::{Error, Result};
 pub use event::{
-    AccessKind, Arrival, Block, DataAccess, EventSink, Exit, InstructionCounter, Thread,
+    AccessKind, Arrival, Block, DataAccess, EventSink, Exit, InstructionCounter, Thread, WholeBlock,
 };
 pub use launch::Command;
 pub use step::{Outcome, RunOptions};

@@ -7,7 +7,7 @@
 //! [`EventSink`].
 
 use cgx_callstack::{Collector, Dump};
-use cgx_engine::{Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread};
+use cgx_engine::{Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread, WholeBlock};
 
 use super::options::Backend;
 
@@ -159,6 +159,15 @@ impl EventSink for Tap<'_> {
     fn block_executed(&mut self, thread: Thread, block: Block, instructions: &[(u64, u8)]) {
         self.notice(thread.pid);
         self.collector.block_executed(thread, block, instructions);
+    }
+
+    fn blocks_executed(
+        &mut self,
+        thread: Thread,
+        blocks: &mut dyn Iterator<Item = WholeBlock<'_>>,
+    ) {
+        self.notice(thread.pid);
+        self.collector.blocks_executed(thread, blocks);
     }
 
     #[inline]

@@ -8,7 +8,7 @@
 //! [`crate::semantics`], from the recorded words, see `capture`).
 
 use crate::error::{Error, Result};
-use crate::event::{Arrival, Block, EventSink, Thread};
+use crate::event::{Arrival, Block, EventSink, Thread, WholeBlock};
 use crate::flow::{exit, End};
 use crate::ptrace::Regs;
 use crate::semantics::{self, Decoded, Dynamic, Pass, Registers, Superblock};
@@ -202,9 +202,15 @@ impl Replay {
                 }
             }
         }
+        self.ran(last, block.len());
+    }
+
+    /// A whole block of `count` instructions ending with `last` ran.
+    #[inline]
+    fn ran(&mut self, last: End, count: usize) {
         self.blocks += 1;
-        self.instructions += block.len() as u64;
-        self.previous = Some((last, block.len() as u32));
+        self.instructions += count as u64;
+        self.previous = Some((last, count as u32));
     }
 
     /// Reports a block executed at `addr` with stack pointer `sp` whose
@@ -244,6 +250,59 @@ impl Replay {
     }
 }
 
+/// The records of a buffer of a run without simulations, as whole blocks,
+/// up to the one that ends at `kept`; the first error ends them.
+struct WholeBlocks<'a> {
+    words: &'a [u64],
+    /// The next record's first word.
+    at: usize,
+    /// The end of a record left for the caller.
+    kept: Option<usize>,
+    cache: &'a Cache,
+    replay: &'a mut Replay,
+    error: Option<Error>,
+    /// Records replayed.
+    records: u64,
+}
+
+impl<'a> Iterator for WholeBlocks<'a> {
+    type Item = WholeBlock<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<WholeBlock<'a>> {
+        let &id = self.words.get(self.at)?;
+        let (Some(info), Ok(key)) = (self.cache.replay_info(id), u32::try_from(id)) else {
+            self.error = Some(Error::Unexpected(format!(
+                "translate: a record of unknown translation {id}"
+            )));
+            return None;
+        };
+        let end = self.at + (RECORD_HEADER / 8) as usize + info.words;
+        if self.kept == Some(end) {
+            return None;
+        }
+        let Some(&sp) = self.words.get(end - 1) else {
+            self.error = Some(Error::Unexpected(
+                "translate: a record past the cursor".into(),
+            ));
+            return None;
+        };
+        let block = Block {
+            addr: info.addr,
+            sp,
+            arrival: self.replay.arrival(info.addr),
+        };
+        self.replay.ran(info.last, info.instructions.len());
+        self.at = end;
+        self.records += 1;
+        Some(WholeBlock {
+            key,
+            block,
+            instructions: info.instructions,
+        })
+    }
+}
+
 /// Replays the records in `area`'s buffer into `sink` as `thread`'s and
 /// empties the buffer; returns how many records there were. With `split`,
 /// calls it before the last instruction of the last record (a `fork`
@@ -270,6 +329,23 @@ pub(super) fn drain<S: EventSink + ?Sized>(
     let header = (RECORD_HEADER / 8) as usize;
     let mut at = 0;
     let mut records = 0;
+    if !replay.simulations {
+        // All records but one kept for `split` go to the sink in one call.
+        let mut blocks = WholeBlocks {
+            words: &words,
+            at: 0,
+            kept: split.is_some().then_some(words.len()),
+            cache,
+            replay,
+            error: None,
+            records: 0,
+        };
+        sink.blocks_executed(thread, &mut blocks);
+        if let Some(error) = blocks.error {
+            return Err(error);
+        }
+        (at, records) = (blocks.at, blocks.records);
+    }
     while let Some(&id) = words.get(at) {
         let info = cache.replay_info(id).ok_or_else(|| {
             Error::Unexpected(format!("translate: a record of unknown translation {id}"))
