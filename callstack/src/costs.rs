@@ -213,6 +213,12 @@ impl Costs {
                 .all(|(&known, &(addr, _))| known == addr)
     }
 
+    /// Whether cost table `index` holds `count` instructions.
+    #[inline]
+    pub fn holds_count(&self, index: usize, count: usize) -> bool {
+        self.block_addrs(index).len() == count
+    }
+
     /// [`Costs::block`] for a block not run in `centre` last.
     #[cold]
     fn find_block(&mut self, centre: Centre, addr: u64, number: u32) -> usize {

@@ -32,6 +32,7 @@ mod costs;
 mod dump;
 mod events;
 mod functions;
+mod keys;
 mod pattern;
 mod pending;
 mod process;

@@ -19,6 +19,7 @@ use crate::costs::{add, ArcKey, Costs};
 use crate::dump::{build_part, Naming, PartInfo};
 use crate::events::{EventSet, MAX_EVENTS};
 use crate::functions::{FnId, Functions};
+use crate::keys::Keys;
 use crate::sequences::Sequences;
 use crate::simulation::Simulation;
 use crate::thread::{add_into, Shared, ThreadState};
@@ -72,6 +73,8 @@ pub(crate) struct Process {
     /// The names of every part made so far.
     names: Names,
     functions: Functions,
+    /// The blocks of a block-based backend, by key.
+    keys: Keys,
     contexts: Contexts,
     /// All threads' costs, or (with `--separate-threads`) costs per thread
     /// number.
@@ -113,6 +116,7 @@ impl Process {
             symbols: Symbols::new(),
             names: Names::default(),
             functions: Functions::default(),
+            keys: Keys::default(),
             contexts: Contexts::default(),
             costs: BTreeMap::new(),
             threads: BTreeMap::new(),
@@ -146,6 +150,7 @@ impl Process {
             symbols: Symbols::new(),
             names: self.names.clone(),
             functions: self.functions.clone(),
+            keys: self.keys.clone(),
             contexts: self.contexts.clone(),
             costs: self.costs.clone(),
             threads,
@@ -295,6 +300,7 @@ impl Process {
             pid,
             threads,
             functions,
+            keys,
             symbols,
             contexts,
             costs,
@@ -318,7 +324,9 @@ impl Process {
         for whole in blocks {
             *blocks_run += 1;
             let block = whole.block;
-            let info = functions.block(block.addr, symbols, *pid, options);
+            let known = keys.get(whole.key, block.addr, whole.instructions.len(), || {
+                functions.block(block.addr, symbols, *pid, options)
+            });
             let mut shared = Shared {
                 functions,
                 contexts,
@@ -328,7 +336,14 @@ impl Process {
                 events,
                 forest: forest.as_mut(),
             };
-            thread.whole_block_ir(&mut shared, block, info, whole.instructions);
+            let instructions = whole.instructions;
+            thread.whole_block_ir(
+                &mut shared,
+                block,
+                known.info,
+                instructions,
+                &mut known.table,
+            );
         }
     }
 

@@ -85,6 +85,16 @@ pub(crate) struct Site {
     return_addr: u64,
 }
 
+/// Where a block's whole runs are counted: its cost table in one centre,
+/// while the tables are not cleared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RunTable {
+    generation: u64,
+    costs_key: u32,
+    centre: Centre,
+    table: usize,
+}
+
 /// The block a thread state is executing.
 #[derive(Clone, Debug)]
 struct CurrentBlock {
@@ -562,8 +572,9 @@ impl ThreadState {
         block: Block,
         info: BlockInfo,
         instructions: &[(u64, u8)],
+        table: &mut Option<RunTable>,
     ) {
-        if !self.continue_run(shared, block, info, instructions) {
+        if !self.continue_run(shared, block, info, instructions, table) {
             self.enter_block(shared, block.addr, block.sp, block.arrival, info);
             self.instructions_ir(shared, instructions);
         }
@@ -572,9 +583,10 @@ impl ThreadState {
     /// The common case of [`ThreadState::whole_block_ir`]: the current
     /// block is a pending whole run and this one continues it (as
     /// [`ThreadState::continue_in_context`] says) in the same centre, with
-    /// cost tables ready for both. Counts the current run and makes this
+    /// cost tables ready for both (this block's found through `cached`,
+    /// where its table was last). Counts the current run and makes this
     /// block's run pending, as the general path would; returns `false`,
-    /// having done nothing, in any other case.
+    /// having done nothing but update `cached`, in any other case.
     #[inline]
     fn continue_run(
         &mut self,
@@ -582,6 +594,7 @@ impl ThreadState {
         block: Block,
         info: BlockInfo,
         instructions: &[(u64, u8)],
+        cached: &mut Option<RunTable>,
     ) -> bool {
         let continues = matches!(block.arrival, Arrival::FallThrough | Arrival::Jump { .. });
         if !continues || info.is_entry || shared.options.collect_jumps {
@@ -610,15 +623,37 @@ impl ThreadState {
         if current.cost_table != Some((generation, run)) {
             return false;
         }
-        let table = if current.addr == block.addr && current.centre == centre {
-            Some(run)
-        } else {
-            shared.costs.recent_block(centre, info.number)
+        let here = RunTable {
+            generation,
+            costs_key: shared.costs_key,
+            centre,
+            table: 0,
         };
-        let Some(table) = table.filter(|&table| shared.costs.holds_run(table, instructions)) else {
-            return false;
+        let table = match *cached {
+            Some(known)
+                if known
+                    == RunTable {
+                        table: known.table,
+                        ..here
+                    } =>
+            {
+                known.table
+            }
+            _ => {
+                let Some(table) = shared
+                    .costs
+                    .recent_block(centre, info.number)
+                    .filter(|&table| shared.costs.holds_run(table, instructions))
+                else {
+                    return false;
+                };
+                *cached = Some(RunTable { table, ..here });
+                table
+            }
         };
-        if !shared.costs.count_run(run, count) {
+        if !shared.costs.holds_count(table, instructions.len())
+            || !shared.costs.count_run(run, count)
+        {
             return false;
         }
         state.cost[0] = state.cost[0].wrapping_add(count as u64);
