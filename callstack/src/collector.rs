@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread, WholeBlock};
+use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread, WholeBlocks};
 use cgx_formats::{Part, Profile, TooManyNames};
 
 use crate::events::EventSet;
@@ -183,11 +183,7 @@ impl EventSink for Collector {
         });
     }
 
-    fn blocks_executed(
-        &mut self,
-        thread: Thread,
-        blocks: &mut dyn Iterator<Item = WholeBlock<'_>>,
-    ) {
+    fn blocks_executed(&mut self, thread: Thread, blocks: &mut WholeBlocks<'_>) {
         self.on_process(thread.pid, |process| {
             process.blocks_executed(thread.tid, blocks)
         });

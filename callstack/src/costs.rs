@@ -253,9 +253,15 @@ impl Costs {
     /// (the run must then be charged with [`Costs::charge_block`]).
     #[inline]
     pub fn count_run(&mut self, index: usize, count: usize) -> bool {
+        self.count_runs(index, count, 1)
+    }
+
+    /// [`Costs::count_run`] `times` times.
+    #[inline]
+    pub fn count_runs(&mut self, index: usize, count: usize, times: u64) -> bool {
         match self.blocks.get_mut(index) {
             Some(block) if block.addrs.len() == count => {
-                block.runs += 1;
+                block.runs += times;
                 true
             }
             _ => false,

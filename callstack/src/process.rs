@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cgx_backdate::{Forest, Statistics};
 use cgx_engine::symbols::Symbols;
-use cgx_engine::{Block, DataAccess, WholeBlock};
+use cgx_engine::{Block, DataAccess, WholeBlocks};
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
@@ -287,7 +287,7 @@ impl Process {
     /// Whole blocks run on thread `tid`, one after another: without
     /// simulation and Cachegrind's attribution, the thread and its tables
     /// are looked up once for all of them.
-    pub fn blocks_executed(&mut self, tid: i32, blocks: &mut dyn Iterator<Item = WholeBlock<'_>>) {
+    pub fn blocks_executed(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
         if self.options.cachegrind || self.simulation.simulates_fetches() || !self.instrumenting {
             for whole in blocks {
                 self.block_executed(tid, whole.block, whole.instructions);
@@ -337,13 +337,12 @@ impl Process {
                 forest: forest.as_mut(),
             };
             let instructions = whole.instructions;
-            thread.whole_block_ir(
-                &mut shared,
-                block,
-                known.info,
-                instructions,
-                &mut known.table,
-            );
+            let table = &mut known.table;
+            thread.whole_block_ir(&mut shared, block, known.info, instructions, table);
+            if whole.repeats > 0 {
+                *blocks_run += whole.repeats;
+                thread.whole_block_ir_again(&mut shared, whole, known.info, table);
+            }
         }
     }
 

@@ -19,7 +19,7 @@
 //! its cost; a call remembers the count, a return adds the difference to the
 //! arc.
 
-use cgx_engine::{Arrival, Block};
+use cgx_engine::{Arrival, Block, WholeBlock};
 
 use cgx_backdate::{Forest, NodeId};
 
@@ -577,6 +577,44 @@ impl ThreadState {
         if !self.continue_run(shared, block, info, instructions, table) {
             self.enter_block(shared, block.addr, block.sp, block.arrival, info);
             self.instructions_ir(shared, instructions);
+        }
+    }
+
+    /// The `whole.repeats` runs of a block right after its run by
+    /// [`ThreadState::whole_block_ir`]: in one step when the first of them
+    /// continues the run (each of the others then does the same), else
+    /// one by one.
+    pub fn whole_block_ir_again(
+        &mut self,
+        shared: &mut Shared<'_>,
+        whole: WholeBlock<'_>,
+        info: BlockInfo,
+        table: &mut Option<RunTable>,
+    ) {
+        let instructions = whole.instructions;
+        let mut left = whole.repeats;
+        while left > 0 {
+            left -= 1;
+            if self.continue_run(shared, whole.again, info, instructions, table) {
+                // The others count the run now pending, and leave it so.
+                let state = self.state();
+                let run = state.block.as_ref().and_then(|block| block.pending.run());
+                if let Some((pending, count)) = run {
+                    if shared.costs.count_runs(pending, count, left) {
+                        state.cost[0] = state.cost[0].wrapping_add(left * count as u64);
+                        return;
+                    }
+                }
+            } else {
+                self.enter_block(
+                    shared,
+                    whole.again.addr,
+                    whole.again.sp,
+                    whole.again.arrival,
+                    info,
+                );
+                self.instructions_ir(shared, instructions);
+            }
         }
     }
 

@@ -15,6 +15,8 @@
 //! block's instructions (known from decoding it once) up to the one where the
 //! block was left, so a sink cannot tell the backends apart.
 
+use crate::translate::WholeBlocks;
+
 /// A thread of a traced process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Thread {
@@ -70,6 +72,12 @@ pub struct WholeBlock<'a> {
     pub block: Block,
     /// All of its instructions (address, length), in order.
     pub instructions: &'a [(u64, u8)],
+    /// How many times it runs again right after, whole, each time jumping
+    /// back from its last instruction to its start (a loop of one block).
+    pub repeats: u64,
+    /// The start of each of those runs (the same address and stack
+    /// pointer, arriving from the block's own end).
+    pub again: Block,
 }
 
 /// What a data access does (Valgrind's `Dr`, `Dw` and modify).
@@ -145,13 +153,12 @@ pub trait EventSink {
     /// no other event between them: what a block-based backend reads from
     /// a buffer of records. The default reports each with
     /// [`EventSink::block_executed`].
-    fn blocks_executed(
-        &mut self,
-        thread: Thread,
-        blocks: &mut dyn Iterator<Item = WholeBlock<'_>>,
-    ) {
+    fn blocks_executed(&mut self, thread: Thread, blocks: &mut WholeBlocks<'_>) {
         for whole in blocks {
             self.block_executed(thread, whole.block, whole.instructions);
+            for _ in 0..whole.repeats {
+                self.block_executed(thread, whole.again, whole.instructions);
+            }
         }
     }
 

@@ -36,3 +36,4 @@ pub use event::{
 };
 pub use launch::Command;
 pub use step::{Outcome, RunOptions};
+pub use translate::WholeBlocks;

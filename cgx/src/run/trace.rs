@@ -7,7 +7,7 @@
 //! [`EventSink`].
 
 use cgx_callstack::{Collector, Dump};
-use cgx_engine::{Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread, WholeBlock};
+use cgx_engine::{Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread, WholeBlocks};
 
 use super::options::Backend;
 
@@ -161,11 +161,7 @@ impl EventSink for Tap<'_> {
         self.collector.block_executed(thread, block, instructions);
     }
 
-    fn blocks_executed(
-        &mut self,
-        thread: Thread,
-        blocks: &mut dyn Iterator<Item = WholeBlock<'_>>,
-    ) {
+    fn blocks_executed(&mut self, thread: Thread, blocks: &mut WholeBlocks<'_>) {
         self.notice(thread.pid);
         self.collector.blocks_executed(thread, blocks);
     }

@@ -54,6 +54,13 @@ pub(super) const CAPTURE_RBX: u64 = 72;
 /// The address of the record of the block running (set by each
 /// translation's prologue, read when it records a word).
 pub(super) const RECORD: u64 = 80;
+/// Bytes of the scratch slots, from the start of the area to `RECORD`.
+const SCRATCH: usize = (RECORD + 8) as usize;
+
+/// A thread's scratch slots, kept while a signal handler runs (its
+/// translations use the same slots).
+pub(super) type Scratch = [u8; SCRATCH];
+
 /// Where recorded words go when no record is open: the rest of the data
 /// page, [`MAX_RECORD`] bytes.
 const SPARE_RECORD: u64 = PAGE - MAX_RECORD;
@@ -133,6 +140,35 @@ impl Area {
     pub fn reset(&self, memory: &Memory) -> Result<()> {
         memory.write_u64(self.at(CURSOR), self.buffer())?;
         memory.write_u64(self.at(RECORD), self.spare_record())
+    }
+
+    /// The scratch slots now.
+    pub fn save_scratch(&self, memory: &Memory) -> Result<Scratch> {
+        let mut scratch = [0; SCRATCH];
+        memory.read(self.base, &mut scratch)?;
+        Ok(scratch)
+    }
+
+    /// Puts back the slots of `scratch` but the cursor and the open
+    /// record, which are the buffer's.
+    pub fn restore_scratch(&self, memory: &Memory, scratch: &Scratch) -> Result<()> {
+        let (cursor, record) = (CURSOR as usize, RECORD as usize);
+        memory.write(self.base, &scratch[..cursor])?;
+        memory.write(self.at(CURSOR + 8), &scratch[cursor + 8..record])
+    }
+
+    /// Appends a record of translation `id`, one that counts its runs, with
+    /// no run yet and stack pointer `sp`, and makes it the open record:
+    /// the runs of that block from here on are counted there (see
+    /// `translator`).
+    pub fn open_record(&self, memory: &Memory, id: u32, sp: u64) -> Result<()> {
+        let cursor = memory.read_u64(self.at(CURSOR))?;
+        let mut record = [0u8; 24];
+        record[..8].copy_from_slice(&u64::from(id).to_le_bytes());
+        record[16..].copy_from_slice(&sp.to_le_bytes());
+        memory.write(cursor, &record)?;
+        memory.write_u64(self.at(RECORD), cursor)?;
+        memory.write_u64(self.at(CURSOR), cursor + 24)
     }
 
     /// Makes this area the GS base of stopped `tid` (registers `regs`,

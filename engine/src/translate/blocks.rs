@@ -7,7 +7,10 @@
 //! exit): such blocks are decoded in full and marked for stepping in this
 //! slice.
 
-use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{
+    Decoder, DecoderOptions, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind,
+    Register,
+};
 
 use crate::flow::{
     client_request_prefix, is_rep_string, End, Flow, CLIENT_REQUEST_LEN, MAX_BLOCK_INSTRUCTIONS,
@@ -70,6 +73,26 @@ impl DecodedBlock {
     pub fn last(&self) -> &Insn {
         // A block has at least one instruction (see `decode`).
         &self.insns[self.insns.len() - 1]
+    }
+
+    /// Whether no instruction writes the stack pointer (no push, pop, call,
+    /// `enter`/`leave`, nor rsp as a destination): every run of the block
+    /// starts with the stack pointer of the run before when it jumps back
+    /// to its own start.
+    pub fn keeps_stack_pointer(&self) -> bool {
+        let mut factory = InstructionInfoFactory::new();
+        self.insns.iter().all(|insn| {
+            insn.instruction.as_ref().is_some_and(|instruction| {
+                factory
+                    .info(instruction)
+                    .used_registers()
+                    .iter()
+                    .all(|used| {
+                        used.register().full_register() != Register::RSP
+                            || matches!(used.access(), OpAccess::Read | OpAccess::CondRead)
+                    })
+            })
+        })
     }
 
     /// Whether an instruction uses the `gs` segment: a `gs:` operand, the

@@ -213,6 +213,13 @@ impl Replay {
         self.previous = Some((last, count as u32));
     }
 
+    /// The block that ran last, of `count` instructions, ran `times` more.
+    #[inline]
+    fn ran_again(&mut self, times: u64, count: usize) {
+        self.blocks += times;
+        self.instructions += times * count as u64;
+    }
+
     /// Reports a block executed at `addr` with stack pointer `sp` whose
     /// record holds `words`: each instruction, then its data accesses and
     /// branches; with `split`, calls it before the last instruction.
@@ -250,9 +257,10 @@ impl Replay {
     }
 }
 
-/// The records of a buffer of a run without simulations, as whole blocks,
-/// up to the one that ends at `kept`; the first error ends them.
-struct WholeBlocks<'a> {
+/// The records of a thread's buffer in a run without simulations, as the
+/// whole blocks they stand for ([`EventSink::blocks_executed`]), up to a
+/// record kept for the backend; the first error ends them.
+pub struct WholeBlocks<'a> {
     words: &'a [u64],
     /// The next record's first word.
     at: usize,
@@ -263,6 +271,18 @@ struct WholeBlocks<'a> {
     error: Option<Error>,
     /// Records replayed.
     records: u64,
+    /// The last record, when it counts its runs (translation, stack
+    /// pointer).
+    open: Option<(u32, u64)>,
+}
+
+impl WholeBlocks<'_> {
+    /// Stops the blocks with `error`.
+    #[cold]
+    fn fail(&mut self, error: String) -> Option<WholeBlock<'static>> {
+        self.error = Some(Error::Unexpected(error));
+        None
+    }
 }
 
 impl<'a> Iterator for WholeBlocks<'a> {
@@ -270,36 +290,48 @@ impl<'a> Iterator for WholeBlocks<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<WholeBlock<'a>> {
-        let &id = self.words.get(self.at)?;
-        let (Some(info), Ok(key)) = (self.cache.replay_info(id), u32::try_from(id)) else {
-            self.error = Some(Error::Unexpected(format!(
-                "translate: a record of unknown translation {id}"
-            )));
-            return None;
-        };
-        let end = self.at + (RECORD_HEADER / 8) as usize + info.words;
-        if self.kept == Some(end) {
-            return None;
+        loop {
+            let &id = self.words.get(self.at)?;
+            let (Some(info), Ok(key)) = (self.cache.replay_info(id), u32::try_from(id)) else {
+                return self.fail(format!("translate: a record of unknown translation {id}"));
+            };
+            let end = self.at + (RECORD_HEADER / 8) as usize + info.words;
+            if self.kept == Some(end) {
+                return None;
+            }
+            let (Some(&runs), Some(&sp)) = (self.words.get(self.at + 1), self.words.get(end - 1))
+            else {
+                return self.fail("translate: a record past the cursor".into());
+            };
+            let runs = if info.repeats { runs } else { 1 };
+            self.at = end;
+            self.records += 1;
+            self.open = info.repeats.then_some((key, sp));
+            if runs == 0 {
+                continue;
+            }
+            let addr = info.addr;
+            let count = info.instructions.len();
+            let block = Block {
+                addr,
+                sp,
+                arrival: self.replay.arrival(addr),
+            };
+            self.replay.ran(info.last, count);
+            let again = Block {
+                addr,
+                sp,
+                arrival: self.replay.arrival(addr),
+            };
+            self.replay.ran_again(runs - 1, count);
+            return Some(WholeBlock {
+                key,
+                block,
+                instructions: info.instructions,
+                repeats: runs - 1,
+                again,
+            });
         }
-        let Some(&sp) = self.words.get(end - 1) else {
-            self.error = Some(Error::Unexpected(
-                "translate: a record past the cursor".into(),
-            ));
-            return None;
-        };
-        let block = Block {
-            addr: info.addr,
-            sp,
-            arrival: self.replay.arrival(info.addr),
-        };
-        self.replay.ran(info.last, info.instructions.len());
-        self.at = end;
-        self.records += 1;
-        Some(WholeBlock {
-            key,
-            block,
-            instructions: info.instructions,
-        })
     }
 }
 
@@ -329,6 +361,7 @@ pub(super) fn drain<S: EventSink + ?Sized>(
     let header = (RECORD_HEADER / 8) as usize;
     let mut at = 0;
     let mut records = 0;
+    let mut open = None;
     if !replay.simulations {
         // All records but one kept for `split` go to the sink in one call.
         let mut blocks = WholeBlocks {
@@ -339,12 +372,14 @@ pub(super) fn drain<S: EventSink + ?Sized>(
             replay,
             error: None,
             records: 0,
+            open: None,
         };
         sink.blocks_executed(thread, &mut blocks);
+        // What the sink did not take is replayed below.
         if let Some(error) = blocks.error {
             return Err(error);
         }
-        (at, records) = (blocks.at, blocks.records);
+        (at, records, open) = (blocks.at, blocks.records, blocks.open);
     }
     while let Some(&id) = words.get(at) {
         let info = cache.replay_info(id).ok_or_else(|| {
@@ -365,8 +400,21 @@ pub(super) fn drain<S: EventSink + ?Sized>(
             replay.recorded_block(sink, thread, (info.addr, sp), (&info, recorded), last);
         } else {
             let block = (info.instructions, info.last);
-            replay.whole_block(sink, thread, (info.addr, sp), block, last);
+            let runs = match (info.repeats, recorded.first()) {
+                (true, Some(&runs)) => runs,
+                _ => 1,
+            };
+            let mut last = last;
+            for run in 1..=runs {
+                let split = if run == runs { last.take() } else { None };
+                replay.whole_block(sink, thread, (info.addr, sp), block, split);
+            }
+            split = split.or(last);
         }
+        open = u32::try_from(id)
+            .ok()
+            .filter(|_| info.repeats)
+            .map(|id| (id, sp));
         at = end;
         records += 1;
     }
@@ -375,5 +423,10 @@ pub(super) fn drain<S: EventSink + ?Sized>(
         split(sink);
     }
     area.reset(memory)?;
+    if let Some((id, sp)) = open {
+        // The thread may be inside that block: its runs go on being
+        // counted in a new record.
+        area.open_record(memory, id, sp)?;
+    }
     Ok(records)
 }

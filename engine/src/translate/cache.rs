@@ -6,6 +6,7 @@
 //! free space starts in each region.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 
 use crate::error::{Error, Result};
 
@@ -45,6 +46,12 @@ struct Translation {
     linked: Vec<bool>,
     /// Whether it is still reachable (not dropped by an invalidation).
     alive: bool,
+    /// Whether its record counts its runs (see `translator`).
+    repeats: bool,
+    /// Its code, from its entry on.
+    code: Range<u64>,
+    /// Its safe points besides its entry, ascending.
+    safe: Vec<u64>,
 }
 
 /// A translated block as the replay needs it.
@@ -63,6 +70,8 @@ pub(super) struct ReplayInfo<'a> {
     pub sources: &'a [Sources],
     /// Words its record holds besides the id and the stack pointer.
     pub words: usize,
+    /// Whether the first of them counts its runs.
+    pub repeats: bool,
 }
 
 /// What an `int3` of the code cache means.
@@ -209,7 +218,42 @@ impl Cache {
             decoded: &t.decoded,
             sources: &t.sources,
             words: t.words,
+            repeats: t.repeats,
         })
+    }
+
+    /// Whether a thread at `addr` holds no state of the instrumentation,
+    /// so a signal handler may run there: outside the code cache, in a
+    /// translation's header (exit slots and stubs), at a translation's
+    /// entry or safe points, at the lookup routine's miss `int3`; not
+    /// elsewhere in a translation or in the lookup routine.
+    pub fn safe_point(&self, addr: u64) -> bool {
+        let Some(region) = self
+            .regions
+            .iter()
+            .find(|region| (region.layout.base..region.layout.end()).contains(&addr))
+        else {
+            return true;
+        };
+        if (region.lookup..region.miss).contains(&addr) {
+            return false;
+        }
+        let Some((&entry, &id)) = self.by_entry.range(..=addr).next_back() else {
+            return true;
+        };
+        match self.translations.get(id as usize) {
+            Some(translation) if translation.code.contains(&addr) => {
+                addr == entry || translation.safe.binary_search(&addr).is_ok()
+            }
+            _ => true,
+        }
+    }
+
+    /// The translation counting its runs whose code holds `addr`, if any.
+    pub fn repeating_holding(&self, addr: u64) -> Option<u32> {
+        let (_, &id) = self.by_entry.range(..=addr).next_back()?;
+        let translation = self.translations.get(id as usize)?;
+        (translation.repeats && translation.code.contains(&addr)).then_some(id)
     }
 
     /// Translations made.
@@ -337,6 +381,7 @@ impl Cache {
         self.by_entry.insert(emitted.entry, id);
         let instructions = block.insns.iter().map(|i| (i.addr, i.len)).collect();
         let last = block.last().end();
+        let code = emitted.entry..end;
         self.translations.push(Translation {
             block,
             exits: emitted.exits,
@@ -347,6 +392,9 @@ impl Cache {
             words: emitted.words,
             linked,
             alive: true,
+            repeats: emitted.repeats,
+            code,
+            safe: emitted.safe,
         });
         Ok(Some(emitted.entry))
     }

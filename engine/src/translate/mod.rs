@@ -100,6 +100,7 @@
 mod area;
 mod blocks;
 mod buffer;
+pub use buffer::WholeBlocks;
 mod cache;
 mod capture;
 mod inject;

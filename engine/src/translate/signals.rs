@@ -12,6 +12,13 @@
 //! as the step backend and Callgrind do) and resumes the thread at the
 //! saved address.
 //!
+//! A signal never interrupts the instrumentation: a thread stopped for
+//! one where it holds instrumentation state (in a prologue, a repeat
+//! path, recording code, the lookup routine: `Cache::safe_point`) is
+//! single-stepped to the next safe point first; the scratch slots are
+//! kept across the handler (its translations use them too) and a block
+//! that counts its runs gets a new record on return (`Area::open_record`).
+//!
 //! Limits: the handler sees the landing pad, not the interrupted address,
 //! in its `ucontext`; a signal that interrupts the middle of a translated
 //! block (an asynchronous one, while the thread computes) has the whole
@@ -19,6 +26,8 @@
 //! instructions executed before it, then the rest as a new block).
 
 use crate::error::Result;
+
+use super::area::Scratch;
 
 use super::memory::Memory;
 
@@ -35,6 +44,8 @@ pub(super) struct Frame<T> {
     pub resume: u64,
     /// The block sequence at delivery.
     pub saved: T,
+    /// The thread's scratch slots at delivery.
+    pub scratch: Scratch,
 }
 
 /// Whether process `pid` catches `signal` (its `SigCgt` mask in

@@ -26,6 +26,10 @@ use super::Outcome;
 /// Most blocks translated ahead per stop.
 const AHEAD: usize = 32;
 
+/// Most single steps from where a signal stopped a thread to a safe point
+/// (the longest stretch of instrumentation is a few dozen instructions).
+const MAX_STEPS_TO_SAFE_POINT: usize = 1000;
+
 /// `arch_prctl` code that sets the GS base.
 const ARCH_SET_GS: u64 = 0x1001;
 
@@ -52,6 +56,14 @@ pub(super) struct ThreadState {
     /// Its end was reported (at its exit stop: a thread other than the
     /// leader runs nothing after it).
     pub exit_reported: bool,
+}
+
+/// Where stepping to a safe point ended.
+enum Reached {
+    /// At a safe point; the signals that arrived on the way are `later`.
+    Safe { later: Vec<i32> },
+    /// At another stop, with this status.
+    Stopped(i32),
 }
 
 /// What to do after a stop.
@@ -238,10 +250,16 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     /// handler's entry (see `signals`).
     fn deliver(&mut self, signal: i32) -> Result<Next> {
         let tid = self.state.thread.tid;
+        let later = match self.step_to_safe_point(signal)? {
+            Reached::Safe { later } => later,
+            Reached::Stopped(status) => return Ok(Next::Again(status)),
+        };
         self.drain()?;
+        let scratch = self.state.area.save_scratch(&self.space.memory)?;
         ptrace::single_step(tid, signal)?;
         let status = ptrace::wait(tid)?;
         self.outcome.stops += 1;
+        self.queue_again(&later);
         if !(libc::WIFSTOPPED(status)
             && libc::WSTOPSIG(status) == libc::SIGTRAP
             && status >> 16 == 0)
@@ -257,8 +275,56 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         let pad = self.space.cache.layout().landing_pad();
         let resume = signals::redirect_frame(&self.space.memory, regs.rsp, pad)?;
         let saved = self.state.replay.suspend();
-        self.state.frames.push(Frame { resume, saved });
+        self.state.frames.push(Frame {
+            resume,
+            saved,
+            scratch,
+        });
         self.enter(&mut regs)
+    }
+
+    /// Single-steps the thread, stopped for `signal`, to a safe point
+    /// (`Cache::safe_point`). Signals that arrive on the way are held back
+    /// and returned, to be queued again once `signal` is delivered; at
+    /// another stop on the way all of them are queued again and its status
+    /// is returned.
+    fn step_to_safe_point(&mut self, signal: i32) -> Result<Reached> {
+        let tid = self.state.thread.tid;
+        let mut later = Vec::new();
+        let mut rip = ptrace::regs(tid)?.rip;
+        for _ in 0..MAX_STEPS_TO_SAFE_POINT {
+            if self.space.cache.safe_point(rip) {
+                return Ok(Reached::Safe { later });
+            }
+            ptrace::single_step(tid, 0)?;
+            let status = ptrace::wait(tid)?;
+            self.outcome.stops += 1;
+            let stopped = libc::WIFSTOPPED(status) && status >> 16 == 0;
+            match libc::WSTOPSIG(status) {
+                libc::SIGTRAP if stopped => {}
+                arrived if stopped => later.push(arrived),
+                _ => {
+                    later.push(signal);
+                    self.queue_again(&later);
+                    return Ok(Reached::Stopped(status));
+                }
+            }
+            rip = ptrace::regs(tid)?.rip;
+        }
+        Err(Error::Unexpected(format!(
+            "translate: no safe point to deliver signal {signal} at (from {rip:#x})"
+        )))
+    }
+
+    /// Queues `signals` to the thread again (they come back at a later
+    /// stop).
+    fn queue_again(&self, signals: &[i32]) {
+        let Thread { pid, tid } = self.state.thread;
+        for &signal in signals {
+            // SAFETY: tgkill takes no pointers; a thread gone since makes
+            // it fail, and the signal goes with it.
+            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
+        }
     }
 
     /// The thread returned from a signal handler to the landing pad
@@ -268,9 +334,15 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             Error::Unexpected("translate: a handler return without a handler frame".into())
         })?;
         self.drain()?;
+        let memory = &self.space.memory;
+        self.state.area.restore_scratch(memory, &frame.scratch)?;
         self.sink.signal_handler_returned(self.state.thread);
         self.state.replay.resume(frame.saved);
         regs.rip = frame.resume;
+        if let Some(id) = self.space.cache.repeating_holding(frame.resume) {
+            // Back inside a block that counts its runs: in a new record.
+            self.state.area.open_record(memory, id, regs.rsp)?;
+        }
         if self.space.cache.region_holding(frame.resume).is_none() {
             return self.enter(regs);
         }

@@ -38,6 +38,17 @@
 //! region's filter, see `invalidate`) that jumps to the system call trap
 //! for the calls that may change code mappings.
 //!
+//! A block that jumps back to its own start (a loop of one block, or a
+//! REP string instruction's block) and leaves the stack pointer alone
+//! counts its runs in its record when the run records no words: the
+//! record is (id, runs, rsp), the prologue writes runs = 1 and makes it
+//! the area's open record (`RECORD`), and the exit to its own start goes
+//! to a repeat path after the block's end that adds one to the open
+//! record's runs (mov/lea only) and jumps back to the block's first
+//! instruction. So a loop of one block appends one record, not one per
+//! iteration; the tracer keeps such a record open across a drain (see
+//! `buffer`).
+//!
 //! The lookup routine (entered with the target in rax and the program's
 //! rax in its slot) saves the flags with `lahf`/`seto`, looks the target up
 //! in the direct-mapped table, restores flags and registers and jumps to
@@ -68,6 +79,11 @@ const INT3: u8 = 0xCC;
 const JMP_REL32: u8 = 0xE9;
 /// Bytes of an exit slot.
 const SLOT_LEN: u64 = 5;
+/// Labels: fake addresses of instructions of a translation (no copied
+/// instruction has them; iced's BlockEncoder resolves branches to
+/// instruction addresses). The system call label is 1.
+const REPEAT: u64 = 2;
+const BODY: u64 = 3;
 
 /// One exit of a translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +117,12 @@ pub(super) struct Emitted {
     pub sources: Vec<Sources>,
     /// Words its record holds besides the id and the stack pointer.
     pub words: usize,
+    /// Whether its record counts its runs (its first word; see the module
+    /// documentation).
+    pub repeats: bool,
+    /// Its safe points besides its entry, ascending: where a signal may
+    /// interrupt it (see `signals`).
+    pub safe: Vec<u64>,
 }
 
 /// The `jmp rel32` bytes of a slot at `slot` jumping to `to`.
@@ -189,9 +211,26 @@ fn rip_relative(addr: u64) -> MemoryOperand {
 /// Instruction building, with iced's errors as refusals.
 struct Emitter {
     list: Vec<Instruction>,
+    /// The instructions where the thread holds no state of the
+    /// instrumentation (registers nor slots): the program's instructions
+    /// and the first of the repeat path (see [`Emitted::safe`]).
+    safe: Vec<usize>,
 }
 
 impl Emitter {
+    fn new() -> Emitter {
+        Emitter {
+            list: Vec::new(),
+            safe: Vec::new(),
+        }
+    }
+
+    /// Pushes one of the program's instructions (a safe point).
+    fn program(&mut self, instruction: Instruction) {
+        self.safe.push(self.list.len());
+        self.list.push(instruction);
+    }
+
     fn push(&mut self, built: Result<Instruction, iced_x86::IcedError>) -> Result<(), Refusal> {
         self.list
             .push(built.map_err(|error| format!("iced: {error}"))?);
@@ -224,6 +263,31 @@ impl Emitter {
             Register::RAX,
             slot(TEMP),
         ))
+    }
+
+    /// The repeat path (at label [`REPEAT`]): one more run in the open
+    /// record (`RECORD`'s second word), rax and rcx restored and flags
+    /// untouched, then the block's first instruction (label [`BODY`]).
+    fn repeat_path(&mut self) -> Result<(), Refusal> {
+        let (rax, rcx) = (Register::RAX, Register::RCX);
+        let runs = MemoryOperand::with_base_displ(rax, 8);
+        self.safe.push(self.list.len());
+        self.push(Instruction::with2(Code::Mov_rm64_r64, slot(SAVE_RAX), rax))?;
+        if let Some(first) = self.list.last_mut() {
+            first.set_ip(REPEAT);
+        }
+        self.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(RECORD)))?;
+        self.push(Instruction::with2(Code::Mov_rm64_r64, slot(TEMP), rcx))?;
+        self.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
+        self.push(Instruction::with2(
+            Code::Lea_r64_m,
+            rcx,
+            MemoryOperand::with_base_displ(rcx, 1),
+        ))?;
+        self.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))?;
+        self.push(Instruction::with2(Code::Mov_r64_rm64, rcx, slot(TEMP)))?;
+        self.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(SAVE_RAX)))?;
+        self.jump(Code::Jmp_rel32_64, BODY)
     }
 
     /// Saves rax and loads the target operand of indirect `instruction`
@@ -319,7 +383,16 @@ pub(super) fn translate(
             target,
         })
         .collect();
-    let slot_of = |index: usize| exits.get(index).map_or(0, |exit| exit.slot);
+    // An exit back to the block's own start (never the fall-through).
+    let repeat_exit = (!capture.enabled && block.keeps_stack_pointer())
+        .then(|| targets.iter().position(|&target| target == block.addr))
+        .flatten();
+    let slot_of = |index: usize| {
+        if repeat_exit == Some(index) {
+            return REPEAT;
+        }
+        exits.get(index).map_or(0, |exit| exit.slot)
+    };
 
     let decoded: Vec<Decoded> = block
         .insns
@@ -328,7 +401,7 @@ pub(super) fn translate(
         .collect::<Option<_>>()
         .ok_or_else(|| "client request".to_string())?;
     let mut recorder = Recorder::new(capture);
-    let mut code = Emitter { list: Vec::new() };
+    let mut code = Emitter::new();
     let (body, last) = block.insns.split_at(block.insns.len() - 1);
     for (insn, decoded) in body.iter().zip(&decoded) {
         let Some(instruction) = insn.instruction else {
@@ -338,7 +411,7 @@ pub(super) fn translate(
         recorder.addresses(&mut code.list, &decoded.accesses)?;
         let mut instruction = instruction;
         instruction.set_ip(0);
-        code.list.push(instruction);
+        code.program(instruction);
     }
     let last = &last[0];
     let Some(mut instruction) = last.instruction else {
@@ -355,7 +428,7 @@ pub(super) fn translate(
         let mut once = instruction;
         once.set_has_rep_prefix(false);
         once.set_has_repne_prefix(false);
-        code.list.push(once);
+        code.program(once);
         if rep_while_zero_flag(&instruction).is_some() {
             recorder.zero_flag(&mut code.list)?;
         }
@@ -380,7 +453,7 @@ pub(super) fn translate(
             Flow::ConditionalJump => {
                 recorder.guard(&mut code.list, instruction.condition_code())?;
                 instruction.set_near_branch64(slot_of(0));
-                code.list.push(instruction);
+                code.program(instruction);
                 code.jump(Code::Jmp_rel32_64, slot_of(1))?;
             }
             Flow::Jump { .. } if is_direct(last) => {
@@ -449,7 +522,7 @@ pub(super) fn translate(
                 }
                 // The kernel leaves the address after the `syscall` in rcx:
                 // the program sees its original one.
-                code.list.push(instruction);
+                code.program(instruction);
                 code.push(Instruction::with2(
                     Code::Lea_r64_m,
                     Register::RCX,
@@ -466,20 +539,35 @@ pub(super) fn translate(
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
             }
             _ => {
-                code.list.push(instruction);
+                code.program(instruction);
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
             }
         }
     }
 
-    let mut list = prologue(id, &recorder)?;
+    let repeats = repeat_exit.is_some();
+    if repeats {
+        if let Some(first) = code.list.first_mut() {
+            first.set_ip(BODY);
+        }
+        code.repeat_path()?;
+    }
+    let mut list = prologue(id, &recorder, repeats)?;
+    let body = list.len();
     list.append(&mut code.list);
     let encoded = BlockEncoder::encode(
         64,
         InstructionBlock::new(&list, entry),
-        BlockEncoderOptions::NONE,
+        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
     )
     .map_err(|error| format!("encoding: {error}"))?;
+    let offsets = &encoded.new_instruction_offsets;
+    let safe = code
+        .safe
+        .iter()
+        .filter_map(|&index| offsets.get(body + index))
+        .map(|&offset| entry + u64::from(offset))
+        .collect();
 
     let mut bytes = Vec::with_capacity(header as usize + encoded.code_buffer.len());
     for exit in &exits {
@@ -497,20 +585,23 @@ pub(super) fn translate(
         exits,
         syscall_trap,
         decoded,
-        words: recorder.words(),
+        words: recorder.words() + usize::from(repeats),
         sources: recorder.sources,
+        repeats,
+        safe,
     })
 }
 
 /// The prologue of translation `id`: appends its record (id, the words
-/// `recorder` records, the stack pointer) at the cursor, with rax saved in
-/// a data slot (mov/lea only: flags untouched). The stack pointer goes to
-/// the record's last word, so a record overflowing the buffer faults on
-/// that store, before the cursor moves (see `area`); with words, the
-/// record's address goes to the region's `record` slot.
-fn prologue(id: u32, recorder: &Recorder) -> Result<Vec<Instruction>, Refusal> {
-    let mut code = Emitter { list: Vec::new() };
-    let size = recorder.record_bytes() as i64;
+/// `recorder` records or with `repeats` the runs, 1, the stack pointer) at
+/// the cursor, with rax saved in a data slot (mov/lea only: flags
+/// untouched). The stack pointer goes to the record's last word, so a
+/// record overflowing the buffer faults on that store, before the cursor
+/// moves (see `area`); with words, the record's address goes to the
+/// region's `record` slot.
+fn prologue(id: u32, recorder: &Recorder, repeats: bool) -> Result<Vec<Instruction>, Refusal> {
+    let mut code = Emitter::new();
+    let size = (recorder.record_bytes() + 8 * u64::from(repeats)) as i64;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
         slot(SAVE_RAX),
@@ -526,12 +617,19 @@ fn prologue(id: u32, recorder: &Recorder) -> Result<Vec<Instruction>, Refusal> {
         MemoryOperand::with_base(Register::RAX),
         id as i32,
     ))?;
+    if repeats {
+        code.push(Instruction::with2(
+            Code::Mov_rm64_imm32,
+            MemoryOperand::with_base_displ(Register::RAX, 8),
+            1,
+        ))?;
+    }
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
         MemoryOperand::with_base_displ(Register::RAX, size - 8),
         Register::RSP,
     ))?;
-    if recorder.words() > 0 {
+    if recorder.words() > 0 || repeats {
         code.push(Instruction::with2(
             Code::Mov_rm64_r64,
             slot(RECORD),
@@ -562,7 +660,7 @@ pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
     /// A label: the fake address of the miss path (no real instruction has
     /// it; iced's BlockEncoder resolves branches to instruction addresses).
     const MISS: u64 = 1;
-    let mut code = Emitter { list: Vec::new() };
+    let mut code = Emitter::new();
     let rax = Register::RAX;
     let rbx = Register::RBX;
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(TARGET), rax))?;
