@@ -24,6 +24,8 @@ pub(crate) struct Centre {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Contexts {
     contexts: IndexSet<Vec<FnId>, FxBuildHasher>,
+    /// The chain being looked up (kept, so a known one allocates nothing).
+    chain: Vec<FnId>,
 }
 
 impl Contexts {
@@ -31,13 +33,18 @@ impl Contexts {
     /// separates a signal handler's functions from the interrupted ones):
     /// the innermost function and up to `callers` of its callers.
     pub fn of_stack(&mut self, stack: &[Option<FnId>], callers: u32) -> CxtId {
-        let chain: Vec<FnId> = stack
-            .iter()
-            .rev()
-            .take(callers as usize + 1)
-            .map_while(|function| *function)
-            .collect();
-        self.contexts.insert_full(chain).0 as CxtId
+        self.chain.clear();
+        self.chain.extend(
+            stack
+                .iter()
+                .rev()
+                .take(callers as usize + 1)
+                .map_while(|function| *function),
+        );
+        if let Some(index) = self.contexts.get_index_of(self.chain.as_slice()) {
+            return index as CxtId;
+        }
+        self.contexts.insert_full(self.chain.clone()).0 as CxtId
     }
 
     /// The innermost function of context `cxt`.

@@ -290,7 +290,9 @@ impl Process {
     pub fn blocks_executed(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
         if self.options.cachegrind || self.simulation.simulates_fetches() || !self.instrumenting {
             for whole in blocks {
-                self.block_executed(tid, whole.block, whole.instructions);
+                for block in whole.starts() {
+                    self.block_executed(tid, block, whole.instructions);
+                }
             }
             return;
         }

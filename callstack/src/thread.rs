@@ -218,6 +218,9 @@ pub(crate) struct ThreadState {
     saved_slot: (Option<CxtId>, usize),
     /// The global counter at the last dump.
     last_dump_cost: Vec<u64>,
+    /// Counters of popped calls, for the next calls (no allocation per
+    /// call).
+    spare_costs: Vec<Vec<u64>>,
 }
 
 impl ThreadState {
@@ -233,6 +236,7 @@ impl ThreadState {
             active: Vec::new(),
             saved_slot: (None, 0),
             last_dump_cost: vec![0; events],
+            spare_costs: Vec::new(),
         }
     }
 
@@ -806,7 +810,8 @@ impl ThreadState {
         skip: bool,
     ) {
         let (saved_cxt, saved_fn_height) = self.saved_slot;
-        let enter_cost = self.state_ref().cost.clone();
+        let mut enter_cost = self.spare_costs.pop().unwrap_or_default();
+        enter_cost.clone_from(&self.state_ref().cost);
         let arc = (!skip).then(|| {
             let arc = CallArc {
                 from: from.centre,
@@ -873,14 +878,15 @@ impl ThreadState {
             let depth = level_of(&mut self.active, function);
             *depth = depth.saturating_sub(1);
             let left = *depth == 0;
-            let now = self.state_ref().cost.clone();
-            shared.costs.add_inclusive(arc, &entry.enter_cost, &now);
+            let now = &self.state_ref().cost;
+            shared.costs.add_inclusive(arc, &entry.enter_cost, now);
             self.state().cxt = entry.saved_cxt;
             self.fn_stack.truncate(entry.saved_fn_height + 1);
             if left {
                 self.toggle_if_marked(shared, function);
             }
         }
+        self.spare_costs.push(entry.enter_cost);
     }
 
     /// Pops frames whose stack pointer is below `sp` (and `minpops` frames at

@@ -80,6 +80,14 @@ pub struct WholeBlock<'a> {
     pub again: Block,
 }
 
+impl WholeBlock<'_> {
+    /// The start of each of its runs: its first, then `repeats` times
+    /// `again`.
+    pub fn starts(&self) -> impl Iterator<Item = Block> {
+        std::iter::once(self.block).chain(std::iter::repeat_n(self.again, self.repeats as usize))
+    }
+}
+
 /// What a data access does (Valgrind's `Dr`, `Dw` and modify).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AccessKind {
@@ -155,9 +163,8 @@ pub trait EventSink {
     /// [`EventSink::block_executed`].
     fn blocks_executed(&mut self, thread: Thread, blocks: &mut WholeBlocks<'_>) {
         for whole in blocks {
-            self.block_executed(thread, whole.block, whole.instructions);
-            for _ in 0..whole.repeats {
-                self.block_executed(thread, whole.again, whole.instructions);
+            for block in whole.starts() {
+                self.block_executed(thread, block, whole.instructions);
             }
         }
     }

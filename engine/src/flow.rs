@@ -183,6 +183,7 @@ impl End {
 /// How the block is left after `insn`, its `count`th instruction, executed
 /// and the thread went to `now`: `None` when the block goes on, else how
 /// the next block is arrived at.
+#[inline]
 pub(crate) fn exit(insn: End, now: u64, count: u32) -> Option<Arrival> {
     let next = insn.next();
     if insn.rep {

@@ -77,6 +77,7 @@ impl Replay {
     }
 
     /// The arrival of a block at `addr` after the previous one.
+    #[inline]
     pub fn arrival(&self, addr: u64) -> Arrival {
         match &self.previous {
             None => Arrival::Start,
