@@ -15,12 +15,12 @@ use rustc_hash::FxHashMap;
 use crate::attribution::{Charged, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
-use crate::costs::{add, ArcKey, Costs};
+use crate::costs::{ArcKey, Costs};
 use crate::dump::{build_part, Naming, PartInfo};
 use crate::events::{EventSet, MAX_EVENTS};
 use crate::functions::{FnId, Functions};
 use crate::sequences::Sequences;
-use crate::simulation::Simulation;
+use crate::simulation::{Counts, Simulation};
 use crate::thread::{add_into, Shared, ThreadState};
 use crate::Options;
 
@@ -286,10 +286,8 @@ impl Process {
             return;
         }
         if self.options.cachegrind {
-            self.charge_to_own_function(tid, addr);
-            self.add_to_last(tid, None, |simulation, owner, cost| {
-                simulation.fetch(addr, len, owner, cost);
-            });
+            self.charge_to_own_function(tid, addr, len);
+            self.settle_cache_use();
             return;
         }
         if !self.simulation.simulates_fetches() {
@@ -302,8 +300,8 @@ impl Process {
             });
             return;
         }
-        self.add_to_last(tid, Some((addr, len)), |simulation, owner, cost| {
-            simulation.fetch(addr, len, owner, cost);
+        self.add_to_last(tid, Some((addr, len)), |simulation, owner| {
+            simulation.fetch(addr, len, owner)
         });
     }
 
@@ -329,8 +327,8 @@ impl Process {
     #[inline]
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
         if self.instrumenting {
-            self.add_to_last(tid, None, |simulation, owner, cost| {
-                simulation.data(access, owner, cost);
+            self.add_to_last(tid, None, |simulation, owner| {
+                simulation.data(access, owner)
             });
         }
     }
@@ -339,8 +337,8 @@ impl Process {
     #[inline]
     pub fn conditional_branch(&mut self, tid: i32, addr: u64, taken: bool) {
         if self.instrumenting {
-            self.add_to_last(tid, None, |simulation, _, cost| {
-                simulation.conditional_branch(addr, taken, cost);
+            self.add_to_last(tid, None, |simulation, _| {
+                simulation.conditional_branch(addr, taken)
             });
         }
     }
@@ -349,8 +347,8 @@ impl Process {
     #[inline]
     pub fn indirect_branch(&mut self, tid: i32, addr: u64, target: u64) {
         if self.instrumenting {
-            self.add_to_last(tid, None, |simulation, _, cost| {
-                simulation.indirect_branch(addr, target, cost);
+            self.add_to_last(tid, None, |simulation, _| {
+                simulation.indirect_branch(addr, target)
             });
         }
     }
@@ -365,10 +363,10 @@ impl Process {
         &mut self,
         tid: i32,
         executed: Option<(u64, u8)>,
-        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner, &mut [u64]),
+        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner) -> Counts,
     ) {
         if self.options.cachegrind {
-            self.add_to_charged(tid, |simulation, cost| step(simulation, &mut || 0, cost));
+            self.add_to_charged(tid, |simulation| step(simulation, &mut || 0));
         } else {
             self.add_to_pending(tid, executed, step);
         }
@@ -377,7 +375,7 @@ impl Process {
 
     /// [`Process::add_to_last`] with Cachegrind's attribution: the events
     /// go where the last instruction was charged.
-    fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
+    fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation) -> Counts) {
         let width = self.events.len().min(MAX_EVENTS);
         let Process {
             threads,
@@ -392,10 +390,8 @@ impl Process {
             self.add_to_charged(tid, step);
             return;
         };
-        let mut buffer = [0u64; MAX_EVENTS];
-        let cost = &mut buffer[..width];
         simulation.set_collect(thread.collecting());
-        step(simulation, cost);
+        let counts = step(simulation);
         if let Some(charged) = *last_charged {
             let table = match costs.get_mut(&charged.key) {
                 Some(table) => table,
@@ -403,11 +399,15 @@ impl Process {
             };
             match charged.slot {
                 Some((generation, slot)) if generation == table.generation => {
-                    add(table.slot_cost(slot), cost);
+                    counts.add_to(table.slot_cost(slot));
                 }
-                _ => table.charge(charged.centre, charged.addr, cost),
+                _ => {
+                    let mut cost = [0; MAX_EVENTS];
+                    counts.add_to(&mut cost);
+                    table.charge(charged.centre, charged.addr, &cost[..width]);
+                }
             }
-            thread.count(cost);
+            count(thread, counts);
         }
     }
 
@@ -419,7 +419,7 @@ impl Process {
         &mut self,
         tid: i32,
         executed: Option<(u64, u8)>,
-        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner, &mut [u64]),
+        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner) -> Counts,
     ) {
         let cacheuse = self.events.cacheuse.is_some();
         let Process {
@@ -460,7 +460,7 @@ impl Process {
         };
         simulation.set_collect(thread.collecting());
         if let Some(last) = thread.last_cost(costs) {
-            step(simulation, &mut owner, last);
+            step(simulation, &mut owner).add_to(last);
         }
     }
 
@@ -490,34 +490,63 @@ impl Process {
         );
     }
 
-    /// Cachegrind's attribution: the instruction is charged at once, to the
-    /// function that contains it (its events follow through
-    /// [`Process::add_to_last`]).
-    fn charge_to_own_function(&mut self, tid: i32, addr: u64) {
-        let key = self.costs_key(tid);
-        let generation = self.costs.get(&key).map(|table| table.generation);
-        if let Some(charged) = generation.and_then(|g| self.recent_slots.get(addr, key, g)) {
-            self.last_charged = Some(charged);
+    /// Cachegrind's attribution: the instruction of `len` bytes at `addr` is
+    /// charged at once, with its fetch, to the function that contains it
+    /// (its events follow through [`Process::add_to_last`]); one look-up of
+    /// the thread and of its table.
+    fn charge_to_own_function(&mut self, tid: i32, addr: u64, len: u8) {
+        let Process {
+            threads,
+            costs,
+            simulation,
+            recent_slots,
+            last_charged,
+            functions,
+            symbols,
+            pid,
+            own_contexts,
+            contexts,
+            options,
+            events,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            // A new thread: made first.
+            self.thread(tid);
+            self.charge_to_own_function(tid, addr, len);
             return;
-        }
-        let centre = own_centre(
-            &mut self.functions,
-            &mut self.symbols,
-            self.pid,
-            &mut self.own_contexts,
-            &mut self.contexts,
-            addr,
-        );
-        let table = self.costs.entry(key).or_default();
-        let slot = table.slot(centre, addr, self.events.len());
-        let charged = Charged {
-            key,
-            centre,
-            addr,
-            slot: Some((table.generation, slot)),
         };
-        self.recent_slots.put(charged);
-        self.last_charged = Some(charged);
+        let key = if options.separate_threads {
+            thread.number
+        } else {
+            0
+        };
+        let table = match costs.get_mut(&key) {
+            Some(table) => table,
+            None => costs.entry(key).or_default(),
+        };
+        let charged = match recent_slots.get(addr, key, table.generation) {
+            Some(charged) => charged,
+            None => {
+                let centre = own_centre(functions, symbols, *pid, own_contexts, contexts, addr);
+                let slot = table.slot(centre, addr, events.len());
+                let charged = Charged {
+                    key,
+                    centre,
+                    addr,
+                    slot: Some((table.generation, slot)),
+                };
+                recent_slots.put(charged);
+                charged
+            }
+        };
+        *last_charged = Some(charged);
+        simulation.set_collect(thread.collecting());
+        let counts = simulation.fetch(addr, len, &mut || 0);
+        if let Some((_, slot)) = charged.slot {
+            counts.add_to(table.slot_cost(slot));
+        }
+        count(thread, counts);
     }
 
     /// Cachegrind's attribution of a whole block without simulation: its
@@ -569,19 +598,6 @@ impl Process {
                 addr: last,
                 slot: None,
             });
-        }
-    }
-
-    /// The key of the cost tables thread `tid` charges.
-    fn costs_key(&mut self, tid: i32) -> u32 {
-        let number = match self.threads.get(&tid) {
-            Some(thread) => thread.number,
-            None => self.thread(tid).number,
-        };
-        if self.options.separate_threads {
-            number
-        } else {
-            0
         }
     }
 
@@ -873,4 +889,21 @@ fn own_centre(
         .entry(function)
         .or_insert_with(|| contexts.of_stack(&[None, Some(function)], 0));
     Centre { cxt, rec: 0 }
+}
+
+/// Counts the events of `counts` in `thread`'s own counter: each as a
+/// vector up to its column that holds 1 there, read from a constant.
+#[inline]
+fn count(thread: &mut ThreadState, counts: Counts) {
+    /// Zeros and a last 1: its last `n + 1` columns count column `n`.
+    const ONE_LAST: [u64; MAX_EVENTS] = {
+        let mut cost = [0; MAX_EVENTS];
+        cost[MAX_EVENTS - 1] = 1;
+        cost
+    };
+    for column in counts.columns() {
+        if let Some(one) = ONE_LAST.get(MAX_EVENTS.saturating_sub(column + 1)..) {
+            thread.count(one);
+        }
+    }
 }
