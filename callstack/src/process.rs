@@ -901,9 +901,9 @@ fn count(thread: &mut ThreadState, counts: Counts) {
         cost[MAX_EVENTS - 1] = 1;
         cost
     };
-    for column in counts.columns() {
+    counts.for_each(|column| {
         if let Some(one) = ONE_LAST.get(MAX_EVENTS.saturating_sub(column + 1)..) {
             thread.count(one);
         }
-    }
+    });
 }

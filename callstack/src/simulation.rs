@@ -186,24 +186,23 @@ impl Counts {
         self.and(l1, outcome.l1_miss()).and(ll, outcome.ll_miss())
     }
 
-    /// The columns counted (the last first).
+    /// Calls `f` with each column counted (the last first).
     #[inline]
-    pub fn columns(self) -> impl Iterator<Item = usize> {
+    pub fn for_each(self, mut f: impl FnMut(usize)) {
         let mut bytes = self.0;
-        std::iter::from_fn(move || {
-            let column = (bytes & 0xff).checked_sub(1)?;
+        while bytes != 0 {
+            f((bytes & 0xff) as usize - 1);
             bytes >>= 8;
-            Some(column as usize)
-        })
+        }
     }
 
     /// Adds the events to `cost`.
     #[inline]
     pub fn add_to(self, cost: &mut [u64]) {
-        for column in self.columns() {
+        self.for_each(|column| {
             if let Some(sum) = cost.get_mut(column) {
                 *sum += 1;
             }
-        }
+        });
     }
 }
