@@ -468,7 +468,7 @@ impl Process {
     /// [`Owners::settle`] for `only_executed`).
     #[inline]
     fn settle_cache_use(&mut self) {
-        if self.events.cacheuse.is_some() {
+        if self.simulation.has_cache_use() {
             self.settle_cache_use_of(false);
         }
     }

@@ -125,6 +125,12 @@ impl Simulation {
         }
     }
 
+    /// Whether the cache-use model has charges or line changes to take.
+    #[inline]
+    pub fn has_cache_use(&self) -> bool {
+        matches!(&self.caches, Some(Caches::Use(caches)) if caches.has_reports())
+    }
+
     /// The cache-use charges and line changes since the last call, `None`
     /// when there are none (most accesses, which allocates nothing).
     #[inline]
