@@ -54,6 +54,16 @@ impl Simulation {
         self.caches.is_some()
     }
 
+    /// Whether data accesses are simulated (else they count nothing).
+    pub fn simulates_data(&self) -> bool {
+        self.events.cache.is_some() && self.caches.is_some()
+    }
+
+    /// Whether branches are simulated (else they count nothing).
+    pub fn simulates_branches(&self) -> bool {
+        self.events.branch.is_some() && self.branches.is_some()
+    }
+
     /// The events of fetching the instruction of `len` bytes at `addr` (its
     /// `Ir` included); `owner` gives the owner of a line it loads (cache use
     /// only).
