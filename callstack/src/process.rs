@@ -323,42 +323,37 @@ impl Process {
         });
     }
 
-    /// A data access of the instruction last executed on thread `tid`.
+    /// A data access of the instruction last executed on thread `tid`
+    /// (without a cache simulation it counts nothing: not looked at).
     #[inline]
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
-        if self.instrumenting && self.counts_any(Simulation::simulates_data) {
+        if self.instrumenting && self.simulation.simulates_data() {
             self.add_to_last(tid, None, |simulation, owner| {
                 simulation.data(access, owner)
             });
         }
     }
 
-    /// A conditional branch of the instruction last executed on `tid`.
+    /// A conditional branch of the instruction last executed on `tid`
+    /// (without a branch simulation it counts nothing: not looked at).
     #[inline]
     pub fn conditional_branch(&mut self, tid: i32, addr: u64, taken: bool) {
-        if self.instrumenting && self.counts_any(Simulation::simulates_branches) {
+        if self.instrumenting && self.simulation.simulates_branches() {
             self.add_to_last(tid, None, |simulation, _| {
                 simulation.conditional_branch(addr, taken)
             });
         }
     }
 
-    /// An indirect branch of the instruction last executed on `tid`.
+    /// An indirect branch of the instruction last executed on `tid`
+    /// (without a branch simulation it counts nothing: not looked at).
     #[inline]
     pub fn indirect_branch(&mut self, tid: i32, addr: u64, target: u64) {
-        if self.instrumenting && self.counts_any(Simulation::simulates_branches) {
+        if self.instrumenting && self.simulation.simulates_branches() {
             self.add_to_last(tid, None, |simulation, _| {
                 simulation.indirect_branch(addr, target)
             });
         }
-    }
-
-    /// Whether an event the simulation counts only if `simulated` says so
-    /// can change anything: with Callgrind's attribution an event it does
-    /// not count changes nothing.
-    #[inline]
-    fn counts_any(&self, simulated: impl Fn(&Simulation) -> bool) -> bool {
-        self.options.cachegrind || simulated(&self.simulation)
     }
 
     /// Runs a simulation step for the instruction last executed on `tid` and
