@@ -170,9 +170,20 @@ impl Costs {
         })
     }
 
+    /// Adds 1 to event `column` of slot `slot` (nothing if there is no such
+    /// slot or event).
+    #[inline]
+    pub fn count_in_slot(&mut self, slot: usize, column: usize) {
+        if column < self.slot_width {
+            if let Some(sum) = self.slot_costs.get_mut(slot * self.slot_width + column) {
+                *sum += 1;
+            }
+        }
+    }
+
     /// The cost vector of slot `slot` (empty if there is no such slot).
     #[inline]
-    pub fn slot_cost(&mut self, slot: usize) -> &mut [u64] {
+    fn slot_cost(&mut self, slot: usize) -> &mut [u64] {
         let width = self.slot_width;
         self.slot_costs
             .get_mut(slot * width..(slot + 1) * width)

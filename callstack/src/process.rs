@@ -402,7 +402,7 @@ impl Process {
             };
             match charged.slot {
                 Some((generation, slot)) if generation == table.generation => {
-                    counts.add_to(table.slot_cost(slot));
+                    counts.for_each(|column| table.count_in_slot(slot, column));
                 }
                 _ => {
                     let mut cost = [0; MAX_EVENTS];
@@ -547,7 +547,7 @@ impl Process {
         simulation.set_collect(thread.collecting());
         let counts = simulation.fetch(addr, len, &mut || 0);
         if let Some((_, slot)) = charged.slot {
-            counts.add_to(table.slot_cost(slot));
+            counts.for_each(|column| table.count_in_slot(slot, column));
         }
         count(thread, counts);
     }
@@ -894,8 +894,9 @@ fn own_centre(
     Centre { cxt, rec: 0 }
 }
 
-/// Counts the events of `counts` in `thread`'s own counter: each as a
-/// vector up to its column that holds 1 there, read from a constant.
+/// Counts the events of `counts` in `thread`'s own counter: `Ir` alone,
+/// any other as a vector up to its column that holds 1 there, read from a
+/// constant.
 #[inline]
 fn count(thread: &mut ThreadState, counts: Counts) {
     /// Zeros and a last 1: its last `n + 1` columns count column `n`.
@@ -905,7 +906,9 @@ fn count(thread: &mut ThreadState, counts: Counts) {
         cost
     };
     counts.for_each(|column| {
-        if let Some(one) = ONE_LAST.get(MAX_EVENTS.saturating_sub(column + 1)..) {
+        if column == 0 {
+            thread.count_ir(1);
+        } else if let Some(one) = ONE_LAST.get(MAX_EVENTS.saturating_sub(column + 1)..) {
             thread.count(one);
         }
     });
