@@ -377,7 +377,8 @@ impl Process {
     }
 
     /// [`Process::add_to_last`] with Cachegrind's attribution: the events
-    /// go where the last instruction was charged.
+    /// go where the last instruction was charged (Cachegrind has no
+    /// cache-use model to tell whether the thread collects).
     fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation) -> Counts) {
         let width = self.events.len().min(MAX_EVENTS);
         let Process {
@@ -393,7 +394,6 @@ impl Process {
             self.add_to_charged(tid, step);
             return;
         };
-        simulation.set_collect(thread.collecting());
         let counts = step(simulation);
         if let Some(charged) = *last_charged {
             let table = match costs.get_mut(&charged.key) {
@@ -544,7 +544,6 @@ impl Process {
             }
         };
         *last_charged = Some(charged);
-        simulation.set_collect(thread.collecting());
         let counts = simulation.fetch(addr, len, &mut || 0);
         if let Some((_, slot)) = charged.slot {
             counts.for_each(|column| table.count_in_slot(slot, column));
