@@ -461,7 +461,9 @@ impl Process {
             None if cacheuse => cgx_sim::NO_OWNER,
             None => 0,
         };
-        simulation.set_collect(thread.collecting());
+        if cacheuse {
+            simulation.set_collect(thread.collecting());
+        }
         if let Some(last) = thread.last_cost(costs) {
             step(simulation, &mut owner).add_to(last);
         }
