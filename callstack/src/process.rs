@@ -879,7 +879,9 @@ fn new_thread(
 }
 
 /// The centre Cachegrind charges the instruction at `addr` to: its
-/// function's, in a context of its own (kept in `own_contexts`).
+/// function's, in a context of its own (kept in `own_contexts`). Asked once
+/// per instruction or block, so out of the way of the paths that run again.
+#[cold]
 fn own_centre(
     functions: &mut Functions,
     symbols: &mut Symbols,
