@@ -170,9 +170,20 @@ impl Costs {
         })
     }
 
+    /// Adds 1 to event `column` of slot `slot` (nothing if there is no such
+    /// slot or event).
+    #[inline]
+    pub fn count_in_slot(&mut self, slot: usize, column: usize) {
+        if column < self.slot_width {
+            if let Some(sum) = self.slot_costs.get_mut(slot * self.slot_width + column) {
+                *sum += 1;
+            }
+        }
+    }
+
     /// The cost vector of slot `slot` (empty if there is no such slot).
     #[inline]
-    pub fn slot_cost(&mut self, slot: usize) -> &mut [u64] {
+    fn slot_cost(&mut self, slot: usize) -> &mut [u64] {
         let width = self.slot_width;
         self.slot_costs
             .get_mut(slot * width..(slot + 1) * width)
@@ -275,14 +286,12 @@ impl Costs {
             return;
         };
         let width = width.min(MAX_EVENTS);
-        let costs = costs.iter().map(|cost| &cost[..width]);
         if width > 0 && block.addrs.get(..addrs.len()) == Some(addrs) {
             // The common case: instructions known, in their positions.
-            for (sums, cost) in block.costs.chunks_exact_mut(width).zip(costs) {
-                add(sums, cost);
-            }
+            add_rows(&mut block.costs, costs, width);
             return;
         }
+        let costs = costs.iter().map(|cost| &cost[..width]);
         let centre = block.centre;
         if addrs.len() > block.addrs.len() {
             // The counted runs are of the instructions known so far only.
@@ -415,6 +424,34 @@ impl Costs {
         self.jumps.clear();
         self.block_executions.clear();
         self.sequence_runs.clear();
+    }
+}
+
+/// Adds the first `width` counts of each of `costs` to the rows of `width`
+/// counts of `sums`, with the rows' length known at compile time for the
+/// widths the event sets have (Ir with the cache simulation, the branch
+/// simulation, both, and with cache use).
+fn add_rows(sums: &mut [u64], costs: &[CostArray], width: usize) {
+    match width {
+        5 => add_rows_of::<5>(sums, costs),
+        9 => add_rows_of::<9>(sums, costs),
+        13 => add_rows_of::<13>(sums, costs),
+        17 => add_rows_of::<17>(sums, costs),
+        _ => {
+            for (sums, cost) in sums.chunks_exact_mut(width).zip(costs) {
+                add(sums, &cost[..width]);
+            }
+        }
+    }
+}
+
+/// [`add_rows`] for rows of `N` counts.
+#[inline]
+fn add_rows_of<const N: usize>(sums: &mut [u64], costs: &[CostArray]) {
+    for (sums, cost) in sums.chunks_exact_mut(N).zip(costs) {
+        for (total, cost) in sums.iter_mut().zip(&cost[..N]) {
+            *total = total.wrapping_add(*cost);
+        }
     }
 }
 

@@ -15,13 +15,13 @@ use rustc_hash::FxHashMap;
 use crate::attribution::{Charged, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
-use crate::costs::{add, ArcKey, Costs};
+use crate::costs::{ArcKey, Costs};
 use crate::dump::{build_part, Naming, PartInfo};
 use crate::events::{EventSet, MAX_EVENTS};
 use crate::functions::{FnId, Functions};
 use crate::keys::Keys;
 use crate::sequences::Sequences;
-use crate::simulation::Simulation;
+use crate::simulation::{Counts, Simulation};
 use crate::thread::{add_into, Shared, ThreadState};
 use crate::Options;
 
@@ -355,10 +355,8 @@ impl Process {
             return;
         }
         if self.options.cachegrind {
-            self.charge_to_own_function(tid, addr);
-            self.add_to_last(tid, None, |simulation, owner, cost| {
-                simulation.fetch(addr, len, owner, cost);
-            });
+            self.charge_to_own_function(tid, addr, len);
+            self.settle_cache_use();
             return;
         }
         if !self.simulation.simulates_fetches() {
@@ -371,8 +369,8 @@ impl Process {
             });
             return;
         }
-        self.add_to_last(tid, Some((addr, len)), |simulation, owner, cost| {
-            simulation.fetch(addr, len, owner, cost);
+        self.add_to_last(tid, Some((addr, len)), |simulation, owner| {
+            simulation.fetch(addr, len, owner)
         });
     }
 
@@ -394,32 +392,35 @@ impl Process {
         });
     }
 
-    /// A data access of the instruction last executed on thread `tid`.
+    /// A data access of the instruction last executed on thread `tid`
+    /// (without a cache simulation it counts nothing: not looked at).
     #[inline]
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
-        if self.instrumenting {
-            self.add_to_last(tid, None, |simulation, owner, cost| {
-                simulation.data(access, owner, cost);
+        if self.instrumenting && self.simulation.simulates_data() {
+            self.add_to_last(tid, None, |simulation, owner| {
+                simulation.data(access, owner)
             });
         }
     }
 
-    /// A conditional branch of the instruction last executed on `tid`.
+    /// A conditional branch of the instruction last executed on `tid`
+    /// (without a branch simulation it counts nothing: not looked at).
     #[inline]
     pub fn conditional_branch(&mut self, tid: i32, addr: u64, taken: bool) {
-        if self.instrumenting {
-            self.add_to_last(tid, None, |simulation, _, cost| {
-                simulation.conditional_branch(addr, taken, cost);
+        if self.instrumenting && self.simulation.simulates_branches() {
+            self.add_to_last(tid, None, |simulation, _| {
+                simulation.conditional_branch(addr, taken)
             });
         }
     }
 
-    /// An indirect branch of the instruction last executed on `tid`.
+    /// An indirect branch of the instruction last executed on `tid`
+    /// (without a branch simulation it counts nothing: not looked at).
     #[inline]
     pub fn indirect_branch(&mut self, tid: i32, addr: u64, target: u64) {
-        if self.instrumenting {
-            self.add_to_last(tid, None, |simulation, _, cost| {
-                simulation.indirect_branch(addr, target, cost);
+        if self.instrumenting && self.simulation.simulates_branches() {
+            self.add_to_last(tid, None, |simulation, _| {
+                simulation.indirect_branch(addr, target)
             });
         }
     }
@@ -434,10 +435,10 @@ impl Process {
         &mut self,
         tid: i32,
         executed: Option<(u64, u8)>,
-        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner, &mut [u64]),
+        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner) -> Counts,
     ) {
         if self.options.cachegrind {
-            self.add_to_charged(tid, |simulation, cost| step(simulation, &mut || 0, cost));
+            self.add_to_charged(tid, |simulation| step(simulation, &mut || 0));
         } else {
             self.add_to_pending(tid, executed, step);
         }
@@ -445,8 +446,9 @@ impl Process {
     }
 
     /// [`Process::add_to_last`] with Cachegrind's attribution: the events
-    /// go where the last instruction was charged.
-    fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation, &mut [u64])) {
+    /// go where the last instruction was charged (Cachegrind has no
+    /// cache-use model to tell whether the thread collects).
+    fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation) -> Counts) {
         let width = self.events.len().min(MAX_EVENTS);
         let Process {
             threads,
@@ -461,10 +463,7 @@ impl Process {
             self.add_to_charged(tid, step);
             return;
         };
-        let mut buffer = [0u64; MAX_EVENTS];
-        let cost = &mut buffer[..width];
-        simulation.set_collect(thread.collecting());
-        step(simulation, cost);
+        let counts = step(simulation);
         if let Some(charged) = *last_charged {
             let table = match costs.get_mut(&charged.key) {
                 Some(table) => table,
@@ -472,11 +471,15 @@ impl Process {
             };
             match charged.slot {
                 Some((generation, slot)) if generation == table.generation => {
-                    add(table.slot_cost(slot), cost);
+                    counts.for_each(|column| table.count_in_slot(slot, column));
                 }
-                _ => table.charge(charged.centre, charged.addr, cost),
+                _ => {
+                    let mut cost = [0; MAX_EVENTS];
+                    counts.add_to(&mut cost);
+                    table.charge(charged.centre, charged.addr, &cost[..width]);
+                }
             }
-            thread.count(cost);
+            count(thread, counts);
         }
     }
 
@@ -488,7 +491,7 @@ impl Process {
         &mut self,
         tid: i32,
         executed: Option<(u64, u8)>,
-        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner, &mut [u64]),
+        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner) -> Counts,
     ) {
         let cacheuse = self.events.cacheuse.is_some();
         let Process {
@@ -527,9 +530,11 @@ impl Process {
             None if cacheuse => cgx_sim::NO_OWNER,
             None => 0,
         };
-        simulation.set_collect(thread.collecting());
+        if cacheuse {
+            simulation.set_collect(thread.collecting());
+        }
         if let Some(last) = thread.last_cost(costs) {
-            step(simulation, &mut owner, last);
+            step(simulation, &mut owner).add_to(last);
         }
     }
 
@@ -537,7 +542,7 @@ impl Process {
     /// [`Owners::settle`] for `only_executed`).
     #[inline]
     fn settle_cache_use(&mut self) {
-        if self.events.cacheuse.is_some() {
+        if self.simulation.has_cache_use() {
             self.settle_cache_use_of(false);
         }
     }
@@ -559,34 +564,62 @@ impl Process {
         );
     }
 
-    /// Cachegrind's attribution: the instruction is charged at once, to the
-    /// function that contains it (its events follow through
-    /// [`Process::add_to_last`]).
-    fn charge_to_own_function(&mut self, tid: i32, addr: u64) {
-        let key = self.costs_key(tid);
-        let generation = self.costs.get(&key).map(|table| table.generation);
-        if let Some(charged) = generation.and_then(|g| self.recent_slots.get(addr, key, g)) {
-            self.last_charged = Some(charged);
+    /// Cachegrind's attribution: the instruction of `len` bytes at `addr` is
+    /// charged at once, with its fetch, to the function that contains it
+    /// (its events follow through [`Process::add_to_last`]); one look-up of
+    /// the thread and of its table.
+    fn charge_to_own_function(&mut self, tid: i32, addr: u64, len: u8) {
+        let Process {
+            threads,
+            costs,
+            simulation,
+            recent_slots,
+            last_charged,
+            functions,
+            symbols,
+            pid,
+            own_contexts,
+            contexts,
+            options,
+            events,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            // A new thread: made first.
+            self.thread(tid);
+            self.charge_to_own_function(tid, addr, len);
             return;
-        }
-        let centre = own_centre(
-            &mut self.functions,
-            &mut self.symbols,
-            self.pid,
-            &mut self.own_contexts,
-            &mut self.contexts,
-            addr,
-        );
-        let table = self.costs.entry(key).or_default();
-        let slot = table.slot(centre, addr, self.events.len());
-        let charged = Charged {
-            key,
-            centre,
-            addr,
-            slot: Some((table.generation, slot)),
         };
-        self.recent_slots.put(charged);
-        self.last_charged = Some(charged);
+        let key = if options.separate_threads {
+            thread.number
+        } else {
+            0
+        };
+        let table = match costs.get_mut(&key) {
+            Some(table) => table,
+            None => costs.entry(key).or_default(),
+        };
+        let charged = match recent_slots.get(addr, key, table.generation) {
+            Some(charged) => charged,
+            None => {
+                let centre = own_centre(functions, symbols, *pid, own_contexts, contexts, addr);
+                let slot = table.slot(centre, addr, events.len());
+                let charged = Charged {
+                    key,
+                    centre,
+                    addr,
+                    slot: Some((table.generation, slot)),
+                };
+                recent_slots.put(charged);
+                charged
+            }
+        };
+        *last_charged = Some(charged);
+        let counts = simulation.fetch(addr, len, &mut || 0);
+        if let Some((_, slot)) = charged.slot {
+            counts.for_each(|column| table.count_in_slot(slot, column));
+        }
+        count(thread, counts);
     }
 
     /// Cachegrind's attribution of a whole block without simulation: its
@@ -638,19 +671,6 @@ impl Process {
                 addr: last,
                 slot: None,
             });
-        }
-    }
-
-    /// The key of the cost tables thread `tid` charges.
-    fn costs_key(&mut self, tid: i32) -> u32 {
-        let number = match self.threads.get(&tid) {
-            Some(thread) => thread.number,
-            None => self.thread(tid).number,
-        };
-        if self.options.separate_threads {
-            number
-        } else {
-            0
         }
     }
 
@@ -928,7 +948,9 @@ fn new_thread(
 }
 
 /// The centre Cachegrind charges the instruction at `addr` to: its
-/// function's, in a context of its own (kept in `own_contexts`).
+/// function's, in a context of its own (kept in `own_contexts`). Asked once
+/// per instruction or block, so out of the way of the paths that run again.
+#[cold]
 fn own_centre(
     functions: &mut Functions,
     symbols: &mut Symbols,
@@ -942,4 +964,24 @@ fn own_centre(
         .entry(function)
         .or_insert_with(|| contexts.of_stack(&[None, Some(function)], 0));
     Centre { cxt, rec: 0 }
+}
+
+/// Counts the events of `counts` in `thread`'s own counter: `Ir` alone,
+/// any other as a vector up to its column that holds 1 there, read from a
+/// constant.
+#[inline]
+fn count(thread: &mut ThreadState, counts: Counts) {
+    /// Zeros and a last 1: its last `n + 1` columns count column `n`.
+    const ONE_LAST: [u64; MAX_EVENTS] = {
+        let mut cost = [0; MAX_EVENTS];
+        cost[MAX_EVENTS - 1] = 1;
+        cost
+    };
+    counts.for_each(|column| {
+        if column == 0 {
+            thread.count_ir(1);
+        } else if let Some(one) = ONE_LAST.get(MAX_EVENTS.saturating_sub(column + 1)..) {
+            thread.count(one);
+        }
+    });
 }

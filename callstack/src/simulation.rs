@@ -54,34 +54,38 @@ impl Simulation {
         self.caches.is_some()
     }
 
-    /// Adds the costs of fetching the instruction of `len` bytes at `addr`
-    /// (its `Ir` included) to `cost`; `owner` gives the owner of a line it
-    /// loads (cache use only).
+    /// Whether data accesses are simulated (else they count nothing).
+    pub fn simulates_data(&self) -> bool {
+        self.events.cache.is_some() && self.caches.is_some()
+    }
+
+    /// Whether branches are simulated (else they count nothing).
+    pub fn simulates_branches(&self) -> bool {
+        self.events.branch.is_some() && self.branches.is_some()
+    }
+
+    /// The events of fetching the instruction of `len` bytes at `addr` (its
+    /// `Ir` included); `owner` gives the owner of a line it loads (cache use
+    /// only).
     #[inline]
-    pub fn fetch(
-        &mut self,
-        addr: u64,
-        len: u8,
-        owner: &mut dyn FnMut() -> Owner,
-        cost: &mut [u64],
-    ) {
-        cost[0] += 1;
+    pub fn fetch(&mut self, addr: u64, len: u8, owner: &mut dyn FnMut() -> Owner) -> Counts {
+        let ir = Counts::one(0);
         let outcome = match &mut self.caches {
             Some(Caches::Plain(caches)) => caches.fetch(addr, u32::from(len)),
             Some(Caches::Use(caches)) => caches.fetch_for(addr, u32::from(len), owner),
-            None => return,
+            None => return ir,
         };
-        if let Some(columns) = self.events.cache {
-            count_misses(outcome, columns.i1mr, columns.ilmr, cost);
+        match self.events.cache {
+            Some(columns) => ir.misses(outcome, columns.i1mr, columns.ilmr),
+            None => ir,
         }
     }
 
-    /// Adds the costs of a data access to `cost` (`owner` as for
-    /// [`Simulation::fetch`]).
+    /// The events of a data access (`owner` as for [`Simulation::fetch`]).
     #[inline]
-    pub fn data(&mut self, access: DataAccess, owner: &mut dyn FnMut() -> Owner, cost: &mut [u64]) {
+    pub fn data(&mut self, access: DataAccess, owner: &mut dyn FnMut() -> Owner) -> Counts {
         let Some(columns) = self.events.cache else {
-            return;
+            return Counts::default();
         };
         let read = match access.kind {
             AccessKind::Read => true,
@@ -92,34 +96,34 @@ impl Simulation {
             Some(Caches::Plain(caches)) if read => caches.read(access.addr, access.size),
             Some(Caches::Plain(caches)) => caches.write(access.addr, access.size),
             Some(Caches::Use(caches)) => caches.data_for(access.addr, access.size, owner),
-            None => return,
+            None => return Counts::default(),
         };
         if read {
-            cost[columns.dr] += 1;
-            count_misses(outcome, columns.d1mr, columns.dlmr, cost);
+            Counts::one(columns.dr).misses(outcome, columns.d1mr, columns.dlmr)
         } else {
-            cost[columns.dw] += 1;
-            count_misses(outcome, columns.d1mw, columns.dlmw, cost);
+            Counts::one(columns.dw).misses(outcome, columns.d1mw, columns.dlmw)
         }
     }
 
-    /// Adds the costs of a conditional branch to `cost`.
-    pub fn conditional_branch(&mut self, addr: u64, taken: bool, cost: &mut [u64]) {
-        if let (Some(columns), Some(branches)) = (self.events.branch, &mut self.branches) {
-            cost[columns.bc] += 1;
-            if branches.cond.predict(addr, taken) {
-                cost[columns.bcm] += 1;
+    /// The events of a conditional branch.
+    pub fn conditional_branch(&mut self, addr: u64, taken: bool) -> Counts {
+        match (self.events.branch, &mut self.branches) {
+            (Some(columns), Some(branches)) => {
+                let missed = branches.cond.predict(addr, taken);
+                Counts::one(columns.bc).and(columns.bcm, missed)
             }
+            _ => Counts::default(),
         }
     }
 
-    /// Adds the costs of an indirect branch to `cost`.
-    pub fn indirect_branch(&mut self, addr: u64, target: u64, cost: &mut [u64]) {
-        if let (Some(columns), Some(branches)) = (self.events.branch, &mut self.branches) {
-            cost[columns.bi] += 1;
-            if branches.indirect.predict(addr, target) {
-                cost[columns.bim] += 1;
+    /// The events of an indirect branch.
+    pub fn indirect_branch(&mut self, addr: u64, target: u64) -> Counts {
+        match (self.events.branch, &mut self.branches) {
+            (Some(columns), Some(branches)) => {
+                let missed = branches.indirect.predict(addr, target);
+                Counts::one(columns.bi).and(columns.bim, missed)
             }
+            _ => Counts::default(),
         }
     }
 
@@ -129,6 +133,12 @@ impl Simulation {
         if let Some(Caches::Use(caches)) = &mut self.caches {
             caches.set_collect(collect);
         }
+    }
+
+    /// Whether the cache-use model has charges or line changes to take.
+    #[inline]
+    pub fn has_cache_use(&self) -> bool {
+        matches!(&self.caches, Some(Caches::Use(caches)) if caches.has_reports())
     }
 
     /// The cache-use charges and line changes since the last call, `None`
@@ -161,12 +171,54 @@ impl Simulation {
     }
 }
 
-/// Counts an L1 miss in `l1` and an LL miss in `ll`.
-fn count_misses(outcome: Outcome, l1: usize, ll: usize, cost: &mut [u64]) {
-    if outcome.l1_miss() {
-        cost[l1] += 1;
+/// The events one simulation step counts, once each: the columns of an
+/// access and of its misses (at most three), one a byte, each plus 1 (0
+/// ends them). Added where they go one column at a time, not through a
+/// cost vector made for them: memory just written in parts is slow to
+/// read back whole, so this is a word, in a register.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts(u32);
+
+impl Counts {
+    /// The event in `column`.
+    fn one(column: usize) -> Counts {
+        Counts::default().and(column, true)
     }
-    if outcome.ll_miss() {
-        cost[ll] += 1;
+
+    /// These and, if `counted`, the event in `column` (below
+    /// [`crate::events::MAX_EVENTS`]).
+    #[inline]
+    fn and(self, column: usize, counted: bool) -> Counts {
+        if counted {
+            Counts((self.0 << 8) | (column as u32 + 1))
+        } else {
+            self
+        }
+    }
+
+    /// These and an L1 miss in `l1` and an LL miss in `ll`.
+    #[inline]
+    fn misses(self, outcome: Outcome, l1: usize, ll: usize) -> Counts {
+        self.and(l1, outcome.l1_miss()).and(ll, outcome.ll_miss())
+    }
+
+    /// Calls `f` with each column counted (the last first).
+    #[inline]
+    pub fn for_each(self, mut f: impl FnMut(usize)) {
+        let mut bytes = self.0;
+        while bytes != 0 {
+            f((bytes & 0xff) as usize - 1);
+            bytes >>= 8;
+        }
+    }
+
+    /// Adds the events to `cost`.
+    #[inline]
+    pub fn add_to(self, cost: &mut [u64]) {
+        self.for_each(|column| {
+            if let Some(sum) = cost.get_mut(column) {
+                *sum += 1;
+            }
+        });
     }
 }

@@ -448,20 +448,33 @@ impl UseHierarchy {
         let c = self.l1(which);
         match c.lookup(set, addr) {
             Lookup::Hit(idx) => {
-                let u = &mut c.usage[idx];
-                u.count = u.count.wrapping_add(1);
-                u.mask |= mask;
+                if let Some(u) = c.usage.get_mut(idx) {
+                    u.count = u.count.wrapping_add(1);
+                    u.mask |= mask;
+                }
                 Outcome::L1Hit
             }
-            Lookup::Miss(idx) => {
-                let memline = addr & !u64::from(c.line_size - 1);
-                self.evict_l1(which, idx, mask, owner());
-                if memline == 0 {
-                    return Outcome::LlHit;
-                }
-                self.ll_access(which, idx, memline, owner)
-            }
+            Lookup::Miss(idx) => self.l1_miss(which, idx, addr, mask, owner),
         }
+    }
+
+    /// [`UseHierarchy::line`] when the line missed L1 and replaces the line
+    /// in slot `idx` (out of line: most accesses hit).
+    #[inline(never)]
+    fn l1_miss(
+        &mut self,
+        which: L1,
+        idx: usize,
+        addr: u64,
+        mask: u32,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
+        let memline = addr & !u64::from(self.l1(which).line_size - 1);
+        self.evict_l1(which, idx, mask, owner());
+        if memline == 0 {
+            return Outcome::LlHit;
+        }
+        self.ll_access(which, idx, memline, owner)
     }
 
     /// Charges the L1 line in slot `idx` (if it was used and owned), passes its
