@@ -391,12 +391,12 @@ impl Costs {
         entry.conditional = conditional;
     }
 
-    /// Counts one run of the instruction sequence numbered `number`.
-    pub fn count_sequence(&mut self, number: usize) {
+    /// Counts `times` runs of the instruction sequence numbered `number`.
+    pub fn count_sequence(&mut self, number: usize, times: u64) {
         if self.sequence_runs.len() <= number {
             self.sequence_runs.resize(number + 1, 0);
         }
-        self.sequence_runs[number] += 1;
+        self.sequence_runs[number] += times;
     }
 
     /// The runs of each instruction sequence counted so far (by number),

@@ -262,7 +262,7 @@ impl Process {
         if self.options.cachegrind && !self.simulation.simulates_fetches() {
             self.block(tid, block);
             if self.instrumenting {
-                self.count_sequence(tid, instructions);
+                self.count_sequence(tid, instructions, 1);
             }
             return;
         }
@@ -288,6 +288,17 @@ impl Process {
     /// simulation and Cachegrind's attribution, the thread and its tables
     /// are looked up once for all of them.
     pub fn blocks_executed(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
+        if self.options.cachegrind && !self.simulation.simulates_fetches() {
+            // Cachegrind's Ir: a block's runs are counted in one go.
+            for whole in blocks {
+                if self.instrumenting {
+                    let runs = 1 + whole.repeats;
+                    self.blocks += runs;
+                    self.count_sequence(tid, whole.instructions, runs);
+                }
+            }
+            return;
+        }
         if self.options.cachegrind || self.simulation.simulates_fetches() || !self.instrumenting {
             for whole in blocks {
                 for block in whole.starts() {
@@ -625,11 +636,11 @@ impl Process {
     /// Cachegrind's attribution of a whole block without simulation: its
     /// run is counted (each instruction costs its `Ir` only); the events
     /// that follow go to its last instruction.
-    fn count_sequence(&mut self, tid: i32, instructions: &[(u64, u8)]) {
+    fn count_sequence(&mut self, tid: i32, instructions: &[(u64, u8)], times: u64) {
         let Some(&(last, _)) = instructions.last() else {
             return;
         };
-        let count = instructions.len() as u64;
+        let count = instructions.len() as u64 * times;
         // A known thread without the entry API: the common case, per block.
         let thread_number = match self.threads.get_mut(&tid) {
             Some(thread) => {
@@ -661,8 +672,8 @@ impl Process {
             own_centre(functions, symbols, *pid, own_contexts, contexts, addr)
         });
         match costs.get_mut(&key) {
-            Some(costs) => costs.count_sequence(number),
-            None => costs.entry(key).or_default().count_sequence(number),
+            Some(costs) => costs.count_sequence(number, times),
+            None => costs.entry(key).or_default().count_sequence(number, times),
         }
         if let Some(centre) = centre {
             self.last_charged = Some(Charged {
