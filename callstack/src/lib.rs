@@ -14,7 +14,8 @@
 //! evicted, reach the call arcs through the back-dating tree (cgx-backdate).
 //!
 //! One module per concept, as in Callgrind: `thread` holds the rules
-//! for calls and returns, `functions` what a block belongs to, `context` the
+//! for calls and returns, `functions` what a block belongs to, `keys` the
+//! blocks a block-based backend numbers (found without hashing), `context` the
 //! names with callers and recursion levels, `costs` the tables, `pending` a
 //! block's instructions not charged yet (a whole block as one run of its
 //! table, as Callgrind's execution counters), `sequences` Cachegrind's

@@ -262,7 +262,7 @@ impl Process {
         if self.options.cachegrind && !self.simulation.simulates_fetches() {
             self.block(tid, block);
             if self.instrumenting {
-                self.count_sequence(tid, instructions, 1);
+                self.count_sequence(tid, instructions);
             }
             return;
         }
@@ -289,13 +289,9 @@ impl Process {
     /// are looked up once for all of them.
     pub fn blocks_executed(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
         if self.options.cachegrind && !self.simulation.simulates_fetches() {
-            // Cachegrind's Ir: a block's runs are counted in one go.
-            for whole in blocks {
-                if self.instrumenting {
-                    let runs = 1 + whole.repeats;
-                    self.blocks += runs;
-                    self.count_sequence(tid, whole.instructions, runs);
-                }
+            match self.instrumenting {
+                true => self.count_sequences(tid, blocks),
+                false => blocks.for_each(drop),
             }
             return;
         }
@@ -636,11 +632,11 @@ impl Process {
     /// Cachegrind's attribution of a whole block without simulation: its
     /// run is counted (each instruction costs its `Ir` only); the events
     /// that follow go to its last instruction.
-    fn count_sequence(&mut self, tid: i32, instructions: &[(u64, u8)], times: u64) {
+    fn count_sequence(&mut self, tid: i32, instructions: &[(u64, u8)]) {
         let Some(&(last, _)) = instructions.last() else {
             return;
         };
-        let count = instructions.len() as u64 * times;
+        let count = instructions.len() as u64;
         // A known thread without the entry API: the common case, per block.
         let thread_number = match self.threads.get_mut(&tid) {
             Some(thread) => {
@@ -672,8 +668,8 @@ impl Process {
             own_centre(functions, symbols, *pid, own_contexts, contexts, addr)
         });
         match costs.get_mut(&key) {
-            Some(costs) => costs.count_sequence(number, times),
-            None => costs.entry(key).or_default().count_sequence(number, times),
+            Some(costs) => costs.count_sequence(number, 1),
+            None => costs.entry(key).or_default().count_sequence(number, 1),
         }
         if let Some(centre) = centre {
             self.last_charged = Some(Charged {
@@ -682,6 +678,55 @@ impl Process {
                 addr: last,
                 slot: None,
             });
+        }
+    }
+
+    /// Cachegrind's `Ir` of whole blocks run on thread `tid`: the thread
+    /// and its tables looked up once, each block's runs counted in one go.
+    fn count_sequences(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
+        let thread_number = self.thread(tid).number;
+        let key = if self.options.separate_threads {
+            thread_number
+        } else {
+            0
+        };
+        let Process {
+            sequences,
+            functions,
+            symbols,
+            pid,
+            own_contexts,
+            contexts,
+            costs,
+            threads,
+            blocks: blocks_run,
+            ..
+        } = self;
+        let costs = costs.entry(key).or_default();
+        let mut ir = 0;
+        let mut last = None;
+        for whole in blocks {
+            let runs = 1 + whole.repeats;
+            *blocks_run += runs;
+            let number = sequences.of_key(whole.key, whole.instructions, |addr| {
+                own_centre(functions, symbols, *pid, own_contexts, contexts, addr)
+            });
+            costs.count_sequence(number, runs);
+            ir += whole.instructions.len() as u64 * runs;
+            last = whole.instructions.last().map(|&(addr, _)| (number, addr));
+        }
+        if let Some(thread) = threads.get_mut(&tid) {
+            thread.count_ir(ir);
+        }
+        if let Some((number, addr)) = last {
+            if let Some(centre) = sequences.last_centre(number) {
+                self.last_charged = Some(Charged {
+                    key,
+                    centre,
+                    addr,
+                    slot: None,
+                });
+            }
         }
     }
 

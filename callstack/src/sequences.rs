@@ -18,6 +18,9 @@ pub(crate) struct Sequences {
     /// the first sequence): most blocks run again soon.
     recent: Vec<(u64, usize)>,
     sequences: Vec<Vec<(Centre, u64)>>,
+    /// The sequence of each block key of a block-based backend (start,
+    /// length, number), once known.
+    keyed: Vec<Option<(u64, usize, usize)>>,
 }
 
 /// The slots of the cache of recent sequences (a power of two).
@@ -72,6 +75,31 @@ impl Sequences {
         (number, self.last_centre(number))
     }
 
+    /// [`Sequences::of`] for the block a backend numbers `key` (a key
+    /// always stands for the same instructions), found by indexing once
+    /// known; returns the sequence's number.
+    #[inline]
+    pub fn of_key(
+        &mut self,
+        key: u32,
+        instructions: &[(u64, u8)],
+        centre_of: impl FnMut(u64) -> Centre,
+    ) -> usize {
+        let start = instructions.first().map_or(0, |&(addr, _)| addr);
+        let index = key as usize;
+        if let Some(&Some((at, count, number))) = self.keyed.get(index) {
+            if at == start && count == instructions.len() {
+                return number;
+            }
+        }
+        let (number, _) = self.of(instructions, centre_of);
+        if self.keyed.len() <= index {
+            self.keyed.resize(index + 1, None);
+        }
+        self.keyed[index] = Some((start, instructions.len(), number));
+        number
+    }
+
     /// Puts sequence `number`, starting at `start`, in cache slot `slot`.
     fn remember(&mut self, slot: usize, start: u64, number: usize) {
         if self.recent.is_empty() {
@@ -82,7 +110,7 @@ impl Sequences {
     }
 
     /// The centre of the last instruction of sequence `number`.
-    fn last_centre(&self, number: usize) -> Option<Centre> {
+    pub fn last_centre(&self, number: usize) -> Option<Centre> {
         let sequence = self.sequences.get(number)?;
         sequence.last().map(|&(centre, _)| centre)
     }

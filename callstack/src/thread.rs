@@ -89,9 +89,8 @@ pub(crate) struct Site {
 /// while the tables are not cleared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RunTable {
-    generation: u64,
-    costs_key: u32,
-    centre: Centre,
+    /// The tables' generation and key, and the centre.
+    place: (u64, u32, Centre),
     table: usize,
 }
 
@@ -665,22 +664,9 @@ impl ThreadState {
         if current.cost_table != Some((generation, run)) {
             return false;
         }
-        let here = RunTable {
-            generation,
-            costs_key: shared.costs_key,
-            centre,
-            table: 0,
-        };
+        let place = (generation, shared.costs_key, centre);
         let table = match *cached {
-            Some(known)
-                if known
-                    == RunTable {
-                        table: known.table,
-                        ..here
-                    } =>
-            {
-                known.table
-            }
+            Some(known) if known.place == place => known.table,
             _ => {
                 let Some(table) = shared
                     .costs
@@ -689,7 +675,7 @@ impl ThreadState {
                 else {
                     return false;
                 };
-                *cached = Some(RunTable { table, ..here });
+                *cached = Some(RunTable { place, table });
                 table
             }
         };

@@ -12,7 +12,9 @@
 //!   and a spare record;
 //! - the record buffer: one record per executed block: its translation id,
 //!   the words the translation records when the run feeds simulations
-//!   (`capture`; none otherwise), then the stack pointer at its start;
+//!   (`capture`; otherwise none, or for a block that loops on itself the
+//!   count of its runs, see `translator`), then the stack pointer at its
+//!   start;
 //! - a guard page (`PROT_NONE`): the record store that would overflow the
 //!   buffer faults there, the tracer drains the buffer and restarts the
 //!   block's prologue (no bounds check, so no flags changed, in the fast
@@ -51,8 +53,9 @@ pub(super) const TEMP: u64 = 56;
 pub(super) const CAPTURE_RAX: u64 = 64;
 /// Scratch slot for the tracee's rbx while a word is recorded.
 pub(super) const CAPTURE_RBX: u64 = 72;
-/// The address of the record of the block running (set by each
-/// translation's prologue, read when it records a word).
+/// The address of the record of the block running (set by the prologue
+/// of a translation that records words or counts its runs, read when it
+/// records a word or counts a run).
 pub(super) const RECORD: u64 = 80;
 /// Bytes of the scratch slots, from the start of the area to `RECORD`.
 const SCRATCH: usize = (RECORD + 8) as usize;

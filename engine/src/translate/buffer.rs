@@ -6,6 +6,13 @@
 //! instructions, each followed, when the run feeds simulations, by its
 //! data accesses and branches (by the rules shared with the step backend,
 //! [`crate::semantics`], from the recorded words, see `capture`).
+//!
+//! Without simulations the records reach the sink in one call
+//! ([`EventSink::blocks_executed`]), and a record of a block that loops on
+//! itself counts its runs (`translator`): one [`WholeBlock`] with its
+//! repeats. When such a record is the last one drained, the thread may be
+//! inside that block, so the emptied buffer starts with a new record of it
+//! with no run yet (`Area::open_record`), where its next runs are counted.
 
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Thread, WholeBlock};
