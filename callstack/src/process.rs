@@ -194,13 +194,7 @@ impl Process {
             forest,
             ..
         } = self;
-        let key_of = |thread: &ThreadState| {
-            if options.separate_threads {
-                thread.number
-            } else {
-                0
-            }
-        };
+        let key_of = |thread: &ThreadState| costs_key(options, thread.number);
         // The common case first: a known thread whose tables exist.
         if let Some(thread) = threads.get_mut(&tid) {
             let key = key_of(thread);
@@ -322,11 +316,7 @@ impl Process {
         let Some(thread) = threads.get_mut(&tid) else {
             return;
         };
-        let costs_key = if options.separate_threads {
-            thread.number
-        } else {
-            0
-        };
+        let costs_key = costs_key(options, thread.number);
         let Some(costs) = costs.get_mut(&costs_key) else {
             return;
         };
@@ -518,11 +508,7 @@ impl Process {
             }
             return;
         };
-        let key = if options.separate_threads {
-            thread.number
-        } else {
-            0
-        };
+        let key = costs_key(options, thread.number);
         let costs = match costs.get_mut(&key) {
             Some(costs) => costs,
             None => costs.entry(key).or_default(),
@@ -597,11 +583,7 @@ impl Process {
             self.charge_to_own_function(tid, addr, len);
             return;
         };
-        let key = if options.separate_threads {
-            thread.number
-        } else {
-            0
-        };
+        let key = costs_key(options, thread.number);
         let table = match costs.get_mut(&key) {
             Some(table) => table,
             None => costs.entry(key).or_default(),
@@ -649,11 +631,7 @@ impl Process {
                 thread.number
             }
         };
-        let key = if self.options.separate_threads {
-            thread_number
-        } else {
-            0
-        };
+        let key = costs_key(&self.options, thread_number);
         let Process {
             sequences,
             functions,
@@ -685,11 +663,7 @@ impl Process {
     /// and its tables looked up once, each block's runs counted in one go.
     fn count_sequences(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
         let thread_number = self.thread(tid).number;
-        let key = if self.options.separate_threads {
-            thread_number
-        } else {
-            0
-        };
+        let key = costs_key(&self.options, thread_number);
         let Process {
             sequences,
             functions,
@@ -1007,6 +981,16 @@ fn new_thread(
 /// function's, in a context of its own (kept in `own_contexts`). Asked once
 /// per instruction or block, so out of the way of the paths that run again.
 #[cold]
+/// The key of the cost tables thread number `thread` charges: its number
+/// with `--separate-threads=yes`, else 0 (one table for all).
+fn costs_key(options: &Options, thread: u32) -> u32 {
+    if options.separate_threads {
+        thread
+    } else {
+        0
+    }
+}
+
 fn own_centre(
     functions: &mut Functions,
     symbols: &mut Symbols,

@@ -3,15 +3,6 @@
  * with the count. */
 #include "sys.h"
 
-#define SA_RESTORER 0x04000000
-
-struct kernel_sigaction {
-    void (*handler)(int);
-    unsigned long flags;
-    void (*restorer)(void);
-    unsigned long mask;
-};
-
 static volatile long handled;
 
 static void handler(int signal) {
@@ -20,15 +11,8 @@ static void handler(int signal) {
     handled++;
 }
 
-void restorer(void);
-__asm__(".globl restorer\n"
-        "restorer:\n"
-        "    mov $15, %eax\n"
-        "    syscall\n");
-
 void _start(void) {
-    struct kernel_sigaction action = {handler, SA_RESTORER, restorer, 0};
-    sys4(13 /* rt_sigaction */, 10 /* SIGUSR1 */, &action, 0, 8);
+    catch_signal(10 /* SIGUSR1 */, handler);
     long pid = sys0(39 /* getpid */);
     sys2(62 /* kill */, pid, 10);
     work(5);

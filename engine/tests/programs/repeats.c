@@ -6,16 +6,8 @@
 /* Iterations of each loop (the test knows it too). */
 #define ITERATIONS 30000000
 
-#define SA_RESTORER 0x04000000
 #define SIGALRM 14
 #define ITIMER_REAL 0
-
-struct kernel_sigaction {
-    void (*handler)(int);
-    unsigned long flags;
-    void (*restorer)(void);
-    unsigned long mask;
-};
 
 static volatile long handled;
 
@@ -24,12 +16,6 @@ static void handler(int signal) {
     work(3);
     handled++;
 }
-
-void restorer(void);
-__asm__(".globl restorer\n"
-        "restorer:\n"
-        "    mov $15, %eax\n"
-        "    syscall\n");
 
 /* spin(n): 2n + 2 instructions between spin and spin_end. */
 void spin(long n);
@@ -53,8 +39,7 @@ __asm__(".globl spin, spin_end, fill, fill_end\n"
 static char buffer[ITERATIONS];
 
 void _start(void) {
-    struct kernel_sigaction action = {handler, SA_RESTORER, restorer, 0};
-    sys4(13 /* rt_sigaction */, SIGALRM, &action, 0, 8);
+    catch_signal(SIGALRM, handler);
     long timer[4] = {0, 1000, 0, 1000}; /* every millisecond */
     sys3(38 /* setitimer */, ITIMER_REAL, timer, 0);
     spin(ITERATIONS);

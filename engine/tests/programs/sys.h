@@ -24,6 +24,29 @@ __attribute__((noreturn)) static inline void sys_exit_group(long status) {
     __builtin_unreachable();
 }
 
+/* A signal handler without libc: rt_sigaction(2)'s structure, and a
+ * restorer that returns through rt_sigreturn. */
+#define SA_RESTORER 0x04000000
+
+struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long mask;
+};
+
+void restorer(void);
+__asm__(".globl restorer\n"
+        "restorer:\n"
+        "    mov $15, %eax\n"
+        "    syscall\n");
+
+/* Installs `handler` for `signal`. */
+static inline void catch_signal(int signal, void (*handler)(int)) {
+    struct kernel_sigaction action = {handler, SA_RESTORER, restorer, 0};
+    sys4(13 /* rt_sigaction */, signal, &action, 0, 8);
+}
+
 /* Some work the compiler cannot fold: n iterations of a small loop. */
 static volatile long sink_value;
 __attribute__((noinline)) static void work(long n) {
