@@ -578,9 +578,20 @@ impl ThreadState {
         table: &mut Option<RunTable>,
     ) {
         if !self.continue_run(shared, block, info, instructions, table) {
-            self.enter_block(shared, block.addr, block.sp, block.arrival, info);
-            self.instructions_ir(shared, instructions);
+            self.any_block_ir(shared, block, info, instructions);
         }
+    }
+
+    /// The general path of [`ThreadState::whole_block_ir`].
+    fn any_block_ir(
+        &mut self,
+        shared: &mut Shared<'_>,
+        block: Block,
+        info: BlockInfo,
+        instructions: &[(u64, u8)],
+    ) {
+        self.enter_block(shared, block.addr, block.sp, block.arrival, info);
+        self.instructions_ir(shared, instructions);
     }
 
     /// The `whole.repeats` runs of a block right after its run by
@@ -609,14 +620,7 @@ impl ThreadState {
                     }
                 }
             } else {
-                self.enter_block(
-                    shared,
-                    whole.again.addr,
-                    whole.again.sp,
-                    whole.again.arrival,
-                    info,
-                );
-                self.instructions_ir(shared, instructions);
+                self.any_block_ir(shared, whole.again, info, instructions);
             }
         }
     }
