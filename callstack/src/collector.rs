@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread, WholeBlocks};
+use cgx_engine::{Block, DataAccess, EventSink, Exit, SimulatedBlocks, Thread, WholeBlocks};
 use cgx_formats::{Part, Profile, TooManyNames};
 
 use crate::events::EventSet;
@@ -187,6 +187,16 @@ impl EventSink for Collector {
         self.on_process(thread.pid, |process| {
             process.blocks_executed(thread.tid, blocks)
         });
+    }
+
+    fn blocks_simulated(&mut self, thread: Thread, blocks: &mut SimulatedBlocks<'_>) {
+        if self.process(thread.pid).batches_simulated_blocks() {
+            self.on_process(thread.pid, |process| {
+                process.blocks_simulated(thread.tid, blocks)
+            });
+        } else {
+            cgx_engine::event::report_simulated(self, thread, blocks);
+        }
     }
 
     fn data_access(&mut self, thread: Thread, access: DataAccess) {

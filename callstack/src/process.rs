@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cgx_backdate::{Forest, Statistics};
 use cgx_engine::symbols::Symbols;
-use cgx_engine::{Block, DataAccess, WholeBlocks};
+use cgx_engine::{Block, BlockEvent, DataAccess, SimulatedBlocks, WholeBlocks};
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
@@ -341,6 +341,88 @@ impl Process {
             if whole.repeats > 0 {
                 *blocks_run += whole.repeats;
                 thread.whole_block_ir_again(&mut shared, whole, known.info, table);
+            }
+        }
+    }
+
+    /// Whether [`Process::blocks_simulated`] takes simulated blocks in one
+    /// go: Callgrind's attribution without cache use (else each of their
+    /// events goes through its own method).
+    pub fn batches_simulated_blocks(&self) -> bool {
+        !self.options.cachegrind && self.events.cacheuse.is_none()
+    }
+
+    /// Whole blocks run on thread `tid`, one after another, with their data
+    /// accesses and branches (only when [`Process::batches_simulated_blocks`]):
+    /// the thread and its tables are looked up once for all of them.
+    pub fn blocks_simulated(&mut self, tid: i32, blocks: &mut SimulatedBlocks<'_>) {
+        if !self.instrumenting {
+            blocks.for_each(drop);
+            return;
+        }
+        // Creates the thread and its tables when they are new.
+        self.with_thread(tid, |_, _| ());
+        let Process {
+            pid,
+            threads,
+            functions,
+            keys,
+            symbols,
+            contexts,
+            costs,
+            options,
+            events,
+            forest,
+            simulation,
+            blocks: blocks_run,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            return;
+        };
+        let costs_key = costs_key(options, thread.number);
+        let Some(costs) = costs.get_mut(&costs_key) else {
+            return;
+        };
+        let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
+        for simulated in blocks {
+            *blocks_run += 1;
+            let block = simulated.block;
+            let instructions = simulated.instructions;
+            let known = keys.get(simulated.key, block.addr, instructions.len(), || {
+                functions.block(block.addr, symbols, *pid, options)
+            });
+            let mut shared = Shared {
+                functions,
+                contexts,
+                costs,
+                costs_key,
+                options,
+                events,
+                forest: forest.as_mut(),
+            };
+            thread.enter_block(&mut shared, block.addr, block.sp, block.arrival, known.info);
+            let mut block_events = simulated.events().peekable();
+            for (index, &(addr, len)) in instructions.iter().enumerate() {
+                thread.instruction(costs, addr, len);
+                if let Some(last) = thread.last_cost(costs) {
+                    simulation.fetch(addr, len, &mut || 0).add_to(last);
+                }
+                while let Some((_, event)) = block_events.next_if(|&(of, _)| of == index) {
+                    let counts = match event {
+                        BlockEvent::Access(access) if data => simulation.data(access, &mut || 0),
+                        BlockEvent::Conditional(taken) if branches => {
+                            simulation.conditional_branch(addr, taken)
+                        }
+                        BlockEvent::Indirect(target) if branches => {
+                            simulation.indirect_branch(addr, target)
+                        }
+                        _ => continue,
+                    };
+                    if let Some(last) = thread.last_cost(costs) {
+                        counts.add_to(last);
+                    }
+                }
             }
         }
     }

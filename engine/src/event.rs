@@ -15,7 +15,7 @@
 //! block's instructions (known from decoding it once) up to the one where the
 //! block was left, so a sink cannot tell the backends apart.
 
-use crate::translate::WholeBlocks;
+use crate::translate::{PlannedEvent, SimulatedBlocks, WholeBlocks};
 
 /// A thread of a traced process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,6 +85,54 @@ impl WholeBlock<'_> {
     /// `again`.
     pub fn starts(&self) -> impl Iterator<Item = Block> {
         std::iter::once(self.block).chain(std::iter::repeat_n(self.again, self.repeats as usize))
+    }
+}
+
+/// A data access or branch of an instruction of a [`SimulatedBlock`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockEvent {
+    /// A data access ([`EventSink::data_access`]).
+    Access(DataAccess),
+    /// A conditional branch and its outcome
+    /// ([`EventSink::conditional_branch`]).
+    Conditional(bool),
+    /// An indirect jump or call to this target
+    /// ([`EventSink::indirect_branch`]).
+    Indirect(u64),
+}
+
+/// A whole block run in a batch of blocks one thread ran, with what its
+/// instructions did for the simulations ([`EventSink::blocks_simulated`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SimulatedBlock<'a> {
+    /// The backend's number for the block's code (as [`WholeBlock::key`]).
+    pub key: u32,
+    /// Its start.
+    pub block: Block,
+    /// All of its instructions (address, length), in order.
+    pub instructions: &'a [(u64, u8)],
+    /// Its events, the same for every run of the block.
+    pub(crate) plan: &'a [PlannedEvent],
+    /// What this run recorded.
+    pub(crate) words: &'a [u64],
+}
+
+impl<'a> SimulatedBlock<'a> {
+    /// Its data accesses and branches, each with the number of the
+    /// instruction (in [`SimulatedBlock::instructions`]) it follows, in
+    /// the order [`EventSink`] reports them.
+    #[inline]
+    pub fn events(&self) -> impl Iterator<Item = (usize, BlockEvent)> + 'a {
+        let words = self.words;
+        self.plan
+            .iter()
+            .map(move |planned| (planned.instruction as usize, planned.event(words)))
+    }
+
+    /// How many events [`SimulatedBlock::events`] gives (without reading
+    /// them).
+    pub fn event_count(&self) -> usize {
+        self.plan.len()
     }
 }
 
@@ -169,6 +217,15 @@ pub trait EventSink {
         }
     }
 
+    /// `thread` runs the whole blocks of `blocks`, one after another, with
+    /// no other event between them, reporting their data accesses and
+    /// branches: what a block-based backend reads from a buffer of records
+    /// when the run feeds simulations with Callgrind's rules. The default
+    /// reports them one event at a time ([`report_simulated`]).
+    fn blocks_simulated(&mut self, thread: Thread, blocks: &mut SimulatedBlocks<'_>) {
+        report_simulated(self, thread, blocks);
+    }
+
     /// A data access of the instruction last reported by
     /// [`EventSink::instruction`] on `thread` (events come in the order
     /// Valgrind's instrumentation sees them: loads before stores).
@@ -231,5 +288,29 @@ impl EventSink for InstructionCounter {
 
     fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {
         self.instructions += 1;
+    }
+}
+
+/// Reports the blocks of `blocks` to `sink` one event at a time: each
+/// block's [`EventSink::block`], then each instruction followed by its data
+/// accesses and branches (the default of [`EventSink::blocks_simulated`]).
+pub fn report_simulated<S: EventSink + ?Sized>(
+    sink: &mut S,
+    thread: Thread,
+    blocks: &mut SimulatedBlocks<'_>,
+) {
+    for simulated in blocks {
+        sink.block(thread, simulated.block);
+        let mut events = simulated.events().peekable();
+        for (index, &(addr, len)) in simulated.instructions.iter().enumerate() {
+            sink.instruction(thread, addr, len);
+            while let Some((_, event)) = events.next_if(|&(of, _)| of == index) {
+                match event {
+                    BlockEvent::Access(access) => sink.data_access(thread, access),
+                    BlockEvent::Conditional(taken) => sink.conditional_branch(thread, addr, taken),
+                    BlockEvent::Indirect(target) => sink.indirect_branch(thread, addr, target),
+                }
+            }
+        }
     }
 }

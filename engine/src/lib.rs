@@ -32,8 +32,9 @@ pub mod translate;
 
 pub use error::{Error, Result};
 pub use event::{
-    AccessKind, Arrival, Block, DataAccess, EventSink, Exit, InstructionCounter, Thread, WholeBlock,
+    AccessKind, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, InstructionCounter,
+    SimulatedBlock, Thread, WholeBlock,
 };
 pub use launch::Command;
 pub use step::{Outcome, RunOptions};
-pub use translate::WholeBlocks;
+pub use translate::{SimulatedBlocks, WholeBlocks};

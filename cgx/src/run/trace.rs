@@ -7,7 +7,9 @@
 //! [`EventSink`].
 
 use cgx_callstack::{Collector, Dump};
-use cgx_engine::{Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread, WholeBlocks};
+use cgx_engine::{
+    Block, Command, DataAccess, EventSink, Exit, RunOptions, SimulatedBlocks, Thread, WholeBlocks,
+};
 
 use super::options::Backend;
 
@@ -164,6 +166,11 @@ impl EventSink for Tap<'_> {
     fn blocks_executed(&mut self, thread: Thread, blocks: &mut WholeBlocks<'_>) {
         self.notice(thread.pid);
         self.collector.blocks_executed(thread, blocks);
+    }
+
+    fn blocks_simulated(&mut self, thread: Thread, blocks: &mut SimulatedBlocks<'_>) {
+        self.notice(thread.pid);
+        self.collector.blocks_simulated(thread, blocks);
     }
 
     #[inline]

@@ -152,31 +152,33 @@ impl Accesses {
         address: impl Fn(usize, &UsedMemory) -> Option<u64>,
         mut report: impl FnMut(DataAccess),
     ) {
+        self.templates(|operand, memory, offset, size, kind| {
+            if let Some(base) = address(operand, memory) {
+                report(DataAccess {
+                    addr: base.wrapping_add(offset),
+                    size,
+                    kind,
+                });
+            }
+        });
+    }
+
+    /// Calls `each` with what each access of one execution is made of, in
+    /// order: the number of its operand in [`Accesses::operands`], that
+    /// operand, the offset of the access from the operand's address, its
+    /// size and its kind.
+    pub fn templates(&self, mut each: impl FnMut(usize, &UsedMemory, u64, u32, AccessKind)) {
         match self {
             Accesses::List(list) => {
                 for (index, template) in list.iter().map_while(|t| t.as_ref()).enumerate() {
-                    if let Some(addr) = address(index, &template.memory) {
-                        report(DataAccess {
-                            addr,
-                            size: template.size,
-                            kind: template.kind,
-                        });
-                    }
+                    each(index, &template.memory, 0, template.size, template.kind);
                 }
             }
             Accesses::FxState { memory, kind } => {
-                let Some(base) = address(0, memory) else {
-                    return;
-                };
-                let at = |offset: u64, size: u32| DataAccess {
-                    addr: base.wrapping_add(offset),
-                    size,
-                    kind: *kind,
-                };
-                report(at(0, 160));
-                report(at(24, 8));
+                each(0, memory, 0, 160, *kind);
+                each(0, memory, 24, 8, *kind);
                 for register in 0..16 {
-                    report(at(160 + 16 * register, 16));
+                    each(0, memory, 160 + 16 * register, 16, *kind);
                 }
             }
         }

@@ -15,7 +15,7 @@
 //! with no run yet (`Area::open_record`), where its next runs are counted.
 
 use crate::error::{Error, Result};
-use crate::event::{Arrival, Block, EventSink, Thread, WholeBlock};
+use crate::event::{Arrival, Block, EventSink, SimulatedBlock, Thread, WholeBlock};
 use crate::flow::{exit, End};
 use crate::ptrace::Regs;
 use crate::semantics::{self, Decoded, Dynamic, Pass, Registers, Superblock};
@@ -343,6 +343,69 @@ impl<'a> Iterator for WholeBlocks<'a> {
     }
 }
 
+/// The records of a thread's buffer in a run that feeds simulations with
+/// Callgrind's rules, as the whole blocks they stand for with their events
+/// ([`EventSink::blocks_simulated`]), up to the first record of a block
+/// without a plan (`plan`) or a record kept for the backend; the first
+/// error ends them.
+pub struct SimulatedBlocks<'a> {
+    words: &'a [u64],
+    /// The next record's first word.
+    at: usize,
+    /// The end of a record left for the caller.
+    kept: Option<usize>,
+    cache: &'a Cache,
+    replay: &'a mut Replay,
+    error: Option<Error>,
+    /// Records replayed.
+    records: u64,
+}
+
+impl<'a> Iterator for SimulatedBlocks<'a> {
+    type Item = SimulatedBlock<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<SimulatedBlock<'a>> {
+        let &id = self.words.get(self.at)?;
+        let (Some(info), Ok(key)) = (self.cache.replay_info(id), u32::try_from(id)) else {
+            self.error = Some(Error::Unexpected(format!(
+                "translate: a record of unknown translation {id}"
+            )));
+            return None;
+        };
+        let plan = info.plan.filter(|_| !info.repeats)?;
+        let end = self.at + (RECORD_HEADER / 8) as usize + info.words;
+        if self.kept == Some(end) {
+            return None;
+        }
+        let (Some(words), Some(&sp)) = (
+            self.words.get(self.at + 1..end - 1),
+            self.words.get(end - 1),
+        ) else {
+            self.error = Some(Error::Unexpected(
+                "translate: a record past the cursor".into(),
+            ));
+            return None;
+        };
+        self.at = end;
+        self.records += 1;
+        let addr = info.addr;
+        let block = Block {
+            addr,
+            sp,
+            arrival: self.replay.arrival(addr),
+        };
+        self.replay.ran(info.last, info.instructions.len());
+        Some(SimulatedBlock {
+            key,
+            block,
+            instructions: info.instructions,
+            plan,
+            words,
+        })
+    }
+}
+
 /// Replays the records in `area`'s buffer into `sink` as `thread`'s and
 /// empties the buffer; returns how many records there were. With `split`,
 /// calls it before the last instruction of the last record (a `fork`
@@ -390,6 +453,27 @@ pub(super) fn drain<S: EventSink + ?Sized>(
         (at, records, open) = (blocks.at, blocks.records, blocks.open);
     }
     while let Some(&id) = words.get(at) {
+        if replay.simulations && !replay.cachegrind {
+            // The records of planned blocks go to the sink in one call;
+            // the others, and one kept for `split`, are replayed below.
+            let mut blocks = SimulatedBlocks {
+                words: &words,
+                at,
+                kept: split.is_some().then_some(words.len()),
+                cache,
+                replay,
+                error: None,
+                records: 0,
+            };
+            sink.blocks_simulated(thread, &mut blocks);
+            if let Some(error) = blocks.error {
+                return Err(error);
+            }
+            if blocks.records > 0 {
+                (at, records, open) = (blocks.at, records + blocks.records, None);
+                continue;
+            }
+        }
         let info = cache.replay_info(id).ok_or_else(|| {
             Error::Unexpected(format!("translate: a record of unknown translation {id}"))
         })?;

@@ -17,6 +17,7 @@ use super::blocks::{self, DecodedBlock};
 use super::capture::{Capture, Sources};
 use super::layout::Layout;
 use super::memory::Memory;
+use super::plan::{self, PlannedEvent};
 use super::translator::{self, ExitSlot, Refusal, Target};
 
 /// How far (bytes) from a region's bounds code may be to be translated
@@ -40,6 +41,9 @@ struct Translation {
     /// Where the replay finds what each instruction did (empty without
     /// recorded words).
     sources: Vec<Sources>,
+    /// The events of each of its runs, when recorded words describe them
+    /// and a plan can (`plan`).
+    plan: Option<Vec<PlannedEvent>>,
     /// Words its record holds besides the id and the stack pointer.
     words: usize,
     /// Which exits jump to a translation (not to their stub).
@@ -68,6 +72,8 @@ pub(super) struct ReplayInfo<'a> {
     /// Where the replay finds what each instruction did (empty without
     /// recorded words).
     pub sources: &'a [Sources],
+    /// The events of each of its runs, if planned (`plan`).
+    pub plan: Option<&'a [PlannedEvent]>,
     /// Words its record holds besides the id and the stack pointer.
     pub words: usize,
     /// Whether the first of them counts its runs.
@@ -217,6 +223,7 @@ impl Cache {
             last: t.last,
             decoded: &t.decoded,
             sources: &t.sources,
+            plan: t.plan.as_deref(),
             words: t.words,
             repeats: t.repeats,
         })
@@ -382,6 +389,10 @@ impl Cache {
         let instructions = block.insns.iter().map(|i| (i.addr, i.len)).collect();
         let last = block.last().end();
         let code = emitted.entry..end;
+        let plan = match emitted.sources.is_empty() {
+            true => None,
+            false => plan::plan(&emitted.decoded, &emitted.sources),
+        };
         self.translations.push(Translation {
             block,
             exits: emitted.exits,
@@ -389,6 +400,7 @@ impl Cache {
             last,
             decoded: emitted.decoded,
             sources: emitted.sources,
+            plan,
             words: emitted.words,
             linked,
             alive: true,

@@ -100,13 +100,15 @@
 mod area;
 mod blocks;
 mod buffer;
-pub use buffer::WholeBlocks;
+pub use buffer::{SimulatedBlocks, WholeBlocks};
 mod cache;
 mod capture;
 mod inject;
 mod invalidate;
 mod layout;
 mod memory;
+mod plan;
+pub(crate) use plan::PlannedEvent;
 mod protect;
 mod signals;
 mod space;
