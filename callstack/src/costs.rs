@@ -62,9 +62,10 @@ pub(crate) struct ArcCost {
 /// always runs the same instructions from its start, so the k-th instruction
 /// executed is charged at position k without a lookup.
 ///
-/// Like Callgrind's execution counters, whole runs that cost only their `Ir`
-/// are counted, not added per instruction: each adds 1 to the `Ir` of every
-/// instruction in `addrs` (which only grows once they are settled).
+/// Like Callgrind's execution counters, whole runs are counted, not added
+/// per instruction: each adds 1 to the `Ir` of every instruction in `addrs`
+/// (which only grows once they are settled), or, once the block has a
+/// [`Profile`], the profile's counts.
 #[derive(Clone, Debug)]
 pub(crate) struct BlockCosts {
     /// The centre the block ran in.
@@ -73,8 +74,48 @@ pub(crate) struct BlockCosts {
     pub addrs: Vec<u64>,
     /// One vector of event counts per instruction, one after another.
     pub costs: Vec<u64>,
-    /// Runs of all of `addrs` that cost only `Ir`, not yet in `costs`.
+    /// Runs of all of `addrs` not yet in `costs`.
     pub runs: u64,
+    /// What each of those runs costs besides `Ir` alone, when simulations
+    /// count more (set once: a block's runs always cost the same).
+    pub profile: Option<Profile>,
+}
+
+/// The events every run of a block counts whatever the simulators decide
+/// (`Ir`, `Dr`, `Dw`, `Bc`, `Bi`; not their misses), per instruction, for
+/// the block-based backend's block of `key`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Profile {
+    /// The backend's block key it was made for.
+    pub key: u32,
+    /// One vector of counts per instruction, one after another.
+    pub rows: Vec<u64>,
+    /// Their sum per event.
+    pub total: Vec<u64>,
+}
+
+impl Profile {
+    /// A profile of `count` instructions with `width` events, counting
+    /// nothing yet.
+    pub fn new(key: u32, count: usize, width: usize) -> Profile {
+        Profile {
+            key,
+            rows: vec![0; count * width],
+            total: vec![0; width],
+        }
+    }
+
+    /// Counts `column` for the instruction at `position`.
+    pub fn count(&mut self, position: usize, column: usize) {
+        let width = self.total.len();
+        if let (Some(cell), Some(sum)) = (
+            self.rows.get_mut(position * width + column),
+            self.total.get_mut(column),
+        ) {
+            *cell += 1;
+            *sum += 1;
+        }
+    }
 }
 
 impl BlockCosts {
@@ -83,16 +124,44 @@ impl BlockCosts {
         self.costs.len().checked_div(self.addrs.len()).unwrap_or(0)
     }
 
-    /// Adds the counted runs to the instructions' `Ir`.
+    /// Adds the counted runs to the instructions' costs.
     fn settle_runs(&mut self) {
         let width = self.width();
         if self.runs == 0 || width == 0 {
             return;
         }
-        for ir in self.costs.iter_mut().step_by(width) {
-            *ir = ir.wrapping_add(self.runs);
+        match &self.profile {
+            Some(profile) => {
+                for (sum, cost) in self.costs.iter_mut().zip(&profile.rows) {
+                    *sum = sum.wrapping_add(cost.wrapping_mul(self.runs));
+                }
+            }
+            None => {
+                for ir in self.costs.iter_mut().step_by(width) {
+                    *ir = ir.wrapping_add(self.runs);
+                }
+            }
         }
         self.runs = 0;
+    }
+
+    /// What `runs` runs of the instruction at `position` cost, added to
+    /// `sum`.
+    fn add_runs_of(&self, position: usize, runs: u64, sum: &mut [u64]) {
+        match &self.profile {
+            Some(profile) => {
+                let width = profile.total.len();
+                let row = profile.rows.get(position * width..(position + 1) * width);
+                for (sum, cost) in sum.iter_mut().zip(row.unwrap_or_default()) {
+                    *sum = sum.wrapping_add(cost.wrapping_mul(runs));
+                }
+            }
+            None => {
+                if let Some(ir) = sum.first_mut() {
+                    *ir = ir.wrapping_add(runs);
+                }
+            }
+        }
     }
 }
 
@@ -241,6 +310,7 @@ impl Costs {
                 addrs: Vec::new(),
                 costs: Vec::new(),
                 runs: 0,
+                profile: None,
             });
             blocks.len() - 1
         });
@@ -276,6 +346,45 @@ impl Costs {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Gives cost table `index` the profile `profile` if it has none (its
+    /// runs so far settled); whether its runs now cost that profile, so
+    /// a run of `profile`'s block may be counted there.
+    #[inline]
+    pub fn use_profile(&mut self, index: usize, profile: &Profile) -> bool {
+        let Some(block) = self.blocks.get_mut(index) else {
+            return false;
+        };
+        match &block.profile {
+            Some(known) => known.key == profile.key,
+            None => {
+                block.settle_runs();
+                block.profile = Some(profile.clone());
+                true
+            }
+        }
+    }
+
+    /// The profile of cost table `index`'s runs, if any.
+    #[inline]
+    pub fn profile(&self, index: usize) -> Option<&Profile> {
+        self.blocks.get(index)?.profile.as_ref()
+    }
+
+    /// Adds 1 to event `column` of the instruction at `position` of cost
+    /// table `index`.
+    #[inline]
+    pub fn count_in_block(&mut self, index: usize, position: usize, column: usize) {
+        if let Some(block) = self.blocks.get_mut(index) {
+            let width = block.width();
+            if column >= width {
+                return;
+            }
+            if let Some(cell) = block.costs.get_mut(position * width + column) {
+                *cell = cell.wrapping_add(1);
+            }
         }
     }
 
@@ -342,7 +451,12 @@ impl Costs {
             if width == 0 {
                 continue;
             }
-            for (addr, cost) in block.addrs.iter().zip(block.costs.chunks_exact(width)) {
+            for (position, (addr, cost)) in block
+                .addrs
+                .iter()
+                .zip(block.costs.chunks_exact(width))
+                .enumerate()
+            {
                 let sum = all
                     .entry((block.centre, *addr))
                     .or_insert_with(|| vec![0; width]);
@@ -350,7 +464,7 @@ impl Costs {
                     sum.resize(width, 0);
                 }
                 add(sum, cost);
-                sum[0] = sum[0].wrapping_add(block.runs);
+                block.add_runs_of(position, block.runs, sum);
             }
         }
         all

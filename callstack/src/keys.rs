@@ -2,11 +2,12 @@
 //! (`cgx_engine::WholeBlock::key`): the block's facts and where its whole
 //! runs were last counted, found by indexing instead of hashing.
 
+use crate::costs::Profile;
 use crate::functions::BlockInfo;
 use crate::thread::RunTable;
 
 /// A block known by its key.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct KnownBlock {
     /// Its address and instruction count (a check: a key always means the
     /// same block).
@@ -16,6 +17,9 @@ pub(crate) struct KnownBlock {
     pub info: BlockInfo,
     /// Where its whole runs were last counted.
     pub table: Option<RunTable>,
+    /// What each of its runs costs besides the simulators' misses, once
+    /// known (simulated blocks).
+    pub profile: Option<Profile>,
 }
 
 /// The blocks known by key, in one process.
@@ -48,6 +52,7 @@ impl Keys {
                 count,
                 info: info(),
                 table: None,
+                profile: None,
             }),
         }
     }

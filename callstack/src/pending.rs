@@ -4,11 +4,14 @@
 //!
 //! A whole block whose instructions cost only their `Ir` is held as one run
 //! of its cost table, as Callgrind's execution counters hold it: nothing is
-//! copied per instruction, and charging it counts the run. Any event that
-//! needs an instruction's own cost vector turns the run into a list first.
+//! copied per instruction, and charging it counts the run. So is a whole
+//! block whose cost table has a profile ([`crate::costs::Profile`]): the
+//! run costs the profile plus the few events beyond it (the simulators'
+//! misses), kept as a list. Any event that needs an instruction's own
+//! cost vector turns the run into a list first.
 
 use crate::context::Centre;
-use crate::costs::{add, Costs};
+use crate::costs::{add, Costs, Profile};
 use crate::events::{CostArray, MAX_EVENTS};
 
 /// The cost of an instruction that costs its `Ir` only.
@@ -26,7 +29,8 @@ enum Form {
     /// Their addresses; each costs its `Ir` only (no cost vectors).
     Ir,
     /// One run of all `count` instructions of cost table `table`, each at
-    /// its `Ir` only (no addresses).
+    /// its `Ir` only or, if the table has a profile, at the profile's
+    /// counts plus `extras` (no addresses).
     Run { table: usize, count: usize },
 }
 
@@ -36,6 +40,9 @@ pub(crate) struct Pending {
     form: Form,
     addrs: Vec<u64>,
     costs: Vec<CostArray>,
+    /// With a run of a table with a profile: the events beyond it
+    /// (instruction position, event column).
+    extras: Vec<(u32, u32)>,
 }
 
 impl Default for Pending {
@@ -44,6 +51,7 @@ impl Default for Pending {
             form: Form::Listed,
             addrs: Vec::new(),
             costs: Vec::new(),
+            extras: Vec::new(),
         }
     }
 }
@@ -70,6 +78,7 @@ impl Pending {
         self.form = Form::Listed;
         self.addrs.clear();
         self.costs.clear();
+        self.extras.clear();
     }
 
     /// Turns a run into addresses: before the tables of `costs` are
@@ -81,7 +90,36 @@ impl Pending {
             self.addrs
                 .extend_from_slice(&addrs[..count.min(addrs.len())]);
             self.form = Form::Ir;
+            if let Some(profile) = costs.profile(table) {
+                self.list_profile(profile);
+            }
         }
+    }
+
+    /// Lists the instructions of a detached run of a table with
+    /// `profile`: each costs its row, plus the extras.
+    #[cold]
+    fn list_profile(&mut self, profile: &Profile) {
+        let width = profile.total.len().min(MAX_EVENTS);
+        self.costs.clear();
+        for position in 0..self.addrs.len() {
+            let mut cost = [0; MAX_EVENTS];
+            if let Some(row) = profile.rows.get(position * width..(position + 1) * width) {
+                cost[..width].copy_from_slice(row);
+            }
+            self.costs.push(cost);
+        }
+        for &(position, column) in &self.extras {
+            if let Some(cell) = self
+                .costs
+                .get_mut(position as usize)
+                .and_then(|cost| cost.get_mut(column as usize))
+            {
+                *cell += 1;
+            }
+        }
+        self.extras.clear();
+        self.form = Form::Listed;
     }
 
     /// Gives every pending instruction its costs.
@@ -140,6 +178,14 @@ impl Pending {
         true
     }
 
+    /// Counts one more event in `column` of the instruction at `position`
+    /// of a pending whole run of a table with a profile (see
+    /// [`Pending::push_run`]).
+    #[inline]
+    pub fn count_extra(&mut self, position: usize, column: usize) {
+        self.extras.push((position as u32, column as u32));
+    }
+
     /// The cost table and instruction count of a pending whole run.
     #[inline]
     pub fn run(&self) -> Option<(usize, usize)> {
@@ -165,9 +211,23 @@ impl Pending {
     }
 
     /// Adds the pending costs to `total` (a thread's counter), from column
-    /// `from` on.
+    /// `from` on; `costs` are the tables.
     #[inline]
-    pub fn add_to(&self, total: &mut [u64], from: usize) {
+    pub fn add_to(&self, costs: &Costs, total: &mut [u64], from: usize) {
+        if let Form::Run { table, .. } = self.form {
+            if let Some(profile) = costs.profile(table) {
+                if let (Some(total), Some(counts)) = (total.get_mut(from..), profile.total.get(from..)) {
+                    add(total, counts);
+                }
+                for &(_, column) in &self.extras {
+                    match total.get_mut(column as usize) {
+                        Some(sum) if column as usize >= from => *sum = sum.wrapping_add(1),
+                        _ => {}
+                    }
+                }
+                return;
+            }
+        }
         match self.form {
             Form::Listed => {
                 let Some(total) = total.get_mut(from..) else {
@@ -187,7 +247,10 @@ impl Pending {
 
     /// Charges every pending instruction to the instruction at `addr` in
     /// `centre` (the call into skipped code).
-    pub fn charge_to(&self, costs: &mut Costs, centre: Centre, addr: u64, events: usize) {
+    pub fn charge_to(&mut self, costs: &mut Costs, centre: Centre, addr: u64, events: usize) {
+        if matches!(self.form, Form::Run { table, .. } if costs.profile(table).is_some()) {
+            self.list(costs);
+        }
         match self.form {
             Form::Listed => {
                 let width = events.min(MAX_EVENTS);
@@ -205,6 +268,9 @@ impl Pending {
     pub fn charge_block(&mut self, costs: &mut Costs, table: usize, events: usize) {
         if let Form::Run { table: run, count } = self.form {
             if run == table && costs.count_run(table, count) {
+                for &(position, column) in &self.extras {
+                    costs.count_in_block(table, position as usize, column as usize);
+                }
                 return;
             }
         }

@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use crate::attribution::{Charged, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
-use crate::costs::{ArcKey, Costs};
+use crate::costs::{ArcKey, Costs, Profile};
 use crate::dump::{build_part, Naming, PartInfo};
 use crate::events::{EventSet, MAX_EVENTS};
 use crate::functions::{FnId, Functions};
@@ -385,6 +385,7 @@ impl Process {
             return;
         };
         let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
+        let width = events.len().min(MAX_EVENTS);
         for simulated in blocks {
             *blocks_run += 1;
             let block = simulated.block;
@@ -402,13 +403,26 @@ impl Process {
                 forest: forest.as_mut(),
             };
             thread.enter_block(&mut shared, block.addr, block.sp, block.arrival, known.info);
-            let mut block_events = simulated.events().peekable();
+            // A run costs its block's profile plus its misses; the first
+            // run's steps make the profile.
+            let run = known
+                .profile
+                .as_ref()
+                .is_some_and(|profile| thread.simulated_run(&mut shared, instructions, profile));
+            let mut profile = match known.profile {
+                Some(_) => None,
+                None => Some(Profile::new(simulated.key, instructions.len(), width)),
+            };
+            let mut block_events = simulated.events();
+            let mut next_event = block_events.next();
             for (index, &(addr, len)) in instructions.iter().enumerate() {
-                thread.instruction(costs, addr, len);
-                if let Some(last) = thread.last_cost(costs) {
-                    simulation.fetch(addr, len, &mut || 0).add_to(last);
+                if !run {
+                    thread.instruction(costs, addr, len);
                 }
-                while let Some((_, event)) = block_events.next_if(|&(of, _)| of == index) {
+                let counts = simulation.fetch(addr, len, &mut || 0);
+                charge_step(thread, costs, (run, &mut profile), index, counts);
+                while let Some((_, event)) = next_event.filter(|&(of, _)| of == index) {
+                    next_event = block_events.next();
                     let counts = match event {
                         BlockEvent::Access(access) if data => simulation.data(access, &mut || 0),
                         BlockEvent::Conditional(taken) if branches => {
@@ -419,10 +433,11 @@ impl Process {
                         }
                         _ => continue,
                     };
-                    if let Some(last) = thread.last_cost(costs) {
-                        counts.add_to(last);
-                    }
+                    charge_step(thread, costs, (run, &mut profile), index, counts);
                 }
+            }
+            if profile.is_some() {
+                known.profile = profile;
             }
         }
     }
@@ -1057,6 +1072,37 @@ fn new_thread(
     let thread = ThreadState::new(*next, options, events.len(), root);
     *next += 1;
     thread
+}
+
+/// Adds the events `counts` of a simulation step of the instruction at
+/// `position` of the block `thread` runs: with `run` (a whole run pending,
+/// [`ThreadState::simulated_run`]) only those beyond the block's profile,
+/// else to the instruction's pending cost, also counting the step's own
+/// event in `profile` (made by this run; dropped if a step has nowhere to
+/// go).
+#[inline]
+fn charge_step(
+    thread: &mut ThreadState,
+    costs: &Costs,
+    (run, profile): (bool, &mut Option<Profile>),
+    position: usize,
+    counts: Counts,
+) {
+    if run {
+        counts
+            .split_first()
+            .1
+            .for_each(|column| thread.count_extra(position, column));
+        return;
+    }
+    let Some(last) = thread.last_cost(costs) else {
+        *profile = None;
+        return;
+    };
+    counts.add_to(last);
+    if let (Some(profile), (Some(column), _)) = (profile, counts.split_first()) {
+        profile.count(position, column);
+    }
 }
 
 /// The centre Cachegrind charges the instruction at `addr` to: its

@@ -212,6 +212,19 @@ impl Counts {
         }
     }
 
+    /// The first event counted (the step's own: `Ir`, `Dr`, `Dw`, `Bc` or
+    /// `Bi`, which every run of its instruction counts) and the others
+    /// (its misses).
+    #[inline]
+    pub fn split_first(self) -> (Option<usize>, Counts) {
+        if self.0 == 0 {
+            return (None, self);
+        }
+        let shift = (31 - self.0.leading_zeros()) / 8 * 8;
+        let first = (self.0 >> shift) as usize - 1;
+        (Some(first), Counts(self.0 & ((1 << shift) - 1)))
+    }
+
     /// Adds the events to `cost`.
     #[inline]
     pub fn add_to(self, cost: &mut [u64]) {

@@ -24,7 +24,7 @@ use cgx_engine::{Arrival, Block, WholeBlock};
 use cgx_backdate::{Forest, NodeId};
 
 use crate::context::{Centre, Contexts, CxtId};
-use crate::costs::{add, ArcKey, CallArc, Costs, JumpArc};
+use crate::costs::{add, ArcKey, CallArc, Costs, JumpArc, Profile};
 use crate::events::EventSet;
 use crate::functions::{BlockInfo, FnId, Functions};
 use crate::pending::Pending;
@@ -279,6 +279,46 @@ impl ThreadState {
         block.pending.push_ir(instructions, shared.costs);
     }
 
+    /// A whole run of the current block, which has just started, whose
+    /// runs cost `profile` plus what [`ThreadState::count_extra`] adds:
+    /// pending as one run of its cost table when that table holds its
+    /// `instructions` and may take the profile (`false`, having done
+    /// nothing, otherwise: the instructions then come one by one).
+    #[inline]
+    pub fn simulated_run(
+        &mut self,
+        shared: &mut Shared<'_>,
+        instructions: &[(u64, u8)],
+        profile: &Profile,
+    ) -> bool {
+        let state = self.state();
+        let Some(block) = state.block.as_mut() else {
+            return false;
+        };
+        let Some(&last) = instructions.last() else {
+            return false;
+        };
+        if !state.collect || state.nonskipped.is_some() || !block.pending.is_empty() {
+            return false;
+        }
+        let table = block.cost_table(shared.costs);
+        if !shared.costs.holds_run(table, instructions) || !shared.costs.use_profile(table, profile)
+        {
+            return false;
+        }
+        block.last = Some(last);
+        block.pending.push_run(table, instructions, shared.costs)
+    }
+
+    /// One more event in `column` of the instruction at `position` of a
+    /// run made pending by [`ThreadState::simulated_run`].
+    #[inline]
+    pub fn count_extra(&mut self, position: usize, column: usize) {
+        if let Some(block) = self.state().block.as_mut() {
+            block.pending.count_extra(position, column);
+        }
+    }
+
     /// The cost of the instruction last executed, to add its events to;
     /// `costs` are the thread's tables.
     #[inline]
@@ -335,7 +375,7 @@ impl ThreadState {
             block.pending.clear();
             return;
         }
-        block.pending.add_to(&mut state.cost, 0);
+        block.pending.add_to(shared.costs, &mut state.cost, 0);
         match state.nonskipped {
             Some(site) => {
                 block
@@ -363,7 +403,7 @@ impl ThreadState {
             return;
         };
         if state.collect {
-            block.pending.add_to(&mut state.cost, from);
+            block.pending.add_to(shared.costs, &mut state.cost, from);
         }
         block.pending.clear();
     }
