@@ -216,7 +216,9 @@ impl Pending {
     pub fn add_to(&self, costs: &Costs, total: &mut [u64], from: usize) {
         if let Form::Run { table, .. } = self.form {
             if let Some(profile) = costs.profile(table) {
-                if let (Some(total), Some(counts)) = (total.get_mut(from..), profile.total.get(from..)) {
+                if let (Some(total), Some(counts)) =
+                    (total.get_mut(from..), profile.total.get(from..))
+                {
                     add(total, counts);
                 }
                 for &(_, column) in &self.extras {

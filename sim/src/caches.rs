@@ -17,6 +17,12 @@ pub struct Hierarchy {
     d1: Cache,
     ll: Cache,
     min_line: u32,
+    /// log2 of I1's line size.
+    i1_line_bits: u32,
+    /// The I1 line the last fetch touched last (`u64::MAX`: none): it is
+    /// the most recently used of its set, so a fetch within it is a hit
+    /// that changes nothing (only fetches touch I1).
+    last_fetched: u64,
 }
 
 impl Hierarchy {
@@ -29,6 +35,8 @@ impl Hierarchy {
             d1: make(CacheLevel::D1)?,
             ll: make(CacheLevel::LL)?,
             min_line: config.min_line_size(),
+            i1_line_bits: config.i1.line_size.trailing_zeros(),
+            last_fetched: u64::MAX,
         })
     }
 
@@ -43,6 +51,7 @@ impl Hierarchy {
         self.i1.clear();
         self.d1.clear();
         self.ll.clear();
+        self.last_fetched = u64::MAX;
     }
 
     /// Clamps a data access size to the smallest line size of the three caches, as
@@ -56,6 +65,12 @@ impl Hierarchy {
     /// Fetches the `len` bytes of one instruction at `addr` (one I1 access).
     #[inline]
     pub fn fetch(&mut self, addr: u64, len: u32) -> Outcome {
+        let first = addr >> self.i1_line_bits;
+        let last = addr.wrapping_add(u64::from(len.max(1)) - 1) >> self.i1_line_bits;
+        if first == last && first == self.last_fetched {
+            return Outcome::L1Hit;
+        }
+        self.last_fetched = last;
         if !self.i1.access(addr, len) {
             Outcome::L1Hit
         } else if !self.ll.access(addr, len) {
@@ -119,6 +134,21 @@ mod tests {
         assert_eq!(h.fetch(0x100, 4), Outcome::L1Hit);
         // D1 set 0 now holds 0x140; 0x100 misses D1 and LL.
         assert_eq!(h.read(0x100, 1), Outcome::LlMiss);
+    }
+
+    #[test]
+    fn a_fetch_within_the_last_fetched_line_hits_only_while_it_is_resident() {
+        let mut h = small();
+        assert_eq!(h.fetch(0x100, 4), Outcome::LlMiss);
+        assert_eq!(h.fetch(0x104, 4), Outcome::L1Hit);
+        // 0x120 maps to the same I1 set (one way): it evicts 0x100's line.
+        assert_eq!(h.fetch(0x120, 4), Outcome::LlMiss);
+        assert_eq!(h.fetch(0x108, 4), Outcome::LlHit);
+        // A straddling fetch leaves its second line the last fetched.
+        assert_eq!(h.fetch(0x11e, 4), Outcome::LlMiss);
+        assert_eq!(h.fetch(0x104, 4), Outcome::LlHit);
+        h.clear();
+        assert_eq!(h.fetch(0x104, 4), Outcome::LlMiss);
     }
 
     #[test]
