@@ -346,10 +346,10 @@ impl Process {
     }
 
     /// Whether [`Process::blocks_simulated`] takes simulated blocks in one
-    /// go: Callgrind's attribution without cache use (else each of their
-    /// events goes through its own method).
+    /// go: with Callgrind's attribution (else each of their events goes
+    /// through its own method).
     pub fn batches_simulated_blocks(&self) -> bool {
-        !self.options.cachegrind && self.events.cacheuse.is_none()
+        !self.options.cachegrind
     }
 
     /// Whole blocks run on thread `tid`, one after another, with their data
@@ -369,11 +369,12 @@ impl Process {
             keys,
             symbols,
             contexts,
-            costs,
+            costs: tables,
             options,
             events,
             forest,
             simulation,
+            owners,
             blocks: blocks_run,
             ..
         } = self;
@@ -381,10 +382,11 @@ impl Process {
             return;
         };
         let costs_key = costs_key(options, thread.number);
-        let Some(costs) = costs.get_mut(&costs_key) else {
+        let Some(mut costs) = tables.get_mut(&costs_key) else {
             return;
         };
         let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
+        let cacheuse = events.cacheuse.is_some();
         let width = events.len().min(MAX_EVENTS);
         for simulated in blocks {
             *blocks_run += 1;
@@ -413,18 +415,36 @@ impl Process {
                 Some(_) => None,
                 None => Some(Profile::new(simulated.key, instructions.len(), width)),
             };
+            if cacheuse {
+                simulation.set_collect(thread.collecting());
+            }
             let mut block_events = simulated.events();
             let mut next_event = block_events.next();
             for (index, &(addr, len)) in instructions.iter().enumerate() {
                 if !run {
                     thread.instruction(costs, addr, len);
+                } else if cacheuse {
+                    // The owner of the lines it loads.
+                    thread.running(addr, len);
                 }
-                let counts = simulation.fetch(addr, len, &mut || 0);
+                let counts = simulate(
+                    simulation,
+                    (owners, costs_key),
+                    thread,
+                    cacheuse,
+                    |sim, owner| sim.fetch(addr, len, owner),
+                );
                 charge_step(thread, costs, (run, &mut profile), index, counts);
                 while let Some((_, event)) = next_event.filter(|&(of, _)| of == index) {
                     next_event = block_events.next();
                     let counts = match event {
-                        BlockEvent::Access(access) if data => simulation.data(access, &mut || 0),
+                        BlockEvent::Access(access) if data => simulate(
+                            simulation,
+                            (owners, costs_key),
+                            thread,
+                            cacheuse,
+                            |sim, owner| sim.data(access, owner),
+                        ),
                         BlockEvent::Conditional(taken) if branches => {
                             simulation.conditional_branch(addr, taken)
                         }
@@ -438,6 +458,17 @@ impl Process {
             }
             if profile.is_some() {
                 known.profile = profile;
+            }
+            if cacheuse {
+                // The block's cache-use charges, booked before the next
+                // block can change the call stack.
+                if let Some((charges, changes)) = simulation.take_cache_use() {
+                    owners.settle(false, &charges, &changes, events, tables, forest.as_mut());
+                }
+                let Some(table) = tables.get_mut(&costs_key) else {
+                    return;
+                };
+                costs = table;
             }
         }
     }
@@ -613,18 +644,14 @@ impl Process {
         if let Some((addr, len)) = executed {
             thread.instruction(costs, addr, len);
         }
-        // The owner of the lines it loads, asked only when one is loaded.
-        let site = if cacheuse { thread.load_site() } else { None };
-        let mut owner = || match site {
-            Some((centre, addr, node)) => owners.owner((key, centre, addr), node),
-            None if cacheuse => cgx_sim::NO_OWNER,
-            None => 0,
-        };
         if cacheuse {
             simulation.set_collect(thread.collecting());
         }
-        if let Some(last) = thread.last_cost(costs) {
-            step(simulation, &mut owner).add_to(last);
+        if thread.last_cost(costs).is_some() {
+            let counts = simulate(simulation, (owners, key), thread, cacheuse, step);
+            if let Some(last) = thread.last_cost(costs) {
+                counts.add_to(last);
+            }
         }
     }
 
@@ -1072,6 +1099,27 @@ fn new_thread(
     let thread = ThreadState::new(*next, options, events.len(), root);
     *next += 1;
     thread
+}
+
+/// Runs a simulation `step` of the instruction `thread` runs; with cache
+/// use, the owner of a line it loads is that instruction's site in the
+/// cost table `key` (see [`ThreadState::load_site`]).
+#[inline]
+fn simulate(
+    simulation: &mut Simulation,
+    (owners, key): (&mut Owners, u32),
+    thread: &ThreadState,
+    cacheuse: bool,
+    step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner) -> Counts,
+) -> Counts {
+    if !cacheuse {
+        return step(simulation, &mut || 0);
+    }
+    let mut owner = || match thread.load_site() {
+        Some((centre, addr, node)) => owners.owner((key, centre, addr), node),
+        None => cgx_sim::NO_OWNER,
+    };
+    step(simulation, &mut owner)
 }
 
 /// Adds the events `counts` of a simulation step of the instruction at

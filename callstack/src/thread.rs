@@ -310,6 +310,15 @@ impl ThreadState {
         block.pending.push_run(table, instructions, shared.costs)
     }
 
+    /// The current block runs the instruction of `len` bytes at `addr`
+    /// (within a run made pending by [`ThreadState::simulated_run`]).
+    #[inline]
+    pub fn running(&mut self, addr: u64, len: u8) {
+        if let Some(block) = self.state().block.as_mut() {
+            block.last = Some((addr, len));
+        }
+    }
+
     /// One more event in `column` of the instruction at `position` of a
     /// run made pending by [`ThreadState::simulated_run`].
     #[inline]
