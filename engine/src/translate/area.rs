@@ -10,18 +10,20 @@
 //!   record cursor, the address of the record being written (for the
 //!   recorded words, `capture`), the address of the indirect-branch table,
 //!   and a spare record;
-//! - the record buffer: one record per executed block: its translation id,
+//! - the record buffer, in two halves, each followed by a guard page
+//!   (`PROT_NONE`). A record is one executed block: its translation id,
 //!   the words the translation records when the run feeds simulations
 //!   (`capture`; otherwise none, or for a block that loops on itself the
 //!   count of its runs, see `translator`), then the stack pointer at its
-//!   start;
-//! - a guard page (`PROT_NONE`): the record store that would overflow the
-//!   buffer faults there, the tracer drains the buffer and restarts the
-//!   block's prologue (no bounds check, so no flags changed, in the fast
-//!   path).
+//!   start. The record store that would overflow a half faults in its
+//!   guard page (no bounds check, so no flags changed, in the fast path):
+//!   the tracer points the cursor at the other half, restarts the block's
+//!   prologue, lets the thread run, and replays the full half meanwhile
+//!   (`stops`). At any other stop the tracer replays the half the cursor
+//!   is in and starts again at the first half.
 //!
 //! So threads running at the same time never share a slot or a buffer, and
-//! a full buffer stops only its own thread.
+//! a full buffer stops only its own thread, and only briefly.
 
 use iced_x86::{MemoryOperand, Register};
 
@@ -90,7 +92,7 @@ pub(super) struct Area {
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 = PAGE + BUFFER_SIZE + PAGE;
+    pub const SIZE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
 
     /// The address of the slot at `offset`.
     pub fn at(&self, offset: u64) -> u64 {
@@ -102,13 +104,27 @@ impl Area {
     pub fn spare_record(&self) -> u64 {
         self.base + SPARE_RECORD
     }
-    /// First record.
-    pub fn buffer(&self) -> u64 {
-        self.base + PAGE
+    /// The first record of buffer half `half` (0 or 1).
+    pub fn buffer(&self, half: u64) -> u64 {
+        self.base + PAGE + half * (BUFFER_SIZE + PAGE)
     }
-    /// The guard page after the buffer.
-    pub fn guard(&self) -> u64 {
-        self.buffer() + BUFFER_SIZE
+    /// The guard page after buffer half `half`.
+    pub fn guard(&self, half: u64) -> u64 {
+        self.buffer(half) + BUFFER_SIZE
+    }
+
+    /// The buffer half whose records end at `cursor`, if it is a record
+    /// boundary in one.
+    pub fn half_ending_at(&self, cursor: u64) -> Option<u64> {
+        (0..2).find(|&half| {
+            (self.buffer(half)..=self.guard(half)).contains(&cursor)
+                && (cursor - self.buffer(half)).is_multiple_of(8)
+        })
+    }
+
+    /// The buffer half whose guard page holds `addr`.
+    pub fn half_guarded_by(&self, addr: u64) -> Option<u64> {
+        (0..2).find(|&half| (self.guard(half)..self.guard(half) + PAGE).contains(&addr))
     }
 
     /// Maps an area into stopped `tid` (registers `regs`) after the
@@ -119,29 +135,29 @@ impl Area {
         let gadget = layout.gadget();
         let base = inject::map_data(tid, memory, regs, gadget, layout.end(), Area::SIZE)?;
         let area = Area { base };
-        if inject::protect(
-            tid,
-            memory,
-            regs,
-            gadget,
-            area.guard(),
-            PAGE,
-            libc::PROT_NONE,
-        )? != 0
-        {
-            return Err(Error::Unexpected(
-                "translate: cannot protect the record buffer's guard page".into(),
-            ));
+        for half in 0..2 {
+            let guard = area.guard(half);
+            if inject::protect(tid, memory, regs, gadget, guard, PAGE, libc::PROT_NONE)? != 0 {
+                return Err(Error::Unexpected(
+                    "translate: cannot protect a record buffer's guard page".into(),
+                ));
+            }
         }
         memory.write_u64(area.at(TABLE_BASE), layout.table())?;
         area.reset(memory)?;
         Ok(area)
     }
 
-    /// Empties the buffer (the cursor at its start, the record slot at the
-    /// spare record).
+    /// Empties the buffer (the cursor at the start of its first half, the
+    /// record slot at the spare record).
     pub fn reset(&self, memory: &Memory) -> Result<()> {
-        memory.write_u64(self.at(CURSOR), self.buffer())?;
+        self.start_half(memory, 0)
+    }
+
+    /// Makes the empty buffer half `half` the one records go to (the
+    /// cursor at its start, the record slot at the spare record).
+    pub fn start_half(&self, memory: &Memory, half: u64) -> Result<()> {
+        memory.write_u64(self.at(CURSOR), self.buffer(half))?;
         memory.write_u64(self.at(RECORD), self.spare_record())
     }
 

@@ -14,6 +14,8 @@
 //! inside that block, so the emptied buffer starts with a new record of it
 //! with no run yet (`Area::open_record`), where its next runs are counted.
 
+use std::ops::Range;
+
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, SimulatedBlock, Thread, WholeBlock};
 use crate::flow::{exit, End};
@@ -406,6 +408,18 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
     }
 }
 
+/// The records of a stopped thread: the buffer half the cursor of
+/// `area` is in (its number) and the records' bytes in the tracee.
+fn records_in(memory: &Memory, area: &Area) -> Result<(u64, Range<u64>)> {
+    let cursor = memory.read_u64(area.at(CURSOR))?;
+    let half = area.half_ending_at(cursor).ok_or_else(|| {
+        Error::Unexpected(format!(
+            "translate: record cursor {cursor:#x} outside the buffer"
+        ))
+    })?;
+    Ok((half, area.buffer(half)..cursor))
+}
+
 /// Replays the records in `area`'s buffer into `sink` as `thread`'s and
 /// empties the buffer; returns how many records there were. With `split`,
 /// calls it before the last instruction of the last record (a `fork`
@@ -416,19 +430,46 @@ pub(super) fn drain<S: EventSink + ?Sized>(
     cache: &Cache,
     area: &Area,
     (replay, sink, thread): (&mut Replay, &mut S, Thread),
-    mut split: Option<&mut dyn FnMut(&mut S)>,
+    split: Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<u64> {
-    let cursor = memory.read_u64(area.at(CURSOR))?;
-    if cursor < area.buffer() || cursor > area.guard() || (cursor - area.buffer()) & 7 != 0 {
-        return Err(Error::Unexpected(format!(
-            "translate: record cursor {cursor:#x} outside the buffer"
-        )));
+    let (_, records) = records_in(memory, area)?;
+    let (records, open) = replay_records(memory, cache, records, (replay, sink, thread), split)?;
+    area.reset(memory)?;
+    if let Some((id, sp)) = open {
+        // The thread may be inside that block: its runs go on being
+        // counted in a new record.
+        area.open_record(memory, id, sp)?;
     }
+    Ok(records)
+}
+
+/// A stopped thread's buffer half is full, and the thread is at the
+/// prologue of a block: its records go on in the other half, and the
+/// full half's records are returned, to be replayed with
+/// [`replay_records`] while the thread runs (nothing writes them then).
+/// The last of them is a finished block's (the thread is entering
+/// another), so no record is left open.
+pub(super) fn hand_off(memory: &Memory, area: &Area) -> Result<Range<u64>> {
+    let (half, records) = records_in(memory, area)?;
+    area.start_half(memory, 1 - half)?;
+    Ok(records)
+}
+
+/// The records in the tracee's bytes `records` of a buffer, replayed into
+/// `sink` as `thread`'s (see [`drain`] for `split`): how many there were,
+/// and the last one if it counts its runs (translation, stack pointer).
+pub(super) fn replay_records<S: EventSink + ?Sized>(
+    memory: &Memory,
+    cache: &Cache,
+    records: Range<u64>,
+    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    mut split: Option<&mut dyn FnMut(&mut S)>,
+) -> Result<(u64, Option<(u32, u64)>)> {
     // The words are read in place: the tracee's byte order is the tracer's.
     let mut words = std::mem::take(&mut replay.words);
     words.clear();
-    words.resize(((cursor - area.buffer()) / 8) as usize, 0);
-    memory.read(area.buffer(), bytemuck::cast_slice_mut(&mut words))?;
+    words.resize((records.end.saturating_sub(records.start) / 8) as usize, 0);
+    memory.read(records.start, bytemuck::cast_slice_mut(&mut words))?;
     let header = (RECORD_HEADER / 8) as usize;
     let mut at = 0;
     let mut records = 0;
@@ -514,11 +555,5 @@ pub(super) fn drain<S: EventSink + ?Sized>(
     if let Some(split) = split {
         split(sink);
     }
-    area.reset(memory)?;
-    if let Some((id, sp)) = open {
-        // The thread may be inside that block: its runs go on being
-        // counted in a new record.
-        area.open_record(memory, id, sp)?;
-    }
-    Ok(records)
+    Ok((records, open))
 }

@@ -12,8 +12,9 @@
 //! accesses and conditional and indirect branches as the step backend does
 //! (the rules are shared: `crate::semantics`). ptrace stops happen only to translate a
 //! block the first time an exit reaches it (exits are then linked block to
-//! block), on a miss of the in-tracee lookup of indirect targets, when the
-//! buffer is full, before a system call that may change code mappings
+//! block), on a miss of the in-tracee lookup of indirect targets, when a
+//! buffer half is full (the thread goes on in the other half at once, and
+//! the full one is replayed while it runs), before a system call that may change code mappings
 //! (below), and at the end. Each time it translates a block the tracer
 //! also translates ahead along its direct edges (exits through slots, and
 //! the return continuation of a call, entered in the lookup table), up to
@@ -38,8 +39,8 @@
 //! own data area (scratch slots, record cursor, record buffer), which the
 //! instrumentation reaches through the GS base the tracer gives the thread
 //! (`gs:`-relative operands); threads run at the same time, each stopping
-//! on its own (a full buffer stops only its thread), and each thread's
-//! records are replayed with its `Thread` in its own order when it stops
+//! on its own (a full buffer half stops only its thread, briefly), and each
+//! thread's records are replayed with its `Thread` in its own order when it stops
 //! (so threads interleave in the events at those stops). The threads of a
 //! process share its code cache; the tracer links exits and fills the
 //! lookup table while other threads run (a table entry gets its original

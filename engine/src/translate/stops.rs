@@ -1,10 +1,13 @@
 //! Serving one stop of one thread running in the code cache: an exit stub
 //! or a lookup miss (translate the target and ahead of it, link the exit
 //! or fill the table, go on), a watched system call (`invalidate`; an
-//! `execve`, run after a drain), a full record buffer (drain, restart the
-//! block's prologue), an escape to original code, a refused block (drain,
+//! `execve`, run after a drain), a full record buffer half (go on in the
+//! other half, restart the block's prologue, replay the full half while
+//! the thread runs), an escape to original code, a refused block (drain,
 //! step it), a signal for the program. Only the stopped thread is touched:
 //! the others run on.
+
+use std::ops::Range;
 
 use crate::cpuid::ValgrindCpu;
 use crate::error::{Error, Result};
@@ -12,11 +15,10 @@ use crate::event::{EventSink, Thread};
 use crate::ptrace::{self, Regs};
 
 use super::area::{Area, SAVE_RAX, TARGET};
-use super::buffer::{drain, Replay, Saved};
+use super::buffer::{drain, hand_off, replay_records, Replay, Saved};
 use super::cache::Stub;
 use super::inject;
 use super::invalidate::{self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT};
-use super::layout::PAGE;
 use super::protect::Injector;
 use super::signals::{self, Frame};
 use super::space::Space;
@@ -146,17 +148,20 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             self.outcome.faults += 1;
             return self.enter(&mut regs);
         }
-        if signal == libc::SIGSEGV && (area.guard()..area.guard() + PAGE).contains(&info.addr) {
-            // The thread's record buffer is full: drain it and restart the
-            // prologue.
+        if signal == libc::SIGSEGV && area.half_guarded_by(info.addr).is_some() {
+            // A half of the thread's record buffer is full: the thread
+            // restarts the prologue with the other half and runs while the
+            // full one is replayed.
             let entry = self.space.cache.entry_holding(regs.rip).ok_or_else(|| {
                 Error::Unexpected("translate: a buffer fault outside the code cache".into())
             })?;
-            self.drain()?;
+            let records = hand_off(&self.space.memory, &area)?;
             regs.rax = self.space.memory.read_u64(area.at(SAVE_RAX))?;
             regs.rip = entry;
             ptrace::set_regs(tid, &regs)?;
-            return Ok(Next::Resume(0));
+            ptrace::cont(tid, 0)?;
+            self.replay_handed_off(records)?;
+            return Ok(Next::Resumed);
         }
         // A signal for the program.
         if signals::caught(self.state.thread.pid, signal) {
@@ -438,6 +443,21 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         let layout = inject::map_region(tid, &self.space.memory, regs, Some(gadget), addr)?;
         self.space.cache.add_region(layout, &self.space.memory)?;
         self.outcome.regions += 1;
+        Ok(())
+    }
+
+    /// Replays the records `records` a full buffer half handed off
+    /// ([`hand_off`]), the thread running.
+    fn replay_handed_off(&mut self, records: Range<u64>) -> Result<()> {
+        let (records, _) = replay_records(
+            &self.space.memory,
+            &self.space.cache,
+            records,
+            (&mut self.state.replay, self.sink, self.state.thread),
+            None,
+        )?;
+        self.outcome.drains += 1;
+        self.outcome.records += records;
         Ok(())
     }
 
