@@ -213,6 +213,44 @@ pub(crate) fn exit(insn: End, now: u64, count: u32) -> Option<Arrival> {
     arrival.or((count >= MAX_BLOCK_INSTRUCTIONS).then_some(Arrival::FallThrough))
 }
 
+/// [`exit`] worked out once for the last instruction of a block: the
+/// arrival of the next block, which depends on where the thread went only
+/// through whether that is one address (the instruction's next, or a REP
+/// instruction's own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ExitRule {
+    /// The address that decides.
+    to: u64,
+    /// The arrival there.
+    there: Arrival,
+    /// The arrival anywhere else.
+    elsewhere: Arrival,
+}
+
+impl ExitRule {
+    /// The rule of leaving a block after `insn`, its `count`th instruction
+    /// (a block that goes on after it is left by falling through).
+    pub(crate) fn of(insn: End, count: u32) -> ExitRule {
+        let arrival = |now| exit(insn, now, count).unwrap_or(Arrival::FallThrough);
+        let to = if insn.rep { insn.addr } else { insn.next() };
+        ExitRule {
+            to,
+            there: arrival(to),
+            elsewhere: arrival(!to),
+        }
+    }
+
+    /// The arrival of the next block, at `now`.
+    #[inline]
+    pub(crate) fn arrival(&self, now: u64) -> Arrival {
+        if now == self.to {
+            self.there
+        } else {
+            self.elsewhere
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use iced_x86::{Decoder, DecoderOptions};
@@ -236,6 +274,34 @@ mod tests {
     const JUMP: Option<Arrival> = Some(Arrival::Jump { conditional: false });
     const TAKEN: Option<Arrival> = Some(Arrival::Jump { conditional: true });
     const FALL: Option<Arrival> = Some(Arrival::FallThrough);
+
+    #[test]
+    fn an_exit_rule_gives_what_exit_gives() {
+        let ends: [&[u8]; 8] = [
+            &[0x90],
+            &[0x74, 0x05],
+            &[0xE2, 0xFE],
+            &[0xEB, 0x00],
+            &[0xFF, 0xE0],
+            &[0xE8, 0, 0, 0, 0],
+            &[0xC3],
+            &[0xF3, 0xA4],
+        ];
+        for bytes in ends {
+            let insn = end(bytes);
+            for count in [1, MAX_BLOCK_INSTRUCTIONS] {
+                let rule = ExitRule::of(insn, count);
+                for now in [0x1000, insn.next(), 0x1007, 0x2000] {
+                    let expected = exit(insn, now, count).unwrap_or(Arrival::FallThrough);
+                    assert_eq!(
+                        rule.arrival(now),
+                        expected,
+                        "{bytes:x?} count {count} to {now:#x}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn classifies_control_transfers() {

@@ -18,7 +18,7 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, SimulatedBlock, Thread, WholeBlock};
-use crate::flow::{exit, End};
+use crate::flow::{End, ExitRule};
 use crate::ptrace::Regs;
 use crate::semantics::{self, Decoded, Dynamic, Pass, Registers, Superblock};
 use crate::step::RunOptions;
@@ -33,9 +33,8 @@ use super::memory::Memory;
 /// records and the stepping of blocks that are not translated.
 #[derive(Debug)]
 pub(super) struct Replay {
-    /// The last instruction of the previous block and the block's
-    /// instruction count; `None` before the first block.
-    previous: Option<(End, u32)>,
+    /// How the previous block was left; `None` before the first block.
+    previous: Option<ExitRule>,
     /// Instructions reported.
     pub instructions: u64,
     /// Blocks reported.
@@ -55,7 +54,7 @@ pub(super) struct Replay {
 }
 
 /// The block sequence of a thread, saved while it runs a signal handler.
-pub(super) type Saved = Option<(End, u32)>;
+pub(super) type Saved = Option<ExitRule>;
 
 impl Replay {
     /// A thread that has executed nothing yet, reporting what `options`
@@ -90,7 +89,7 @@ impl Replay {
     pub fn arrival(&self, addr: u64) -> Arrival {
         match &self.previous {
             None => Arrival::Start,
-            Some((end, count)) => exit(*end, addr, *count).unwrap_or(Arrival::FallThrough),
+            Some(rule) => rule.arrival(addr),
         }
     }
 
@@ -119,7 +118,7 @@ impl Replay {
     ) {
         sink.instruction(thread, end.addr, end.len);
         self.instructions += 1;
-        self.previous = Some((end, count));
+        self.previous = Some(ExitRule::of(end, count));
     }
 
     /// After [`Replay::instruction`] for a single step of `decoded` at
@@ -212,15 +211,15 @@ impl Replay {
                 }
             }
         }
-        self.ran(last, block.len());
+        self.ran(ExitRule::of(last, block.len() as u32), block.len());
     }
 
-    /// A whole block of `count` instructions ending with `last` ran.
+    /// A whole block of `count` instructions left by `exit` ran.
     #[inline]
-    fn ran(&mut self, last: End, count: usize) {
+    fn ran(&mut self, exit: ExitRule, count: usize) {
         self.blocks += 1;
         self.instructions += count as u64;
-        self.previous = Some((last, count as u32));
+        self.previous = Some(exit);
     }
 
     /// The block that ran last, of `count` instructions, ran `times` more.
@@ -263,7 +262,7 @@ impl Replay {
             self.executed(sink, thread, (at, decoded), pass, next, &recorded);
         }
         self.instructions += count as u64;
-        self.previous = Some((info.last, count as u32));
+        self.previous = Some(info.exit);
     }
 }
 
@@ -327,7 +326,7 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 sp,
                 arrival: self.replay.arrival(addr),
             };
-            self.replay.ran(info.last, count);
+            self.replay.ran(info.exit, count);
             let again = Block {
                 addr,
                 sp,
@@ -397,7 +396,7 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             sp,
             arrival: self.replay.arrival(addr),
         };
-        self.replay.ran(info.last, info.instructions.len());
+        self.replay.ran(info.exit, info.instructions.len());
         Some(SimulatedBlock {
             key,
             block,

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 
-use crate::flow::End;
+use crate::flow::{End, ExitRule};
 use crate::semantics::Decoded;
 
 use super::blocks::{self, DecodedBlock};
@@ -36,6 +36,8 @@ struct Translation {
     instructions: Vec<(u64, u8)>,
     /// Its last instruction.
     last: End,
+    /// How it is left.
+    exit: ExitRule,
     /// What the backends know of its instructions.
     decoded: Vec<Decoded>,
     /// Where the replay finds what each instruction did (empty without
@@ -67,6 +69,8 @@ pub(super) struct ReplayInfo<'a> {
     pub instructions: &'a [(u64, u8)],
     /// Its last instruction.
     pub last: End,
+    /// How it is left.
+    pub exit: ExitRule,
     /// What the backends know of its instructions.
     pub decoded: &'a [Decoded],
     /// Where the replay finds what each instruction did (empty without
@@ -215,12 +219,14 @@ impl Cache {
 
     /// What the replay of a record of translation `id` needs: the block's
     /// address, its instructions, its last instruction.
+    #[inline]
     pub fn replay_info(&self, id: u64) -> Option<ReplayInfo<'_>> {
         let index = usize::try_from(id).ok()?;
         self.translations.get(index).map(|t| ReplayInfo {
             addr: t.block.addr,
             instructions: &t.instructions,
             last: t.last,
+            exit: t.exit,
             decoded: &t.decoded,
             sources: &t.sources,
             plan: t.plan.as_deref(),
@@ -388,6 +394,7 @@ impl Cache {
         self.by_entry.insert(emitted.entry, id);
         let instructions = block.insns.iter().map(|i| (i.addr, i.len)).collect();
         let last = block.last().end();
+        let exit = ExitRule::of(last, block.insns.len() as u32);
         let code = emitted.entry..end;
         let plan = match emitted.sources.is_empty() {
             true => None,
@@ -398,6 +405,7 @@ impl Cache {
             exits: emitted.exits,
             instructions,
             last,
+            exit,
             decoded: emitted.decoded,
             sources: emitted.sources,
             plan,
