@@ -326,12 +326,12 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 sp,
                 arrival: self.replay.arrival(addr),
             };
-            self.replay.ran(info.exit, count);
             let again = Block {
                 addr,
                 sp,
-                arrival: self.replay.arrival(addr),
+                arrival: info.exit.arrival(addr),
             };
+            self.replay.ran(info.exit, count);
             self.replay.ran_again(runs - 1, count);
             return Some(WholeBlock {
                 key,
