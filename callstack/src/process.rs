@@ -1104,7 +1104,7 @@ fn new_thread(
 /// Runs a simulation `step` of the instruction `thread` runs; with cache
 /// use, the owner of a line it loads is that instruction's site in the
 /// cost table `key` (see [`ThreadState::load_site`]).
-#[inline]
+#[inline(always)]
 fn simulate(
     simulation: &mut Simulation,
     (owners, key): (&mut Owners, u32),
@@ -1128,7 +1128,7 @@ fn simulate(
 /// else to the instruction's pending cost, also counting the step's own
 /// event in `profile` (made by this run; dropped if a step has nowhere to
 /// go).
-#[inline]
+#[inline(always)]
 fn charge_step(
     thread: &mut ThreadState,
     costs: &Costs,

@@ -67,7 +67,7 @@ impl Simulation {
     /// The events of fetching the instruction of `len` bytes at `addr` (its
     /// `Ir` included); `owner` gives the owner of a line it loads (cache use
     /// only).
-    #[inline]
+    #[inline(always)]
     pub fn fetch(&mut self, addr: u64, len: u8, owner: &mut dyn FnMut() -> Owner) -> Counts {
         let ir = Counts::one(0);
         let outcome = match &mut self.caches {
@@ -82,7 +82,7 @@ impl Simulation {
     }
 
     /// The events of a data access (`owner` as for [`Simulation::fetch`]).
-    #[inline]
+    #[inline(always)]
     pub fn data(&mut self, access: DataAccess, owner: &mut dyn FnMut() -> Owner) -> Counts {
         let Some(columns) = self.events.cache else {
             return Counts::default();
