@@ -19,7 +19,7 @@ pub(crate) struct KnownBlock {
     pub table: Option<RunTable>,
     /// What each of its runs costs besides the simulators' misses, once
     /// known (simulated blocks).
-    pub profile: Option<Profile>,
+    pub profile: Option<Box<Profile>>,
 }
 
 /// The blocks known by key, in one process.

@@ -322,9 +322,12 @@ impl Process {
         };
         for whole in blocks {
             *blocks_run += 1;
-            let block = whole.block;
-            let known = keys.get(whole.key, block.addr, whole.instructions.len(), || {
-                functions.block(block.addr, symbols, *pid, options)
+            // The block's address alone first: a copy of the whole `Block`
+            // right away would be one wide load of what the iterator has
+            // just stored in parts (a stall: the stores cannot forward).
+            let (key, addr, instructions) = (whole.key, whole.block.addr, whole.instructions);
+            let known = keys.get(key, addr, instructions.len(), || {
+                functions.block(addr, symbols, *pid, options)
             });
             let mut shared = Shared {
                 functions,
@@ -335,12 +338,12 @@ impl Process {
                 events,
                 forest: forest.as_mut(),
             };
-            let instructions = whole.instructions;
             let table = &mut known.table;
-            thread.whole_block_ir(&mut shared, block, known.info, instructions, table);
+            thread.whole_block_ir(&mut shared, whole.block, known.info, instructions, table);
             if whole.repeats > 0 {
                 *blocks_run += whole.repeats;
-                thread.whole_block_ir_again(&mut shared, whole, known.info, table);
+                let runs = (whole.again, whole.repeats);
+                thread.whole_block_ir_again(&mut shared, runs, known.info, instructions, table);
             }
         }
     }
@@ -390,10 +393,10 @@ impl Process {
         let width = events.len().min(MAX_EVENTS);
         for simulated in blocks {
             *blocks_run += 1;
-            let block = simulated.block;
-            let instructions = simulated.instructions;
-            let known = keys.get(simulated.key, block.addr, instructions.len(), || {
-                functions.block(block.addr, symbols, *pid, options)
+            // The block's address alone first (see `blocks_executed`).
+            let (addr, instructions) = (simulated.block.addr, simulated.instructions);
+            let known = keys.get(simulated.key, addr, instructions.len(), || {
+                functions.block(addr, symbols, *pid, options)
             });
             let mut shared = Shared {
                 functions,
@@ -404,6 +407,7 @@ impl Process {
                 events,
                 forest: forest.as_mut(),
             };
+            let block = simulated.block;
             thread.enter_block(&mut shared, block.addr, block.sp, block.arrival, known.info);
             // A run costs its block's profile plus its misses; the first
             // run's steps make the profile.
@@ -456,8 +460,8 @@ impl Process {
                     charge_step(thread, costs, (run, &mut profile), index, counts);
                 }
             }
-            if profile.is_some() {
-                known.profile = profile;
+            if let Some(profile) = profile {
+                known.profile = Some(Box::new(profile));
             }
             if cacheuse {
                 // The block's cache-use charges, booked before the next

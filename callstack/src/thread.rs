@@ -19,7 +19,7 @@
 //! its cost; a call remembers the count, a return adds the difference to the
 //! arc.
 
-use cgx_engine::{Arrival, Block, WholeBlock};
+use cgx_engine::{Arrival, Block};
 
 use cgx_backdate::{Forest, NodeId};
 
@@ -643,22 +643,22 @@ impl ThreadState {
         self.instructions_ir(shared, instructions);
     }
 
-    /// The `whole.repeats` runs of a block right after its run by
-    /// [`ThreadState::whole_block_ir`]: in one step when the first of them
-    /// continues the run (each of the others then does the same), else
-    /// one by one.
+    /// The `repeats` runs of a block right after its run by
+    /// [`ThreadState::whole_block_ir`], each starting at `again`: in one
+    /// step when the first of them continues the run (each of the others
+    /// then does the same), else one by one.
     pub fn whole_block_ir_again(
         &mut self,
         shared: &mut Shared<'_>,
-        whole: WholeBlock<'_>,
+        (again, repeats): (Block, u64),
         info: BlockInfo,
+        instructions: &[(u64, u8)],
         table: &mut Option<RunTable>,
     ) {
-        let instructions = whole.instructions;
-        let mut left = whole.repeats;
+        let mut left = repeats;
         while left > 0 {
             left -= 1;
-            if self.continue_run(shared, whole.again, info, instructions, table) {
+            if self.continue_run(shared, again, info, instructions, table) {
                 // The others count the run now pending, and leave it so.
                 let state = self.state();
                 let run = state.block.as_ref().and_then(|block| block.pending.run());
@@ -669,7 +669,7 @@ impl ThreadState {
                     }
                 }
             } else {
-                self.any_block_ir(shared, whole.again, info, instructions);
+                self.any_block_ir(shared, again, info, instructions);
             }
         }
     }

@@ -297,7 +297,7 @@ impl WholeBlocks<'_> {
 impl<'a> Iterator for WholeBlocks<'a> {
     type Item = WholeBlock<'a>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<WholeBlock<'a>> {
         loop {
             let &id = self.words.get(self.at)?;
@@ -365,7 +365,7 @@ pub struct SimulatedBlocks<'a> {
 impl<'a> Iterator for SimulatedBlocks<'a> {
     type Item = SimulatedBlock<'a>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<SimulatedBlock<'a>> {
         let &id = self.words.get(self.at)?;
         let (Some(info), Ok(key)) = (self.cache.replay_info(id), u32::try_from(id)) else {
