@@ -463,12 +463,10 @@ impl Process {
             if let Some(profile) = profile {
                 known.profile = Some(Box::new(profile));
             }
-            if cacheuse {
-                // The block's cache-use charges, booked before the next
-                // block can change the call stack.
-                if let Some((charges, changes)) = simulation.take_cache_use() {
-                    owners.settle(false, &charges, &changes, events, tables, forest.as_mut());
-                }
+            // The block's cache-use charges, booked before the next block
+            // can change the call stack.
+            if let Some((charges, changes)) = simulation.take_cache_use() {
+                owners.settle(false, &charges, &changes, events, tables, forest.as_mut());
                 let Some(table) = tables.get_mut(&costs_key) else {
                     return;
                 };

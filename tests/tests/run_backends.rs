@@ -431,25 +431,32 @@ fn an_unknown_backend_is_an_error_naming_it() {
 /// requests with dumps on request, a program killed by SIGSEGV or SIGINT), `--backend=translate --dump-instr=yes` gives the step
 /// backend's exit status, stdout and profiles, or exit status 1 and a
 /// message that says the profile is incomplete and cannot be trusted (or
-/// that none was written). Prints which.
+/// that none was written); also with the cache and branch simulations
+/// (a dump then finds runs of blocks pending with their misses). Prints
+/// which.
 #[test]
 fn the_translate_backend_is_right_or_says_it_is_not() {
-    for (source, args, status) in [
+    let simulations = ["--cache-sim=yes", "--branch-sim=yes"];
+    for ((source, args, status), simulations) in [
         ("requests.c", &[][..], 0),
         ("crash.c", &["segv"], 139),
         ("crash.c", &["sigint"], 130),
-    ] {
+    ]
+    .into_iter()
+    .flat_map(|case| [(case, &[][..]), (case, &simulations[..])])
+    {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let program: PathBuf = build(source, Kind::NoLibc, dir.path());
-        let options = [
+        let mut options = vec![
             "-q",
             "--callgrind-out-file={out}/callgrind.out.%p",
             "--dump-instr=yes",
         ];
+        options.extend_from_slice(simulations);
         let step = run_backend("step", &options, &program, args, dir.path());
         assert_status(&step.run, status);
         let translate = run_backend("translate", &options, &program, args, dir.path());
-        let context = format!("{source} {}", args.join(" "));
+        let context = format!("{source} {} {}", args.join(" "), simulations.join(" "));
         let context = context.trim_end();
         let times = format!(
             "step {:.3} s, translate {:.3} s",
