@@ -274,3 +274,39 @@ fn threads_one_after_the_other_reuse_one_data_area() {
     // the tracer during the main thread's sleep) before the next starts.
     assert_eq!(outcome.areas, 2, "{outcome:?}");
 }
+
+/// With `counts_only` (most blocks count their runs in the tracee instead
+/// of appending records), the threads of a program with two threads, and
+/// the two processes of one that forks, run the instructions they run
+/// with records, and the runs counted are reported as executed blocks.
+#[test]
+fn runs_counted_in_the_tracee_give_each_thread_its_instructions() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    for name in ["threads", "fork"] {
+        let program = build(dir.path(), name, 0);
+        let per_thread = |options: &RunOptions| {
+            let mut recorder = Recorder::default();
+            let outcome = translate::run(&Command::new(&program), options, &mut recorder)
+                .expect("a translate run");
+            let mut counts: Vec<u64> = recorder.instructions_per_thread().into_values().collect();
+            counts.sort_unstable();
+            (outcome, counts)
+        };
+        let counted = RunOptions {
+            counts_only: true,
+            ..RunOptions::default()
+        };
+        let (outcome, counts) = per_thread(&counted);
+        let (recorded_outcome, recorded) = per_thread(&RunOptions::default());
+        assert_eq!(counts, recorded, "{name}: instructions per thread");
+        assert_eq!(
+            outcome.instructions, recorded_outcome.instructions,
+            "{name}"
+        );
+        assert!(
+            outcome.records * 2 > recorded_outcome.records,
+            "{name}: {outcome:?}"
+        );
+        assert!(outcome.drains > 0, "{name}: {outcome:?}");
+    }
+}

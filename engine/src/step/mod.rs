@@ -85,6 +85,12 @@ pub struct RunOptions {
     /// them; the translate backend records what they need only when asked
     /// (its records grow, see `crate::translate`).
     pub simulations: bool,
+    /// The sink needs only how often each block ran (Cachegrind's `Ir`
+    /// without simulations): the translate backend then counts the runs
+    /// of most blocks in the tracee and reports them in batches
+    /// ([`crate::EventSink::blocks_executed`]) in no particular order, with
+    /// no stack pointer (0) and as arriving by falling through.
+    pub counts_only: bool,
 }
 
 /// What a run of the step backend reports besides the events.

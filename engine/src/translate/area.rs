@@ -22,6 +22,11 @@
 //!   (`stops`). At any other stop the tracer replays the half the cursor
 //!   is in and starts again at the first half.
 //!
+//! - when the run needs only counts (`RunOptions::counts_only`), one run
+//!   counter per translation ([`COUNTERS`] of them): a translation adds
+//!   one to its counter instead of appending a record; the tracer reads
+//!   and zeroes the counters at every drain.
+//!
 //! So threads running at the same time never share a slot or a buffer, and
 //! a full buffer stops only its own thread, and only briefly.
 
@@ -31,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::ptrace::{self, Regs};
 
 use super::inject;
-use super::layout::{Layout, BUFFER_SIZE, MAX_RECORD, PAGE};
+use super::layout::{Layout, BUFFER_SIZE, COUNTERS, MAX_RECORD, PAGE};
 use super::memory::Memory;
 
 /// Scratch slot for the tracee's rax.
@@ -92,7 +97,9 @@ pub(super) struct Area {
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
+    pub const SIZE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE) + 8 * COUNTERS;
+    /// Offset of the run counters (translation `id`'s at `8 * id` after).
+    pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
 
     /// The address of the slot at `offset`.
     pub fn at(&self, offset: u64) -> u64 {
@@ -188,6 +195,38 @@ impl Area {
         memory.write(cursor, &record)?;
         memory.write_u64(self.at(RECORD), cursor)?;
         memory.write_u64(self.at(CURSOR), cursor + 24)
+    }
+
+    /// Reads the run counters of the first `count` translations into
+    /// `counts` and zeroes those that were not zero; whether any was not.
+    pub fn take_counts(
+        &self,
+        memory: &Memory,
+        count: usize,
+        counts: &mut Vec<u64>,
+    ) -> Result<bool> {
+        let count = count.min(COUNTERS as usize);
+        counts.clear();
+        counts.resize(count, 0);
+        let base = self.at(Area::COUNTER_BASE);
+        memory.read(base, bytemuck::cast_slice_mut(counts.as_mut_slice()))?;
+        let Some(first) = counts.iter().position(|&runs| runs != 0) else {
+            return Ok(false);
+        };
+        let last = counts.iter().rposition(|&runs| runs != 0).unwrap_or(first);
+        let zeros = vec![0u8; (last + 1 - first) * 8];
+        memory.write(base + 8 * first as u64, &zeros)?;
+        Ok(true)
+    }
+
+    /// Zeroes the run counters of the first `count` translations (an area
+    /// copied by `fork`, or taken over by a new thread).
+    pub fn clear_counts(&self, memory: &Memory, count: usize) -> Result<()> {
+        let count = count.min(COUNTERS as usize);
+        if count > 0 {
+            memory.write(self.at(Area::COUNTER_BASE), &vec![0u8; count * 8])?;
+        }
+        Ok(())
     }
 
     /// Makes this area the GS base of stopped `tid` (registers `regs`,

@@ -51,6 +51,10 @@ pub(super) struct Replay {
     /// The words of the records being replayed (kept between drains, so
     /// a drain allocates nothing).
     words: Vec<u64>,
+    /// Translations count their runs in the thread's area (`area`).
+    counts_only: bool,
+    /// The run counts being replayed (kept between drains).
+    counts: Vec<u64>,
 }
 
 /// The block sequence of a thread, saved while it runs a signal handler.
@@ -69,6 +73,8 @@ impl Replay {
             known: 0,
             superblock: Superblock::start(),
             words: Vec::new(),
+            counts_only: options.counts_only,
+            counts: Vec::new(),
         }
     }
 
@@ -266,10 +272,17 @@ impl Replay {
     }
 }
 
-/// The records of a thread's buffer in a run without simulations, as the
-/// whole blocks they stand for ([`EventSink::blocks_executed`]), up to a
-/// record kept for the backend; the first error ends them.
+/// The run counts of a thread's area and the records of its buffer in a
+/// run without simulations, as the whole blocks they stand for
+/// ([`EventSink::blocks_executed`]): first each counted translation once
+/// with its runs as repeats (no stack pointer, arriving by falling
+/// through: `RunOptions::counts_only`), then the records, up to a record
+/// kept for the backend; the first error ends them.
 pub struct WholeBlocks<'a> {
+    /// The runs of each translation, by id.
+    counts: &'a [u64],
+    /// The next translation whose runs to report.
+    counted: usize,
     words: &'a [u64],
     /// The next record's first word.
     at: usize,
@@ -278,19 +291,42 @@ pub struct WholeBlocks<'a> {
     cache: &'a Cache,
     replay: &'a mut Replay,
     error: Option<Error>,
-    /// Records replayed.
+    /// Records replayed and counted runs reported.
     records: u64,
     /// The last record, when it counts its runs (translation, stack
     /// pointer).
     open: Option<(u32, u64)>,
 }
 
-impl WholeBlocks<'_> {
+impl<'a> WholeBlocks<'a> {
     /// Stops the blocks with `error`.
     #[cold]
     fn fail(&mut self, error: String) -> Option<WholeBlock<'static>> {
         self.error = Some(Error::Unexpected(error));
         None
+    }
+
+    /// Translation `id`, counted to have run `runs` times.
+    fn counted_block(&mut self, id: usize, runs: u64) -> Option<WholeBlock<'a>> {
+        let (Some(info), Ok(key)) = (self.cache.replay_info(id as u64), u32::try_from(id)) else {
+            return self.fail(format!(
+                "translate: a run count of unknown translation {id}"
+            ));
+        };
+        let block = Block {
+            addr: info.addr,
+            sp: 0,
+            arrival: Arrival::FallThrough,
+        };
+        self.replay.ran_again(runs, info.instructions.len());
+        self.records += runs;
+        Some(WholeBlock {
+            key,
+            block,
+            instructions: info.instructions,
+            repeats: runs - 1,
+            again: block,
+        })
     }
 }
 
@@ -299,6 +335,13 @@ impl<'a> Iterator for WholeBlocks<'a> {
 
     #[inline(always)]
     fn next(&mut self) -> Option<WholeBlock<'a>> {
+        while let Some(&runs) = self.counts.get(self.counted) {
+            let id = self.counted;
+            self.counted += 1;
+            if runs > 0 {
+                return self.counted_block(id, runs);
+            }
+        }
         loop {
             let &id = self.words.get(self.at)?;
             let (Some(info), Ok(key)) = (self.cache.replay_info(id), u32::try_from(id)) else {
@@ -432,7 +475,20 @@ pub(super) fn drain<S: EventSink + ?Sized>(
     split: Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<u64> {
     let (_, records) = records_in(memory, area)?;
-    let (records, open) = replay_records(memory, cache, records, (replay, sink, thread), split)?;
+    let mut counts = std::mem::take(&mut replay.counts);
+    counts.clear();
+    if replay.counts_only && !area.take_counts(memory, cache.translations(), &mut counts)? {
+        counts.clear();
+    }
+    let replayed = replay_records(
+        memory,
+        cache,
+        (records, &counts),
+        (replay, sink, thread),
+        split,
+    );
+    replay.counts = counts;
+    let (records, open) = replayed?;
     area.reset(memory)?;
     if let Some((id, sp)) = open {
         // The thread may be inside that block: its runs go on being
@@ -454,13 +510,14 @@ pub(super) fn hand_off(memory: &Memory, area: &Area) -> Result<Range<u64>> {
     Ok(records)
 }
 
-/// The records in the tracee's bytes `records` of a buffer, replayed into
-/// `sink` as `thread`'s (see [`drain`] for `split`): how many there were,
-/// and the last one if it counts its runs (translation, stack pointer).
+/// The run `counts` of translations and the records in the tracee's bytes
+/// `records` of a buffer, replayed into `sink` as `thread`'s (see [`drain`]
+/// for `split`): how many records and counted runs there were, and the
+/// last record if it counts its runs (translation, stack pointer).
 pub(super) fn replay_records<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
-    records: Range<u64>,
+    (records, counts): (Range<u64>, &[u64]),
     (replay, sink, thread): (&mut Replay, &mut S, Thread),
     mut split: Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<(u64, Option<(u32, u64)>)> {
@@ -476,6 +533,8 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
     if !replay.simulations {
         // All records but one kept for `split` go to the sink in one call.
         let mut blocks = WholeBlocks {
+            counts,
+            counted: 0,
             words: &words,
             at: 0,
             kept: split.is_some().then_some(words.len()),
@@ -486,7 +545,12 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
             open: None,
         };
         sink.blocks_executed(thread, &mut blocks);
-        // What the sink did not take is replayed below.
+        // What the sink did not take goes one block at a time.
+        while let Some(whole) = blocks.next() {
+            for block in whole.starts() {
+                sink.block_executed(thread, block, whole.instructions);
+            }
+        }
         if let Some(error) = blocks.error {
             return Err(error);
         }

@@ -61,19 +61,23 @@ pub(super) struct Sources {
 pub(super) struct Capture {
     /// Record the words (the run feeds simulations).
     pub enabled: bool,
+    /// Count runs instead of recording them where possible (the run needs
+    /// only counts, see `area`).
+    pub counting: bool,
     /// `rdfsbase` may be used (else `fs` operands are
     /// refused).
     pub fsgsbase: bool,
 }
 
 impl Capture {
-    /// Recording as `enabled` says, with what this machine allows (the
-    /// tracee runs on the tracer's kernel and CPU).
-    pub fn new(enabled: bool) -> Capture {
+    /// Recording as `enabled` and `counting` say, with what this machine
+    /// allows (the tracee runs on the tracer's kernel and CPU).
+    pub fn new(enabled: bool, counting: bool) -> Capture {
         // SAFETY: getauxval only reads the process's auxiliary vector.
         let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
         Capture {
             enabled,
+            counting: counting && !enabled,
             fsgsbase: hwcap2 & HWCAP2_FSGSBASE != 0,
         }
     }

@@ -24,6 +24,10 @@ pub(super) const RECORD_HEADER: u64 = 16;
 pub(super) const MAX_RECORD: u64 = 2048;
 /// Bytes of the record buffer.
 pub(super) const BUFFER_SIZE: u64 = 4 << 20;
+/// Translations that count their runs in a thread's area when the run
+/// needs only counts (`RunOptions::counts_only`): one counter each (later
+/// ones append records).
+pub(super) const COUNTERS: u64 = 1 << 20;
 /// Entries of the indirect-branch table (a power of two).
 pub(super) const TABLE_ENTRIES: u64 = 1 << 16;
 /// Bytes of the code cache.

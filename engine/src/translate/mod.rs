@@ -141,7 +141,8 @@ pub struct Outcome {
     pub steps: u64,
     /// Times a thread's record buffer was drained.
     pub drains: u64,
-    /// Records (executed translated blocks) replayed.
+    /// Executed translated blocks replayed (records, and runs counted in
+    /// the tracee).
     pub records: u64,
     /// Faults of the tracee on original code (an escape from the code
     /// cache, redirected to the translation).

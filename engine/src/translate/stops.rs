@@ -452,7 +452,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         let (records, _) = replay_records(
             &self.space.memory,
             &self.space.cache,
-            records,
+            (records, &[]),
             (&mut self.state.replay, self.sink, self.state.thread),
             None,
         )?;

@@ -73,7 +73,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 .valgrind_machine
                 .then(ValgrindCpu::for_host)
                 .flatten(),
-            capture: Capture::new(options.simulations),
+            capture: Capture::new(options.simulations, options.counts_only),
             spaces: HashMap::new(),
             next_space: 0,
             threads: HashMap::new(),
@@ -287,6 +287,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             state.area = match space.free_areas.pop() {
                 Some(area) => {
                     area.reset(&space.memory)?;
+                    area.clear_counts(&space.memory, space.cache.translations())?;
                     area
                 }
                 None => {
@@ -385,7 +386,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     .filter(|state| state.space == parent_space)
                     .count();
                 let copy = space.fork(child, threads > 1)?;
+                // The parent's records and run counts so far are its own.
                 parent_area.reset(&copy.memory)?;
+                parent_area.clear_counts(&copy.memory, copy.cache.translations())?;
                 let key = self.next_space;
                 self.next_space += 1;
                 self.spaces.insert(key, copy);

@@ -64,11 +64,11 @@ use crate::flow::{rep_counter_32, rep_while_zero_flag, Flow};
 use crate::semantics::Decoded;
 
 use super::area::{
-    slot, CURSOR, JUMP, RECORD, SAVE_FLAGS, SAVE_RAX, SAVE_RBX, TABLE_BASE, TARGET, TEMP,
+    slot, Area, CURSOR, JUMP, RECORD, SAVE_FLAGS, SAVE_RAX, SAVE_RBX, TABLE_BASE, TARGET, TEMP,
 };
 use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
-use super::layout::{Layout, TABLE_ENTRIES};
+use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
 
 /// Why a block is not translated (it is stepped instead).
 pub(super) type Refusal = String;
@@ -383,8 +383,11 @@ pub(super) fn translate(
             target,
         })
         .collect();
+    // A block ending in `syscall` keeps its record: a `fork` splits the
+    // replay before its last instruction (see `buffer`).
+    let counted = capture.counting && !watches_syscall && u64::from(id) < COUNTERS;
     // An exit back to the block's own start (never the fall-through).
-    let repeat_exit = (!capture.enabled && block.keeps_stack_pointer())
+    let repeat_exit = (!capture.enabled && !counted && block.keeps_stack_pointer())
         .then(|| targets.iter().position(|&target| target == block.addr))
         .flatten();
     let slot_of = |index: usize| {
@@ -552,7 +555,10 @@ pub(super) fn translate(
         }
         code.repeat_path()?;
     }
-    let mut list = prologue(id, &recorder, repeats)?;
+    let mut list = match counted {
+        true => counting_prologue(id)?,
+        false => prologue(id, &recorder, repeats)?,
+    };
     let body = list.len();
     list.append(&mut code.list);
     let encoded = BlockEncoder::encode(
@@ -590,6 +596,40 @@ pub(super) fn translate(
         repeats,
         safe,
     })
+}
+
+/// The prologue of translation `id` when it counts its runs: one more in
+/// its counter of the thread's area, with rax saved in a data slot
+/// (mov/lea only: flags untouched).
+fn counting_prologue(id: u32) -> Result<Vec<Instruction>, Refusal> {
+    let mut code = Emitter::new();
+    let counter = slot(Area::COUNTER_BASE + 8 * u64::from(id));
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        slot(SAVE_RAX),
+        Register::RAX,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RAX,
+        counter,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Lea_r64_m,
+        Register::RAX,
+        MemoryOperand::with_base_displ(Register::RAX, 1),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        counter,
+        Register::RAX,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RAX,
+        slot(SAVE_RAX),
+    ))?;
+    Ok(code.list)
 }
 
 /// The prologue of translation `id`: appends its record (id, the words
