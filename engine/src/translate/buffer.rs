@@ -546,7 +546,7 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         };
         sink.blocks_executed(thread, &mut blocks);
         // What the sink did not take goes one block at a time.
-        while let Some(whole) = blocks.next() {
+        for whole in &mut blocks {
             for block in whole.starts() {
                 sink.block_executed(thread, block, whole.instructions);
             }
