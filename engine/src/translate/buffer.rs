@@ -24,7 +24,7 @@ use crate::semantics::{self, Decoded, Dynamic, Pass, Registers, Superblock};
 use crate::step::RunOptions;
 
 use super::area::{Area, CURSOR};
-use super::cache::{Cache, ReplayInfo};
+use super::cache::{Cache, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
@@ -192,14 +192,14 @@ impl Replay {
     }
 
     /// Reports a whole block executed at `addr` with stack pointer `sp`:
-    /// its instructions `block` (the last one `last`), in one call; with
+    /// its instructions `block` (left as `exit` says), in one call; with
     /// `split`, calls it before the last instruction.
     fn whole_block<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         thread: Thread,
         (addr, sp): (u64, u64),
-        (block, last): (&[(u64, u8)], End),
+        (block, exit): (&[(u64, u8)], ExitRule),
         split: Option<&mut dyn FnMut(&mut S)>,
     ) {
         let arrival = self.arrival(addr);
@@ -217,7 +217,7 @@ impl Replay {
                 }
             }
         }
-        self.ran(ExitRule::of(last, block.len() as u32), block.len());
+        self.ran(exit, block.len());
     }
 
     /// A whole block of `count` instructions left by `exit` ran.
@@ -243,20 +243,20 @@ impl Replay {
         sink: &mut S,
         thread: Thread,
         (addr, sp): (u64, u64),
-        (info, words): (&ReplayInfo<'_>, &[u64]),
+        (info, record, words): (&ReplayInfo<'_>, RecordInfo<'_>, &[u64]),
         mut split: Option<&mut dyn FnMut(&mut S)>,
     ) {
         self.block(sink, thread, addr, sp);
         let count = info.instructions.len();
-        for (index, (&(at, len), decoded)) in info.instructions.iter().zip(info.decoded).enumerate()
-        {
+        let decoded = info.instructions.iter().zip(record.decoded);
+        for (index, (&(at, len), decoded)) in decoded.enumerate() {
             if index + 1 == count {
                 if let Some(split) = split.take() {
                     split(sink);
                 }
             }
             sink.instruction(thread, at, len);
-            let Some(sources) = info.sources.get(index) else {
+            let Some(sources) = record.sources.get(index) else {
                 continue;
             };
             let recorded = Recorded { words, sources };
@@ -593,9 +593,13 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
             None
         };
         if replay.simulations {
-            replay.recorded_block(sink, thread, (info.addr, sp), (&info, recorded), last);
+            let record = cache.record_info(id).ok_or_else(|| {
+                Error::Unexpected(format!("translate: a record of unknown translation {id}"))
+            })?;
+            let info = (&info, record, recorded);
+            replay.recorded_block(sink, thread, (info.0.addr, sp), info, last);
         } else {
-            let block = (info.instructions, info.last);
+            let block = (info.instructions, info.exit);
             let runs = match (info.repeats, recorded.first()) {
                 (true, Some(&runs)) => runs,
                 _ => 1,

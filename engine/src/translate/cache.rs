@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 
-use crate::flow::{End, ExitRule};
+use crate::flow::ExitRule;
 use crate::semantics::Decoded;
 
 use super::blocks::{self, DecodedBlock};
@@ -32,22 +32,11 @@ struct Translation {
     block: DecodedBlock,
     /// Its exits through slots.
     exits: Vec<ExitSlot>,
-    /// Its instructions' addresses and lengths (for replay).
-    instructions: Vec<(u64, u8)>,
-    /// Its last instruction.
-    last: End,
-    /// How it is left.
-    exit: ExitRule,
     /// What the backends know of its instructions.
     decoded: Vec<Decoded>,
     /// Where the replay finds what each instruction did (empty without
     /// recorded words).
     sources: Vec<Sources>,
-    /// The events of each of its runs, when recorded words describe them
-    /// and a plan can (`plan`).
-    plan: Option<Vec<PlannedEvent>>,
-    /// Words its record holds besides the id and the stack pointer.
-    words: usize,
     /// Which exits jump to a translation (not to their stub).
     linked: Vec<bool>,
     /// Whether it is still reachable (not dropped by an invalidation).
@@ -60,6 +49,26 @@ struct Translation {
     safe: Vec<u64>,
 }
 
+/// What the replay of a translation's records needs in the common case,
+/// kept apart from the rest of the translation so that replaying millions
+/// of records reads little memory.
+#[derive(Clone, Debug)]
+struct Replayed {
+    /// The block's address.
+    addr: u64,
+    /// How it is left.
+    exit: ExitRule,
+    /// Words its record holds besides the id and the stack pointer.
+    words: u32,
+    /// Whether the first of them counts its runs (see `translator`).
+    repeats: bool,
+    /// Its instructions' addresses and lengths.
+    instructions: Box<[(u64, u8)]>,
+    /// The events of each of its runs, when recorded words describe them
+    /// and a plan can (`plan`).
+    plan: Option<Box<[PlannedEvent]>>,
+}
+
 /// A translated block as the replay needs it.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct ReplayInfo<'a> {
@@ -67,21 +76,25 @@ pub(super) struct ReplayInfo<'a> {
     pub addr: u64,
     /// Its instructions' addresses and lengths.
     pub instructions: &'a [(u64, u8)],
-    /// Its last instruction.
-    pub last: End,
     /// How it is left.
     pub exit: ExitRule,
-    /// What the backends know of its instructions.
-    pub decoded: &'a [Decoded],
-    /// Where the replay finds what each instruction did (empty without
-    /// recorded words).
-    pub sources: &'a [Sources],
     /// The events of each of its runs, if planned (`plan`).
     pub plan: Option<&'a [PlannedEvent]>,
     /// Words its record holds besides the id and the stack pointer.
     pub words: usize,
     /// Whether the first of them counts its runs.
     pub repeats: bool,
+}
+
+/// What the replay of a record needs beyond [`ReplayInfo`] when its events
+/// are worked out one instruction at a time.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RecordInfo<'a> {
+    /// What the backends know of its instructions.
+    pub decoded: &'a [Decoded],
+    /// Where the replay finds what each instruction did (empty without
+    /// recorded words).
+    pub sources: &'a [Sources],
 }
 
 /// What an `int3` of the code cache means.
@@ -151,6 +164,8 @@ pub(super) struct Cache {
     /// The regions; the first one holds the indirect-branch table.
     regions: Vec<Region>,
     translations: Vec<Translation>,
+    /// What the replay needs of each translation, by id.
+    replayed: Vec<Replayed>,
     /// Entry of each translated original address.
     entries: HashMap<u64, u64>,
     /// Translation id by entry (to find the translation holding an address).
@@ -177,6 +192,7 @@ impl Cache {
         Ok(Cache {
             regions: vec![Region::new(layout, memory)?],
             translations: Vec::new(),
+            replayed: Vec::new(),
             entries: HashMap::new(),
             by_entry: BTreeMap::new(),
             stubs: HashMap::new(),
@@ -218,20 +234,27 @@ impl Cache {
     }
 
     /// What the replay of a record of translation `id` needs: the block's
-    /// address, its instructions, its last instruction.
+    /// address, its instructions, how it is left, its record's layout.
     #[inline]
     pub fn replay_info(&self, id: u64) -> Option<ReplayInfo<'_>> {
         let index = usize::try_from(id).ok()?;
-        self.translations.get(index).map(|t| ReplayInfo {
-            addr: t.block.addr,
+        self.replayed.get(index).map(|t| ReplayInfo {
+            addr: t.addr,
             instructions: &t.instructions,
-            last: t.last,
             exit: t.exit,
+            plan: t.plan.as_deref(),
+            words: t.words as usize,
+            repeats: t.repeats,
+        })
+    }
+
+    /// What the replay of a record of translation `id` needs to work out
+    /// its events one instruction at a time.
+    pub fn record_info(&self, id: u64) -> Option<RecordInfo<'_>> {
+        let index = usize::try_from(id).ok()?;
+        self.translations.get(index).map(|t| RecordInfo {
             decoded: &t.decoded,
             sources: &t.sources,
-            plan: t.plan.as_deref(),
-            words: t.words,
-            repeats: t.repeats,
         })
     }
 
@@ -392,24 +415,25 @@ impl Cache {
         }
         self.entries.insert(addr, emitted.entry);
         self.by_entry.insert(emitted.entry, id);
-        let instructions = block.insns.iter().map(|i| (i.addr, i.len)).collect();
-        let last = block.last().end();
-        let exit = ExitRule::of(last, block.insns.len() as u32);
         let code = emitted.entry..end;
         let plan = match emitted.sources.is_empty() {
             true => None,
             false => plan::plan(&emitted.decoded, &emitted.sources),
         };
+        self.replayed.push(Replayed {
+            addr: block.addr,
+            exit: ExitRule::of(block.last().end(), block.insns.len() as u32),
+            words: u32::try_from(emitted.words)
+                .map_err(|_| Error::Unexpected("translate: a record too long".into()))?,
+            repeats: emitted.repeats,
+            instructions: block.insns.iter().map(|i| (i.addr, i.len)).collect(),
+            plan: plan.map(Vec::into_boxed_slice),
+        });
         self.translations.push(Translation {
             block,
             exits: emitted.exits,
-            instructions,
-            last,
-            exit,
             decoded: emitted.decoded,
             sources: emitted.sources,
-            plan,
-            words: emitted.words,
             linked,
             alive: true,
             repeats: emitted.repeats,
@@ -470,8 +494,9 @@ impl Cache {
                 .filter(|&(index, _)| !translation.linked[index])
                 .map(|(index, exit)| (Some(index), exit.target))
                 .collect();
-            if translation.last.flow == crate::flow::Flow::Call {
-                next.push((None, translation.last.next()));
+            let last = translation.block.last().end();
+            if last.flow == crate::flow::Flow::Call {
+                next.push((None, last.next()));
             }
             for (exit, target) in next {
                 let known = self.entries.contains_key(&target);
