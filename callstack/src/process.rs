@@ -407,14 +407,13 @@ impl Process {
                 events,
                 forest: forest.as_mut(),
             };
-            let block = simulated.block;
-            thread.enter_block(&mut shared, block.addr, block.sp, block.arrival, known.info);
             // A run costs its block's profile plus its misses; the first
             // run's steps make the profile.
-            let run = known
-                .profile
-                .as_ref()
-                .is_some_and(|profile| thread.simulated_run(&mut shared, instructions, profile));
+            let start = (simulated.block, known.info);
+            let cached = &mut known.table;
+            let profile = known.profile.as_deref();
+            let run =
+                thread.whole_block_simulated(&mut shared, start, instructions, profile, cached);
             let mut profile = match known.profile {
                 Some(_) => None,
                 None => Some(Profile::new(simulated.key, instructions.len(), width)),

@@ -626,7 +626,7 @@ impl ThreadState {
         instructions: &[(u64, u8)],
         table: &mut Option<RunTable>,
     ) {
-        if !self.continue_run(shared, block, info, instructions, table) {
+        if !self.continue_run(shared, block, info, (instructions, None), table) {
             self.any_block_ir(shared, block, info, instructions);
         }
     }
@@ -658,7 +658,7 @@ impl ThreadState {
         let mut left = repeats;
         while left > 0 {
             left -= 1;
-            if self.continue_run(shared, again, info, instructions, table) {
+            if self.continue_run(shared, again, info, (instructions, None), table) {
                 // The others count the run now pending, and leave it so.
                 let state = self.state();
                 let run = state.block.as_ref().and_then(|block| block.pending.run());
@@ -674,20 +674,45 @@ impl ThreadState {
         }
     }
 
-    /// The common case of [`ThreadState::whole_block_ir`]: the current
-    /// block is a pending whole run and this one continues it (as
+    /// A whole block starts whose runs cost `profile` (see
+    /// [`ThreadState::simulated_run`]): [`ThreadState::enter_block`] with
+    /// the fast path of [`ThreadState::continue_run`]; whether its run is
+    /// pending as one run of its cost table.
+    #[inline]
+    pub fn whole_block_simulated(
+        &mut self,
+        shared: &mut Shared<'_>,
+        (block, info): (Block, BlockInfo),
+        instructions: &[(u64, u8)],
+        profile: Option<&Profile>,
+        cached: &mut Option<RunTable>,
+    ) -> bool {
+        if let Some(profile) = profile {
+            let run = (instructions, Some(profile));
+            if self.continue_run(shared, block, info, run, cached) {
+                return true;
+            }
+        }
+        self.enter_block(shared, block.addr, block.sp, block.arrival, info);
+        profile.is_some_and(|profile| self.simulated_run(shared, instructions, profile))
+    }
+
+    /// The common case of [`ThreadState::whole_block_ir`] and
+    /// [`ThreadState::whole_block_simulated`]: the current block is a
+    /// pending whole run and this one continues it (as
     /// [`ThreadState::continue_in_context`] says) in the same centre, with
     /// cost tables ready for both (this block's found through `cached`,
-    /// where its table was last). Counts the current run and makes this
-    /// block's run pending, as the general path would; returns `false`,
-    /// having done nothing but update `cached`, in any other case.
+    /// where its table was last, and taking `profile` if any). Charges the
+    /// current run and makes this block's run pending, as the general path
+    /// would; returns `false`, having done nothing but update `cached`, in
+    /// any other case.
     #[inline]
     fn continue_run(
         &mut self,
         shared: &mut Shared<'_>,
         block: Block,
         info: BlockInfo,
-        instructions: &[(u64, u8)],
+        (instructions, profile): (&[(u64, u8)], Option<&Profile>),
         cached: &mut Option<RunTable>,
     ) -> bool {
         let continues = matches!(block.arrival, Arrival::FallThrough | Arrival::Jump { .. });
@@ -701,6 +726,7 @@ impl ThreadState {
             return false;
         };
         let generation = shared.costs.generation;
+        let events = self.events;
         let state = self.state();
         if !state.collect || state.nonskipped.is_some() || state.cxt.is_none() {
             return false;
@@ -733,11 +759,23 @@ impl ThreadState {
             }
         };
         if !shared.costs.holds_count(table, instructions.len())
-            || !shared.costs.count_run(run, count)
+            || !shared.costs.holds_count(run, count)
         {
             return false;
         }
-        state.cost[0] = state.cost[0].wrapping_add(count as u64);
+        match profile {
+            None => {
+                shared.costs.count_run(run, count);
+                state.cost[0] = state.cost[0].wrapping_add(count as u64);
+            }
+            Some(profile) => {
+                if !shared.costs.use_profile(table, profile) {
+                    return false;
+                }
+                current.pending.add_to(shared.costs, &mut state.cost, 0);
+                current.pending.charge_block(shared.costs, run, events);
+            }
+        }
         current.addr = block.addr;
         current.info = info;
         current.centre = centre;
