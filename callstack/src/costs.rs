@@ -78,7 +78,7 @@ pub(crate) struct BlockCosts {
     pub runs: u64,
     /// What each of those runs costs besides `Ir` alone, when simulations
     /// count more (set once: a block's runs always cost the same).
-    pub profile: Option<Profile>,
+    pub profile: Option<Box<Profile>>,
 }
 
 /// The events every run of a block counts whatever the simulators decide
@@ -361,7 +361,7 @@ impl Costs {
             Some(known) => known.key == profile.key,
             None => {
                 block.settle_runs();
-                block.profile = Some(profile.clone());
+                block.profile = Some(Box::new(profile.clone()));
                 true
             }
         }
@@ -370,7 +370,7 @@ impl Costs {
     /// The profile of cost table `index`'s runs, if any.
     #[inline]
     pub fn profile(&self, index: usize) -> Option<&Profile> {
-        self.blocks.get(index)?.profile.as_ref()
+        self.blocks.get(index)?.profile.as_deref()
     }
 
     /// Adds 1 to event `column` of the instruction at `position` of cost
