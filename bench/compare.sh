@@ -16,6 +16,8 @@
 #             with the step backend, workloads above this many instructions are
 #             skipped (default 2000000; the step backend runs ~50k instr/s)
 #   WORKLOADS space-separated subset of: true ls compute gzip python3 sort sqlite3
+#   MODES     space-separated subset of: cachegrind callgrind callgrind-cache
+#             callgrind-cacheuse (default: all four)
 #   CGX       a cgx binary to use instead of building target/release/cgx
 #
 # Needs valgrind, gcc, gzip, sort, python3 (/usr/bin/python3) and sqlite3
@@ -29,7 +31,7 @@ RUNS="${RUNS:-3}"
 BACKEND="${BACKEND:-translate}"
 MAX_STEP_INSTRUCTIONS="${MAX_STEP_INSTRUCTIONS:-2000000}"
 WORKLOADS="${WORKLOADS:-true ls compute gzip python3 sort sqlite3}"
-MODES="cachegrind callgrind callgrind-cache callgrind-cacheuse"
+MODES="${MODES:-cachegrind callgrind callgrind-cache callgrind-cacheuse}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/cgx-compare.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
