@@ -115,24 +115,22 @@ pub struct SimulatedBlock<'a> {
     pub(crate) plan: &'a [PlannedEvent],
     /// What this run recorded.
     pub(crate) words: &'a [u64],
+    /// Whether its branches are reported (`RunOptions::branches`).
+    pub(crate) branches: bool,
 }
 
 impl<'a> SimulatedBlock<'a> {
-    /// Its data accesses and branches, each with the number of the
-    /// instruction (in [`SimulatedBlock::instructions`]) it follows, in
-    /// the order [`EventSink`] reports them.
+    /// Its data accesses and branches (only with `RunOptions::branches`),
+    /// each with the number of the instruction (in
+    /// [`SimulatedBlock::instructions`]) it follows, in the order
+    /// [`EventSink`] reports them.
     #[inline]
     pub fn events(&self) -> impl Iterator<Item = (usize, BlockEvent)> + 'a {
-        let words = self.words;
+        let (words, branches) = (self.words, self.branches);
         self.plan
             .iter()
+            .filter(move |planned| branches || planned.is_access())
             .map(move |planned| (planned.instruction as usize, planned.event(words)))
-    }
-
-    /// How many events [`SimulatedBlock::events`] gives (without reading
-    /// them).
-    pub fn event_count(&self) -> usize {
-        self.plan.len()
     }
 }
 

@@ -79,6 +79,7 @@ fn two_threads_with_simulations_give_the_step_backends_events_per_thread() {
     let program = build(dir.path(), "threads", 0);
     let options = RunOptions {
         simulations: true,
+        branches: true,
         ..RunOptions::default()
     };
     let mut fast = Recorder {

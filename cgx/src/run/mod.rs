@@ -138,6 +138,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         superblocks: options.tool == Tool::Cachegrind,
         valgrind_machine: options.valgrind_machine,
         simulations: options.simulations(),
+        branches: options.branch_sim,
         counts_only: options.tool == Tool::Cachegrind && !options.simulations(),
     };
     let result = trace::trace(

@@ -64,7 +64,8 @@ pub(crate) struct Pass {
 /// Reports the events of one execution of `decoded` at `at` by `thread`
 /// after its `instruction` event: `pass` for a REP string instruction,
 /// `known` the registers holding constants of the block before it,
-/// `cachegrind` to report outcomes as Cachegrind does (see `branches`).
+/// `cachegrind` to report outcomes as Cachegrind does (see `branches`),
+/// `with_branches` false to report the data accesses alone.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn report<S: EventSink + ?Sized>(
     sink: &mut S,
@@ -73,7 +74,7 @@ pub(crate) fn report<S: EventSink + ?Sized>(
     decoded: &Decoded,
     pass: Option<Pass>,
     known: u16,
-    cachegrind: bool,
+    (cachegrind, with_branches): (bool, bool),
     dynamic: &impl Dynamic,
 ) {
     let address = |index: usize, memory: &UsedMemory| dynamic.address(index, memory);
@@ -81,6 +82,9 @@ pub(crate) fn report<S: EventSink + ?Sized>(
         decoded
             .accesses
             .for_each(address, |access| sink.data_access(thread, access));
+        if !with_branches {
+            return;
+        }
         let guard = || dynamic.guard(&decoded.branch);
         if let Some(taken) = decoded.branch.conditional(guard, known, cachegrind) {
             sink.conditional_branch(thread, at, taken);
@@ -95,7 +99,7 @@ pub(crate) fn report<S: EventSink + ?Sized>(
     // block. Its exit goes to the next instruction: Cachegrind always
     // inverts it, Callgrind only when it is the block's last exit (plain
     // `rep`).
-    if known & RCX == 0 {
+    if known & RCX == 0 && with_branches {
         let inverted = cachegrind || !conditional;
         sink.conditional_branch(thread, at, pass.iteration == inverted);
     }
@@ -105,7 +109,7 @@ pub(crate) fn report<S: EventSink + ?Sized>(
     decoded
         .accesses
         .for_each(address, |access| sink.data_access(thread, access));
-    if conditional {
+    if conditional && with_branches {
         sink.conditional_branch(thread, at, pass.condition_held);
     }
 }

@@ -85,6 +85,10 @@ pub struct RunOptions {
     /// them; the translate backend records what they need only when asked
     /// (its records grow, see `crate::translate`).
     pub simulations: bool,
+    /// With `simulations`, the run feeds a branch simulation: without it
+    /// the translate backend may leave the conditional and indirect branch
+    /// events out (the step backend always reports them).
+    pub branches: bool,
     /// The sink needs only how often each block ran (Cachegrind's `Ir`
     /// without simulations): the translate backend then counts the runs
     /// of most blocks in the tracee and reports them in batches

@@ -59,7 +59,7 @@ impl Execution<'_> {
             self.decoded,
             pass,
             known,
-            cachegrind,
+            (cachegrind, true),
             &registers,
         );
     }

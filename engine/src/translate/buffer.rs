@@ -44,6 +44,8 @@ pub(super) struct Replay {
     /// Report conditional branches as Cachegrind does
     /// (`RunOptions::superblocks`).
     cachegrind: bool,
+    /// Report branches (`RunOptions::branches`).
+    branches: bool,
     /// The registers holding constants of the current block.
     known: u16,
     /// Where the thread is in Cachegrind's superblocks.
@@ -70,6 +72,7 @@ impl Replay {
             blocks: 0,
             simulations: options.simulations,
             cachegrind: options.superblocks,
+            branches: options.branches,
             known: 0,
             superblock: Superblock::start(),
             words: Vec::new(),
@@ -180,7 +183,7 @@ impl Replay {
             decoded,
             pass,
             known,
-            self.cachegrind,
+            (self.cachegrind, self.branches),
             dynamic,
         );
         if self.cachegrind {
@@ -446,6 +449,7 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             instructions: info.instructions,
             plan,
             words,
+            branches: self.replay.branches,
         })
     }
 }
@@ -557,7 +561,9 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         (at, records, open) = (blocks.at, blocks.records, blocks.open);
     }
     while let Some(&id) = words.get(at) {
-        if replay.simulations && !replay.cachegrind {
+        // A plan follows Callgrind's rules, which give Cachegrind's data
+        // accesses but not its branches.
+        if replay.simulations && (!replay.cachegrind || !replay.branches) {
             // The records of planned blocks go to the sink in one call;
             // the others, and one kept for `split`, are replayed below.
             let mut blocks = SimulatedBlocks {

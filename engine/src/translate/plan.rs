@@ -41,6 +41,12 @@ enum Planned {
 }
 
 impl PlannedEvent {
+    /// Whether it is a data access (not a branch).
+    #[inline]
+    pub fn is_access(&self) -> bool {
+        matches!(self.what, Planned::Access { .. })
+    }
+
     /// The event of a run whose record holds `words`.
     #[inline]
     pub fn event(&self, words: &[u64]) -> BlockEvent {
