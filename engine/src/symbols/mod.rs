@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod demangle;
+mod dwarf;
 mod elf;
 mod error;
 mod maps;
@@ -80,9 +81,6 @@ pub struct Location {
     pub file: Option<Arc<str>>,
     /// Source line of the instruction, 0 if unknown.
     pub line: u32,
-    /// Inlined functions at the address, innermost first; each one's call site is
-    /// in the next outer one, the last one's in `function`.
-    pub inlined: Vec<InlinedFrame>,
 }
 
 impl Location {
@@ -297,7 +295,8 @@ impl Symbols {
             .map_or_else(|| Arc::from(UNKNOWN), |r| r.object.clone())
     }
 
-    /// Everything known about `addr`.
+    /// The object, function and source position of `addr` (see
+    /// [`Symbols::inlined`] for the functions inlined there).
     pub fn lookup(&self, addr: u64) -> Location {
         let Some(region) = self.region(addr) else {
             return Location {
@@ -305,7 +304,6 @@ impl Symbols {
                 function: None,
                 file: None,
                 line: 0,
-                inlined: Vec::new(),
             };
         };
         let mut loc = Location {
@@ -313,7 +311,6 @@ impl Symbols {
             function: None,
             file: None,
             line: 0,
-            inlined: Vec::new(),
         };
         if let Some((obj, bias)) = &region.elf {
             let r = obj.resolve(addr.wrapping_sub(*bias));
@@ -323,17 +320,25 @@ impl Symbols {
             });
             loc.file = r.file;
             loc.line = r.line;
-            loc.inlined = r
-                .inlined
-                .into_iter()
-                .map(|(function, call_file, call_line)| InlinedFrame {
-                    function,
-                    call_file,
-                    call_line,
-                })
-                .collect();
         }
         loc
+    }
+
+    /// The functions inlined at `addr`, innermost first; each one's call
+    /// site is in the next outer one, the last one's in the function of
+    /// [`Symbols::lookup`]. Empty without DWARF.
+    pub fn inlined(&self, addr: u64) -> Vec<InlinedFrame> {
+        let Some((obj, bias)) = self.region(addr).and_then(|region| region.elf.as_ref()) else {
+            return Vec::new();
+        };
+        obj.inlined(addr.wrapping_sub(*bias))
+            .into_iter()
+            .map(|(function, call_file, call_line)| InlinedFrame {
+                function,
+                call_file,
+                call_line,
+            })
+            .collect()
     }
 }
 
