@@ -18,6 +18,7 @@ use super::capture::{Capture, Sources};
 use super::layout::Layout;
 use super::memory::Memory;
 use super::translator::{self, ExitSlot, Refusal, Target};
+use super::writes::Writes;
 
 /// How far (bytes) from a region's bounds code may be to be translated
 /// into it: rel32 branches and RIP-relative operands reach ±2 GB; the
@@ -314,6 +315,20 @@ impl Cache {
     /// The entry of the translation of `addr`, translating it if needed;
     /// `None` when the block is refused (see [`Cache::refused`]).
     pub fn get_or_translate(&mut self, memory: &Memory, addr: u64) -> Result<Option<u64>> {
+        let mut writes = Writes::default();
+        let entry = self.translate_into(memory, &mut writes, addr);
+        writes.flush(memory)?;
+        entry
+    }
+
+    /// [`Cache::get_or_translate`], its code written to `writes` (the
+    /// original code read from `memory`).
+    fn translate_into(
+        &mut self,
+        memory: &Memory,
+        writes: &mut Writes,
+        addr: u64,
+    ) -> Result<Option<u64>> {
         if let Some(&entry) = self.entries.get(&addr) {
             return Ok(Some(entry));
         }
@@ -359,7 +374,7 @@ impl Cache {
                 "translate: the code cache is full".into(),
             ));
         }
-        memory.write(emitted.at, &emitted.bytes)?;
+        writes.code(memory, emitted.at, &emitted.bytes)?;
         region.free = align(end);
         if let Some(trap) = emitted.syscall_trap {
             self.syscall_traps.insert(trap, id);
@@ -401,24 +416,30 @@ impl Cache {
 
     /// Links exit `exit` of translation `id` to `entry`.
     pub fn link(&mut self, memory: &Memory, id: u32, exit: usize, entry: u64) -> Result<()> {
+        let mut writes = Writes::default();
+        self.link_into(&mut writes, id, exit, entry);
+        writes.flush(memory)
+    }
+
+    /// [`Cache::link`], the jump written to `writes`.
+    fn link_into(&mut self, writes: &mut Writes, id: u32, exit: usize, entry: u64) {
         let Some(translation) = self.translations.get_mut(id as usize) else {
-            return Ok(());
+            return;
         };
         let Some(&slot) = translation.exits.get(exit) else {
-            return Ok(());
+            return;
         };
         if translation.linked[exit] || !translator::reachable(slot.slot, entry) {
             // Linked already, or another region out of rel32 reach: the
             // stub stays (a trap).
-            return Ok(());
+            return;
         }
-        memory.write(slot.slot, &translator::slot_jump(slot.slot, entry))?;
+        writes.patch(slot.slot, &translator::slot_jump(slot.slot, entry));
         translation.linked[exit] = true;
         self.incoming
             .entry(slot.target)
             .or_default()
             .push((id, exit));
-        Ok(())
     }
 
     /// Translates ahead from the translation of `from` along direct edges
@@ -429,6 +450,22 @@ impl Cache {
     pub fn translate_ahead(
         &mut self,
         memory: &Memory,
+        from: u64,
+        budget: usize,
+        allowed: &dyn Fn(u64) -> bool,
+    ) -> Result<usize> {
+        let mut writes = Writes::default();
+        let made = self.translate_ahead_into(memory, &mut writes, from, budget, allowed);
+        writes.flush(memory)?;
+        made
+    }
+
+    /// [`Cache::translate_ahead`], the code, links and table entries
+    /// written to `writes`.
+    fn translate_ahead_into(
+        &mut self,
+        memory: &Memory,
+        writes: &mut Writes,
         from: u64,
         budget: usize,
         allowed: &dyn Fn(u64) -> bool,
@@ -463,7 +500,7 @@ impl Cache {
                 {
                     continue;
                 }
-                let Some(to) = self.get_or_translate(memory, target)? else {
+                let Some(to) = self.translate_into(memory, writes, target)? else {
                     continue;
                 };
                 if !known {
@@ -473,8 +510,8 @@ impl Cache {
                     }
                 }
                 match exit {
-                    Some(exit) => self.link(memory, id, exit, to)?,
-                    None if !known => self.enter_indirect(memory, target, to)?,
+                    Some(exit) => self.link_into(writes, id, exit, to),
+                    None if !known => self.enter_indirect_into(writes, target, to),
                     None => {}
                 }
             }
@@ -533,15 +570,22 @@ impl Cache {
     /// threads may look the entry up meanwhile: it holds no original
     /// address while its translated address changes.
     pub fn enter_indirect(&mut self, memory: &Memory, target: u64, entry: u64) -> Result<()> {
+        let mut writes = Writes::default();
+        self.enter_indirect_into(&mut writes, target, entry);
+        writes.flush(memory)
+    }
+
+    /// [`Cache::enter_indirect`], the entry written to `writes`.
+    fn enter_indirect_into(&mut self, writes: &mut Writes, target: u64, entry: u64) {
         let at = self.layout().table_entry(target);
         let previous = self
             .table
             .insert(target & (super::layout::TABLE_ENTRIES - 1), target);
         if previous.is_some_and(|previous| previous != target) {
-            memory.write_u64(at, u64::MAX)?;
+            writes.patch(at, &u64::MAX.to_le_bytes());
         }
-        memory.write_u64(at + 8, entry)?;
-        memory.write_u64(at, target)
+        writes.patch(at + 8, &entry.to_le_bytes());
+        writes.patch(at, &target.to_le_bytes());
     }
 
     /// Writes this cache's regions as far as they are used (table, gadget,

@@ -114,6 +114,7 @@ mod stepper;
 mod stops;
 mod tracer;
 mod translator;
+mod writes;
 
 use crate::error::Result;
 use crate::event::{EventSink, Exit};
