@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::flow::End;
 use crate::semantics::Decoded;
 
-use super::blocks::{self, DecodedBlock};
+use super::blocks::{self, CodeWindow, DecodedBlock};
 use super::capture::{Capture, Sources};
 use super::layout::Layout;
 use super::memory::Memory;
@@ -316,16 +316,17 @@ impl Cache {
     /// `None` when the block is refused (see [`Cache::refused`]).
     pub fn get_or_translate(&mut self, memory: &Memory, addr: u64) -> Result<Option<u64>> {
         let mut writes = Writes::default();
-        let entry = self.translate_into(memory, &mut writes, addr);
+        let entry = self.translate_into(memory, &mut CodeWindow::new(memory), &mut writes, addr);
         writes.flush(memory)?;
         entry
     }
 
-    /// [`Cache::get_or_translate`], its code written to `writes` (the
-    /// original code read from `memory`).
+    /// [`Cache::get_or_translate`], the original code read through `code`,
+    /// the translation written to `writes` (and `memory`).
     fn translate_into(
         &mut self,
         memory: &Memory,
+        code: &mut CodeWindow,
         writes: &mut Writes,
         addr: u64,
     ) -> Result<Option<u64>> {
@@ -335,7 +336,7 @@ impl Cache {
         if self.refused.contains_key(&addr) {
             return Ok(None);
         }
-        let Some(block) = blocks::decode(memory, addr) else {
+        let Some(block) = blocks::decode(code, addr) else {
             self.refused.insert(addr, (None, "does not decode".into()));
             return Ok(None);
         };
@@ -471,6 +472,7 @@ impl Cache {
         allowed: &dyn Fn(u64) -> bool,
     ) -> Result<usize> {
         let mut made = 0;
+        let mut code = CodeWindow::new(memory);
         let Some(&entry) = self.entries.get(&from) else {
             return Ok(0);
         };
@@ -500,7 +502,7 @@ impl Cache {
                 {
                     continue;
                 }
-                let Some(to) = self.translate_into(memory, writes, target)? else {
+                let Some(to) = self.translate_into(memory, &mut code, writes, target)? else {
                     continue;
                 };
                 if !known {
