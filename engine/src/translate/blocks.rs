@@ -125,57 +125,79 @@ const MAX_BLOCK_BYTES: usize =
 const WINDOW: usize = 2 * PAGE as usize;
 const _: () = assert!(PAGE as usize + MAX_BLOCK_BYTES <= WINDOW);
 
+/// Windows a [`CodeWindow`] keeps (a stop's blocks are mostly in a few
+/// places: a function, the PLT, a callee).
+const WINDOWS: usize = 4;
+
 /// The original code of a tracee read two pages at a time, for the blocks
 /// one stop decodes (mostly near each other): one read of its memory
 /// serves many. Made anew at each stop, so it never holds code older
 /// than the stop.
 pub(super) struct CodeWindow<'a> {
     memory: &'a Memory,
-    /// Address of `bytes`.
-    start: u64,
-    /// As many bytes from `start` as were readable, up to [`WINDOW`].
-    bytes: Vec<u8>,
+    /// Up to [`WINDOWS`] windows: an address and as many bytes from it as
+    /// were readable, up to [`WINDOW`].
+    windows: Vec<(u64, Vec<u8>)>,
+    /// The window the next read replaces when all are taken.
+    next: usize,
 }
 
 impl<'a> CodeWindow<'a> {
-    /// An empty window on `memory`.
+    /// No window yet on `memory`.
     pub fn new(memory: &'a Memory) -> CodeWindow<'a> {
         CodeWindow {
             memory,
-            start: 0,
-            bytes: Vec::new(),
+            windows: Vec::new(),
+            next: 0,
         }
     }
 
     /// Up to `len` bytes at `addr`, fewer where the memory stops being
     /// readable (as [`Memory::read_available`]).
     fn read(&mut self, addr: u64, len: usize) -> &[u8] {
-        if !self.serves(addr, len) {
-            self.start = addr & !(PAGE - 1);
-            self.bytes.resize(WINDOW, 0);
-            let got = self.memory.read_available(self.start, &mut self.bytes);
-            self.bytes.truncate(got);
-        }
+        let index = match self
+            .windows
+            .iter()
+            .position(|window| serves(window, addr, len))
+        {
+            Some(index) => index,
+            None => self.fill(addr & !(PAGE - 1)),
+        };
+        let (start, bytes) = &self.windows[index];
         let Some(offset) = addr
-            .checked_sub(self.start)
+            .checked_sub(*start)
             .and_then(|offset| usize::try_from(offset).ok())
-            .filter(|&offset| offset < self.bytes.len())
+            .filter(|&offset| offset < bytes.len())
         else {
             return &[];
         };
-        let end = self.bytes.len().min(offset + len);
-        &self.bytes[offset..end]
+        &bytes[offset..bytes.len().min(offset + len)]
     }
 
-    /// Whether the window holds `len` bytes at `addr`, or those up to where
-    /// the memory stopped being readable.
-    fn serves(&self, addr: u64, len: usize) -> bool {
-        let Some(offset) = addr.checked_sub(self.start) else {
-            return false;
-        };
-        let held = self.bytes.len() as u64;
-        offset < held && (offset + len as u64 <= held || self.bytes.len() < WINDOW)
+    /// Reads a window at `start`; returns its index.
+    fn fill(&mut self, start: u64) -> usize {
+        let mut bytes = vec![0; WINDOW];
+        let got = self.memory.read_available(start, &mut bytes);
+        bytes.truncate(got);
+        if self.windows.len() < WINDOWS {
+            self.windows.push((start, bytes));
+            return self.windows.len() - 1;
+        }
+        let index = self.next;
+        self.next = (index + 1) % WINDOWS;
+        self.windows[index] = (start, bytes);
+        index
     }
+}
+
+/// Whether `window` holds `len` bytes at `addr`, or those up to where the
+/// memory stopped being readable.
+fn serves((start, bytes): &(u64, Vec<u8>), addr: u64, len: usize) -> bool {
+    let Some(offset) = addr.checked_sub(*start) else {
+        return false;
+    };
+    let held = bytes.len() as u64;
+    offset < held && (offset + len as u64 <= held || bytes.len() < WINDOW)
 }
 
 /// Decodes the block at `addr`; `None` when its first bytes do not decode.
@@ -276,6 +298,7 @@ mod tests {
         assert_eq!(window.read(base + 100, 16), &pattern[100..116]);
         // Later writes are not seen: the window read both pages at once.
         memory.write(base + 5000, &[0xcc; 8]).unwrap();
+        memory.write(base + 100, &[0xcc; 16]).unwrap();
         assert_eq!(window.read(base + 4996, 8), &pattern[4996..5004]);
         // Up to the unmapped page, as a direct read.
         let near_end = base + 2 * PAGE - 10;
@@ -289,5 +312,7 @@ mod tests {
             &pattern[pattern.len() - 10..]
         );
         assert!(window.read(base + 2 * PAGE, 4).is_empty());
+        // The first window is still there, beside the others.
+        assert_eq!(window.read(base + 100, 16), &pattern[100..116]);
     }
 }

@@ -312,17 +312,66 @@ impl Cache {
         self.refused.get(&addr).map(|(block, _)| block)
     }
 
-    /// The entry of the translation of `addr`, translating it if needed;
-    /// `None` when the block is refused (see [`Cache::refused`]).
-    pub fn get_or_translate(&mut self, memory: &Memory, addr: u64) -> Result<Option<u64>> {
-        let mut writes = Writes::default();
-        let entry = self.translate_into(memory, &mut CodeWindow::new(memory), &mut writes, addr);
-        writes.flush(memory)?;
-        entry
+    /// Enters the original address `target`: translates it if needed,
+    /// enters it in the indirect-branch table and translates ahead of it
+    /// ([`Cache::translate_ahead_into`]), all written in one batch. Returns
+    /// its entry, `None` when the block is refused (see [`Cache::refused`]).
+    pub fn enter(
+        &mut self,
+        memory: &Memory,
+        target: u64,
+        budget: usize,
+        allowed: &dyn Fn(u64) -> bool,
+    ) -> Result<Option<u64>> {
+        self.batch(memory, |cache, code, writes| {
+            let Some(entry) = cache.translate_into(memory, code, writes, target)? else {
+                return Ok(None);
+            };
+            cache.enter_indirect_into(writes, target, entry);
+            cache.translate_ahead_into(memory, code, writes, target, budget, allowed)?;
+            Ok(Some(entry))
+        })
     }
 
-    /// [`Cache::get_or_translate`], the original code read through `code`,
-    /// the translation written to `writes` (and `memory`).
+    /// Follows exit `exit` of translation `id` (its stub trapped): translates
+    /// its target if needed, links the exit to it and translates ahead of it,
+    /// all written in one batch. Returns the target (an original address).
+    pub fn follow_exit(
+        &mut self,
+        memory: &Memory,
+        (id, exit): (u32, usize),
+        budget: usize,
+        allowed: &dyn Fn(u64) -> bool,
+    ) -> Result<u64> {
+        let target = self
+            .exit_target(id, exit)
+            .ok_or_else(|| Error::Unexpected("translate: an exit stub without a target".into()))?;
+        self.batch(memory, |cache, code, writes| {
+            if let Some(entry) = cache.translate_into(memory, code, writes, target)? {
+                cache.link_into(writes, id, exit, entry);
+                cache.translate_ahead_into(memory, code, writes, target, budget, allowed)?;
+            }
+            Ok(target)
+        })
+    }
+
+    /// Runs `work` with a window on the original code in `memory` and a
+    /// batch of writes, made after it (also when it fails).
+    fn batch<T>(
+        &mut self,
+        memory: &Memory,
+        work: impl FnOnce(&mut Cache, &mut CodeWindow, &mut Writes) -> Result<T>,
+    ) -> Result<T> {
+        let mut code = CodeWindow::new(memory);
+        let mut writes = Writes::default();
+        let result = work(self, &mut code, &mut writes);
+        writes.flush(memory)?;
+        result
+    }
+
+    /// The entry of the translation of `addr`, translating it if needed
+    /// (the original code read through `code`, the translation written to
+    /// `writes`); `None` when the block is refused (see [`Cache::refused`]).
     fn translate_into(
         &mut self,
         memory: &Memory,
@@ -415,14 +464,8 @@ impl Cache {
         Ok(Some(emitted.entry))
     }
 
-    /// Links exit `exit` of translation `id` to `entry`.
-    pub fn link(&mut self, memory: &Memory, id: u32, exit: usize, entry: u64) -> Result<()> {
-        let mut writes = Writes::default();
-        self.link_into(&mut writes, id, exit, entry);
-        writes.flush(memory)
-    }
-
-    /// [`Cache::link`], the jump written to `writes`.
+    /// Links exit `exit` of translation `id` to `entry` (the jump written
+    /// to `writes`).
     fn link_into(&mut self, writes: &mut Writes, id: u32, exit: usize, entry: u64) {
         let Some(translation) = self.translations.get_mut(id as usize) else {
             return;
@@ -447,32 +490,19 @@ impl Cache {
     /// (exits through slots, and the return continuations of calls, which
     /// are also entered in the indirect-branch table), breadth first, up to
     /// `budget` new translations, only at addresses `allowed` accepts;
-    /// links the exits to them. Returns how many it made.
-    pub fn translate_ahead(
-        &mut self,
-        memory: &Memory,
-        from: u64,
-        budget: usize,
-        allowed: &dyn Fn(u64) -> bool,
-    ) -> Result<usize> {
-        let mut writes = Writes::default();
-        let made = self.translate_ahead_into(memory, &mut writes, from, budget, allowed);
-        writes.flush(memory)?;
-        made
-    }
-
-    /// [`Cache::translate_ahead`], the code, links and table entries
-    /// written to `writes`.
+    /// links the exits to them (the original code read through `code`,
+    /// the code, links and table entries written to `writes`). Returns how
+    /// many it made.
     fn translate_ahead_into(
         &mut self,
         memory: &Memory,
+        code: &mut CodeWindow,
         writes: &mut Writes,
         from: u64,
         budget: usize,
         allowed: &dyn Fn(u64) -> bool,
     ) -> Result<usize> {
         let mut made = 0;
-        let mut code = CodeWindow::new(memory);
         let Some(&entry) = self.entries.get(&from) else {
             return Ok(0);
         };
@@ -502,7 +532,7 @@ impl Cache {
                 {
                     continue;
                 }
-                let Some(to) = self.translate_into(memory, &mut code, writes, target)? else {
+                let Some(to) = self.translate_into(memory, code, writes, target)? else {
                     continue;
                 };
                 if !known {
@@ -568,16 +598,9 @@ impl Cache {
         Ok(dead.len())
     }
 
-    /// Enters `target` → `entry` in the indirect-branch table. Other
-    /// threads may look the entry up meanwhile: it holds no original
-    /// address while its translated address changes.
-    pub fn enter_indirect(&mut self, memory: &Memory, target: u64, entry: u64) -> Result<()> {
-        let mut writes = Writes::default();
-        self.enter_indirect_into(&mut writes, target, entry);
-        writes.flush(memory)
-    }
-
-    /// [`Cache::enter_indirect`], the entry written to `writes`.
+    /// Enters `target` → `entry` in the indirect-branch table (written to
+    /// `writes`). Other threads may look the entry up meanwhile: it holds
+    /// no original address while its translated address changes.
     fn enter_indirect_into(&mut self, writes: &mut Writes, target: u64, entry: u64) {
         let at = self.layout().table_entry(target);
         let previous = self

@@ -98,9 +98,18 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     /// Serves a signal-delivery-stop (or group-stop) with `signal`.
     pub fn signal_stop(&mut self, signal: i32) -> Result<Next> {
         let tid = self.state.thread.tid;
-        let Some(info) = ptrace::signal_info(tid)? else {
-            // A group-stop.
-            return Ok(Next::Resume(0));
+        // The faulting address of a SIGSEGV. A SIGTRAP stop (most stops)
+        // needs no signal information and is never a group-stop (those
+        // stop with SIGSTOP, SIGTSTP, SIGTTIN or SIGTTOU): one ptrace call
+        // fewer.
+        let fault = if signal == libc::SIGTRAP {
+            None
+        } else {
+            match ptrace::signal_info(tid)? {
+                Some(info) => Some(info.addr),
+                // A group-stop.
+                None => return Ok(Next::Resume(0)),
+            }
         };
         let mut regs = ptrace::regs(tid)?;
         let gadget = self.space.cache.layout().gadget();
@@ -124,15 +133,14 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     return self.enter(&mut regs);
                 }
                 Some(Stub::Exit { id, exit }) => {
-                    let cache = &mut self.space.cache;
-                    let target = cache.exit_target(id, exit).ok_or_else(|| {
-                        Error::Unexpected("translate: an exit stub without a target".into())
-                    })?;
-                    if let Some(entry) = cache.get_or_translate(&self.space.memory, target)? {
-                        cache.link(&self.space.memory, id, exit, entry)?;
-                        self.translate_ahead(target)?;
-                    }
-                    regs.rip = target;
+                    // Translated ahead in protected code only (code a
+                    // thread can only reach through the cache).
+                    let space = &mut *self.space;
+                    let allowed = |addr: u64| space.protection.covers(addr);
+                    regs.rip =
+                        space
+                            .cache
+                            .follow_exit(&space.memory, (id, exit), AHEAD, &allowed)?;
                     return self.enter(&mut regs);
                 }
                 Some(Stub::Syscall { id }) => return self.watched_syscall(id, regs),
@@ -143,14 +151,16 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             }
         }
         if signal == libc::SIGSEGV
-            && info.addr == regs.rip
+            && fault == Some(regs.rip)
             && self.space.protection.covers(regs.rip)
         {
             // An escape to original code: go to its translation.
             self.outcome.faults += 1;
             return self.enter(&mut regs);
         }
-        if signal == libc::SIGSEGV && (area.guard()..area.guard() + PAGE).contains(&info.addr) {
+        if signal == libc::SIGSEGV
+            && fault.is_some_and(|addr| (area.guard()..area.guard() + PAGE).contains(&addr))
+        {
             // The thread's record buffer is full: drain it and restart the
             // prologue.
             let entry = self.space.cache.entry_holding(regs.rip).ok_or_else(|| {
@@ -365,10 +375,11 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             if !self.space.cache.known(target) && !self.space.protection.covers(target) {
                 self.protect(regs)?;
             }
-            let memory = &self.space.memory;
-            if let Some(entry) = self.space.cache.get_or_translate(memory, target)? {
-                self.space.cache.enter_indirect(memory, target, entry)?;
-                self.translate_ahead(target)?;
+            // Ahead in protected code only (code a thread can only reach
+            // through the cache).
+            let space = &mut *self.space;
+            let allowed = |addr: u64| space.protection.covers(addr);
+            if let Some(entry) = space.cache.enter(&space.memory, target, AHEAD, &allowed)? {
                 regs.rip = entry;
                 ptrace::set_regs(tid, regs)?;
                 return Ok(Next::Resume(0));
@@ -417,18 +428,6 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         self.space
             .protection
             .set_executable(injector, span.0, span.1, executable)
-    }
-
-    /// Translates ahead of the translation of `from` along its direct
-    /// edges ([`super::cache::Cache::translate_ahead`]), in protected code
-    /// only (code a thread can only reach through the cache).
-    fn translate_ahead(&mut self, from: u64) -> Result<()> {
-        let protection = &self.space.protection;
-        let allowed = |addr: u64| protection.covers(addr);
-        self.space
-            .cache
-            .translate_ahead(&self.space.memory, from, AHEAD, &allowed)?;
-        Ok(())
     }
 
     /// Maps a region near `addr` when none can take its translations
