@@ -59,7 +59,11 @@ pub(super) fn load(file: &object::File) -> Result<addr2line::Context<Reader>, gi
             .collect()
     };
     let loaded = std::thread::scope(|scope| {
-        let info = scope.spawn(|| inflate_all(info));
+        let info = scope.spawn(|| {
+            // Beside the tracer, not on its CPU.
+            crate::launch::unpin_current_thread();
+            inflate_all(info)
+        });
         let mut loaded = inflate_all(rest);
         // The thread only inflates: it does not panic but on a failed
         // allocation, which aborts anyway.
