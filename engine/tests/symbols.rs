@@ -141,6 +141,28 @@ fn static_nostdlib_binary() {
 }
 
 #[test]
+fn objects_parsed_ahead_resolve_as_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(
+        dir.path(),
+        "ahead",
+        STATIC_SRC,
+        &["-g", "-O0", "-static", "-nostdlib", "-fno-stack-protector"],
+    );
+    cgx_engine::symbols::prefetch(prog.to_str().unwrap());
+    // Asked twice: parsed once, taken once.
+    cgx_engine::symbols::prefetch(prog.to_str().unwrap());
+    for _ in 0..2 {
+        let mut syms = Symbols::new();
+        let problems = syms.set_mappings(&synthetic_maps(&prog, 0));
+        assert!(problems.is_empty(), "{problems:?}");
+        for f in ["add", "twice", "_start"] {
+            check(&syms, &prog, f, 0);
+        }
+    }
+}
+
+#[test]
 fn zlib_compressed_debug_sections() {
     let dir = tempfile::tempdir().unwrap();
     let prog = gcc(

@@ -8,6 +8,8 @@
 //! even across processes. Function names come from the ELF `.symtab` and
 //! `.dynsym` (demangled); file, line and inlined frames from DWARF (through the
 //! `addr2line` crate). What is unknown is written `???`, as Valgrind does.
+//! [`prefetch`] parses an object on a thread of its own as soon as it is
+//! mapped, for the `Symbols` that needs it later.
 
 #![warn(missing_docs)]
 
@@ -16,6 +18,7 @@ mod dwarf;
 mod elf;
 mod error;
 mod maps;
+mod prefetch;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -26,6 +29,7 @@ use std::time::SystemTime;
 pub use demangle::demangle;
 pub use error::SymbolsError;
 pub use maps::{parse_maps, read_maps, Mapping};
+pub use prefetch::prefetch;
 
 use elf::ElfObject;
 
@@ -102,6 +106,20 @@ struct FileKey {
     dev: u64,
     inode: u64,
     mtime: Option<SystemTime>,
+}
+
+impl FileKey {
+    /// The identity of the file at `path` now.
+    fn of(path: &str) -> std::io::Result<FileKey> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path)?;
+        Ok(FileKey {
+            path: path.to_owned(),
+            dev: meta.dev(),
+            inode: meta.ino(),
+            mtime: meta.modified().ok(),
+        })
+    }
 }
 
 /// An executable range of the address space and what it maps.
@@ -208,9 +226,8 @@ impl Symbols {
         path: &str,
         problems: &mut Vec<SymbolsError>,
     ) -> Option<Rc<ElfObject>> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
+        let key = match FileKey::of(path) {
+            Ok(key) => key,
             Err(source) => {
                 let key = FileKey {
                     path: path.to_owned(),
@@ -227,16 +244,11 @@ impl Symbols {
                 return None;
             }
         };
-        let key = FileKey {
-            path: path.to_owned(),
-            dev: meta.dev(),
-            inode: meta.ino(),
-            mtime: meta.modified().ok(),
-        };
         if let Some(entry) = self.cache.get(&key) {
             return entry.clone();
         }
-        let entry = match ElfObject::load(Path::new(path)) {
+        let parsed = prefetch::take(&key).unwrap_or_else(|| ElfObject::load(Path::new(path)));
+        let entry = match parsed {
             Ok((obj, problem)) => {
                 problems.extend(problem);
                 Some(Rc::new(obj))
