@@ -103,6 +103,7 @@ mod buffer;
 pub use buffer::WholeBlocks;
 mod cache;
 mod capture;
+mod encode;
 mod inject;
 mod invalidate;
 mod layout;

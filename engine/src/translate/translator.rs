@@ -14,7 +14,7 @@
 //!           thread's cursor, with rax saved in a slot of the thread's
 //!           area (`gs:`-relative, see `area`; mov/lea only: flags
 //!           untouched)
-//!           the block's instructions (re-encoded by iced's BlockEncoder:
+//!           the block's instructions (re-encoded, see `encode`:
 //!           RIP-relative operands keep their original targets), each
 //!           preceded by the code recording its words (`capture`; only
 //!           when the run feeds simulations)
@@ -55,10 +55,7 @@
 //! the translation; on a miss it restores everything and executes `int3`
 //! with the target in the `target` slot, for the tracer.
 
-use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Code, Instruction, InstructionBlock, MemoryOperand,
-    Mnemonic, OpKind, Register,
-};
+use iced_x86::{Code, Instruction, MemoryOperand, Mnemonic, OpKind, Register};
 
 use crate::flow::{rep_counter_32, rep_while_zero_flag, Flow};
 use crate::semantics::Decoded;
@@ -80,8 +77,8 @@ const JMP_REL32: u8 = 0xE9;
 /// Bytes of an exit slot.
 const SLOT_LEN: u64 = 5;
 /// Labels: fake addresses of instructions of a translation (no copied
-/// instruction has them; iced's BlockEncoder resolves branches to
-/// instruction addresses). The system call label is 1.
+/// instruction has them; `encode` resolves branches to instruction
+/// addresses). The system call label is 1.
 const REPEAT: u64 = 2;
 const BODY: u64 = 3;
 
@@ -555,13 +552,7 @@ pub(super) fn translate(
     let mut list = prologue(id, &recorder, repeats)?;
     let body = list.len();
     list.append(&mut code.list);
-    let encoded = BlockEncoder::encode(
-        64,
-        InstructionBlock::new(&list, entry),
-        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
-    )
-    .map_err(|error| format!("encoding: {error}"))?;
-    let offsets = &encoded.new_instruction_offsets;
+    let (encoded, offsets) = super::encode::encode(&list, entry)?;
     let safe = code
         .safe
         .iter()
@@ -569,7 +560,7 @@ pub(super) fn translate(
         .map(|&offset| entry + u64::from(offset))
         .collect();
 
-    let mut bytes = Vec::with_capacity(header as usize + encoded.code_buffer.len());
+    let mut bytes = Vec::with_capacity(header as usize + encoded.len());
     for exit in &exits {
         let to = linked(exit.target)
             .filter(|&entry| reachable(exit.slot, entry))
@@ -577,7 +568,7 @@ pub(super) fn translate(
         bytes.extend_from_slice(&slot_jump(exit.slot, to));
     }
     bytes.resize(header as usize, INT3);
-    bytes.extend_from_slice(&encoded.code_buffer);
+    bytes.extend_from_slice(&encoded);
     Ok(Emitted {
         at,
         bytes,
@@ -658,7 +649,7 @@ fn prologue(id: u32, recorder: &Recorder, repeats: bool) -> Result<Vec<Instructi
 /// of its miss `int3`.
 pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
     /// A label: the fake address of the miss path (no real instruction has
-    /// it; iced's BlockEncoder resolves branches to instruction addresses).
+    /// it; `encode` resolves branches to instruction addresses).
     const MISS: u64 = 1;
     let mut code = Emitter::new();
     let rax = Register::RAX;
@@ -715,16 +706,11 @@ pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
     code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
     restore(&mut code, MISS)?;
     code.list.push(Instruction::with(Code::Int3));
-    let encoded = BlockEncoder::encode(
-        64,
-        InstructionBlock::new(&code.list, at),
-        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
-    )
-    .map_err(|error| format!("encoding the lookup routine: {error}"))?;
-    let miss = encoded
-        .new_instruction_offsets
+    let (encoded, offsets) = super::encode::encode(&code.list, at)
+        .map_err(|error| format!("the lookup routine: {error}"))?;
+    let miss = offsets
         .last()
         .map(|&offset| at + u64::from(offset))
         .ok_or_else(|| "encoding the lookup routine: no offsets".to_string())?;
-    Ok((encoded.code_buffer, miss))
+    Ok((encoded, miss))
 }
