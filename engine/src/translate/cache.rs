@@ -5,7 +5,7 @@
 //! refused (stepped), which `int3` stub belongs to which exit, and where
 //! free space starts in each region.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 
 use crate::error::{Error, Result};
@@ -95,6 +95,9 @@ pub(super) enum Stub {
     /// A lookup routine missed; the target is in the thread's `TARGET`
     /// slot (`area`).
     Miss,
+    /// A `cpuid` of the program, for the tracer to answer; the
+    /// translation goes on after the `int3`.
+    Cpuid,
 }
 
 /// One region of the code cache.
@@ -150,6 +153,10 @@ pub(super) struct Cache {
     stubs: HashMap<u64, (u32, usize)>,
     /// System call traps.
     syscall_traps: HashMap<u64, u32>,
+    /// `cpuid` traps.
+    cpuid_traps: HashSet<u64>,
+    /// Whether translations make `cpuid` trap (see `Target::cpuid_trap`).
+    cpuid_trap: bool,
     /// Blocks that are stepped, with the reason.
     refused: HashMap<u64, (Option<DecodedBlock>, Refusal)>,
     /// The exits linked to the translation of each original address.
@@ -162,9 +169,15 @@ pub(super) struct Cache {
 
 impl Cache {
     /// An empty cache in the region `layout` (mapped, writable through
-    /// `memory`) whose translations record what `capture` says; writes the
-    /// region's gadget and lookup routine.
-    pub fn new(layout: Layout, memory: &Memory, capture: Capture) -> Result<Cache> {
+    /// `memory`) whose translations record what `capture` says (and make
+    /// `cpuid` trap with `cpuid_trap`); writes the region's gadget and
+    /// lookup routine.
+    pub fn new(
+        layout: Layout,
+        memory: &Memory,
+        capture: Capture,
+        cpuid_trap: bool,
+    ) -> Result<Cache> {
         Ok(Cache {
             regions: vec![Region::new(layout, memory)?],
             translations: Vec::new(),
@@ -172,6 +185,8 @@ impl Cache {
             by_entry: BTreeMap::new(),
             stubs: HashMap::new(),
             syscall_traps: HashMap::new(),
+            cpuid_traps: HashSet::new(),
+            cpuid_trap,
             refused: HashMap::new(),
             incoming: HashMap::new(),
             table: HashMap::new(),
@@ -269,6 +284,9 @@ impl Cache {
         }
         if let Some(&id) = self.syscall_traps.get(&addr) {
             return Some(Stub::Syscall { id });
+        }
+        if self.cpuid_traps.contains(&addr) {
+            return Some(Stub::Cpuid);
         }
         self.stubs
             .get(&addr)
@@ -410,6 +428,7 @@ impl Cache {
             layout: &region.layout,
             lookup: region.lookup,
             capture: self.capture,
+            cpuid_trap: self.cpuid_trap,
         };
         let emitted = match translator::translate(&block, id, region.free, target, &linked) {
             Ok(emitted) => emitted,
@@ -429,6 +448,7 @@ impl Cache {
         if let Some(trap) = emitted.syscall_trap {
             self.syscall_traps.insert(trap, id);
         }
+        self.cpuid_traps.extend(&emitted.cpuid_traps);
         let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
             self.stubs.insert(exit.stub, (id, index));

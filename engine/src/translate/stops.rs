@@ -6,7 +6,7 @@
 //! step it), a signal for the program. Only the stopped thread is touched:
 //! the others run on.
 
-use crate::cpuid::ValgrindCpu;
+use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Thread};
 use crate::ptrace::{self, Regs};
@@ -144,6 +144,16 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     return self.enter(&mut regs);
                 }
                 Some(Stub::Syscall { id }) => return self.watched_syscall(id, regs),
+                Some(Stub::Cpuid) => {
+                    let cpu = self.cpu.ok_or_else(|| {
+                        Error::Unexpected("translate: a cpuid trap without a processor".into())
+                    })?;
+                    // As if the `int3` were the `cpuid` (one byte).
+                    regs.rip = stub;
+                    cpuid::execute(cpu, &mut regs, 1);
+                    ptrace::set_regs(tid, &regs)?;
+                    return Ok(Next::Resume(0));
+                }
                 None if stub == self.space.cache.layout().landing_pad() => {
                     return self.handler_returned(&mut regs)
                 }

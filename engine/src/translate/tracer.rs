@@ -231,7 +231,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         if self.options.valgrind_machine {
             auxv::hide_vdso(tid, regs.rsp)?;
         }
-        let space = Space::new(tid, regs, self.capture)?;
+        // A `cpuid` traps when the tracer answers it (see `crate::cpuid`).
+        let space = Space::new(tid, regs, self.capture, self.cpu.is_some())?;
         let layout = *space.cache.layout();
         let area = Area::map(tid, &space.memory, regs, &layout)?;
         area.attach(tid, regs)?;

@@ -107,6 +107,8 @@ pub(super) struct Emitted {
     /// The `int3` taken before a watched system call (a block ending in
     /// `syscall`).
     pub syscall_trap: Option<u64>,
+    /// The `int3`s that stand for its `cpuid`s (see [`Target::cpuid_trap`]).
+    pub cpuid_traps: Vec<u64>,
     /// What the backends know of each of the block's instructions.
     pub decoded: Vec<Decoded>,
     /// Where the replay finds what each instruction did (empty when the
@@ -143,9 +145,6 @@ pub(super) fn refusal(block: &DecodedBlock) -> Option<Refusal> {
             Flow::SideExit => return Some("loop/jrcxz side exit".into()),
             Flow::ClientRequest => return Some("client request".into()),
             _ => {}
-        }
-        if insn.is_cpuid() {
-            return Some("cpuid (answered by the tracer)".into());
         }
     }
     let last = block.last();
@@ -212,6 +211,11 @@ struct Emitter {
     /// instrumentation (registers nor slots): the program's instructions
     /// and the first of the repeat path (see [`Emitted::safe`]).
     safe: Vec<usize>,
+    /// Whether a `cpuid` of the program becomes an `int3` (see
+    /// [`Target::cpuid_trap`]).
+    cpuid_trap: bool,
+    /// Those `int3`s.
+    cpuid_traps: Vec<usize>,
 }
 
 impl Emitter {
@@ -219,13 +223,21 @@ impl Emitter {
         Emitter {
             list: Vec::new(),
             safe: Vec::new(),
+            cpuid_trap: false,
+            cpuid_traps: Vec::new(),
         }
     }
 
-    /// Pushes one of the program's instructions (a safe point).
+    /// Pushes one of the program's instructions (a safe point); a `cpuid`
+    /// as an `int3` when it traps.
     fn program(&mut self, instruction: Instruction) {
         self.safe.push(self.list.len());
-        self.list.push(instruction);
+        if self.cpuid_trap && instruction.mnemonic() == Mnemonic::Cpuid {
+            self.cpuid_traps.push(self.list.len());
+            self.list.push(Instruction::with(Code::Int3));
+        } else {
+            self.list.push(instruction);
+        }
     }
 
     fn push(&mut self, built: Result<Instruction, iced_x86::IcedError>) -> Result<(), Refusal> {
@@ -339,6 +351,9 @@ pub(super) struct Target<'a> {
     pub lookup: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
+    /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
+    /// processor (else it runs as it is).
+    pub cpuid_trap: bool,
 }
 
 /// Translates `block` as translation number `id` at `at`, in `target`'s
@@ -356,6 +371,7 @@ pub(super) fn translate(
         layout,
         lookup,
         capture,
+        cpuid_trap,
     } = target;
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
@@ -399,6 +415,7 @@ pub(super) fn translate(
         .ok_or_else(|| "client request".to_string())?;
     let mut recorder = Recorder::new(capture);
     let mut code = Emitter::new();
+    code.cpuid_trap = cpuid_trap;
     let (body, last) = block.insns.split_at(block.insns.len() - 1);
     for (insn, decoded) in body.iter().zip(&decoded) {
         let Some(instruction) = insn.instruction else {
@@ -553,12 +570,13 @@ pub(super) fn translate(
     let body = list.len();
     list.append(&mut code.list);
     let (encoded, offsets) = super::encode::encode(&list, entry)?;
-    let safe = code
-        .safe
-        .iter()
-        .filter_map(|&index| offsets.get(body + index))
-        .map(|&offset| entry + u64::from(offset))
-        .collect();
+    let at_offset = |&index: &usize| {
+        offsets
+            .get(body + index)
+            .map(|&offset| entry + u64::from(offset))
+    };
+    let safe = code.safe.iter().filter_map(at_offset).collect();
+    let cpuid_traps = code.cpuid_traps.iter().filter_map(at_offset).collect();
 
     let mut bytes = Vec::with_capacity(header as usize + encoded.len());
     for exit in &exits {
@@ -575,6 +593,7 @@ pub(super) fn translate(
         entry,
         exits,
         syscall_trap,
+        cpuid_traps,
         decoded,
         words: recorder.words() + usize::from(repeats),
         sources: recorder.sources,
