@@ -354,6 +354,30 @@ impl Symbols {
     }
 }
 
+impl Drop for Symbols {
+    /// Frees the parsed objects no other `Symbols` holds on a thread of
+    /// their own, beside the tracer: libc's symbols and DWARF units are
+    /// tens of thousands of allocations, freed when its process ends, on
+    /// the way to its profile.
+    fn drop(&mut self) {
+        self.regions.clear();
+        let objects: Vec<ElfObject> = self
+            .cache
+            .drain()
+            .filter_map(|(_, object)| Rc::try_unwrap(object?).ok())
+            .collect();
+        if !objects.is_empty() {
+            // Freed here when no thread can be started.
+            let _ = std::thread::Builder::new()
+                .name("cgx-release".into())
+                .spawn(move || {
+                    crate::launch::unpin_current_thread();
+                    drop(objects);
+                });
+        }
+    }
+}
+
 /// Whether `path` starts with the ELF magic.
 fn is_elf_file(path: &str) -> bool {
     use std::io::Read;
