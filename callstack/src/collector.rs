@@ -17,8 +17,11 @@ use crate::{Dump, Error, Options};
 pub struct Collector {
     options: Arc<Options>,
     events: Arc<EventSet>,
-    /// The simulators as a new process starts with them.
-    simulation: Simulation,
+    /// The simulators as a new process starts with them, made (and so
+    /// checked) with the collector, until the first process takes them;
+    /// a later new process gets them made anew (its caches are large:
+    /// a copy would cost as much again).
+    fresh: Option<Simulation>,
     processes: BTreeMap<i32, Process>,
     /// Parts kept for one file per process, with `--combine-dumps=yes`.
     combined: BTreeMap<i32, Vec<Part>>,
@@ -39,7 +42,7 @@ impl Collector {
         Ok(Collector {
             options: Arc::new(options),
             events: Arc::new(events),
-            simulation,
+            fresh: Some(simulation),
             processes: BTreeMap::new(),
             combined: BTreeMap::new(),
             ready: Vec::new(),
@@ -83,12 +86,20 @@ impl Collector {
         let Collector {
             options,
             events,
-            simulation,
+            fresh,
             processes,
+            error,
             ..
         } = self;
         processes.entry(pid).or_insert_with(|| {
-            Process::new(pid, options.clone(), events.clone(), simulation.clone())
+            let simulation = fresh.take().unwrap_or_else(|| {
+                // Made once already with the same options: it cannot fail.
+                Simulation::new(events, options).unwrap_or_else(|source| {
+                    error.get_or_insert(source.into());
+                    Simulation::without_caches(events, options)
+                })
+            });
+            Process::new(pid, options.clone(), events.clone(), simulation)
         })
     }
 

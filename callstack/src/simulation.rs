@@ -42,11 +42,20 @@ impl Simulation {
             None
         };
         Ok(Simulation {
-            events: events.clone(),
             caches,
+            ..Simulation::without_caches(events, options)
+        })
+    }
+
+    /// [`Simulation::new`] without cache simulation (the one it makes when
+    /// `events` have no cache events).
+    pub fn without_caches(events: &EventSet, options: &crate::Options) -> Simulation {
+        Simulation {
+            events: events.clone(),
+            caches: None,
             branches: events.branch.map(|_| BranchPredictors::default()),
             modify_is_read: options.cachegrind,
-        })
+        }
     }
 
     /// Whether instruction fetches are simulated (else they only count Ir).

@@ -151,6 +151,22 @@ impl CpuPin {
     }
 }
 
+/// Lets the calling thread run on every CPU again: a thread started by a
+/// pinned one (see [`CpuPin`]) inherits its single CPU, and work meant to
+/// run beside the tracer would share it. Failure is not an error (only
+/// slower).
+pub(crate) fn unpin_current_thread() {
+    // SAFETY: cpu_set_t is plain data; the call gets a valid pointer and
+    // size. The kernel keeps the CPUs of the set the thread may use.
+    unsafe {
+        let mut every: libc::cpu_set_t = std::mem::zeroed();
+        for cpu in 0..libc::CPU_SETSIZE as usize {
+            libc::CPU_SET(cpu, &mut every);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &every);
+    }
+}
+
 impl Drop for CpuPin {
     fn drop(&mut self) {
         if let Some(previous) = &self.previous {

@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 
 use cgx_engine::symbols::{Mapping, SectionKind, Symbols, SymbolsError};
 use object::read::elf::{FileHeader, ProgramHeader};
+use object::{Object, ObjectSection};
 
 fn gcc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
@@ -139,6 +140,60 @@ fn static_nostdlib_binary() {
     assert_eq!(out.function_name(), "???");
 }
 
+#[test]
+fn objects_parsed_ahead_resolve_as_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(
+        dir.path(),
+        "ahead",
+        STATIC_SRC,
+        &["-g", "-O0", "-static", "-nostdlib", "-fno-stack-protector"],
+    );
+    cgx_engine::symbols::prefetch(prog.to_str().unwrap());
+    // Asked twice: parsed once, taken once.
+    cgx_engine::symbols::prefetch(prog.to_str().unwrap());
+    for _ in 0..2 {
+        let mut syms = Symbols::new();
+        let problems = syms.set_mappings(&synthetic_maps(&prog, 0));
+        assert!(problems.is_empty(), "{problems:?}");
+        for f in ["add", "twice", "_start"] {
+            check(&syms, &prog, f, 0);
+        }
+    }
+}
+
+#[test]
+fn zlib_compressed_debug_sections() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(
+        dir.path(),
+        "zlib",
+        STATIC_SRC,
+        &[
+            "-g",
+            "-gz=zlib",
+            "-O0",
+            "-static",
+            "-nostdlib",
+            "-fno-stack-protector",
+        ],
+    );
+    let data = std::fs::read(&prog).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let info = file.section_by_name(".debug_info").unwrap();
+    assert_eq!(
+        info.compressed_data().unwrap().format,
+        object::CompressionFormat::Zlib,
+        "gcc -gz=zlib left .debug_info uncompressed"
+    );
+    let mut syms = Symbols::new();
+    let problems = syms.set_mappings(&synthetic_maps(&prog, 0));
+    assert!(problems.is_empty(), "{problems:?}");
+    for f in ["add", "twice", "_start"] {
+        check(&syms, &prog, f, 0);
+    }
+}
+
 const PIE_SRC: &str = r#"#include <signal.h>
 #include <stdio.h>
 int work(int n) {
@@ -227,8 +282,9 @@ fn inlined_frames() {
         assert_eq!(loc.function_name(), "outer");
         assert_eq!(loc.function.as_ref().unwrap().start, start + bias);
         assert_eq!((loc.file_name(), loc.line), (&*fr[0].1, fr[0].2));
-        assert_eq!(loc.inlined.len(), 1, "{addr:#x}: {loc:?}");
-        let inl = &loc.inlined[0];
+        let inlined = syms.inlined(addr + bias);
+        assert_eq!(inlined.len(), 1, "{addr:#x}: {loc:?} {inlined:?}");
+        let inl = &inlined[0];
         assert_eq!(&*inl.function, "helper");
         assert_eq!(inl.call_file.as_deref(), Some(&*fr[1].1));
         assert_eq!(inl.call_line, fr[1].2);

@@ -159,3 +159,30 @@ fn refused_blocks_are_stepped_with_the_same_events() {
         valgrind_total(dir.path(), "cachegrind", &program)
     );
 }
+
+#[test]
+fn cpuid_is_answered_in_translated_blocks_as_by_the_step_backend() {
+    // Valgrind's processor (when this host can show it): the tracer
+    // answers each `cpuid` at a trap, nothing is stepped.
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "cpuid", 0);
+    let options = RunOptions {
+        valgrind_machine: true,
+        ..RunOptions::default()
+    };
+    let mut fast = Recorder::default();
+    let outcome = translate::run(&Command::new(&program), &options, &mut fast)
+        .expect("the translate run succeeds");
+    let mut reference = Recorder::default();
+    let step_outcome = step::run(&Command::new(&program), &options, &mut reference)
+        .expect("the step run succeeds");
+    assert_eq!(outcome.exit, step_outcome.exit);
+    assert_eq!(outcome.stepped_blocks, 0, "{outcome:?}");
+    assert_same_events(&fast.events, &reference.events, 3);
+    if cgx_engine::cpuid::ValgrindCpu::for_host().is_some() {
+        // "Genu" (0x47 = 'G') and Valgrind's leaf count.
+        let [leaves, ebx, _, _] = cgx_engine::cpuid::ValgrindCpu.cpuid(0, 0);
+        let code = ((ebx & 0xff) + leaves) & 0xff;
+        assert_eq!(outcome.exit, Exit::Code(code as i32));
+    }
+}

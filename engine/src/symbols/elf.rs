@@ -1,7 +1,6 @@
 //! One object file (executable or shared library): its loadable segments, its
 //! function symbols and its DWARF line and inline information.
 
-use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,9 +9,8 @@ use object::read::elf::{FileHeader, ProgramHeader};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 use super::demangle::demangle;
+use super::dwarf::{self, Reader};
 use super::{SectionKind as CodeSection, SymbolsError};
-
-type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
 /// A `PT_LOAD` program header.
 #[derive(Debug, Clone, Copy)]
@@ -37,9 +35,11 @@ pub(super) struct Resolved {
     pub function: Option<(Arc<str>, u64)>,
     pub file: Option<Arc<str>>,
     pub line: u32,
-    /// (inlined function, call file, call line), innermost first.
-    pub inlined: Vec<(Arc<str>, Option<Arc<str>>, u32)>,
 }
+
+/// A function inlined at an address (innermost first): (inlined function,
+/// call file, call line).
+pub(super) type Inlined = (Arc<str>, Option<Arc<str>>, u32);
 
 /// A parsed object file.
 pub(super) struct ElfObject {
@@ -67,7 +67,7 @@ impl ElfObject {
         let segments = segments(&data).map_err(elf_err)?;
         let sections = code_sections(&file);
         let mut problem = None;
-        let mut dwarf = None;
+        let mut context = None;
         // A separate debug file found by build id adds its symbols (local
         // functions of stripped libraries) and, if the file has none, DWARF.
         let debug_path = separate_debug_file(&file);
@@ -87,8 +87,8 @@ impl ElfObject {
             }
         };
         if let Some(f) = dfile {
-            match load_dwarf(f) {
-                Ok(ctx) => dwarf = Some(ctx),
+            match dwarf::load(f) {
+                Ok(ctx) => context = Some(ctx),
                 Err(source) => {
                     problem = Some(SymbolsError::Dwarf {
                         path: dpath,
@@ -102,7 +102,7 @@ impl ElfObject {
                 segments,
                 sections,
                 symbols,
-                dwarf,
+                dwarf: context,
             },
             problem,
         ))
@@ -151,15 +151,29 @@ impl ElfObject {
         (addr < s.end).then(|| (s.name.clone(), s.start))
     }
 
-    /// Resolves the file address `addr`.
+    /// Resolves the file address `addr`: its function symbol and the source
+    /// position of its instruction (the line table's, innermost).
     pub fn resolve(&self, addr: u64) -> Resolved {
         let mut r = Resolved {
             function: self.symbol(addr),
             ..Resolved::default()
         };
         let Some(ctx) = &self.dwarf else { return r };
+        if let Ok(Some(location)) = ctx.find_location(addr) {
+            r.file = location.file.map(Arc::<str>::from);
+            r.line = location.line.unwrap_or(0);
+        }
+        r
+    }
+
+    /// The functions inlined at the file address `addr`, innermost first,
+    /// each with its call site (in the next outer function).
+    pub fn inlined(&self, addr: u64) -> Vec<Inlined> {
+        let Some(ctx) = &self.dwarf else {
+            return Vec::new();
+        };
         let Ok(mut frames) = ctx.find_frames(addr).skip_all_loads() else {
-            return r;
+            return Vec::new();
         };
         // Frames come innermost first; each frame's location is the position in
         // that function, so an inlined frame's call site is the next frame's location.
@@ -175,16 +189,9 @@ impl ElfObject {
             };
             list.push((name, file, line));
         }
-        if let Some((_, file, line)) = list.first() {
-            r.file = file.clone();
-            r.line = *line;
-        }
-        for w in list.windows(2) {
-            if let Some(name) = &w[0].0 {
-                r.inlined.push((name.clone(), w[1].1.clone(), w[1].2));
-            }
-        }
-        r
+        list.windows(2)
+            .filter_map(|w| Some((w[0].0.clone()?, w[1].1.clone(), w[1].2)))
+            .collect()
     }
 }
 
@@ -293,21 +300,4 @@ fn separate_debug_file(file: &object::File) -> Option<PathBuf> {
     let hex: String = rest.iter().map(|b| format!("{b:02x}")).collect();
     let p = PathBuf::from(format!("/usr/lib/debug/.build-id/{first:02x}/{hex}.debug"));
     p.is_file().then_some(p)
-}
-
-fn load_dwarf(file: &object::File) -> Result<addr2line::Context<Reader>, gimli::Error> {
-    let endian = if file.is_little_endian() {
-        gimli::RunTimeEndian::Little
-    } else {
-        gimli::RunTimeEndian::Big
-    };
-    let load = |id: gimli::SectionId| -> Result<Reader, gimli::Error> {
-        let data = file
-            .section_by_name(id.name())
-            .and_then(|s| s.uncompressed_data().ok())
-            .unwrap_or(Cow::Borrowed(&[]));
-        Ok(Reader::new(Arc::from(&*data), endian))
-    };
-    let dwarf = gimli::Dwarf::load(load)?;
-    addr2line::Context::from_dwarf(dwarf)
 }

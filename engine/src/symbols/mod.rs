@@ -8,13 +8,17 @@
 //! even across processes. Function names come from the ELF `.symtab` and
 //! `.dynsym` (demangled); file, line and inlined frames from DWARF (through the
 //! `addr2line` crate). What is unknown is written `???`, as Valgrind does.
+//! [`prefetch`] parses an object on a thread of its own as soon as it is
+//! mapped, for the `Symbols` that needs it later.
 
 #![warn(missing_docs)]
 
 mod demangle;
+mod dwarf;
 mod elf;
 mod error;
 mod maps;
+mod prefetch;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -25,6 +29,7 @@ use std::time::SystemTime;
 pub use demangle::demangle;
 pub use error::SymbolsError;
 pub use maps::{parse_maps, read_maps, Mapping};
+pub use prefetch::prefetch;
 
 use elf::ElfObject;
 
@@ -80,9 +85,6 @@ pub struct Location {
     pub file: Option<Arc<str>>,
     /// Source line of the instruction, 0 if unknown.
     pub line: u32,
-    /// Inlined functions at the address, innermost first; each one's call site is
-    /// in the next outer one, the last one's in `function`.
-    pub inlined: Vec<InlinedFrame>,
 }
 
 impl Location {
@@ -104,6 +106,20 @@ struct FileKey {
     dev: u64,
     inode: u64,
     mtime: Option<SystemTime>,
+}
+
+impl FileKey {
+    /// The identity of the file at `path` now.
+    fn of(path: &str) -> std::io::Result<FileKey> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path)?;
+        Ok(FileKey {
+            path: path.to_owned(),
+            dev: meta.dev(),
+            inode: meta.ino(),
+            mtime: meta.modified().ok(),
+        })
+    }
 }
 
 /// An executable range of the address space and what it maps.
@@ -210,9 +226,8 @@ impl Symbols {
         path: &str,
         problems: &mut Vec<SymbolsError>,
     ) -> Option<Rc<ElfObject>> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
+        let key = match FileKey::of(path) {
+            Ok(key) => key,
             Err(source) => {
                 let key = FileKey {
                     path: path.to_owned(),
@@ -229,16 +244,11 @@ impl Symbols {
                 return None;
             }
         };
-        let key = FileKey {
-            path: path.to_owned(),
-            dev: meta.dev(),
-            inode: meta.ino(),
-            mtime: meta.modified().ok(),
-        };
         if let Some(entry) = self.cache.get(&key) {
             return entry.clone();
         }
-        let entry = match ElfObject::load(Path::new(path)) {
+        let parsed = prefetch::take(&key).unwrap_or_else(|| ElfObject::load(Path::new(path)));
+        let entry = match parsed {
             Ok((obj, problem)) => {
                 problems.extend(problem);
                 Some(Rc::new(obj))
@@ -297,7 +307,8 @@ impl Symbols {
             .map_or_else(|| Arc::from(UNKNOWN), |r| r.object.clone())
     }
 
-    /// Everything known about `addr`.
+    /// The object, function and source position of `addr` (see
+    /// [`Symbols::inlined`] for the functions inlined there).
     pub fn lookup(&self, addr: u64) -> Location {
         let Some(region) = self.region(addr) else {
             return Location {
@@ -305,7 +316,6 @@ impl Symbols {
                 function: None,
                 file: None,
                 line: 0,
-                inlined: Vec::new(),
             };
         };
         let mut loc = Location {
@@ -313,7 +323,6 @@ impl Symbols {
             function: None,
             file: None,
             line: 0,
-            inlined: Vec::new(),
         };
         if let Some((obj, bias)) = &region.elf {
             let r = obj.resolve(addr.wrapping_sub(*bias));
@@ -323,17 +332,49 @@ impl Symbols {
             });
             loc.file = r.file;
             loc.line = r.line;
-            loc.inlined = r
-                .inlined
-                .into_iter()
-                .map(|(function, call_file, call_line)| InlinedFrame {
-                    function,
-                    call_file,
-                    call_line,
-                })
-                .collect();
         }
         loc
+    }
+
+    /// The functions inlined at `addr`, innermost first; each one's call
+    /// site is in the next outer one, the last one's in the function of
+    /// [`Symbols::lookup`]. Empty without DWARF.
+    pub fn inlined(&self, addr: u64) -> Vec<InlinedFrame> {
+        let Some((obj, bias)) = self.region(addr).and_then(|region| region.elf.as_ref()) else {
+            return Vec::new();
+        };
+        obj.inlined(addr.wrapping_sub(*bias))
+            .into_iter()
+            .map(|(function, call_file, call_line)| InlinedFrame {
+                function,
+                call_file,
+                call_line,
+            })
+            .collect()
+    }
+}
+
+impl Drop for Symbols {
+    /// Frees the parsed objects no other `Symbols` holds on a thread of
+    /// their own, beside the tracer: libc's symbols and DWARF units are
+    /// tens of thousands of allocations, freed when its process ends, on
+    /// the way to its profile.
+    fn drop(&mut self) {
+        self.regions.clear();
+        let objects: Vec<ElfObject> = self
+            .cache
+            .drain()
+            .filter_map(|(_, object)| Rc::try_unwrap(object?).ok())
+            .collect();
+        if !objects.is_empty() {
+            // Freed here when no thread can be started.
+            let _ = std::thread::Builder::new()
+                .name("cgx-release".into())
+                .spawn(move || {
+                    crate::launch::unpin_current_thread();
+                    drop(objects);
+                });
+        }
     }
 }
 

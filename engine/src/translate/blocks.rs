@@ -17,6 +17,7 @@ use crate::flow::{
     MAX_INSTRUCTION_LEN,
 };
 
+use super::layout::PAGE;
 use super::memory::Memory;
 
 /// One instruction of a block.
@@ -115,15 +116,96 @@ impl DecodedBlock {
     }
 }
 
+/// The most bytes a block's decoding reads.
+const MAX_BLOCK_BYTES: usize =
+    MAX_BLOCK_INSTRUCTIONS as usize * MAX_INSTRUCTION_LEN as usize + CLIENT_REQUEST_LEN as usize;
+
+/// Bytes of a [`CodeWindow`]: from the start of a page, it holds the most
+/// bytes a block at any address in that page reads.
+const WINDOW: usize = 2 * PAGE as usize;
+const _: () = assert!(PAGE as usize + MAX_BLOCK_BYTES <= WINDOW);
+
+/// Windows a [`CodeWindow`] keeps (a stop's blocks are mostly in a few
+/// places: a function, the PLT, a callee).
+const WINDOWS: usize = 4;
+
+/// The original code of a tracee read two pages at a time, for the blocks
+/// one stop decodes (mostly near each other): one read of its memory
+/// serves many. Made anew at each stop, so it never holds code older
+/// than the stop.
+pub(super) struct CodeWindow<'a> {
+    memory: &'a Memory,
+    /// Up to [`WINDOWS`] windows: an address and as many bytes from it as
+    /// were readable, up to [`WINDOW`].
+    windows: Vec<(u64, Vec<u8>)>,
+    /// The window the next read replaces when all are taken.
+    next: usize,
+}
+
+impl<'a> CodeWindow<'a> {
+    /// No window yet on `memory`.
+    pub fn new(memory: &'a Memory) -> CodeWindow<'a> {
+        CodeWindow {
+            memory,
+            windows: Vec::new(),
+            next: 0,
+        }
+    }
+
+    /// Up to `len` bytes at `addr`, fewer where the memory stops being
+    /// readable (as [`Memory::read_available`]).
+    fn read(&mut self, addr: u64, len: usize) -> &[u8] {
+        let index = match self
+            .windows
+            .iter()
+            .position(|window| serves(window, addr, len))
+        {
+            Some(index) => index,
+            None => self.fill(addr & !(PAGE - 1)),
+        };
+        let (start, bytes) = &self.windows[index];
+        let Some(offset) = addr
+            .checked_sub(*start)
+            .and_then(|offset| usize::try_from(offset).ok())
+            .filter(|&offset| offset < bytes.len())
+        else {
+            return &[];
+        };
+        &bytes[offset..bytes.len().min(offset + len)]
+    }
+
+    /// Reads a window at `start`; returns its index.
+    fn fill(&mut self, start: u64) -> usize {
+        let mut bytes = vec![0; WINDOW];
+        let got = self.memory.read_available(start, &mut bytes);
+        bytes.truncate(got);
+        if self.windows.len() < WINDOWS {
+            self.windows.push((start, bytes));
+            return self.windows.len() - 1;
+        }
+        let index = self.next;
+        self.next = (index + 1) % WINDOWS;
+        self.windows[index] = (start, bytes);
+        index
+    }
+}
+
+/// Whether `window` holds `len` bytes at `addr`, or those up to where the
+/// memory stopped being readable.
+fn serves((start, bytes): &(u64, Vec<u8>), addr: u64, len: usize) -> bool {
+    let Some(offset) = addr.checked_sub(*start) else {
+        return false;
+    };
+    let held = bytes.len() as u64;
+    offset < held && (offset + len as u64 <= held || bytes.len() < WINDOW)
+}
+
 /// Decodes the block at `addr`; `None` when its first bytes do not decode.
 /// A block ends early (before 60 instructions and without a transfer) only
 /// where the next bytes do not decode or are not mapped.
-pub(super) fn decode(memory: &Memory, addr: u64) -> Option<DecodedBlock> {
+pub(super) fn decode(code: &mut CodeWindow, addr: u64) -> Option<DecodedBlock> {
     let limit = MAX_BLOCK_INSTRUCTIONS as usize;
-    let mut bytes =
-        vec![0u8; limit * usize::from(MAX_INSTRUCTION_LEN) + usize::from(CLIENT_REQUEST_LEN)];
-    let got = memory.read_available(addr, &mut bytes);
-    bytes.truncate(got);
+    let bytes = code.read(addr, MAX_BLOCK_BYTES);
     let mut insns = Vec::new();
     let mut offset = 0usize;
     while insns.len() < limit && offset < bytes.len() {
@@ -159,4 +241,78 @@ pub(super) fn decode(memory: &Memory, addr: u64) -> Option<DecodedBlock> {
         }
     }
     (!insns.is_empty()).then_some(DecodedBlock { addr, insns })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two pages of this process mapped readable and writable, the page
+    /// after them unmapped; unmapped when dropped.
+    struct Pages(*mut u8);
+
+    impl Pages {
+        fn new() -> Pages {
+            let size = 3 * PAGE as usize;
+            // SAFETY: an anonymous mapping, then the unmapping of its last
+            // page; no memory of the program is touched.
+            unsafe {
+                let at = libc::mmap(
+                    std::ptr::null_mut(),
+                    size,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(at, libc::MAP_FAILED);
+                let at = at.cast::<u8>();
+                assert_eq!(
+                    libc::munmap(at.add(2 * PAGE as usize).cast(), PAGE as usize),
+                    0
+                );
+                Pages(at)
+            }
+        }
+
+        fn addr(&self) -> u64 {
+            self.0 as u64
+        }
+    }
+
+    impl Drop for Pages {
+        fn drop(&mut self) {
+            // SAFETY: the two pages `new` left mapped.
+            unsafe { libc::munmap(self.0.cast(), 2 * PAGE as usize) };
+        }
+    }
+
+    #[test]
+    fn a_window_serves_later_reads_from_one_read_up_to_unmapped_memory() {
+        let memory = Memory::open(std::process::id() as i32).unwrap();
+        let pages = Pages::new();
+        let base = pages.addr();
+        let pattern: Vec<u8> = (0..2 * PAGE).map(|i| (i % 251) as u8).collect();
+        memory.write(base, &pattern).unwrap();
+        let mut window = CodeWindow::new(&memory);
+        assert_eq!(window.read(base + 100, 16), &pattern[100..116]);
+        // Later writes are not seen: the window read both pages at once.
+        memory.write(base + 5000, &[0xcc; 8]).unwrap();
+        memory.write(base + 100, &[0xcc; 16]).unwrap();
+        assert_eq!(window.read(base + 4996, 8), &pattern[4996..5004]);
+        // Up to the unmapped page, as a direct read.
+        let near_end = base + 2 * PAGE - 10;
+        let mut direct = vec![0; MAX_BLOCK_BYTES];
+        let got = memory.read_available(near_end, &mut direct);
+        assert_eq!(got, 10);
+        let mut fresh = CodeWindow::new(&memory);
+        assert_eq!(fresh.read(near_end, MAX_BLOCK_BYTES), &direct[..got]);
+        assert_eq!(
+            window.read(near_end, MAX_BLOCK_BYTES),
+            &pattern[pattern.len() - 10..]
+        );
+        assert!(window.read(base + 2 * PAGE, 4).is_empty());
+        // The first window is still there, beside the others.
+        assert_eq!(window.read(base + 100, 16), &pattern[100..116]);
+    }
 }

@@ -5,7 +5,7 @@
 //! refused (stepped), which `int3` stub belongs to which exit, and where
 //! free space starts in each region.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ops::Range;
 
 use crate::error::{Error, Result};
@@ -13,12 +13,13 @@ use crate::error::{Error, Result};
 use crate::flow::ExitRule;
 use crate::semantics::Decoded;
 
-use super::blocks::{self, DecodedBlock};
+use super::blocks::{self, CodeWindow, DecodedBlock};
 use super::capture::{Capture, Sources};
 use super::layout::Layout;
 use super::memory::Memory;
 use super::plan::{self, PlannedEvent};
 use super::translator::{self, ExitSlot, Refusal, Target};
+use super::writes::Writes;
 
 /// How far (bytes) from a region's bounds code may be to be translated
 /// into it: rel32 branches and RIP-relative operands reach ±2 GB; the
@@ -117,6 +118,9 @@ pub(super) enum Stub {
     /// A lookup routine missed; the target is in the thread's `TARGET`
     /// slot (`area`).
     Miss,
+    /// A `cpuid` of the program, for the tracer to answer; the
+    /// translation goes on after the `int3`.
+    Cpuid,
 }
 
 /// One region of the code cache.
@@ -174,6 +178,10 @@ pub(super) struct Cache {
     stubs: HashMap<u64, (u32, usize)>,
     /// System call traps.
     syscall_traps: HashMap<u64, u32>,
+    /// `cpuid` traps.
+    cpuid_traps: HashSet<u64>,
+    /// Whether translations make `cpuid` trap (see `Target::cpuid_trap`).
+    cpuid_trap: bool,
     /// Blocks that are stepped, with the reason.
     refused: HashMap<u64, (Option<DecodedBlock>, Refusal)>,
     /// The exits linked to the translation of each original address.
@@ -186,9 +194,15 @@ pub(super) struct Cache {
 
 impl Cache {
     /// An empty cache in the region `layout` (mapped, writable through
-    /// `memory`) whose translations record what `capture` says; writes the
-    /// region's gadget and lookup routine.
-    pub fn new(layout: Layout, memory: &Memory, capture: Capture) -> Result<Cache> {
+    /// `memory`) whose translations record what `capture` says (and make
+    /// `cpuid` trap with `cpuid_trap`); writes the region's gadget and
+    /// lookup routine.
+    pub fn new(
+        layout: Layout,
+        memory: &Memory,
+        capture: Capture,
+        cpuid_trap: bool,
+    ) -> Result<Cache> {
         Ok(Cache {
             regions: vec![Region::new(layout, memory)?],
             translations: Vec::new(),
@@ -197,6 +211,8 @@ impl Cache {
             by_entry: BTreeMap::new(),
             stubs: HashMap::new(),
             syscall_traps: HashMap::new(),
+            cpuid_traps: HashSet::new(),
+            cpuid_trap,
             refused: HashMap::new(),
             incoming: HashMap::new(),
             table: HashMap::new(),
@@ -305,6 +321,9 @@ impl Cache {
         if let Some(&id) = self.syscall_traps.get(&addr) {
             return Some(Stub::Syscall { id });
         }
+        if self.cpuid_traps.contains(&addr) {
+            return Some(Stub::Cpuid);
+        }
         self.stubs
             .get(&addr)
             .map(|&(id, exit)| Stub::Exit { id, exit })
@@ -347,16 +366,80 @@ impl Cache {
         self.refused.get(&addr).map(|(block, _)| block)
     }
 
-    /// The entry of the translation of `addr`, translating it if needed;
-    /// `None` when the block is refused (see [`Cache::refused`]).
-    pub fn get_or_translate(&mut self, memory: &Memory, addr: u64) -> Result<Option<u64>> {
+    /// Enters the original address `target`: translates it if needed,
+    /// enters it in the indirect-branch table and translates ahead of it
+    /// ([`Cache::translate_ahead_into`]), all written in one batch. Returns
+    /// its entry, `None` when the block is refused (see [`Cache::refused`]).
+    pub fn enter(
+        &mut self,
+        memory: &Memory,
+        target: u64,
+        budget: usize,
+        allowed: &dyn Fn(u64) -> bool,
+    ) -> Result<Option<u64>> {
+        self.batch(memory, |cache, code, writes| {
+            let Some(entry) = cache.translate_into(memory, code, writes, target)? else {
+                return Ok(None);
+            };
+            cache.enter_indirect_into(writes, target, entry);
+            cache.translate_ahead_into(memory, code, writes, target, budget, allowed)?;
+            Ok(Some(entry))
+        })
+    }
+
+    /// Follows exit `exit` of translation `id` (its stub trapped): translates
+    /// its target if needed, links the exit to it and translates ahead of it,
+    /// all written in one batch. Returns the target (an original address).
+    pub fn follow_exit(
+        &mut self,
+        memory: &Memory,
+        (id, exit): (u32, usize),
+        budget: usize,
+        allowed: &dyn Fn(u64) -> bool,
+    ) -> Result<u64> {
+        let target = self
+            .exit_target(id, exit)
+            .ok_or_else(|| Error::Unexpected("translate: an exit stub without a target".into()))?;
+        self.batch(memory, |cache, code, writes| {
+            if let Some(entry) = cache.translate_into(memory, code, writes, target)? {
+                cache.link_into(writes, id, exit, entry);
+                cache.translate_ahead_into(memory, code, writes, target, budget, allowed)?;
+            }
+            Ok(target)
+        })
+    }
+
+    /// Runs `work` with a window on the original code in `memory` and a
+    /// batch of writes, made after it (also when it fails).
+    fn batch<T>(
+        &mut self,
+        memory: &Memory,
+        work: impl FnOnce(&mut Cache, &mut CodeWindow, &mut Writes) -> Result<T>,
+    ) -> Result<T> {
+        let mut code = CodeWindow::new(memory);
+        let mut writes = Writes::default();
+        let result = work(self, &mut code, &mut writes);
+        writes.flush(memory)?;
+        result
+    }
+
+    /// The entry of the translation of `addr`, translating it if needed
+    /// (the original code read through `code`, the translation written to
+    /// `writes`); `None` when the block is refused (see [`Cache::refused`]).
+    fn translate_into(
+        &mut self,
+        memory: &Memory,
+        code: &mut CodeWindow,
+        writes: &mut Writes,
+        addr: u64,
+    ) -> Result<Option<u64>> {
         if let Some(&entry) = self.entries.get(&addr) {
             return Ok(Some(entry));
         }
         if self.refused.contains_key(&addr) {
             return Ok(None);
         }
-        let Some(block) = blocks::decode(memory, addr) else {
+        let Some(block) = blocks::decode(code, addr) else {
             self.refused.insert(addr, (None, "does not decode".into()));
             return Ok(None);
         };
@@ -381,6 +464,7 @@ impl Cache {
             layout: &region.layout,
             lookup: region.lookup,
             capture: self.capture,
+            cpuid_trap: self.cpuid_trap,
         };
         let emitted = match translator::translate(&block, id, region.free, target, &linked) {
             Ok(emitted) => emitted,
@@ -395,11 +479,12 @@ impl Cache {
                 "translate: the code cache is full".into(),
             ));
         }
-        memory.write(emitted.at, &emitted.bytes)?;
+        writes.code(memory, emitted.at, &emitted.bytes)?;
         region.free = align(end);
         if let Some(trap) = emitted.syscall_trap {
             self.syscall_traps.insert(trap, id);
         }
+        self.cpuid_traps.extend(&emitted.cpuid_traps);
         let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
             self.stubs.insert(exit.stub, (id, index));
@@ -443,36 +528,40 @@ impl Cache {
         Ok(Some(emitted.entry))
     }
 
-    /// Links exit `exit` of translation `id` to `entry`.
-    pub fn link(&mut self, memory: &Memory, id: u32, exit: usize, entry: u64) -> Result<()> {
+    /// Links exit `exit` of translation `id` to `entry` (the jump written
+    /// to `writes`).
+    fn link_into(&mut self, writes: &mut Writes, id: u32, exit: usize, entry: u64) {
         let Some(translation) = self.translations.get_mut(id as usize) else {
-            return Ok(());
+            return;
         };
         let Some(&slot) = translation.exits.get(exit) else {
-            return Ok(());
+            return;
         };
         if translation.linked[exit] || !translator::reachable(slot.slot, entry) {
             // Linked already, or another region out of rel32 reach: the
             // stub stays (a trap).
-            return Ok(());
+            return;
         }
-        memory.write(slot.slot, &translator::slot_jump(slot.slot, entry))?;
+        writes.patch(slot.slot, &translator::slot_jump(slot.slot, entry));
         translation.linked[exit] = true;
         self.incoming
             .entry(slot.target)
             .or_default()
             .push((id, exit));
-        Ok(())
     }
 
     /// Translates ahead from the translation of `from` along direct edges
     /// (exits through slots, and the return continuations of calls, which
     /// are also entered in the indirect-branch table), breadth first, up to
     /// `budget` new translations, only at addresses `allowed` accepts;
-    /// links the exits to them. Returns how many it made.
-    pub fn translate_ahead(
+    /// links the exits to them (the original code read through `code`,
+    /// the code, links and table entries written to `writes`). Returns how
+    /// many it made.
+    fn translate_ahead_into(
         &mut self,
         memory: &Memory,
+        code: &mut CodeWindow,
+        writes: &mut Writes,
         from: u64,
         budget: usize,
         allowed: &dyn Fn(u64) -> bool,
@@ -508,7 +597,7 @@ impl Cache {
                 {
                     continue;
                 }
-                let Some(to) = self.get_or_translate(memory, target)? else {
+                let Some(to) = self.translate_into(memory, code, writes, target)? else {
                     continue;
                 };
                 if !known {
@@ -518,8 +607,8 @@ impl Cache {
                     }
                 }
                 match exit {
-                    Some(exit) => self.link(memory, id, exit, to)?,
-                    None if !known => self.enter_indirect(memory, target, to)?,
+                    Some(exit) => self.link_into(writes, id, exit, to),
+                    None if !known => self.enter_indirect_into(writes, target, to),
                     None => {}
                 }
             }
@@ -574,19 +663,19 @@ impl Cache {
         Ok(dead.len())
     }
 
-    /// Enters `target` → `entry` in the indirect-branch table. Other
-    /// threads may look the entry up meanwhile: it holds no original
-    /// address while its translated address changes.
-    pub fn enter_indirect(&mut self, memory: &Memory, target: u64, entry: u64) -> Result<()> {
+    /// Enters `target` → `entry` in the indirect-branch table (written to
+    /// `writes`). Other threads may look the entry up meanwhile: it holds
+    /// no original address while its translated address changes.
+    fn enter_indirect_into(&mut self, writes: &mut Writes, target: u64, entry: u64) {
         let at = self.layout().table_entry(target);
         let previous = self
             .table
             .insert(target & (super::layout::TABLE_ENTRIES - 1), target);
         if previous.is_some_and(|previous| previous != target) {
-            memory.write_u64(at, u64::MAX)?;
+            writes.patch(at, &u64::MAX.to_le_bytes());
         }
-        memory.write_u64(at + 8, entry)?;
-        memory.write_u64(at, target)
+        writes.patch(at + 8, &entry.to_le_bytes());
+        writes.patch(at, &target.to_le_bytes());
     }
 
     /// Writes this cache's regions as far as they are used (table, gadget,

@@ -75,8 +75,11 @@
 //! - REP string instructions run one iteration per pass through their
 //!   translation, each pass a record (one block of one instruction, as in
 //!   Valgrind); a 32-bit counter (address-size prefix) is refused.
+//! - a `cpuid` the tracer answers (Valgrind's processor, see
+//!   [`crate::cpuid`]) is an `int3` in its translation, answered at that
+//!   trap; with the host's processor it runs as it is.
 //! - refused blocks (`loop`/`jrcxz` side exits, the client-request marker,
-//!   `cpuid` (answered by the tracer), `int`/`int3`/`ud2`/`hlt`/`iret`/far
+//!   `int`/`int3`/`ud2`/`hlt`/`iret`/far
 //!   transfers, operands out of reach of the cache, and with simulations operands whose address `capture`
 //!   cannot record: vector indexes, 32-bit addressing, `fs`/`gs` without
 //!   FSGSBASE) are single-stepped from their original code, made
@@ -104,6 +107,7 @@ mod buffer;
 pub use buffer::{SimulatedBlocks, WholeBlocks};
 mod cache;
 mod capture;
+mod encode;
 mod inject;
 mod invalidate;
 mod layout;
@@ -117,6 +121,7 @@ mod stepper;
 mod stops;
 mod tracer;
 mod translator;
+mod writes;
 
 use crate::error::Result;
 use crate::event::{EventSink, Exit};

@@ -17,6 +17,7 @@
 //! again loses PROT_EXEC again.
 
 use crate::error::Result;
+use crate::symbols::Mapping;
 
 use super::inject;
 use super::layout::{Layout, PAGE};
@@ -121,6 +122,11 @@ impl Protection {
             if result == 0 {
                 self.ranges.push(range);
                 protected += 1;
+                // Its symbols are needed when its code first runs: parse
+                // them meanwhile.
+                if let Some(file) = Mapping::parse_line(line).filter(Mapping::is_file) {
+                    crate::symbols::prefetch(&file.path);
+                }
             }
         }
         Ok(protected)

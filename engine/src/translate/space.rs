@@ -29,11 +29,12 @@ pub(super) struct Space {
 impl Space {
     /// Sets up a code cache in the address space of `tid`, stopped with
     /// `regs` at an executable instruction (a new program's first), whose
-    /// translations record what `capture` says.
-    pub fn new(tid: i32, regs: &Regs, capture: Capture) -> Result<Space> {
+    /// translations record what `capture` says (and make `cpuid` trap with
+    /// `cpuid_trap`).
+    pub fn new(tid: i32, regs: &Regs, capture: Capture, cpuid_trap: bool) -> Result<Space> {
         let memory = Memory::open(tid)?;
         let layout = inject::map_region(tid, &memory, regs, None, regs.rip)?;
-        let cache = Cache::new(layout, &memory, capture)?;
+        let cache = Cache::new(layout, &memory, capture, cpuid_trap)?;
         Ok(Space {
             memory,
             cache,

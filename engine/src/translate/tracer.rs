@@ -231,7 +231,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         if self.options.valgrind_machine {
             auxv::hide_vdso(tid, regs.rsp)?;
         }
-        let space = Space::new(tid, regs, self.capture)?;
+        // A `cpuid` traps when the tracer answers it (see `crate::cpuid`).
+        let space = Space::new(tid, regs, self.capture, self.cpu.is_some())?;
         let layout = *space.cache.layout();
         let area = Area::map(tid, &space.memory, regs, &layout)?;
         area.attach(tid, regs)?;
@@ -267,6 +268,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         for key in unused {
             if let Some(space) = self.spaces.remove(&key) {
                 self.outcome.translations += space.cache.translations() as u64;
+                release(space);
             }
         }
     }
@@ -502,4 +504,17 @@ fn shares_memory(tid: i32, memory: &super::memory::Memory) -> Result<bool> {
         _ => return Ok(false),
     };
     Ok(flags & CLONE_VM != 0)
+}
+
+/// Frees `space` on a thread of its own, beside the tracer: its tables of
+/// thousands of translations take milliseconds to free, often at the end
+/// of the run, when the profile waits for the tracer. Freed here when no
+/// thread can be started.
+fn release(space: Space) {
+    let _ = std::thread::Builder::new()
+        .name("cgx-release".into())
+        .spawn(move || {
+            crate::launch::unpin_current_thread();
+            drop(space);
+        });
 }

@@ -14,7 +14,7 @@
 //!           thread's cursor, with rax saved in a slot of the thread's
 //!           area (`gs:`-relative, see `area`; mov/lea only: flags
 //!           untouched)
-//!           the block's instructions (re-encoded by iced's BlockEncoder:
+//!           the block's instructions (re-encoded, see `encode`:
 //!           RIP-relative operands keep their original targets), each
 //!           preceded by the code recording its words (`capture`; only
 //!           when the run feeds simulations)
@@ -55,10 +55,7 @@
 //! the translation; on a miss it restores everything and executes `int3`
 //! with the target in the `target` slot, for the tracer.
 
-use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Code, Instruction, InstructionBlock, MemoryOperand,
-    Mnemonic, OpKind, Register,
-};
+use iced_x86::{Code, Instruction, MemoryOperand, Mnemonic, OpKind, Register};
 
 use crate::flow::{rep_counter_32, rep_while_zero_flag, Flow};
 use crate::semantics::Decoded;
@@ -80,8 +77,8 @@ const JMP_REL32: u8 = 0xE9;
 /// Bytes of an exit slot.
 const SLOT_LEN: u64 = 5;
 /// Labels: fake addresses of instructions of a translation (no copied
-/// instruction has them; iced's BlockEncoder resolves branches to
-/// instruction addresses). The system call label is 1.
+/// instruction has them; `encode` resolves branches to instruction
+/// addresses). The system call label is 1.
 const REPEAT: u64 = 2;
 const BODY: u64 = 3;
 
@@ -110,6 +107,8 @@ pub(super) struct Emitted {
     /// The `int3` taken before a watched system call (a block ending in
     /// `syscall`).
     pub syscall_trap: Option<u64>,
+    /// The `int3`s that stand for its `cpuid`s (see [`Target::cpuid_trap`]).
+    pub cpuid_traps: Vec<u64>,
     /// What the backends know of each of the block's instructions.
     pub decoded: Vec<Decoded>,
     /// Where the replay finds what each instruction did (empty when the
@@ -146,9 +145,6 @@ pub(super) fn refusal(block: &DecodedBlock) -> Option<Refusal> {
             Flow::SideExit => return Some("loop/jrcxz side exit".into()),
             Flow::ClientRequest => return Some("client request".into()),
             _ => {}
-        }
-        if insn.is_cpuid() {
-            return Some("cpuid (answered by the tracer)".into());
         }
     }
     let last = block.last();
@@ -215,6 +211,11 @@ struct Emitter {
     /// instrumentation (registers nor slots): the program's instructions
     /// and the first of the repeat path (see [`Emitted::safe`]).
     safe: Vec<usize>,
+    /// Whether a `cpuid` of the program becomes an `int3` (see
+    /// [`Target::cpuid_trap`]).
+    cpuid_trap: bool,
+    /// Those `int3`s.
+    cpuid_traps: Vec<usize>,
 }
 
 impl Emitter {
@@ -222,13 +223,21 @@ impl Emitter {
         Emitter {
             list: Vec::new(),
             safe: Vec::new(),
+            cpuid_trap: false,
+            cpuid_traps: Vec::new(),
         }
     }
 
-    /// Pushes one of the program's instructions (a safe point).
+    /// Pushes one of the program's instructions (a safe point); a `cpuid`
+    /// as an `int3` when it traps.
     fn program(&mut self, instruction: Instruction) {
         self.safe.push(self.list.len());
-        self.list.push(instruction);
+        if self.cpuid_trap && instruction.mnemonic() == Mnemonic::Cpuid {
+            self.cpuid_traps.push(self.list.len());
+            self.list.push(Instruction::with(Code::Int3));
+        } else {
+            self.list.push(instruction);
+        }
     }
 
     fn push(&mut self, built: Result<Instruction, iced_x86::IcedError>) -> Result<(), Refusal> {
@@ -342,6 +351,9 @@ pub(super) struct Target<'a> {
     pub lookup: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
+    /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
+    /// processor (else it runs as it is).
+    pub cpuid_trap: bool,
 }
 
 /// Translates `block` as translation number `id` at `at`, in `target`'s
@@ -359,6 +371,7 @@ pub(super) fn translate(
         layout,
         lookup,
         capture,
+        cpuid_trap,
     } = target;
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
@@ -405,6 +418,7 @@ pub(super) fn translate(
         .ok_or_else(|| "client request".to_string())?;
     let mut recorder = Recorder::new(capture);
     let mut code = Emitter::new();
+    code.cpuid_trap = cpuid_trap;
     let (body, last) = block.insns.split_at(block.insns.len() - 1);
     for (insn, decoded) in body.iter().zip(&decoded) {
         let Some(instruction) = insn.instruction else {
@@ -561,21 +575,16 @@ pub(super) fn translate(
     };
     let body = list.len();
     list.append(&mut code.list);
-    let encoded = BlockEncoder::encode(
-        64,
-        InstructionBlock::new(&list, entry),
-        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
-    )
-    .map_err(|error| format!("encoding: {error}"))?;
-    let offsets = &encoded.new_instruction_offsets;
-    let safe = code
-        .safe
-        .iter()
-        .filter_map(|&index| offsets.get(body + index))
-        .map(|&offset| entry + u64::from(offset))
-        .collect();
+    let (encoded, offsets) = super::encode::encode(&list, entry)?;
+    let at_offset = |&index: &usize| {
+        offsets
+            .get(body + index)
+            .map(|&offset| entry + u64::from(offset))
+    };
+    let safe = code.safe.iter().filter_map(at_offset).collect();
+    let cpuid_traps = code.cpuid_traps.iter().filter_map(at_offset).collect();
 
-    let mut bytes = Vec::with_capacity(header as usize + encoded.code_buffer.len());
+    let mut bytes = Vec::with_capacity(header as usize + encoded.len());
     for exit in &exits {
         let to = linked(exit.target)
             .filter(|&entry| reachable(exit.slot, entry))
@@ -583,13 +592,14 @@ pub(super) fn translate(
         bytes.extend_from_slice(&slot_jump(exit.slot, to));
     }
     bytes.resize(header as usize, INT3);
-    bytes.extend_from_slice(&encoded.code_buffer);
+    bytes.extend_from_slice(&encoded);
     Ok(Emitted {
         at,
         bytes,
         entry,
         exits,
         syscall_trap,
+        cpuid_traps,
         decoded,
         words: recorder.words() + usize::from(repeats),
         sources: recorder.sources,
@@ -698,7 +708,7 @@ fn prologue(id: u32, recorder: &Recorder, repeats: bool) -> Result<Vec<Instructi
 /// of its miss `int3`.
 pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
     /// A label: the fake address of the miss path (no real instruction has
-    /// it; iced's BlockEncoder resolves branches to instruction addresses).
+    /// it; `encode` resolves branches to instruction addresses).
     const MISS: u64 = 1;
     let mut code = Emitter::new();
     let rax = Register::RAX;
@@ -755,16 +765,11 @@ pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
     code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
     restore(&mut code, MISS)?;
     code.list.push(Instruction::with(Code::Int3));
-    let encoded = BlockEncoder::encode(
-        64,
-        InstructionBlock::new(&code.list, at),
-        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
-    )
-    .map_err(|error| format!("encoding the lookup routine: {error}"))?;
-    let miss = encoded
-        .new_instruction_offsets
+    let (encoded, offsets) = super::encode::encode(&code.list, at)
+        .map_err(|error| format!("the lookup routine: {error}"))?;
+    let miss = offsets
         .last()
         .map(|&offset| at + u64::from(offset))
         .ok_or_else(|| "encoding the lookup routine: no offsets".to_string())?;
-    Ok((encoded.code_buffer, miss))
+    Ok((encoded, miss))
 }

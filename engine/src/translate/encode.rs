@@ -1,0 +1,156 @@
+//! Encoding the instruction list of a translation at its address.
+//!
+//! The lists hold no branch whose size depends on where it lands but
+//! `jrcxz` (rel8); labels are instructions given a small fake address
+//! (the translator's `REPEAT`, `BODY`, the system call label, the lookup
+//! routine's miss path), which branches target. Most lists are encoded
+//! here with one pass of iced's `Encoder` (branches to labels patched
+//! after it), several times faster than its `BlockEncoder`; a list that
+//! does not fit that (a `jrcxz` out of reach, a branch or RIP-relative
+//! operand out of rel32 reach) goes to the `BlockEncoder`, which fixes
+//! what it can.
+
+use iced_x86::{BlockEncoder, BlockEncoderOptions, Encoder, Instruction, InstructionBlock, OpKind};
+
+/// Below this, a branch target is a label (an instruction's fake address).
+const LABELS: u64 = 16;
+
+/// The bytes of `list` encoded at `at`, and the offset of each instruction
+/// in them.
+pub(super) fn encode(list: &[Instruction], at: u64) -> Result<(Vec<u8>, Vec<u32>), String> {
+    if let Some(encoded) = encode_in_one_pass(list, at) {
+        return Ok(encoded);
+    }
+    let encoded = BlockEncoder::encode(
+        64,
+        InstructionBlock::new(list, at),
+        BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS,
+    )
+    .map_err(|error| format!("encoding: {error}"))?;
+    Ok((encoded.code_buffer, encoded.new_instruction_offsets))
+}
+
+/// [`encode`] with one encoding of each instruction; `None` for a list
+/// that needs the `BlockEncoder`.
+fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u8>, Vec<u32>)> {
+    let label = |target: u64| {
+        (target < LABELS)
+            .then(|| {
+                list.iter()
+                    .position(|instruction| instruction.ip() == target)
+            })
+            .flatten()
+    };
+    let mut encoder = Encoder::try_with_capacity(64, list.len() * 8).ok()?;
+    let mut offsets = Vec::with_capacity(list.len());
+    // Branches to labels: (instruction index, label index).
+    let mut to_labels = Vec::new();
+    let mut ip = at;
+    for (index, instruction) in list.iter().enumerate() {
+        offsets.push(u32::try_from(ip - at).ok()?);
+        let mut instruction = *instruction;
+        if instruction.op0_kind() == OpKind::NearBranch64 {
+            instruction.as_near_branch();
+            if let Some(to) = label(instruction.near_branch64()) {
+                // A branch to itself has the size of the real one.
+                instruction.set_near_branch64(ip);
+                to_labels.push((index, to));
+            }
+        }
+        ip += encoder.encode(&instruction, ip).ok()? as u64;
+    }
+    let mut bytes = encoder.take_buffer();
+    for (index, to) in to_labels {
+        let mut instruction = list[index];
+        instruction.as_near_branch();
+        instruction.set_near_branch64(at + u64::from(offsets[to]));
+        let start = offsets[index] as usize;
+        let end = offsets
+            .get(index + 1)
+            .map_or(bytes.len(), |&offset| offset as usize);
+        let mut patch = Encoder::new(64);
+        if patch.encode(&instruction, at + start as u64).ok()? != end - start {
+            return None;
+        }
+        bytes[start..end].copy_from_slice(&patch.take_buffer());
+    }
+    Some((bytes, offsets))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iced_x86::{Code, Decoder, DecoderOptions, MemoryOperand, Register};
+
+    const AT: u64 = 0x7fff_0000_1000;
+
+    /// The instructions of `bytes` decoded at `at`.
+    fn decode(bytes: &[u8], at: u64) -> Vec<Instruction> {
+        Decoder::with_ip(64, bytes, at, DecoderOptions::NONE)
+            .into_iter()
+            .collect()
+    }
+
+    fn labelled(mut instruction: Instruction, label: u64) -> Instruction {
+        instruction.set_ip(label);
+        instruction
+    }
+
+    #[test]
+    fn labels_branches_and_rip_relative_operands_land_where_the_list_says() {
+        let data = AT + 0x10_0000;
+        let far = AT - 0x20_0000;
+        let list = vec![
+            Instruction::with2(
+                Code::Mov_r64_rm64,
+                Register::RAX,
+                MemoryOperand::new(
+                    Register::RIP,
+                    Register::None,
+                    1,
+                    data as i64,
+                    8,
+                    false,
+                    Register::None,
+                ),
+            )
+            .unwrap(),
+            Instruction::with_branch(Code::Jrcxz_rel8_64, 1).unwrap(),
+            Instruction::with_branch(Code::Je_rel8_64, far).unwrap(),
+            Instruction::with_branch(Code::Jmp_rel32_64, 2).unwrap(),
+            labelled(Instruction::with(Code::Nopd), 1),
+            labelled(Instruction::with(Code::Int3), 2),
+        ];
+        let (bytes, offsets) = encode_in_one_pass(&list, AT).expect("one pass");
+        let decoded = decode(&bytes, AT);
+        assert_eq!(decoded.len(), list.len());
+        let addr = |index: usize| AT + u64::from(offsets[index]);
+        for (instruction, index) in decoded.iter().zip(0..) {
+            assert_eq!(instruction.ip(), addr(index), "{instruction:?}");
+        }
+        assert_eq!(decoded[0].memory_displacement64(), data);
+        assert_eq!(decoded[1].near_branch64(), addr(4));
+        assert_eq!(decoded[2].code(), Code::Je_rel32_64);
+        assert_eq!(decoded[2].near_branch64(), far);
+        assert_eq!(decoded[3].near_branch64(), addr(5));
+        assert_eq!(encode(&list, AT).unwrap(), (bytes, offsets));
+    }
+
+    #[test]
+    fn a_short_branch_out_of_reach_goes_to_the_block_encoder() {
+        let far = AT + 0x1000;
+        let list = vec![
+            Instruction::with_branch(Code::Jrcxz_rel8_64, far).unwrap(),
+            Instruction::with(Code::Int3),
+        ];
+        assert!(encode_in_one_pass(&list, AT).is_none());
+        let (bytes, _) = encode(&list, AT).unwrap();
+        // jrcxz to a jmp to the target.
+        let decoded = decode(&bytes, AT);
+        let jump = decoded
+            .iter()
+            .find(|instruction| instruction.near_branch64() == far)
+            .expect("a jump to the target");
+        assert!(decoded[0].near_branch64() == far || decoded[0].near_branch64() == jump.ip());
+    }
+}
