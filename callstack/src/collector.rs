@@ -201,13 +201,9 @@ impl EventSink for Collector {
     }
 
     fn blocks_simulated(&mut self, thread: Thread, blocks: &mut SimulatedBlocks<'_>) {
-        if self.process(thread.pid).batches_simulated_blocks() {
-            self.on_process(thread.pid, |process| {
-                process.blocks_simulated(thread.tid, blocks)
-            });
-        } else {
-            cgx_engine::event::report_simulated(self, thread, blocks);
-        }
+        self.on_process(thread.pid, |process| {
+            process.blocks_simulated(thread.tid, blocks)
+        });
     }
 
     fn data_access(&mut self, thread: Thread, access: DataAccess) {

@@ -348,19 +348,16 @@ impl Process {
         }
     }
 
-    /// Whether [`Process::blocks_simulated`] takes simulated blocks in one
-    /// go: with Callgrind's attribution (else each of their events goes
-    /// through its own method).
-    pub fn batches_simulated_blocks(&self) -> bool {
-        !self.options.cachegrind
-    }
-
     /// Whole blocks run on thread `tid`, one after another, with their data
-    /// accesses and branches (only when [`Process::batches_simulated_blocks`]):
-    /// the thread and its tables are looked up once for all of them.
+    /// accesses and branches: the thread and its tables are looked up once
+    /// for all of them.
     pub fn blocks_simulated(&mut self, tid: i32, blocks: &mut SimulatedBlocks<'_>) {
         if !self.instrumenting {
             blocks.for_each(drop);
+            return;
+        }
+        if self.options.cachegrind {
+            self.blocks_simulated_own(tid, blocks);
             return;
         }
         // Creates the thread and its tables when they are new.
@@ -470,6 +467,68 @@ impl Process {
                     return;
                 };
                 costs = table;
+            }
+        }
+    }
+
+    /// [`Process::blocks_simulated`] with Cachegrind's attribution: each
+    /// instruction is charged with its fetch to its own function, and its
+    /// data accesses and branches where it was charged.
+    fn blocks_simulated_own(&mut self, tid: i32, blocks: &mut SimulatedBlocks<'_>) {
+        // Creates the thread when it is new.
+        self.thread(tid);
+        let Process {
+            threads,
+            costs,
+            simulation,
+            recent_slots,
+            last_charged,
+            functions,
+            symbols,
+            pid,
+            own_contexts,
+            contexts,
+            options,
+            events,
+            blocks: blocks_run,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            return;
+        };
+        let key = costs_key(options, thread.number);
+        let table = costs.entry(key).or_default();
+        let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
+        for simulated in blocks {
+            *blocks_run += 1;
+            let mut block_events = simulated.events();
+            let mut next_event = block_events.next();
+            for (index, &(addr, len)) in simulated.instructions.iter().enumerate() {
+                let code = (
+                    &mut *functions,
+                    &mut *symbols,
+                    *pid,
+                    &mut *own_contexts,
+                    &mut *contexts,
+                );
+                let charged = own_charge(recent_slots, (table, key), code, events.len(), addr);
+                *last_charged = Some(charged);
+                let counts = simulation.fetch(addr, len, &mut || 0);
+                charge_own(thread, table, charged, counts);
+                while let Some((_, event)) = next_event.filter(|&(of, _)| of == index) {
+                    next_event = block_events.next();
+                    let counts = match event {
+                        BlockEvent::Access(access) if data => simulation.data(access, &mut || 0),
+                        BlockEvent::Conditional(taken) if branches => {
+                            simulation.conditional_branch(addr, taken)
+                        }
+                        BlockEvent::Indirect(target) if branches => {
+                            simulation.indirect_branch(addr, target)
+                        }
+                        _ => continue,
+                    };
+                    charge_own(thread, table, charged, counts);
+                }
             }
         }
     }
@@ -713,27 +772,11 @@ impl Process {
             Some(table) => table,
             None => costs.entry(key).or_default(),
         };
-        let charged = match recent_slots.get(addr, key, table.generation) {
-            Some(charged) => charged,
-            None => {
-                let centre = own_centre(functions, symbols, *pid, own_contexts, contexts, addr);
-                let slot = table.slot(centre, addr, events.len());
-                let charged = Charged {
-                    key,
-                    centre,
-                    addr,
-                    slot: Some((table.generation, slot)),
-                };
-                recent_slots.put(charged);
-                charged
-            }
-        };
+        let code = (functions, symbols, *pid, own_contexts, contexts);
+        let charged = own_charge(recent_slots, (table, key), code, events.len(), addr);
         *last_charged = Some(charged);
         let counts = simulation.fetch(addr, len, &mut || 0);
-        if let Some((_, slot)) = charged.slot {
-            counts.for_each(|column| table.count_in_slot(slot, column));
-        }
-        count(thread, counts);
+        charge_own(thread, table, charged, counts);
     }
 
     /// Cachegrind's attribution of a whole block without simulation: its
@@ -1121,6 +1164,49 @@ fn simulate(
         None => cgx_sim::NO_OWNER,
     };
     step(simulation, &mut owner)
+}
+
+/// Where Cachegrind charges the instruction at `addr` in the cost table
+/// `table` (numbered `key`): the slot of its own function's context, found
+/// among the recent ones or made with `code` (cost vectors of `width`
+/// events).
+#[inline]
+fn own_charge(
+    recent_slots: &mut RecentSlots,
+    (table, key): (&mut Costs, u32),
+    (functions, symbols, pid, own_contexts, contexts): (
+        &mut Functions,
+        &mut Symbols,
+        i32,
+        &mut FxHashMap<FnId, CxtId>,
+        &mut Contexts,
+    ),
+    width: usize,
+    addr: u64,
+) -> Charged {
+    if let Some(charged) = recent_slots.get(addr, key, table.generation) {
+        return charged;
+    }
+    let centre = own_centre(functions, symbols, pid, own_contexts, contexts, addr);
+    let slot = table.slot(centre, addr, width);
+    let charged = Charged {
+        key,
+        centre,
+        addr,
+        slot: Some((table.generation, slot)),
+    };
+    recent_slots.put(charged);
+    charged
+}
+
+/// Adds the events `counts` where Cachegrind charged an instruction
+/// (`charged`, in `table`) and to `thread`'s total.
+#[inline]
+fn charge_own(thread: &mut ThreadState, table: &mut Costs, charged: Charged, counts: Counts) {
+    if let Some((_, slot)) = charged.slot {
+        counts.for_each(|column| table.count_in_slot(slot, column));
+    }
+    count(thread, counts);
 }
 
 /// Adds the events `counts` of a simulation step of the instruction at
