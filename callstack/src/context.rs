@@ -26,13 +26,24 @@ pub(crate) struct Contexts {
     contexts: IndexSet<Vec<FnId>, FxBuildHasher>,
     /// The chain being looked up (kept, so a known one allocates nothing).
     chain: Vec<FnId>,
+    /// The context of each function alone, by function number, once
+    /// known ([`NO_CONTEXT`] before): most contexts are (without
+    /// `--separate-callers`, all).
+    alone: Vec<CxtId>,
 }
+
+/// No context yet, in [`Contexts`]'s `alone`.
+const NO_CONTEXT: CxtId = CxtId::MAX;
 
 impl Contexts {
     /// The context of the function stack `stack` (innermost last; `None`
     /// separates a signal handler's functions from the interrupted ones):
     /// the innermost function and up to `callers` of its callers.
     pub fn of_stack(&mut self, stack: &[Option<FnId>], callers: u32) -> CxtId {
+        let alone = callers == 0 || matches!(stack.iter().rev().nth(1), None | Some(None));
+        if let (true, Some(&Some(function))) = (alone, stack.last()) {
+            return self.of_function(function);
+        }
         self.chain.clear();
         self.chain.extend(
             stack
@@ -45,6 +56,23 @@ impl Contexts {
             return index as CxtId;
         }
         self.contexts.insert_full(self.chain.clone()).0 as CxtId
+    }
+
+    /// The context of `function` alone.
+    fn of_function(&mut self, function: FnId) -> CxtId {
+        let index = function as usize;
+        if let Some(&cxt) = self.alone.get(index).filter(|&&cxt| cxt != NO_CONTEXT) {
+            return cxt;
+        }
+        let cxt = match self.contexts.get_index_of([function].as_slice()) {
+            Some(cxt) => cxt as CxtId,
+            None => self.contexts.insert_full(vec![function]).0 as CxtId,
+        };
+        if self.alone.len() <= index {
+            self.alone.resize(index + 1, NO_CONTEXT);
+        }
+        self.alone[index] = cxt;
+        cxt
     }
 
     /// The innermost function of context `cxt`.

@@ -1,7 +1,8 @@
 //! The cost tables: self cost per (centre, instruction) and the call arcs
 //! (Callgrind's JCCs) with their call counts and inclusive costs.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use indexmap::IndexMap;
+use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use crate::context::Centre;
 use crate::events::{CostArray, MAX_EVENTS};
@@ -190,8 +191,8 @@ pub(crate) struct Costs {
     /// Changes whenever the tables are cleared, so a kept block number can
     /// be checked.
     pub generation: u64,
-    /// The call arcs.
-    pub arcs: FxHashMap<CallArc, ArcCost>,
+    /// The call arcs, numbered in order.
+    pub arcs: IndexMap<CallArc, ArcCost, FxBuildHasher>,
     /// The jumps taken, with `--collect-jumps=yes`.
     pub jumps: FxHashMap<JumpArc, JumpCount>,
     /// Runs of each instruction sequence of the process, by its number
@@ -470,14 +471,23 @@ impl Costs {
         all
     }
 
-    /// Counts one call along `arc`.
-    pub fn count_call(&mut self, arc: CallArc) {
-        self.arcs.entry(arc).or_default().count += 1;
+    /// Counts one call along `arc`; returns the arc's number, for
+    /// [`Costs::add_inclusive`].
+    pub fn count_call(&mut self, arc: CallArc) -> usize {
+        let entry = self.arcs.entry(arc);
+        let index = entry.index();
+        entry.or_default().count += 1;
+        index
     }
 
-    /// Adds `now − before` to the inclusive cost of `arc`.
-    pub fn add_inclusive(&mut self, arc: CallArc, before: &[u64], now: &[u64]) {
-        let entry = self.arcs.entry(arc).or_default();
+    /// Adds `now − before` to the inclusive cost of `arc`, numbered
+    /// `index` by [`Costs::count_call`] (unless the tables were cleared
+    /// since: then it is looked up).
+    pub fn add_inclusive(&mut self, (arc, index): (CallArc, usize), before: &[u64], now: &[u64]) {
+        let entry = match self.arcs.get_index_mut(index) {
+            Some((known, entry)) if *known == arc => entry,
+            _ => self.arcs.entry(arc).or_default(),
+        };
         if entry.inclusive.len() < now.len() {
             entry.inclusive.resize(now.len(), 0);
         }

@@ -185,8 +185,9 @@ impl ExecState {
 /// An active call.
 #[derive(Clone, Debug)]
 struct CallEntry {
-    /// `None` for a call into skipped code.
-    arc: Option<CallArc>,
+    /// `None` for a call into skipped code; with the arc's number in the
+    /// thread's tables ([`Costs::count_call`]).
+    arc: Option<(CallArc, usize)>,
     sp: u64,
     return_addr: u64,
     nonskipped: Option<Site>,
@@ -492,7 +493,7 @@ impl ThreadState {
                     let pops = shared.functions.get(last.info.function).pop_on_jump;
                     if pops {
                         if let Some(top) = self.call_stack.last() {
-                            if let Some(arc) = top.arc {
+                            if let Some((arc, _)) = top.arc {
                                 from = Some(Site {
                                     centre: arc.from,
                                     addr: arc.site,
@@ -896,18 +897,18 @@ impl ThreadState {
                 to,
                 target,
             };
-            shared.costs.count_call(arc);
+            let index = shared.costs.count_call(arc);
             let function = shared.contexts.function(to.cxt);
             let depth = level_of(&mut self.active, function);
             *depth += 1;
             if *depth == 1 {
                 self.toggle_if_marked(shared, function);
             }
-            arc
+            (arc, index)
         });
         let nonskipped = self.state_ref().nonskipped;
         let node = match (arc, shared.forest.as_deref_mut()) {
-            (Some(arc), Some(forest)) => {
+            (Some((arc, _)), Some(forest)) => {
                 let key = (shared.costs_key, arc);
                 Some(match self.current_node() {
                     Some(parent) => forest.call(parent, key),
@@ -951,7 +952,7 @@ impl ThreadState {
         }
         self.state().nonskipped = entry.nonskipped;
         if let Some(arc) = entry.arc {
-            let function = shared.contexts.function(arc.to.cxt);
+            let function = shared.contexts.function(arc.0.to.cxt);
             let depth = level_of(&mut self.active, function);
             *depth = depth.saturating_sub(1);
             let left = *depth == 0;
