@@ -287,16 +287,22 @@ impl Emitter {
         }
         self.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(RECORD)))?;
         self.push(Instruction::with2(Code::Mov_rm64_r64, slot(TEMP), rcx))?;
-        self.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
-        self.push(Instruction::with2(
-            Code::Lea_r64_m,
-            rcx,
-            MemoryOperand::with_base_displ(rcx, 1),
-        ))?;
-        self.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))?;
+        self.add_one(runs, rcx)?;
         self.push(Instruction::with2(Code::Mov_r64_rm64, rcx, slot(TEMP)))?;
         self.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(SAVE_RAX)))?;
         self.jump(Code::Jmp_rel32_64, BODY)
+    }
+
+    /// Adds one to the word at `counter` through `scratch` (mov/lea only:
+    /// flags untouched).
+    fn add_one(&mut self, counter: MemoryOperand, scratch: Register) -> Result<(), Refusal> {
+        self.push(Instruction::with2(Code::Mov_r64_rm64, scratch, counter))?;
+        self.push(Instruction::with2(
+            Code::Lea_r64_m,
+            scratch,
+            MemoryOperand::with_base_displ(scratch, 1),
+        ))?;
+        self.push(Instruction::with2(Code::Mov_rm64_r64, counter, scratch))
     }
 
     /// Saves rax and loads the target operand of indirect `instruction`
@@ -619,21 +625,7 @@ fn counting_prologue(id: u32) -> Result<Vec<Instruction>, Refusal> {
         slot(SAVE_RAX),
         Register::RAX,
     ))?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        Register::RAX,
-        counter,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Lea_r64_m,
-        Register::RAX,
-        MemoryOperand::with_base_displ(Register::RAX, 1),
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        counter,
-        Register::RAX,
-    ))?;
+    code.add_one(counter, Register::RAX)?;
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         Register::RAX,
