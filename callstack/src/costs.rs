@@ -330,15 +330,10 @@ impl Costs {
             .map_or(&[], |block| block.addrs.as_slice())
     }
 
-    /// Counts one run of all instructions of cost table `index`, at their
-    /// `Ir` only, if it holds `count` of them; `false` when it does not
-    /// (the run must then be charged with [`Costs::charge_block`]).
-    #[inline]
-    pub fn count_run(&mut self, index: usize, count: usize) -> bool {
-        self.count_runs(index, count, 1)
-    }
-
-    /// [`Costs::count_run`] `times` times.
+    /// Counts `times` runs of all instructions of cost table `index` (at
+    /// their `Ir` only, or at its profile's counts), if it holds `count` of
+    /// them; `false` when it does not (the runs must then be charged with
+    /// [`Costs::charge_block`]).
     #[inline]
     pub fn count_runs(&mut self, index: usize, count: usize, times: u64) -> bool {
         match self.blocks.get_mut(index) {

@@ -17,9 +17,18 @@ pub(crate) struct KnownBlock {
     pub info: BlockInfo,
     /// Where its whole runs were last counted.
     pub table: Option<RunTable>,
-    /// What each of its runs costs besides the simulators' misses, once
-    /// known (simulated blocks).
-    pub profile: Option<Box<Profile>>,
+    /// What every run of it does, once known (simulated blocks).
+    pub every_run: Option<Box<EveryRun>>,
+}
+
+/// What every run of a simulated block does.
+#[derive(Clone, Debug)]
+pub(crate) struct EveryRun {
+    /// What it costs besides the simulators' misses.
+    pub profile: Profile,
+    /// The positions of the instructions whose fetches the I1 simulation
+    /// sees (`Simulation::fetch_points`).
+    pub fetches: Box<[u32]>,
 }
 
 /// The blocks known by key, in one process.
@@ -52,7 +61,7 @@ impl Keys {
                 count,
                 info: info(),
                 table: None,
-                profile: None,
+                every_run: None,
             }),
         }
     }

@@ -28,10 +28,15 @@ enum Form {
     Listed,
     /// Their addresses; each costs its `Ir` only (no cost vectors).
     Ir,
-    /// One run of all `count` instructions of cost table `table`, each at
-    /// its `Ir` only or, if the table has a profile, at the profile's
-    /// counts plus `extras` (no addresses).
-    Run { table: usize, count: usize },
+    /// `runs` runs of all `count` instructions of cost table `table`, each
+    /// at its `Ir` only or, if the table has a profile, at the profile's
+    /// counts plus `extras` (no addresses). Only a table with a profile
+    /// has more than one run pending ([`Pending::repeat`]).
+    Run {
+        table: usize,
+        count: usize,
+        runs: u64,
+    },
 }
 
 /// Executed instructions not charged yet.
@@ -61,7 +66,7 @@ impl Pending {
     #[inline]
     pub fn count(&self) -> usize {
         match self.form {
-            Form::Run { count, .. } => count,
+            Form::Run { count, runs, .. } => count * runs as usize,
             Form::Listed | Form::Ir => self.addrs.len(),
         }
     }
@@ -84,28 +89,30 @@ impl Pending {
     /// Turns a run into addresses: before the tables of `costs` are
     /// cleared, or when an instruction needs its own cost vector.
     pub fn detach(&mut self, costs: &Costs) {
-        if let Form::Run { table, count } = self.form {
+        if let Form::Run { table, count, runs } = self.form {
             self.addrs.clear();
             let addrs = costs.block_addrs(table);
             self.addrs
                 .extend_from_slice(&addrs[..count.min(addrs.len())]);
             self.form = Form::Ir;
             if let Some(profile) = costs.profile(table) {
-                self.list_profile(profile);
+                self.list_profile(profile, runs);
             }
         }
     }
 
-    /// Lists the instructions of a detached run of a table with
-    /// `profile`: each costs its row, plus the extras.
+    /// Lists the instructions of `runs` detached runs of a table with
+    /// `profile`: each costs its row `runs` times, plus the extras.
     #[cold]
-    fn list_profile(&mut self, profile: &Profile) {
+    fn list_profile(&mut self, profile: &Profile, runs: u64) {
         let width = profile.total.len().min(MAX_EVENTS);
         self.costs.clear();
         for position in 0..self.addrs.len() {
             let mut cost = [0; MAX_EVENTS];
             if let Some(row) = profile.rows.get(position * width..(position + 1) * width) {
-                cost[..width].copy_from_slice(row);
+                for (cell, count) in cost.iter_mut().zip(row) {
+                    *cell = count.wrapping_mul(runs);
+                }
             }
             self.costs.push(cost);
         }
@@ -174,6 +181,7 @@ impl Pending {
         self.form = Form::Run {
             table,
             count: instructions.len(),
+            runs: 1,
         };
         true
     }
@@ -186,11 +194,12 @@ impl Pending {
         self.extras.push((position as u32, column as u32));
     }
 
-    /// The cost table and instruction count of a pending whole run.
+    /// The cost table, instruction count and number of runs of a pending
+    /// whole run.
     #[inline]
-    pub fn run(&self) -> Option<(usize, usize)> {
+    pub fn run(&self) -> Option<(usize, usize, u64)> {
         match self.form {
-            Form::Run { table, count } => Some((table, count)),
+            Form::Run { table, count, runs } => Some((table, count, runs)),
             Form::Listed | Form::Ir => None,
         }
     }
@@ -200,7 +209,20 @@ impl Pending {
     #[inline]
     pub fn replace_by_run(&mut self, table: usize, count: usize) {
         self.clear();
-        self.form = Form::Run { table, count };
+        self.form = Form::Run {
+            table,
+            count,
+            runs: 1,
+        };
+    }
+
+    /// One more run of a pending whole run of a table with a profile: it
+    /// is charged with the others, and its misses join theirs.
+    #[inline]
+    pub fn repeat(&mut self) {
+        if let Form::Run { runs, .. } = &mut self.form {
+            *runs += 1;
+        }
     }
 
     /// The cost vector of `events` counts of the last pending instruction.
@@ -214,12 +236,14 @@ impl Pending {
     /// `from` on; `costs` are the tables.
     #[inline]
     pub fn add_to(&self, costs: &Costs, total: &mut [u64], from: usize) {
-        if let Form::Run { table, .. } = self.form {
+        if let Form::Run { table, runs, .. } = self.form {
             if let Some(profile) = costs.profile(table) {
                 if let (Some(total), Some(counts)) =
                     (total.get_mut(from..), profile.total.get(from..))
                 {
-                    add(total, counts);
+                    for (sum, count) in total.iter_mut().zip(counts) {
+                        *sum = sum.wrapping_add(count.wrapping_mul(runs));
+                    }
                 }
                 for &(_, column) in &self.extras {
                     match total.get_mut(column as usize) {
@@ -268,8 +292,13 @@ impl Pending {
 
     /// Charges the pending instructions to cost table `table`.
     pub fn charge_block(&mut self, costs: &mut Costs, table: usize, events: usize) {
-        if let Form::Run { table: run, count } = self.form {
-            if run == table && costs.count_run(table, count) {
+        if let Form::Run {
+            table: run,
+            count,
+            runs,
+        } = self.form
+        {
+            if run == table && costs.count_runs(table, count, runs) {
                 for &(position, column) in &self.extras {
                     costs.count_in_block(table, position as usize, column as usize);
                 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cgx_backdate::{Forest, Statistics};
 use cgx_engine::symbols::Symbols;
-use cgx_engine::{Block, BlockEvent, DataAccess, SimulatedBlocks, WholeBlocks};
+use cgx_engine::{Arrival, Block, BlockEvent, DataAccess, SimulatedBlocks, WholeBlocks};
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
@@ -19,6 +19,7 @@ use crate::costs::{ArcKey, Costs, Profile};
 use crate::dump::{build_part, Naming, PartInfo};
 use crate::events::{EventSet, MAX_EVENTS};
 use crate::functions::{FnId, Functions};
+use crate::keys::EveryRun;
 use crate::keys::Keys;
 use crate::sequences::Sequences;
 use crate::simulation::{Counts, Simulation};
@@ -388,6 +389,9 @@ impl Process {
         let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
         let cacheuse = events.cacheuse.is_some();
         let width = events.len().min(MAX_EVENTS);
+        // The key of the last block when its run only had misses left to
+        // count: a loop of that one block repeats the run.
+        let mut last_fast = None;
         for simulated in blocks {
             *blocks_run += 1;
             // The block's address alone first (see `blocks_executed`).
@@ -395,6 +399,19 @@ impl Process {
             let known = keys.get(simulated.key, addr, instructions.len(), || {
                 functions.block(addr, symbols, *pid, options)
             });
+            if let (Some(key), Some(every_run)) = (last_fast, known.every_run.as_deref()) {
+                let again = key == simulated.key
+                    && matches!(simulated.block.arrival, Arrival::Jump { .. })
+                    && !known.info.is_entry
+                    && !options.collect_jumps;
+                if again && thread.repeat_run(costs, simulated.block.sp) {
+                    simulation.run_block(&simulated, &every_run.fetches, |position, column| {
+                        thread.count_extra(position, column)
+                    });
+                    continue;
+                }
+            }
+            last_fast = None;
             let mut shared = Shared {
                 functions,
                 contexts,
@@ -408,10 +425,19 @@ impl Process {
             // run's steps make the profile.
             let start = (simulated.block, known.info);
             let cached = &mut known.table;
-            let profile = known.profile.as_deref();
+            let every_run = known.every_run.as_deref();
+            let profile = every_run.map(|every_run| &every_run.profile);
             let run =
                 thread.whole_block_simulated(&mut shared, start, instructions, profile, cached);
-            let mut profile = match known.profile {
+            if let (true, false, Some(every_run)) = (run, cacheuse, every_run) {
+                // Only the misses are left to count.
+                simulation.run_block(&simulated, &every_run.fetches, |position, column| {
+                    thread.count_extra(position, column)
+                });
+                last_fast = Some(simulated.key);
+                continue;
+            }
+            let mut profile = match every_run {
                 Some(_) => None,
                 None => Some(Profile::new(simulated.key, instructions.len(), width)),
             };
@@ -457,7 +483,8 @@ impl Process {
                 }
             }
             if let Some(profile) = profile {
-                known.profile = Some(Box::new(profile));
+                let fetches = simulation.fetch_points(instructions);
+                known.every_run = Some(Box::new(EveryRun { profile, fetches }));
             }
             // The block's cache-use charges, booked before the next block
             // can change the call stack.

@@ -1,12 +1,12 @@
 //! The simulators of one process and how their outcomes become costs:
 //! instruction fetches, data accesses and branches in, event counts out.
 
-use cgx_engine::{AccessKind, DataAccess};
+use cgx_engine::{AccessKind, BlockEvent, DataAccess, SimulatedBlock};
 use cgx_sim::{
     BranchPredictors, CacheUseError, Charge, Hierarchy, LineChange, Outcome, Owner, UseHierarchy,
 };
 
-use crate::events::EventSet;
+use crate::events::{CacheColumns, EventSet};
 
 /// The cache model: plain, or with cache-use bookkeeping.
 #[derive(Clone, Debug)]
@@ -114,6 +114,91 @@ impl Simulation {
         }
     }
 
+    /// The positions in a block of `instructions` whose fetches the I1
+    /// simulation must see in [`Simulation::run_block`]: the first, and
+    /// each that does not lie wholly in the line its predecessor ended in
+    /// (the others hit the most recently used line of their set, which
+    /// changes nothing: only fetches touch I1). None without caches.
+    pub fn fetch_points(&self, instructions: &[(u64, u8)]) -> Box<[u32]> {
+        let line_size = match &self.caches {
+            Some(Caches::Plain(caches)) => caches.config().i1.line_size,
+            Some(Caches::Use(caches)) => caches.config().i1.line_size,
+            None => return Box::default(),
+        };
+        let bits = line_size.trailing_zeros();
+        let mut ended_in = None;
+        let mut points = Vec::new();
+        for (position, &(addr, len)) in (0u32..).zip(instructions) {
+            let last = addr.wrapping_add(u64::from(len.max(1)) - 1);
+            let (first, last) = (addr >> bits, last >> bits);
+            if ended_in != Some(first) || first != last {
+                points.push(position);
+            }
+            ended_in = Some(last);
+        }
+        points.into_boxed_slice()
+    }
+
+    /// Simulates a run of `block` without cache use whose every-run costs
+    /// are known: the fetches at `fetches` ([`Simulation::fetch_points`])
+    /// and the block's events, in order; each event beyond the every-run
+    /// ones (a miss) goes to `extra(position, column)`.
+    #[inline]
+    pub fn run_block(
+        &mut self,
+        block: &SimulatedBlock<'_>,
+        fetches: &[u32],
+        mut extra: impl FnMut(usize, usize),
+    ) {
+        let (data, branches) = (self.simulates_data(), self.simulates_branches());
+        if let (Some(Caches::Plain(caches)), Some(columns), false) =
+            (&mut self.caches, self.events.cache, branches)
+        {
+            run_plain(caches, columns, self.modify_is_read, block, fetches, extra);
+            return;
+        }
+        let mut fetches = fetches.iter().map(|&position| position as usize).peekable();
+        let mut events = block.events().peekable();
+        loop {
+            // A position's fetch comes before its events.
+            let next_event = events.peek().map(|&(position, _)| position);
+            let (position, counts) = match (fetches.peek(), next_event) {
+                (Some(&fetched), next) if next.is_none_or(|event| fetched <= event) => {
+                    fetches.next();
+                    let Some(&(addr, len)) = block.instructions.get(fetched) else {
+                        continue;
+                    };
+                    (fetched, self.fetch(addr, len, &mut || 0))
+                }
+                (_, Some(_)) => {
+                    let Some((position, event)) = events.next() else {
+                        break;
+                    };
+                    let addr = block
+                        .instructions
+                        .get(position)
+                        .map_or(0, |&(addr, _)| addr);
+                    let counts = match event {
+                        BlockEvent::Access(access) if data => self.data(access, &mut || 0),
+                        BlockEvent::Conditional(taken) if branches => {
+                            self.conditional_branch(addr, taken)
+                        }
+                        BlockEvent::Indirect(target) if branches => {
+                            self.indirect_branch(addr, target)
+                        }
+                        _ => continue,
+                    };
+                    (position, counts)
+                }
+                (_, None) => break,
+            };
+            counts
+                .split_first()
+                .1
+                .for_each(|column| extra(position, column));
+        }
+    }
+
     /// The events of a conditional branch.
     pub fn conditional_branch(&mut self, addr: u64, taken: bool) -> Counts {
         match (self.events.branch, &mut self.branches) {
@@ -176,6 +261,56 @@ impl Simulation {
             Some(Caches::Plain(caches)) => caches.clear(),
             Some(Caches::Use(caches)) => caches.clear(),
             None => {}
+        }
+    }
+}
+
+/// [`Simulation::run_block`] with the plain caches and no branch
+/// simulation: each access's outcome gives its misses directly.
+#[inline]
+fn run_plain(
+    caches: &mut Hierarchy,
+    columns: CacheColumns,
+    modify_is_read: bool,
+    block: &SimulatedBlock<'_>,
+    fetches: &[u32],
+    mut extra: impl FnMut(usize, usize),
+) {
+    let mut misses = |position, outcome: Outcome, (l1, ll)| {
+        if outcome.l1_miss() {
+            extra(position, l1);
+            if outcome.ll_miss() {
+                extra(position, ll);
+            }
+        }
+    };
+    let fetched = (columns.i1mr, columns.ilmr);
+    let mut fetches = fetches.iter().map(|&position| position as usize).peekable();
+    for (position, event) in block.events() {
+        while let Some(at) = fetches.next_if(|&at| at <= position) {
+            if let Some(&(addr, len)) = block.instructions.get(at) {
+                misses(at, caches.fetch(addr, u32::from(len)), fetched);
+            }
+        }
+        let BlockEvent::Access(access) = event else {
+            continue;
+        };
+        let read = match access.kind {
+            AccessKind::Read => true,
+            AccessKind::Write => false,
+            AccessKind::Modify => modify_is_read,
+        };
+        // Reads and writes are simulated alike.
+        let outcome = caches.read(access.addr, access.size);
+        if read {
+            misses(position, outcome, (columns.d1mr, columns.dlmr));
+        } else {
+            misses(position, outcome, (columns.d1mw, columns.dlmw));
+        }
+    }
+    for at in fetches {
+        if let Some(&(addr, len)) = block.instructions.get(at) {
+            misses(at, caches.fetch(addr, u32::from(len)), fetched);
         }
     }
 }

@@ -663,7 +663,7 @@ impl ThreadState {
                 // The others count the run now pending, and leave it so.
                 let state = self.state();
                 let run = state.block.as_ref().and_then(|block| block.pending.run());
-                if let Some((pending, count)) = run {
+                if let Some((pending, count, _)) = run {
                     if shared.costs.count_runs(pending, count, left) {
                         state.cost[0] = state.cost[0].wrapping_add(left * count as u64);
                         return;
@@ -696,6 +696,33 @@ impl ThreadState {
         }
         self.enter_block(shared, block.addr, block.sp, block.arrival, info);
         profile.is_some_and(|profile| self.simulated_run(shared, instructions, profile))
+    }
+
+    /// Another run of the current block right after a run of it that
+    /// [`ThreadState::whole_block_simulated`] made pending as a whole run
+    /// with a profile, arriving by a jump with the stack at `sp` (a loop
+    /// of one block; the caller checks that the block is no function's
+    /// entry and that jumps are not collected): one more run pending, to
+    /// be charged with that one, as [`ThreadState::continue_run`] would
+    /// charge them one by one. `false`, having done nothing, when the
+    /// stack pointer says a call has returned.
+    #[inline]
+    pub fn repeat_run(&mut self, costs: &Costs, sp: u64) -> bool {
+        if self.call_stack.last().is_some_and(|top| top.sp < sp) {
+            return false;
+        }
+        let state = self.state();
+        let Some(current) = state.block.as_mut() else {
+            return false;
+        };
+        let Some((table, count, _)) = current.pending.run() else {
+            return false;
+        };
+        if costs.profile(table).is_none() || !costs.holds_count(table, count) {
+            return false;
+        }
+        current.pending.repeat();
+        true
     }
 
     /// The common case of [`ThreadState::whole_block_ir`] and
@@ -738,7 +765,7 @@ impl ThreadState {
         if current.info.object != info.object || current.info.section != info.section {
             return false;
         }
-        let Some((run, count)) = current.pending.run() else {
+        let Some((run, count, runs)) = current.pending.run() else {
             return false;
         };
         if current.cost_table != Some((generation, run)) {
@@ -766,8 +793,9 @@ impl ThreadState {
         }
         match profile {
             None => {
-                shared.costs.count_run(run, count);
-                state.cost[0] = state.cost[0].wrapping_add(count as u64);
+                shared.costs.count_runs(run, count, runs);
+                let instructions = (count as u64).wrapping_mul(runs);
+                state.cost[0] = state.cost[0].wrapping_add(instructions);
             }
             Some(profile) => {
                 if !shared.costs.use_profile(table, profile) {

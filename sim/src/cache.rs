@@ -70,6 +70,17 @@ impl Cache {
         }
     }
 
+    /// Whether `size` bytes at `addr` lie in the most recently used line of
+    /// their set: a hit that changes nothing, so [`Cache::access`] need not
+    /// be called.
+    #[inline(always)]
+    pub fn hits_most_recent(&self, addr: u64, size: u32) -> bool {
+        let block = addr >> self.line_bits;
+        let last = addr.wrapping_add(u64::from(size.max(1)) - 1);
+        let start = (block & self.set_mask) as usize * self.assoc;
+        block == last >> self.line_bits && self.tags.get(start) == Some(&block)
+    }
+
     /// References one whole line by block number (`addr >> log2(line)`); returns
     /// true on a miss.
     pub fn access_block(&mut self, block: u64) -> bool {

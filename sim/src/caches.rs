@@ -81,20 +81,31 @@ impl Hierarchy {
     }
 
     /// Reads `size` bytes at `addr` (one D1 access; `size` is clamped).
-    #[inline]
+    #[inline(always)]
     pub fn read(&mut self, addr: u64, size: u32) -> Outcome {
         self.data(addr, size)
     }
 
     /// Writes `size` bytes at `addr`; simulated exactly like a read.
-    #[inline]
+    #[inline(always)]
     pub fn write(&mut self, addr: u64, size: u32) -> Outcome {
         self.data(addr, size)
     }
 
-    #[inline]
+    /// A data access: a hit on D1's most recently used line of its set is
+    /// decided inline, anything else out of line.
+    #[inline(always)]
     fn data(&mut self, addr: u64, size: u32) -> Outcome {
         let size = self.clamp(size);
+        if self.d1.hits_most_recent(addr, size) {
+            return Outcome::L1Hit;
+        }
+        self.data_beyond_most_recent(addr, size)
+    }
+
+    /// [`Hierarchy::data`] past its inline check.
+    #[inline(never)]
+    fn data_beyond_most_recent(&mut self, addr: u64, size: u32) -> Outcome {
         if !self.d1.access(addr, size) {
             Outcome::L1Hit
         } else if !self.ll.access(addr, size) {
