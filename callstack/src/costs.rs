@@ -20,6 +20,9 @@ pub(crate) struct CallArc {
     pub target: u64,
 }
 
+/// The slots of [`Costs`]'s cache of recent call arcs.
+const RECENT_ARCS: usize = 256;
+
 /// A jump (`--collect-jumps=yes`): from the exit of a block in a centre to a
 /// block of a centre.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -193,6 +196,10 @@ pub(crate) struct Costs {
     pub generation: u64,
     /// The call arcs, numbered in order.
     pub arcs: IndexMap<CallArc, ArcCost, FxBuildHasher>,
+    /// A direct-mapped cache of `arcs` ([`RECENT_ARCS`] numbers, by call
+    /// site and target, empty until the first call): a call site usually
+    /// calls along the same arc again.
+    recent_arcs: Vec<u32>,
     /// The jumps taken, with `--collect-jumps=yes`.
     pub jumps: FxHashMap<JumpArc, JumpCount>,
     /// Runs of each instruction sequence of the process, by its number
@@ -469,9 +476,24 @@ impl Costs {
     /// Counts one call along `arc`; returns the arc's number, for
     /// [`Costs::add_inclusive`].
     pub fn count_call(&mut self, arc: CallArc) -> usize {
+        let slot = (arc.site ^ arc.target.rotate_left(7)) as usize % RECENT_ARCS;
+        if let Some(&index) = self.recent_arcs.get(slot) {
+            if let Some((known, entry)) = self.arcs.get_index_mut(index as usize) {
+                if *known == arc {
+                    entry.count += 1;
+                    return index as usize;
+                }
+            }
+        }
         let entry = self.arcs.entry(arc);
         let index = entry.index();
         entry.or_default().count += 1;
+        if self.recent_arcs.is_empty() {
+            self.recent_arcs.resize(RECENT_ARCS, u32::MAX);
+        }
+        if let (Some(recent), Ok(index)) = (self.recent_arcs.get_mut(slot), u32::try_from(index)) {
+            *recent = index;
+        }
         index
     }
 

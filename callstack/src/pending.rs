@@ -241,8 +241,12 @@ impl Pending {
                 if let (Some(total), Some(counts)) =
                     (total.get_mut(from..), profile.total.get(from..))
                 {
-                    for (sum, count) in total.iter_mut().zip(counts) {
-                        *sum = sum.wrapping_add(count.wrapping_mul(runs));
+                    if runs == 1 {
+                        add(total, counts);
+                    } else {
+                        for (sum, count) in total.iter_mut().zip(counts) {
+                            *sum = sum.wrapping_add(count.wrapping_mul(runs));
+                        }
                     }
                 }
                 for &(_, column) in &self.extras {

@@ -291,6 +291,9 @@ pub struct WholeBlocks<'a> {
     at: usize,
     /// The end of a record left for the caller.
     kept: Option<usize>,
+    /// Whether more records follow `words` (a record cut at its end is
+    /// left for the next chunk).
+    more: bool,
     cache: &'a Cache,
     replay: &'a mut Replay,
     error: Option<Error>,
@@ -356,6 +359,9 @@ impl<'a> Iterator for WholeBlocks<'a> {
             }
             let (Some(&runs), Some(&sp)) = (self.words.get(self.at + 1), self.words.get(end - 1))
             else {
+                if self.more {
+                    return None;
+                }
                 return self.fail("translate: a record past the cursor".into());
             };
             let runs = if info.repeats { runs } else { 1 };
@@ -401,6 +407,8 @@ pub struct SimulatedBlocks<'a> {
     at: usize,
     /// The end of a record left for the caller.
     kept: Option<usize>,
+    /// Whether more records follow `words` (see [`WholeBlocks`]).
+    more: bool,
     cache: &'a Cache,
     replay: &'a mut Replay,
     error: Option<Error>,
@@ -429,9 +437,11 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             self.words.get(self.at + 1..end - 1),
             self.words.get(end - 1),
         ) else {
-            self.error = Some(Error::Unexpected(
-                "translate: a record past the cursor".into(),
-            ));
+            if !self.more {
+                self.error = Some(Error::Unexpected(
+                    "translate: a record past the cursor".into(),
+                ));
+            }
             return None;
         };
         self.at = end;
@@ -514,6 +524,10 @@ pub(super) fn hand_off(memory: &Memory, area: &Area) -> Result<Range<u64>> {
     Ok(records)
 }
 
+/// The bytes of records read and replayed at a time: a chunk stays in
+/// the processor's cache from its read to its replay.
+const CHUNK_BYTES: u64 = 256 << 10;
+
 /// The run `counts` of translations and the records in the tracee's bytes
 /// `records` of a buffer, replayed into `sink` as `thread`'s (see [`drain`]
 /// for `split`): how many records and counted runs there were, and the
@@ -528,20 +542,61 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
     // The words are read in place: the tracee's byte order is the tracer's.
     let mut words = std::mem::take(&mut replay.words);
     words.clear();
-    words.resize((records.end.saturating_sub(records.start) / 8) as usize, 0);
-    memory.read(records.start, bytemuck::cast_slice_mut(&mut words))?;
+    let (mut next, end) = (records.start, records.end.max(records.start));
+    let (mut counts, mut replayed, mut open) = (counts, 0, None);
+    loop {
+        // The next chunk goes after what the last one left.
+        let bytes = (end - next).min(CHUNK_BYTES);
+        let left = words.len();
+        words.resize(left + (bytes / 8) as usize, 0);
+        memory.read(next, bytemuck::cast_slice_mut(&mut words[left..]))?;
+        next += bytes;
+        let more = next < end;
+        let chunk = (words.as_slice(), counts, more);
+        let (at, records, last) =
+            replay_chunk(cache, chunk, (&mut *replay, &mut *sink, thread), &mut split)?;
+        if records > 0 {
+            (replayed, open) = (replayed + records, last);
+        }
+        counts = &[];
+        words.drain(..at);
+        if !more {
+            break;
+        }
+    }
+    replay.words = words;
+    if let Some(split) = split {
+        split(sink);
+    }
+    Ok((replayed, open))
+}
+
+/// [`replay_records`] of one chunk: the records in `words` (the run
+/// `counts` first), the last one cut short when `more` follow; where the
+/// records left for the next chunk start, how many there were, and the
+/// last if it counts its runs.
+fn replay_chunk<S: EventSink + ?Sized>(
+    cache: &Cache,
+    chunk: (&[u64], &[u64], bool),
+    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    split: &mut Option<&mut dyn FnMut(&mut S)>,
+) -> Result<(usize, u64, Option<(u32, u64)>)> {
     let header = (RECORD_HEADER / 8) as usize;
+    let (words, counts, more) = chunk;
     let mut at = 0;
     let mut records = 0;
     let mut open = None;
+    // A record cut at the end of a chunk waits for the next.
+    let kept = (split.is_some() && !more).then_some(words.len());
     if !replay.simulations {
         // All records but one kept for `split` go to the sink in one call.
         let mut blocks = WholeBlocks {
             counts,
             counted: 0,
-            words: &words,
+            words,
             at: 0,
-            kept: split.is_some().then_some(words.len()),
+            kept,
+            more,
             cache,
             replay,
             error: None,
@@ -567,9 +622,10 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
             // The records of planned blocks go to the sink in one call;
             // the others, and one kept for `split`, are replayed below.
             let mut blocks = SimulatedBlocks {
-                words: &words,
+                words,
                 at,
-                kept: split.is_some().then_some(words.len()),
+                kept,
+                more,
                 cache,
                 replay,
                 error: None,
@@ -589,11 +645,14 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         })?;
         let end = at + header + info.words;
         let (Some(recorded), Some(&sp)) = (words.get(at + 1..end - 1), words.get(end - 1)) else {
+            if more {
+                break;
+            }
             return Err(Error::Unexpected(
                 "translate: a record past the cursor".into(),
             ));
         };
-        let last = if end == words.len() {
+        let last = if kept == Some(end) {
             split.take()
         } else {
             None
@@ -615,7 +674,7 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
                 let split = if run == runs { last.take() } else { None };
                 replay.whole_block(sink, thread, (info.addr, sp), block, split);
             }
-            split = split.or(last);
+            *split = split.take().or(last);
         }
         open = u32::try_from(id)
             .ok()
@@ -624,9 +683,5 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         at = end;
         records += 1;
     }
-    replay.words = words;
-    if let Some(split) = split {
-        split(sink);
-    }
-    Ok((records, open))
+    Ok((at, records, open))
 }
