@@ -524,6 +524,10 @@ pub(super) fn hand_off(memory: &Memory, area: &Area) -> Result<Range<u64>> {
     Ok(records)
 }
 
+/// The last record replayed, when it counts its runs: its translation and
+/// stack pointer.
+type OpenRecord = Option<(u32, u64)>;
+
 /// The bytes of records read and replayed at a time: a chunk stays in
 /// the processor's cache from its read to its replay.
 const CHUNK_BYTES: u64 = 256 << 10;
@@ -538,7 +542,7 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
     (records, counts): (Range<u64>, &[u64]),
     (replay, sink, thread): (&mut Replay, &mut S, Thread),
     mut split: Option<&mut dyn FnMut(&mut S)>,
-) -> Result<(u64, Option<(u32, u64)>)> {
+) -> Result<(u64, OpenRecord)> {
     // The words are read in place: the tracee's byte order is the tracer's.
     let mut words = std::mem::take(&mut replay.words);
     words.clear();
@@ -580,7 +584,7 @@ fn replay_chunk<S: EventSink + ?Sized>(
     chunk: (&[u64], &[u64], bool),
     (replay, sink, thread): (&mut Replay, &mut S, Thread),
     split: &mut Option<&mut dyn FnMut(&mut S)>,
-) -> Result<(usize, u64, Option<(u32, u64)>)> {
+) -> Result<(usize, u64, OpenRecord)> {
     let header = (RECORD_HEADER / 8) as usize;
     let (words, counts, more) = chunk;
     let mut at = 0;
