@@ -4,6 +4,7 @@
 
 use crate::costs::Profile;
 use crate::functions::BlockInfo;
+use crate::simulation::FetchPoint;
 use crate::thread::RunTable;
 
 /// A block known by its key.
@@ -26,9 +27,8 @@ pub(crate) struct KnownBlock {
 pub(crate) struct EveryRun {
     /// What it costs besides the simulators' misses.
     pub profile: Profile,
-    /// The positions of the instructions whose fetches the I1 simulation
-    /// sees (`Simulation::fetch_points`).
-    pub fetches: Box<[u32]>,
+    /// The instructions whose fetches the I1 simulation sees.
+    pub fetches: Box<[FetchPoint]>,
 }
 
 /// The blocks known by key, in one process.

@@ -22,6 +22,7 @@ use crate::functions::{FnId, Functions};
 use crate::keys::EveryRun;
 use crate::keys::Keys;
 use crate::sequences::Sequences;
+use crate::simulation::RunSink;
 use crate::simulation::{Counts, Simulation};
 use crate::thread::{add_into, Shared, ThreadState};
 use crate::Options;
@@ -399,92 +400,89 @@ impl Process {
             let known = keys.get(simulated.key, addr, instructions.len(), || {
                 functions.block(addr, symbols, *pid, options)
             });
-            if let (Some(key), Some(every_run)) = (last_fast, known.every_run.as_deref()) {
-                let again = key == simulated.key
-                    && matches!(simulated.block.arrival, Arrival::Jump { .. })
-                    && !known.info.is_entry
-                    && !options.collect_jumps;
-                if again && thread.repeat_run(costs, simulated.block.sp) {
-                    simulation.run_block(&simulated, &every_run.fetches, |position, column| {
-                        thread.count_extra(position, column)
-                    });
-                    continue;
-                }
-            }
+            let repeated = last_fast == Some(simulated.key)
+                && known.every_run.is_some()
+                && matches!(simulated.block.arrival, Arrival::Jump { .. })
+                && !known.info.is_entry
+                && !options.collect_jumps
+                && thread.repeat_run(costs, simulated.block.sp);
+            let run = repeated || {
+                let mut shared = Shared {
+                    functions,
+                    contexts,
+                    costs,
+                    costs_key,
+                    options,
+                    events,
+                    forest: forest.as_mut(),
+                };
+                // A run costs its block's profile plus its misses; the
+                // first run's steps make the profile.
+                let start = (simulated.block, known.info);
+                let cached = &mut known.table;
+                let profile = known
+                    .every_run
+                    .as_deref()
+                    .map(|every_run| &every_run.profile);
+                thread.whole_block_simulated(&mut shared, start, instructions, profile, cached)
+            };
             last_fast = None;
-            let mut shared = Shared {
-                functions,
-                contexts,
-                costs,
-                costs_key,
-                options,
-                events,
-                forest: forest.as_mut(),
-            };
-            // A run costs its block's profile plus its misses; the first
-            // run's steps make the profile.
-            let start = (simulated.block, known.info);
-            let cached = &mut known.table;
-            let every_run = known.every_run.as_deref();
-            let profile = every_run.map(|every_run| &every_run.profile);
-            let run =
-                thread.whole_block_simulated(&mut shared, start, instructions, profile, cached);
-            if let (true, false, Some(every_run)) = (run, cacheuse, every_run) {
-                // Only the misses are left to count.
-                simulation.run_block(&simulated, &every_run.fetches, |position, column| {
-                    thread.count_extra(position, column)
-                });
-                last_fast = Some(simulated.key);
-                continue;
-            }
-            let mut profile = match every_run {
-                Some(_) => None,
-                None => Some(Profile::new(simulated.key, instructions.len(), width)),
-            };
             if cacheuse {
                 simulation.set_collect(thread.collecting());
             }
-            let mut block_events = simulated.events();
-            let mut next_event = block_events.next();
-            for (index, &(addr, len)) in instructions.iter().enumerate() {
-                if !run {
+            if let (true, Some(every_run)) = (run, known.every_run.as_deref()) {
+                // Only the misses are left to count.
+                let mut report = RunReport {
+                    thread: &mut *thread,
+                    owners: &mut *owners,
+                    costs_key,
+                    instructions,
+                };
+                simulation.run_block(&simulated, &every_run.fetches, &mut report);
+                last_fast = Some(simulated.key);
+            } else {
+                let every_run = known.every_run.as_deref();
+                let mut profile = match every_run {
+                    Some(_) => None,
+                    None => Some(Profile::new(simulated.key, instructions.len(), width)),
+                };
+                let mut block_events = simulated.events();
+                let mut next_event = block_events.next();
+                for (index, &(addr, len)) in instructions.iter().enumerate() {
                     thread.instruction(costs, addr, len);
-                } else if cacheuse {
-                    // The owner of the lines it loads.
-                    thread.running(addr, len);
+                    let counts = simulate(
+                        simulation,
+                        (owners, costs_key),
+                        thread,
+                        cacheuse,
+                        |sim, owner| sim.fetch(addr, len, owner),
+                    );
+                    charge_step(thread, costs, &mut profile, index, counts);
+                    while let Some((_, event)) = next_event.filter(|&(of, _)| of == index) {
+                        next_event = block_events.next();
+                        let counts = match event {
+                            BlockEvent::Access(access) if data => simulate(
+                                simulation,
+                                (owners, costs_key),
+                                thread,
+                                cacheuse,
+                                |sim, owner| sim.data(access, owner),
+                            ),
+                            BlockEvent::Conditional(taken) if branches => {
+                                simulation.conditional_branch(addr, taken)
+                            }
+                            BlockEvent::Indirect(target) if branches => {
+                                simulation.indirect_branch(addr, target)
+                            }
+                            _ => continue,
+                        };
+                        charge_step(thread, costs, &mut profile, index, counts);
+                    }
                 }
-                let counts = simulate(
-                    simulation,
-                    (owners, costs_key),
-                    thread,
-                    cacheuse,
-                    |sim, owner| sim.fetch(addr, len, owner),
-                );
-                charge_step(thread, costs, (run, &mut profile), index, counts);
-                while let Some((_, event)) = next_event.filter(|&(of, _)| of == index) {
-                    next_event = block_events.next();
-                    let counts = match event {
-                        BlockEvent::Access(access) if data => simulate(
-                            simulation,
-                            (owners, costs_key),
-                            thread,
-                            cacheuse,
-                            |sim, owner| sim.data(access, owner),
-                        ),
-                        BlockEvent::Conditional(taken) if branches => {
-                            simulation.conditional_branch(addr, taken)
-                        }
-                        BlockEvent::Indirect(target) if branches => {
-                            simulation.indirect_branch(addr, target)
-                        }
-                        _ => continue,
-                    };
-                    charge_step(thread, costs, (run, &mut profile), index, counts);
+                if let Some(profile) = profile {
+                    let fetches = simulation.fetch_points(instructions);
+                    known.every_run = Some(Box::new(EveryRun { profile, fetches }));
                 }
-            }
-            if let Some(profile) = profile {
-                let fetches = simulation.fetch_points(instructions);
-                known.every_run = Some(Box::new(EveryRun { profile, fetches }));
             }
             // The block's cache-use charges, booked before the next block
             // can change the call stack.
@@ -1172,6 +1170,30 @@ fn new_thread(
     thread
 }
 
+/// Where a whole run of a block reports ([`RunSink`]): the thread running
+/// it, and the owners of the lines it loads in cost table `costs_key`.
+struct RunReport<'a> {
+    thread: &'a mut ThreadState,
+    owners: &'a mut Owners,
+    costs_key: u32,
+    instructions: &'a [(u64, u8)],
+}
+
+impl RunSink for RunReport<'_> {
+    fn owner(&mut self, position: usize) -> cgx_sim::Owner {
+        let addr = self.instructions.get(position).map_or(0, |&(addr, _)| addr);
+        match self.thread.load_site_at(addr) {
+            Some((centre, addr, node)) => self.owners.owner((self.costs_key, centre, addr), node),
+            None => cgx_sim::NO_OWNER,
+        }
+    }
+
+    #[inline]
+    fn extra(&mut self, position: usize, column: usize) {
+        self.thread.count_extra(position, column);
+    }
+}
+
 /// Runs a simulation `step` of the instruction `thread` runs; with cache
 /// use, the owner of a line it loads is that instruction's site in the
 /// cost table `key` (see [`ThreadState::load_site`]).
@@ -1237,26 +1259,17 @@ fn charge_own(thread: &mut ThreadState, table: &mut Costs, charged: Charged, cou
 }
 
 /// Adds the events `counts` of a simulation step of the instruction at
-/// `position` of the block `thread` runs: with `run` (a whole run pending,
-/// [`ThreadState::simulated_run`]) only those beyond the block's profile,
-/// else to the instruction's pending cost, also counting the step's own
-/// event in `profile` (made by this run; dropped if a step has nowhere to
-/// go).
+/// `position` of the block `thread` runs to the instruction's pending
+/// cost, also counting the step's own event in `profile` (made by this
+/// run; dropped if a step has nowhere to go).
 #[inline(always)]
 fn charge_step(
     thread: &mut ThreadState,
     costs: &Costs,
-    (run, profile): (bool, &mut Option<Profile>),
+    profile: &mut Option<Profile>,
     position: usize,
     counts: Counts,
 ) {
-    if run {
-        counts
-            .split_first()
-            .1
-            .for_each(|column| thread.count_extra(position, column));
-        return;
-    }
     let Some(last) = thread.last_cost(costs) else {
         *profile = None;
         return;

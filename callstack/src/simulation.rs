@@ -114,61 +114,74 @@ impl Simulation {
         }
     }
 
-    /// The positions in a block of `instructions` whose fetches the I1
-    /// simulation must see in [`Simulation::run_block`]: the first, and
-    /// each that does not lie wholly in the line its predecessor ended in
-    /// (the others hit the most recently used line of their set, which
-    /// changes nothing: only fetches touch I1). None without caches.
-    pub fn fetch_points(&self, instructions: &[(u64, u8)]) -> Box<[u32]> {
-        let line_size = match &self.caches {
-            Some(Caches::Plain(caches)) => caches.config().i1.line_size,
-            Some(Caches::Use(caches)) => caches.config().i1.line_size,
+    /// The fetches of a block of `instructions` the I1 simulation must see
+    /// in [`Simulation::run_block`]: the first instruction's, and each that
+    /// does not lie wholly in the line its predecessor ended in. The others
+    /// hit the most recently used line of their set, which changes nothing
+    /// in the plain model (only fetches touch I1) and adds their count and
+    /// bytes to that line's use in the cache-use model. None without caches.
+    pub fn fetch_points(&self, instructions: &[(u64, u8)]) -> Box<[FetchPoint]> {
+        let (line_size, caches) = match &self.caches {
+            Some(Caches::Plain(caches)) => (caches.config().i1.line_size, None),
+            Some(Caches::Use(caches)) => (caches.config().i1.line_size, Some(caches)),
             None => return Box::default(),
         };
         let bits = line_size.trailing_zeros();
         let mut ended_in = None;
-        let mut points = Vec::new();
+        let mut points: Vec<FetchPoint> = Vec::new();
         for (position, &(addr, len)) in (0u32..).zip(instructions) {
             let last = addr.wrapping_add(u64::from(len.max(1)) - 1);
             let (first, last) = (addr >> bits, last >> bits);
-            if ended_in != Some(first) || first != last {
-                points.push(position);
+            match points.last_mut() {
+                Some(point) if ended_in == Some(first) && first == last => {
+                    point.followers += 1;
+                    point.mask |= caches.map_or(0, |caches| caches.fetch_mask(addr, len.into()));
+                }
+                _ => points.push(FetchPoint {
+                    position,
+                    followers: 0,
+                    mask: 0,
+                }),
             }
             ended_in = Some(last);
         }
         points.into_boxed_slice()
     }
 
-    /// Simulates a run of `block` without cache use whose every-run costs
-    /// are known: the fetches at `fetches` ([`Simulation::fetch_points`])
-    /// and the block's events, in order; each event beyond the every-run
-    /// ones (a miss) goes to `extra(position, column)`.
+    /// Simulates a run of `block` whose every-run costs are known: the
+    /// fetches `fetches` ([`Simulation::fetch_points`]) and the block's
+    /// events, in order; each event beyond the every-run ones (a miss) goes
+    /// to `sink`, which also names the owners of the lines loaded.
     #[inline]
     pub fn run_block(
         &mut self,
         block: &SimulatedBlock<'_>,
-        fetches: &[u32],
-        mut extra: impl FnMut(usize, usize),
+        fetches: &[FetchPoint],
+        sink: &mut impl RunSink,
     ) {
         let (data, branches) = (self.simulates_data(), self.simulates_branches());
         if let (Some(Caches::Plain(caches)), Some(columns), false) =
             (&mut self.caches, self.events.cache, branches)
         {
-            run_plain(caches, columns, self.modify_is_read, block, fetches, extra);
+            run_plain(caches, columns, self.modify_is_read, block, fetches, sink);
             return;
         }
-        let mut fetches = fetches.iter().map(|&position| position as usize).peekable();
+        let mut fetches = fetches.iter().peekable();
         let mut events = block.events().peekable();
         loop {
             // A position's fetch comes before its events.
             let next_event = events.peek().map(|&(position, _)| position);
             let (position, counts) = match (fetches.peek(), next_event) {
-                (Some(&fetched), next) if next.is_none_or(|event| fetched <= event) => {
+                (Some(&&point), next) if next.is_none_or(|event| point.at() <= event) => {
                     fetches.next();
-                    let Some(&(addr, len)) = block.instructions.get(fetched) else {
+                    let Some(&(addr, len)) = block.instructions.get(point.at()) else {
                         continue;
                     };
-                    (fetched, self.fetch(addr, len, &mut || 0))
+                    let counts = self.fetch(addr, len, &mut || sink.owner(point.at()));
+                    if let Some(Caches::Use(caches)) = &mut self.caches {
+                        caches.fetch_again(point.followers, point.mask);
+                    }
+                    (point.at(), counts)
                 }
                 (_, Some(_)) => {
                     let Some((position, event)) = events.next() else {
@@ -179,7 +192,9 @@ impl Simulation {
                         .get(position)
                         .map_or(0, |&(addr, _)| addr);
                     let counts = match event {
-                        BlockEvent::Access(access) if data => self.data(access, &mut || 0),
+                        BlockEvent::Access(access) if data => {
+                            self.data(access, &mut || sink.owner(position))
+                        }
                         BlockEvent::Conditional(taken) if branches => {
                             self.conditional_branch(addr, taken)
                         }
@@ -195,7 +210,7 @@ impl Simulation {
             counts
                 .split_first()
                 .1
-                .for_each(|column| extra(position, column));
+                .for_each(|column| sink.extra(position, column));
         }
     }
 
@@ -265,6 +280,35 @@ impl Simulation {
     }
 }
 
+/// An instruction of a block whose fetch the I1 simulation sees in a
+/// run ([`Simulation::fetch_points`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FetchPoint {
+    /// Its position in the block.
+    position: u32,
+    /// How many instructions after it lie wholly in the line it ended in.
+    followers: u32,
+    /// The bytes of that line they touch (cache-use model).
+    mask: u32,
+}
+
+impl FetchPoint {
+    /// Its position in the block.
+    #[inline]
+    fn at(&self) -> usize {
+        self.position as usize
+    }
+}
+
+/// What a simulated run ([`Simulation::run_block`]) reports to.
+pub(crate) trait RunSink {
+    /// The owner of a line the instruction at `position` loads (cache-use
+    /// model).
+    fn owner(&mut self, position: usize) -> Owner;
+    /// One more event in `column` of the instruction at `position`.
+    fn extra(&mut self, position: usize, column: usize);
+}
+
 /// [`Simulation::run_block`] with the plain caches and no branch
 /// simulation: each access's outcome gives its misses directly.
 #[inline]
@@ -273,19 +317,19 @@ fn run_plain(
     columns: CacheColumns,
     modify_is_read: bool,
     block: &SimulatedBlock<'_>,
-    fetches: &[u32],
-    mut extra: impl FnMut(usize, usize),
+    fetches: &[FetchPoint],
+    sink: &mut impl RunSink,
 ) {
     let mut misses = |position, outcome: Outcome, (l1, ll)| {
         if outcome.l1_miss() {
-            extra(position, l1);
+            sink.extra(position, l1);
             if outcome.ll_miss() {
-                extra(position, ll);
+                sink.extra(position, ll);
             }
         }
     };
     let fetched = (columns.i1mr, columns.ilmr);
-    let mut fetches = fetches.iter().map(|&position| position as usize).peekable();
+    let mut fetches = fetches.iter().map(FetchPoint::at).peekable();
     for (position, event) in block.events() {
         while let Some(at) = fetches.next_if(|&at| at <= position) {
             if let Some(&(addr, len)) = block.instructions.get(at) {

@@ -311,15 +311,6 @@ impl ThreadState {
         block.pending.push_run(table, instructions, shared.costs)
     }
 
-    /// The current block runs the instruction of `len` bytes at `addr`
-    /// (within a run made pending by [`ThreadState::simulated_run`]).
-    #[inline]
-    pub fn running(&mut self, addr: u64, len: u8) {
-        if let Some(block) = self.state().block.as_mut() {
-            block.last = Some((addr, len));
-        }
-    }
-
     /// One more event in `column` of the instruction at `position` of a
     /// run made pending by [`ThreadState::simulated_run`].
     #[inline]
@@ -352,14 +343,28 @@ impl ThreadState {
     /// running instruction in its centre (or, in skipped code, the call into
     /// it), and the running call's node.
     pub fn load_site(&self) -> Option<(Centre, u64, Option<NodeId>)> {
+        self.site_running(|block| block.last.map(|(addr, _)| addr))
+    }
+
+    /// [`ThreadState::load_site`] while the current block runs its
+    /// instruction at `addr`.
+    pub fn load_site_at(&self, addr: u64) -> Option<(Centre, u64, Option<NodeId>)> {
+        self.site_running(|_| Some(addr))
+    }
+
+    /// [`ThreadState::load_site`] with the running instruction of the
+    /// current block given by `running`.
+    fn site_running(
+        &self,
+        running: impl FnOnce(&CurrentBlock) -> Option<u64>,
+    ) -> Option<(Centre, u64, Option<NodeId>)> {
         let state = self.state_ref();
         let node = self.current_node();
         if let Some(site) = state.nonskipped {
             return Some((site.centre, site.addr, node));
         }
         let block = state.block.as_ref()?;
-        let (addr, _) = block.last?;
-        Some((block.centre, addr, node))
+        Some((block.centre, running(block)?, node))
     }
 
     /// The running call's node: the innermost call of the current state that

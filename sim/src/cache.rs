@@ -147,6 +147,17 @@ mod tests {
     }
 
     #[test]
+    fn only_the_most_recent_line_of_a_set_hits_without_a_look_up() {
+        let mut c = tiny();
+        c.access(0x20, 4); // set 0 = [2]
+        c.access(0x40, 4); // set 0 = [4, 2]
+        assert!(c.hits_most_recent(0x48, 8));
+        assert!(!c.hits_most_recent(0x20, 4)); // resident, but not the most recent
+        assert!(!c.hits_most_recent(0x4c, 8)); // straddles into block 5
+        assert!(!c.hits_most_recent(0x30, 1)); // set 1: block 0 is its most recent
+    }
+
+    #[test]
     fn block_zero_starts_resident() {
         let mut c = tiny();
         assert!(!c.access(0x0, 8));

@@ -364,17 +364,11 @@ impl UseHierarchy {
     /// line is loaded (most accesses load none).
     #[inline]
     pub fn fetch_for(&mut self, addr: u64, len: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome {
-        let i1 = &mut self.i1;
-        let line_mask = u64::from(i1.line_size - 1);
-        let last = addr.wrapping_add(u64::from(len.clamp(1, i1.line_size)) - 1);
-        if let Some((line, idx)) = self.last_fetched {
+        let line_mask = u64::from(self.i1.line_size - 1);
+        let last = addr.wrapping_add(u64::from(len.clamp(1, self.i1.line_size)) - 1);
+        if let Some((line, _)) = self.last_fetched {
             if addr & !line_mask == line && last & !line_mask == line {
-                let mask = i1.start_mask[(addr & line_mask) as usize]
-                    & i1.end_mask[(last & line_mask) as usize];
-                if let Some(u) = i1.usage.get_mut(idx) {
-                    u.count = u.count.wrapping_add(1);
-                    u.mask |= mask;
-                }
+                self.fetch_again(1, self.fetch_mask(addr, len));
                 return Outcome::L1Hit;
             }
         }
@@ -386,6 +380,32 @@ impl UseHierarchy {
             .get(start)
             .map(|&tag| (last & !line_mask, start + (tag & !i1.tag_mask) as usize));
         outcome
+    }
+
+    /// The bytes of an I1 line a fetch of `len` bytes at `addr` within
+    /// that line touches, as a usage mask.
+    pub fn fetch_mask(&self, addr: u64, len: u32) -> u32 {
+        let i1 = &self.i1;
+        let line_mask = u64::from(i1.line_size - 1);
+        let last = addr.wrapping_add(u64::from(len.clamp(1, i1.line_size)) - 1);
+        i1.start_mask[(addr & line_mask) as usize] & i1.end_mask[(last & line_mask) as usize]
+    }
+
+    /// `count` more fetches wholly within the line fetched last, touching
+    /// the bytes of `mask` ([`UseHierarchy::fetch_mask`]): what as many
+    /// calls of [`UseHierarchy::fetch_for`] do (each hits that line).
+    #[inline]
+    pub fn fetch_again(&mut self, count: u32, mask: u32) {
+        if count == 0 {
+            return;
+        }
+        if let Some(usage) = self
+            .last_fetched
+            .and_then(|(_, idx)| self.i1.usage.get_mut(idx))
+        {
+            usage.count = usage.count.wrapping_add(count);
+            usage.mask |= mask;
+        }
     }
 
     /// Reads or writes `size` bytes at `addr` for `owner` (both behave the same);
@@ -650,6 +670,38 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(changes(&mut fetched), changes(&mut read));
+    }
+
+    #[test]
+    fn fetching_again_within_the_last_line_charges_as_the_fetches_would() {
+        // Runs of instructions within one line: each fetched, against the
+        // first fetched and the others added with `fetch_again`.
+        let (mut each, mut again) = (small(), small());
+        let mut state = 11u64;
+        for owner in 0..4000u64 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let addr = 0x1000 + (state >> 33) % 0x300;
+            let len = 1 + (state >> 20) as u32 % 4;
+            let line_end = (addr | 15) + 1;
+            let followers: Vec<u64> = (1..4)
+                .map(|step| addr + u64::from(len) * step)
+                .filter(|&at| at + u64::from(len) <= line_end)
+                .collect();
+            assert_eq!(each.fetch(addr, len, owner), again.fetch(addr, len, owner));
+            let mut mask = 0;
+            for &at in &followers {
+                assert_eq!(each.fetch(at, len, owner), Outcome::L1Hit);
+                mask |= again.fetch_mask(at, len);
+            }
+            again.fetch_again(followers.len() as u32, mask);
+            let data = 0x4000 + (state >> 40) % 0x200;
+            assert_eq!(each.data(data, 4, owner), again.data(data, 4, owner));
+        }
+        each.flush();
+        again.flush();
+        assert_eq!(charges(&mut each), charges(&mut again));
     }
 
     #[test]
