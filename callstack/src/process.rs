@@ -486,8 +486,9 @@ impl Process {
             }
             // The block's cache-use charges, booked before the next block
             // can change the call stack.
-            if let Some((charges, changes)) = simulation.take_cache_use() {
-                owners.settle(false, &charges, &changes, events, tables, forest.as_mut());
+            if let Some((charges, changes)) = simulation.cache_use() {
+                owners.settle(false, charges, changes, events, tables, forest.as_mut());
+                simulation.clear_cache_use();
                 let Some(table) = tables.get_mut(&costs_key) else {
                     return;
                 };
@@ -753,17 +754,18 @@ impl Process {
         if self.events.cacheuse.is_none() {
             return;
         }
-        let Some((charges, changes)) = self.simulation.take_cache_use() else {
+        let Some((charges, changes)) = self.simulation.cache_use() else {
             return;
         };
         self.owners.settle(
             only_executed,
-            &charges,
-            &changes,
+            charges,
+            changes,
             &self.events,
             &mut self.costs,
             self.forest.as_mut(),
         );
+        self.simulation.clear_cache_use();
     }
 
     /// Cachegrind's attribution: the instruction of `len` bytes at `addr` is

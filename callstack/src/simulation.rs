@@ -160,11 +160,18 @@ impl Simulation {
         sink: &mut impl RunSink,
     ) {
         let (data, branches) = (self.simulates_data(), self.simulates_branches());
-        if let (Some(Caches::Plain(caches)), Some(columns), false) =
-            (&mut self.caches, self.events.cache, branches)
-        {
-            run_plain(caches, columns, self.modify_is_read, block, fetches, sink);
-            return;
+        let rules = (self.events.cache, self.modify_is_read);
+        match (&mut self.caches, rules, branches) {
+            (Some(Caches::Plain(caches)), (Some(columns), modify_is_read), false) => {
+                run_caches(caches, (columns, modify_is_read), block, fetches, sink);
+                return;
+            }
+            (Some(Caches::Use(caches)), (Some(columns), modify_is_read), false) => {
+                let caches = &mut **caches;
+                run_caches(caches, (columns, modify_is_read), block, fetches, sink);
+                return;
+            }
+            _ => {}
         }
         let mut fetches = fetches.iter().peekable();
         let mut events = block.events().peekable();
@@ -250,16 +257,23 @@ impl Simulation {
         matches!(&self.caches, Some(Caches::Use(caches)) if caches.has_reports())
     }
 
-    /// The cache-use charges and line changes since the last call, `None`
-    /// when there are none (most accesses, which allocates nothing).
+    /// The cache-use charges and line changes since they were last
+    /// cleared ([`Simulation::clear_cache_use`]), `None` when there are
+    /// none (most accesses).
     #[inline]
-    pub fn take_cache_use(&mut self) -> Option<(Vec<Charge>, Vec<LineChange>)> {
-        match &mut self.caches {
-            Some(Caches::Use(caches)) if caches.has_reports() => Some((
-                caches.drain_charges().collect(),
-                caches.drain_line_changes().collect(),
-            )),
+    pub fn cache_use(&self) -> Option<(&[Charge], &[LineChange])> {
+        match &self.caches {
+            Some(Caches::Use(caches)) if caches.has_reports() => {
+                Some((caches.pending_charges(), caches.pending_line_changes()))
+            }
             _ => None,
+        }
+    }
+
+    /// Forgets the cache-use charges and line changes so far (settled).
+    pub fn clear_cache_use(&mut self) {
+        if let Some(Caches::Use(caches)) = &mut self.caches {
+            caches.clear_reports();
         }
     }
 
@@ -309,32 +323,81 @@ pub(crate) trait RunSink {
     fn extra(&mut self, position: usize, column: usize);
 }
 
-/// [`Simulation::run_block`] with the plain caches and no branch
-/// simulation: each access's outcome gives its misses directly.
+/// A cache model as [`run_caches`] drives it.
+trait RunCaches {
+    /// Fetches the instruction of `len` bytes at `addr` and the
+    /// `followers` after it in its line (count, usage mask), asking
+    /// `owner` who loads a line.
+    fn fetch_point(
+        &mut self,
+        instruction: (u64, u8),
+        followers: (u32, u32),
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome;
+
+    /// Reads or writes `size` bytes at `addr` (simulated alike).
+    fn access(&mut self, addr: u64, size: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome;
+}
+
+impl RunCaches for Hierarchy {
+    #[inline(always)]
+    fn fetch_point(
+        &mut self,
+        (addr, len): (u64, u8),
+        _: (u32, u32),
+        _: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
+        self.fetch(addr, u32::from(len))
+    }
+
+    #[inline(always)]
+    fn access(&mut self, addr: u64, size: u32, _: &mut dyn FnMut() -> Owner) -> Outcome {
+        self.read(addr, size)
+    }
+}
+
+impl RunCaches for UseHierarchy {
+    #[inline(always)]
+    fn fetch_point(
+        &mut self,
+        (addr, len): (u64, u8),
+        (count, mask): (u32, u32),
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
+        let outcome = self.fetch_for(addr, u32::from(len), owner);
+        self.fetch_again(count, mask);
+        outcome
+    }
+
+    #[inline(always)]
+    fn access(&mut self, addr: u64, size: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome {
+        self.data_for(addr, size, owner)
+    }
+}
+
+/// [`Simulation::run_block`] with caches and no branch simulation: each
+/// access's outcome gives its misses directly.
 #[inline]
-fn run_plain(
-    caches: &mut Hierarchy,
-    columns: CacheColumns,
-    modify_is_read: bool,
+fn run_caches<C: RunCaches, S: RunSink>(
+    caches: &mut C,
+    (columns, modify_is_read): (CacheColumns, bool),
     block: &SimulatedBlock<'_>,
     fetches: &[FetchPoint],
-    sink: &mut impl RunSink,
+    sink: &mut S,
 ) {
-    let mut misses = |position, outcome: Outcome, (l1, ll)| {
-        if outcome.l1_miss() {
-            sink.extra(position, l1);
-            if outcome.ll_miss() {
-                sink.extra(position, ll);
-            }
+    let fetched = (columns.i1mr, columns.ilmr);
+    let fetch = |caches: &mut C, point: &FetchPoint, sink: &mut S| {
+        let at = point.at();
+        if let Some(&instruction) = block.instructions.get(at) {
+            let followers = (point.followers, point.mask);
+            let outcome = caches.fetch_point(instruction, followers, &mut || sink.owner(at));
+            count_misses(sink, at, outcome, fetched);
         }
     };
-    let fetched = (columns.i1mr, columns.ilmr);
-    let mut fetches = fetches.iter().map(FetchPoint::at).peekable();
+    let mut fetches = fetches.iter().peekable();
     for (position, event) in block.events() {
-        while let Some(at) = fetches.next_if(|&at| at <= position) {
-            if let Some(&(addr, len)) = block.instructions.get(at) {
-                misses(at, caches.fetch(addr, u32::from(len)), fetched);
-            }
+        while let Some(point) = fetches.next_if(|point| point.at() <= position) {
+            fetch(caches, point, sink);
         }
         let BlockEvent::Access(access) = event else {
             continue;
@@ -344,17 +407,31 @@ fn run_plain(
             AccessKind::Write => false,
             AccessKind::Modify => modify_is_read,
         };
-        // Reads and writes are simulated alike.
-        let outcome = caches.read(access.addr, access.size);
+        let outcome = caches.access(access.addr, access.size, &mut || sink.owner(position));
         if read {
-            misses(position, outcome, (columns.d1mr, columns.dlmr));
+            count_misses(sink, position, outcome, (columns.d1mr, columns.dlmr));
         } else {
-            misses(position, outcome, (columns.d1mw, columns.dlmw));
+            count_misses(sink, position, outcome, (columns.d1mw, columns.dlmw));
         }
     }
-    for at in fetches {
-        if let Some(&(addr, len)) = block.instructions.get(at) {
-            misses(at, caches.fetch(addr, u32::from(len)), fetched);
+    for point in fetches {
+        fetch(caches, point, sink);
+    }
+}
+
+/// Reports the misses of an access of the instruction at `position` with
+/// `outcome` in the columns `(l1, ll)`.
+#[inline(always)]
+fn count_misses(
+    sink: &mut impl RunSink,
+    position: usize,
+    outcome: Outcome,
+    (l1, ll): (usize, usize),
+) {
+    if outcome.l1_miss() {
+        sink.extra(position, l1);
+        if outcome.ll_miss() {
+            sink.extra(position, ll);
         }
     }
 }

@@ -353,6 +353,19 @@ impl UseHierarchy {
         &self.charges
     }
 
+    /// The line changes so far, without removing them.
+    pub fn pending_line_changes(&self) -> &[LineChange] {
+        &self.lines
+    }
+
+    /// Forgets the charges and line changes so far (taken with
+    /// [`UseHierarchy::pending_charges`] and
+    /// [`UseHierarchy::pending_line_changes`]).
+    pub fn clear_reports(&mut self) {
+        self.charges.clear();
+        self.lines.clear();
+    }
+
     /// Fetches the `len` bytes of one instruction at `addr`, loaded on behalf of
     /// `owner`.
     #[inline]
