@@ -258,6 +258,23 @@ impl Costs {
         }
     }
 
+    /// Where event `column` of slot `slot` is among the slots' counts, for
+    /// [`Costs::count_in_cells`] (valid until the tables are cleared).
+    pub fn slot_cell(&self, slot: usize, column: usize) -> Option<usize> {
+        let cell = slot * self.slot_width + column;
+        (column < self.slot_width && cell < self.slot_costs.len()).then_some(cell)
+    }
+
+    /// Adds 1 to each of the slots' counts at `cells` ([`Costs::slot_cell`]).
+    #[inline]
+    pub fn count_in_cells(&mut self, cells: &[usize]) {
+        for &cell in cells {
+            if let Some(sum) = self.slot_costs.get_mut(cell) {
+                *sum += 1;
+            }
+        }
+    }
+
     /// The cost vector of slot `slot` (empty if there is no such slot).
     #[inline]
     fn slot_cost(&mut self, slot: usize) -> &mut [u64] {

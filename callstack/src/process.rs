@@ -12,7 +12,7 @@ use cgx_engine::{Arrival, Block, BlockEvent, DataAccess, SimulatedBlocks, WholeB
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
-use crate::attribution::{Charged, RecentSlots};
+use crate::attribution::{Charged, OwnRun, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
 use crate::costs::{ArcKey, Costs, Profile};
@@ -67,6 +67,9 @@ pub(crate) struct Process {
     /// With Cachegrind's attribution: where recent instructions were
     /// charged.
     recent_slots: RecentSlots,
+    /// With Cachegrind's attribution and simulation: what every run of a
+    /// block charges, by block key.
+    own_runs: Vec<Option<Box<OwnRun>>>,
     /// With Cachegrind's attribution: each function's context.
     own_contexts: FxHashMap<FnId, CxtId>,
     /// With Cachegrind's attribution: the whole blocks run.
@@ -113,6 +116,7 @@ impl Process {
             owners: Owners::default(),
             last_charged: None,
             recent_slots: RecentSlots::default(),
+            own_runs: Vec::new(),
             own_contexts: FxHashMap::default(),
             sequences: Sequences::default(),
             symbols: Symbols::new(),
@@ -147,6 +151,7 @@ impl Process {
             owners: self.owners.clone(),
             last_charged: None,
             recent_slots: RecentSlots::default(),
+            own_runs: Vec::new(),
             own_contexts: self.own_contexts.clone(),
             sequences: self.sequences.clone(),
             symbols: Symbols::new(),
@@ -508,6 +513,7 @@ impl Process {
             costs,
             simulation,
             recent_slots,
+            own_runs,
             last_charged,
             functions,
             symbols,
@@ -525,11 +531,30 @@ impl Process {
         let key = costs_key(options, thread.number);
         let table = costs.entry(key).or_default();
         let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
+        let mut charged_steps = Vec::new();
         for simulated in blocks {
             *blocks_run += 1;
+            let block = (simulated.block.addr, simulated.instructions.len());
+            let slot = simulated.key as usize;
+            let known = own_runs.get(slot).and_then(Option::as_deref);
+            if let Some(own) = known.filter(|own| own.fits(block, key, table)) {
+                // Every run's events, then the misses.
+                own.charge(table);
+                thread.count_each(&own.total);
+                let mut report = OwnReport {
+                    thread: &mut *thread,
+                    table: &mut *table,
+                    slots: &own.slots,
+                };
+                simulation.run_block(&simulated, &own.fetches, &mut report);
+                *last_charged = Some(own.last);
+                continue;
+            }
+            charged_steps.clear();
+            let mut every = Vec::new();
             let mut block_events = simulated.events();
             let mut next_event = block_events.next();
-            for (index, &(addr, len)) in simulated.instructions.iter().enumerate() {
+            for (index, &(addr, len)) in (0u32..).zip(simulated.instructions) {
                 let code = (
                     &mut *functions,
                     &mut *symbols,
@@ -538,10 +563,12 @@ impl Process {
                     &mut *contexts,
                 );
                 let charged = own_charge(recent_slots, (table, key), code, events.len(), addr);
+                charged_steps.push(charged);
                 *last_charged = Some(charged);
                 let counts = simulation.fetch(addr, len, &mut || 0);
+                every.extend(counts.split_first().0.map(|column| (index, column as u32)));
                 charge_own(thread, table, charged, counts);
-                while let Some((_, event)) = next_event.filter(|&(of, _)| of == index) {
+                while let Some((_, event)) = next_event.filter(|&(of, _)| of == index as usize) {
                     next_event = block_events.next();
                     let counts = match event {
                         BlockEvent::Access(access) if data => simulation.data(access, &mut || 0),
@@ -553,8 +580,17 @@ impl Process {
                         }
                         _ => continue,
                     };
+                    every.extend(counts.split_first().0.map(|column| (index, column as u32)));
                     charge_own(thread, table, charged, counts);
                 }
+            }
+            let fetches = simulation.fetch_points(simulated.instructions);
+            let steps = (charged_steps.as_slice(), every.as_slice());
+            if let Some(own) = OwnRun::new(block.0, steps, table, fetches) {
+                if own_runs.len() <= slot {
+                    own_runs.resize(slot + 1, None);
+                }
+                own_runs[slot] = Some(Box::new(own));
             }
         }
     }
@@ -1172,6 +1208,29 @@ fn new_thread(
     thread
 }
 
+/// Where a whole run of a block reports under Cachegrind's attribution:
+/// each miss in its instruction's slot (`slots`) of `table` and in the
+/// thread's total.
+struct OwnReport<'a> {
+    thread: &'a mut ThreadState,
+    table: &'a mut Costs,
+    slots: &'a [usize],
+}
+
+impl RunSink for OwnReport<'_> {
+    fn owner(&mut self, _: usize) -> cgx_sim::Owner {
+        cgx_sim::NO_OWNER
+    }
+
+    #[inline]
+    fn extra(&mut self, position: usize, column: usize) {
+        if let Some(&slot) = self.slots.get(position) {
+            self.table.count_in_slot(slot, column);
+        }
+        count_column(self.thread, column);
+    }
+}
+
 /// Where a whole run of a block reports ([`RunSink`]): the thread running
 /// it, and the owners of the lines it loads in cost table `costs_key`.
 struct RunReport<'a> {
@@ -1316,17 +1375,23 @@ fn own_centre(
 /// constant.
 #[inline]
 fn count(thread: &mut ThreadState, counts: Counts) {
+    counts.for_each(|column| count_column(thread, column));
+}
+
+/// Counts one event in `column` in `thread`'s own counter (`Ir` alone, any
+/// other as a vector up to its column that holds 1 there, read from a
+/// constant).
+#[inline]
+fn count_column(thread: &mut ThreadState, column: usize) {
     /// Zeros and a last 1: its last `n + 1` columns count column `n`.
     const ONE_LAST: [u64; MAX_EVENTS] = {
         let mut cost = [0; MAX_EVENTS];
         cost[MAX_EVENTS - 1] = 1;
         cost
     };
-    counts.for_each(|column| {
-        if column == 0 {
-            thread.count_ir(1);
-        } else if let Some(one) = ONE_LAST.get(MAX_EVENTS.saturating_sub(column + 1)..) {
-            thread.count(one);
-        }
-    });
+    if column == 0 {
+        thread.count_ir(1);
+    } else if let Some(one) = ONE_LAST.get(MAX_EVENTS.saturating_sub(column + 1)..) {
+        thread.count(one);
+    }
 }

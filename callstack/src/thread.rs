@@ -1218,6 +1218,18 @@ impl ThreadState {
         add(&mut self.states[0].cost, costs);
     }
 
+    /// Adds `count` to each `(column, count)` of `counts` in the thread's
+    /// own counter.
+    #[inline]
+    pub fn count_each(&mut self, counts: &[(u32, u64)]) {
+        let total = &mut self.states[0].cost;
+        for &(column, count) in counts {
+            if let Some(sum) = total.get_mut(column as usize) {
+                *sum = sum.wrapping_add(count);
+            }
+        }
+    }
+
     /// Counts `ir` instructions in the thread's own counter (Cachegrind's
     /// attribution of whole blocks).
     pub fn count_ir(&mut self, ir: u64) {
