@@ -17,7 +17,9 @@
 #             skipped (default 2000000; the step backend runs ~50k instr/s)
 #   WORKLOADS space-separated subset of: true ls compute gzip python3 sort sqlite3
 #   MODES     space-separated subset of: cachegrind callgrind callgrind-cache
-#             callgrind-cacheuse (default: all four)
+#             callgrind-cacheuse (default: these four, the issue's), and
+#             cachegrind-cache (Cachegrind with its cache simulation, the
+#             default of valgrind 3.19)
 #   CGX       a cgx binary to use instead of building target/release/cgx
 #
 # Needs valgrind, gcc, gzip, sort, python3 (/usr/bin/python3) and sqlite3
@@ -137,6 +139,7 @@ file_size() {
 mode_options() {
     case "$1" in
         cachegrind)         echo "--tool=cachegrind --cache-sim=no" ;;
+        cachegrind-cache)   echo "--tool=cachegrind --cache-sim=yes" ;;
         callgrind)          echo "--tool=callgrind" ;;
         callgrind-cache)    echo "--tool=callgrind --cache-sim=yes" ;;
         callgrind-cacheuse) echo "--tool=callgrind --cacheuse=yes" ;;
