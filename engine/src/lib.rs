@@ -24,6 +24,7 @@ pub mod error;
 pub mod event;
 mod flow;
 pub mod launch;
+mod prefetch;
 mod ptrace;
 mod semantics;
 pub mod step;
@@ -36,5 +37,6 @@ pub use event::{
     SimulatedBlock, Thread, WholeBlock,
 };
 pub use launch::Command;
+pub use prefetch::prefetch;
 pub use step::{Outcome, RunOptions};
 pub use translate::{SimulatedBlocks, WholeBlocks};

@@ -366,6 +366,9 @@ impl<'a> Iterator for WholeBlocks<'a> {
             };
             let runs = if info.repeats { runs } else { 1 };
             self.at = end;
+            if let Some(&next) = self.words.get(end) {
+                self.cache.prefetch_replay(next);
+            }
             self.records += 1;
             self.open = info.repeats.then_some((key, sp));
             if runs == 0 {
@@ -445,6 +448,9 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             return None;
         };
         self.at = end;
+        if let Some(&next) = self.words.get(end) {
+            self.cache.prefetch_replay(next);
+        }
         self.records += 1;
         let addr = info.addr;
         let block = Block {
@@ -553,7 +559,7 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         let bytes = (end - next).min(CHUNK_BYTES);
         let left = words.len();
         words.resize(left + (bytes / 8) as usize, 0);
-        memory.read(next, bytemuck::cast_slice_mut(&mut words[left..]))?;
+        memory.read_bulk(next, bytemuck::cast_slice_mut(&mut words[left..]))?;
         next += bytes;
         let more = next < end;
         let chunk = (words.as_slice(), counts, more);

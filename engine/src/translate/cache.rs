@@ -249,6 +249,15 @@ impl Cache {
         self.regions.iter().map(|region| &region.layout)
     }
 
+    /// Asks for the replay data of translation `id` to be in the
+    /// processor's cache soon ([`Cache::replay_info`] of the next record).
+    #[inline(always)]
+    pub fn prefetch_replay(&self, id: u64) {
+        if let Some(replayed) = usize::try_from(id).ok().and_then(|i| self.replayed.get(i)) {
+            crate::prefetch(replayed);
+        }
+    }
+
     /// What the replay of a record of translation `id` needs: the block's
     /// address, its instructions, how it is left, its record's layout.
     #[inline]

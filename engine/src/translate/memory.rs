@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 /// The memory of a tracee (`/proc/PID/mem`, read and write).
 pub(super) struct Memory {
     file: File,
+    pid: i32,
 }
 
 impl Memory {
@@ -21,7 +22,7 @@ impl Memory {
                 operation: "open /proc/PID/mem",
                 source,
             })?;
-        Ok(Memory { file })
+        Ok(Memory { file, pid })
     }
 
     /// Reads as many bytes at `addr` as are mapped; returns how many.
@@ -47,6 +48,27 @@ impl Memory {
                 operation: "read tracee memory",
                 source,
             })
+    }
+
+    /// [`Memory::read`] of many pages: with `process_vm_readv`, which takes
+    /// the tracee's pages in batches (`/proc/PID/mem` looks each one up
+    /// alone), or through `/proc/PID/mem` if that fails.
+    pub fn read_bulk(&self, addr: u64, buffer: &mut [u8]) -> Result<()> {
+        let local = libc::iovec {
+            iov_base: buffer.as_mut_ptr().cast(),
+            iov_len: buffer.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: buffer.len(),
+        };
+        // SAFETY: `local` describes `buffer`, which is writable for its
+        // length; the kernel checks `remote` against the tracee's mappings.
+        let got = unsafe { libc::process_vm_readv(self.pid, &local, 1, &remote, 1, 0) };
+        if usize::try_from(got).is_ok_and(|got| got == buffer.len()) {
+            return Ok(());
+        }
+        self.read(addr, buffer)
     }
 
     /// Reads the u64 at `addr`.
