@@ -313,3 +313,52 @@ impl Pending {
         costs.charge_block(table, &self.addrs, &self.costs, events);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Centre;
+
+    /// Two events (`Ir`, `Dr`), a cost table of the two instructions of a
+    /// block, and a profile of their runs: `Ir` each, one `Dr` for the
+    /// first.
+    fn table_with_profile() -> (Costs, usize, [(u64, u8); 2]) {
+        let mut costs = Costs::default();
+        let instructions = [(0x1000, 4), (0x1004, 2)];
+        let table = costs.block(Centre { cxt: 0, rec: 0 }, 0x1000, 0);
+        costs.charge_block(table, &[0x1000, 0x1004], &[[0; MAX_EVENTS]; 2], 2);
+        let profile = Profile {
+            key: 7,
+            rows: vec![1, 1, 1, 0],
+            total: vec![2, 1],
+        };
+        assert!(costs.use_profile(table, &profile));
+        (costs, table, instructions)
+    }
+
+    #[test]
+    fn repeated_runs_cost_their_profile_each_plus_every_run_s_extras() {
+        let (costs, table, instructions) = table_with_profile();
+        let mut pending = Pending::default();
+        assert!(pending.push_run(table, &instructions, &costs));
+        pending.count_extra(1, 1);
+        pending.repeat();
+        pending.repeat();
+        pending.count_extra(0, 1);
+        assert_eq!(pending.run(), Some((table, 2, 3)));
+        assert_eq!(pending.count(), 6);
+        let mut total = vec![0; 2];
+        pending.add_to(&costs, &mut total, 0);
+        assert_eq!(total, [6, 5]);
+        // Listed (as before a dump), each instruction costs its row three
+        // times plus its extras, and the sum is the same.
+        pending.detach(&costs);
+        let mut listed = vec![0; 2];
+        pending.add_to(&costs, &mut listed, 0);
+        assert_eq!(listed, total);
+        assert_eq!(
+            pending.last_cost(2, &costs).map(|cost| cost.to_vec()),
+            Some(vec![3, 1])
+        );
+    }
+}
