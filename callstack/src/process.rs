@@ -1341,10 +1341,6 @@ fn charge_step(
     }
 }
 
-/// The centre Cachegrind charges the instruction at `addr` to: its
-/// function's, in a context of its own (kept in `own_contexts`). Asked once
-/// per instruction or block, so out of the way of the paths that run again.
-#[cold]
 /// The key of the cost tables thread number `thread` charges: its number
 /// with `--separate-threads=yes`, else 0 (one table for all).
 fn costs_key(options: &Options, thread: u32) -> u32 {
@@ -1355,6 +1351,10 @@ fn costs_key(options: &Options, thread: u32) -> u32 {
     }
 }
 
+/// The centre Cachegrind charges the instruction at `addr` to: its
+/// function's, in a context of its own (kept in `own_contexts`). Asked once
+/// per instruction or block, so out of the way of the paths that run again.
+#[cold]
 fn own_centre(
     functions: &mut Functions,
     symbols: &mut Symbols,
