@@ -656,6 +656,15 @@ mod tests {
             .collect()
     }
 
+    /// The next of a deterministic sequence of pseudo-random numbers
+    /// (a linear congruential generator).
+    fn next_random(state: &mut u64) -> u64 {
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *state
+    }
+
     #[test]
     fn fetches_within_the_last_fetched_line_count_as_data_accesses_do() {
         // I1 and D1 have the same geometry: the same accesses as fetches
@@ -664,9 +673,7 @@ mod tests {
         let (mut fetched, mut read) = (small(), small());
         let mut state = 7u64;
         for owner in 0..4000u64 {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let state = next_random(&mut state);
             let addr = 0x1000 + (state >> 33) % 0x300;
             let len = 1 + (state >> 20) as u32 % 15;
             for step in 0..3 {
@@ -692,9 +699,7 @@ mod tests {
         let (mut each, mut again) = (small(), small());
         let mut state = 11u64;
         for owner in 0..4000u64 {
-            state = state
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            let state = next_random(&mut state);
             let addr = 0x1000 + (state >> 33) % 0x300;
             let len = 1 + (state >> 20) as u32 % 4;
             let line_end = (addr | 15) + 1;
