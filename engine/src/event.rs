@@ -105,7 +105,11 @@ pub enum BlockEvent {
 /// instructions did for the simulations ([`EventSink::blocks_simulated`]).
 #[derive(Clone, Copy, Debug)]
 pub struct SimulatedBlock<'a> {
-    /// The backend's number for the block's code (as [`WholeBlock::key`]).
+    /// The backend's number for the block's code and the events of its
+    /// runs (as [`WholeBlock::key`]; the same key also means the same
+    /// kinds of events in the same order, so the last pass of a REP
+    /// string instruction, which only finds its counter zero, has a key
+    /// of its own).
     pub key: u32,
     /// Its start.
     pub block: Block,

@@ -425,7 +425,7 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
     #[inline(always)]
     fn next(&mut self) -> Option<SimulatedBlock<'a>> {
         let &id = self.words.get(self.at)?;
-        let (Some(info), Ok(key)) = (self.cache.replay_info(id), u32::try_from(id)) else {
+        let Some(info) = self.cache.replay_info(id) else {
             self.error = Some(Error::Unexpected(format!(
                 "translate: a record of unknown translation {id}"
             )));
@@ -445,6 +445,15 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
                     "translate: a record past the cursor".into(),
                 ));
             }
+            return None;
+        };
+        // A REP block's last pass has events of its own, so a key of its
+        // own.
+        let (plan, last_pass) = plan.run(words);
+        let Ok(key) = u32::try_from(2 * id + u64::from(last_pass)) else {
+            self.error = Some(Error::Unexpected(format!(
+                "translate: translation {id} beyond the keys of blocks"
+            )));
             return None;
         };
         self.at = end;

@@ -17,7 +17,7 @@ use super::blocks::{self, CodeWindow, DecodedBlock};
 use super::capture::{Capture, Sources};
 use super::layout::Layout;
 use super::memory::Memory;
-use super::plan::{self, PlannedEvent};
+use super::plan::{self, Plan};
 use super::translator::{self, ExitSlot, Refusal, Target};
 use super::writes::Writes;
 
@@ -65,9 +65,9 @@ struct Replayed {
     repeats: bool,
     /// Its instructions' addresses and lengths.
     instructions: Box<[(u64, u8)]>,
-    /// The events of each of its runs, when recorded words describe them
-    /// and a plan can (`plan`).
-    plan: Option<Box<[PlannedEvent]>>,
+    /// The events of its runs, when recorded words describe them and a
+    /// plan can (`plan`).
+    plan: Option<Plan>,
 }
 
 /// A translated block as the replay needs it.
@@ -79,8 +79,8 @@ pub(super) struct ReplayInfo<'a> {
     pub instructions: &'a [(u64, u8)],
     /// How it is left.
     pub exit: ExitRule,
-    /// The events of each of its runs, if planned (`plan`).
-    pub plan: Option<&'a [PlannedEvent]>,
+    /// The events of its runs, if planned (`plan`).
+    pub plan: Option<&'a Plan>,
     /// Words its record holds besides the id and the stack pointer.
     pub words: usize,
     /// Whether the first of them counts its runs.
@@ -267,7 +267,7 @@ impl Cache {
             addr: t.addr,
             instructions: &t.instructions,
             exit: t.exit,
-            plan: t.plan.as_deref(),
+            plan: t.plan.as_ref(),
             words: t.words as usize,
             repeats: t.repeats,
         })
@@ -521,7 +521,7 @@ impl Cache {
                 .map_err(|_| Error::Unexpected("translate: a record too long".into()))?,
             repeats: emitted.repeats,
             instructions: block.insns.iter().map(|i| (i.addr, i.len)).collect(),
-            plan: plan.map(Vec::into_boxed_slice),
+            plan,
         });
         self.translations.push(Translation {
             block,

@@ -1,13 +1,15 @@
-//! The events of a translation's runs, planned once: for a block without
-//! REP string instructions, which data accesses and branches each run
-//! reports, and in which recorded word each one's dynamic part is, follow
-//! from the block's instructions alone (Callgrind's rules: the registers
-//! holding constants start empty at the block's start). The replay then
-//! reads each event straight from a record ([`crate::SimulatedBlock`])
-//! instead of applying the rules per run.
+//! The events of a translation's runs, planned once: which data accesses
+//! and branches each run reports, and in which recorded word each one's
+//! dynamic part is, follow from the block's instructions alone (Callgrind's
+//! rules: the registers holding constants start empty at the block's
+//! start). A block ending in a REP string instruction has two plans: one
+//! for the passes that iterate, one for the last pass, which only finds
+//! the counter zero. The replay then reads each event straight from a
+//! record ([`crate::SimulatedBlock`]) instead of applying the rules per
+//! run.
 
 use crate::event::{AccessKind, BlockEvent, DataAccess};
-use crate::semantics::{Branch, Decoded};
+use crate::semantics::{Branch, Decoded, RCX};
 
 use super::capture::{Source, Sources};
 
@@ -87,19 +89,84 @@ impl PlannedEvent {
     }
 }
 
-/// The events of every run of a block of `decoded` instructions whose
-/// records hold what `sources` says, in the order the replay reports them
-/// with Callgrind's rules; `None` for a block a plan cannot describe (a
-/// REP string instruction: its events depend on the pass).
-pub(super) fn plan(decoded: &[Decoded], sources: &[Sources]) -> Option<Vec<PlannedEvent>> {
+/// The plans of a translation's runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// The events of every run (of a REP block: of a pass that iterates).
+    pub events: Box<[PlannedEvent]>,
+    /// For a block ending in a REP string instruction: the word holding
+    /// the counter before the pass, and the events of a pass that finds it
+    /// zero.
+    pub last_pass: Option<(usize, Box<[PlannedEvent]>)>,
+}
+
+impl Plan {
+    /// The events of a run whose record holds `words`, and whether they
+    /// are those of a REP block's last pass.
+    #[inline(always)]
+    pub fn run(&self, words: &[u64]) -> (&[PlannedEvent], bool) {
+        match &self.last_pass {
+            // A pass iterates when the counter is not zero (as
+            // `Recorded::iteration` says).
+            Some((counter, events)) if words.get(*counter).is_none_or(|&count| count == 0) => {
+                (events, true)
+            }
+            _ => (&self.events, false),
+        }
+    }
+}
+
+/// The plans of a block of `decoded` instructions whose records hold what
+/// `sources` says, their events in the order the replay reports them with
+/// Callgrind's rules; `None` for a block they cannot describe (a REP
+/// string instruction before the block's last, or without its counter
+/// recorded).
+pub(super) fn plan(decoded: &[Decoded], sources: &[Sources]) -> Option<Plan> {
+    let ends_in_rep = decoded.last().is_some_and(|last| last.rep.is_some());
+    let last_pass = match ends_in_rep {
+        true => {
+            let counter = sources.get(decoded.len() - 1)?.counter?;
+            Some((counter, events(decoded, sources, false)?.into()))
+        }
+        false => None,
+    };
+    Some(Plan {
+        events: events(decoded, sources, true)?.into(),
+        last_pass,
+    })
+}
+
+/// The events of a run of a block of `decoded` instructions (see [`plan`]);
+/// `iterates` says whether a REP pass ending the block runs an iteration.
+fn events(decoded: &[Decoded], sources: &[Sources], iterates: bool) -> Option<Vec<PlannedEvent>> {
     let mut events = Vec::new();
     let mut known = 0;
+    let last = decoded.len().checked_sub(1)?;
     for (index, (decoded, sources)) in decoded.iter().zip(sources).enumerate() {
-        if decoded.rep.is_some() {
-            return None;
-        }
         let instruction = u32::try_from(index).ok()?;
         let mut push = |what| events.push(PlannedEvent { instruction, what });
+        let conditional_rep = match decoded.rep {
+            Some(_) if index != last => return None,
+            Some(rep) => {
+                // The count check (as `semantics::report` reports it with
+                // Callgrind's rules): its outcome follows from the pass.
+                let conditional = rep.while_zero_flag.is_some();
+                if known & RCX == 0 {
+                    // Inverted for plain `rep`: taken when it iterates.
+                    let taken = iterates != conditional;
+                    push(Planned::Conditional {
+                        guard: None,
+                        when_held: taken,
+                        when_not: taken,
+                    });
+                }
+                if !iterates {
+                    break;
+                }
+                Some(rep.while_zero_flag)
+            }
+            None => None,
+        };
         decoded
             .accesses
             .templates(|operand, _, offset, size, kind| {
@@ -112,6 +179,18 @@ pub(super) fn plan(decoded: &[Decoded], sources: &[Sources]) -> Option<Vec<Plann
                     });
                 }
             });
+        if let Some(while_zero_flag) = conditional_rep {
+            // The continue condition of REPE/REPNE: ZF after the
+            // iteration.
+            if while_zero_flag.is_some() {
+                push(Planned::Conditional {
+                    guard: sources.zero_flag,
+                    when_held: while_zero_flag == Some(true),
+                    when_not: while_zero_flag == Some(false),
+                });
+            }
+            break;
+        }
         let when_held = decoded.branch.conditional(|| true, known, false);
         let when_not = decoded.branch.conditional(|| false, known, false);
         if let (Some(when_held), Some(when_not)) = (when_held, when_not) {
@@ -129,4 +208,89 @@ pub(super) fn plan(decoded: &[Decoded], sources: &[Sources]) -> Option<Vec<Plann
         known = decoded.effect.apply(known);
     }
     Some(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use iced_x86::{Decoder, DecoderOptions};
+
+    use super::*;
+
+    /// The decoded instructions of `bytes` (64-bit code).
+    fn decoded(bytes: &[u8]) -> Vec<Decoded> {
+        Decoder::new(64, bytes, DecoderOptions::NONE)
+            .into_iter()
+            .map(|instruction| Decoded::of(&instruction))
+            .collect()
+    }
+
+    /// The events of a run whose record holds `words`, as `plan` says.
+    fn run(plan: &Plan, words: &[u64]) -> (Vec<BlockEvent>, bool) {
+        let (events, last_pass) = plan.run(words);
+        let events = events.iter().map(|event| event.event(words)).collect();
+        (events, last_pass)
+    }
+
+    /// Word 0: `rsi`, word 1: `rdi`, word 2: `rcx` before the pass, word
+    /// 3: ZF after it (the sources of a REP string instruction).
+    fn string_sources() -> Sources {
+        Sources {
+            operands: vec![Source::Word(0), Source::Word(1)],
+            counter: Some(2),
+            zero_flag: Some(3),
+            ..Sources::default()
+        }
+    }
+
+    fn access(addr: u64, kind: AccessKind) -> BlockEvent {
+        BlockEvent::Access(DataAccess {
+            addr,
+            size: 1,
+            kind,
+        })
+    }
+
+    #[test]
+    fn a_rep_pass_that_iterates_and_the_last_pass_have_plans_of_their_own() {
+        // rep movsb
+        let plan = plan(&decoded(&[0xf3, 0xa4]), &[string_sources()]).expect("a plan");
+        let (events, last_pass) = run(&plan, &[0x100, 0x200, 5, 0]);
+        assert!(!last_pass);
+        assert_eq!(
+            events,
+            [
+                BlockEvent::Conditional(true),
+                access(0x100, AccessKind::Read),
+                access(0x200, AccessKind::Write),
+            ]
+        );
+        let (events, last_pass) = run(&plan, &[0x100, 0x200, 0, 0]);
+        assert!(last_pass);
+        assert_eq!(events, [BlockEvent::Conditional(false)]);
+    }
+
+    #[test]
+    fn repe_cmpsb_reports_its_count_check_uninverted_and_its_continue_condition() {
+        // repe cmpsb
+        let plan = plan(&decoded(&[0xf3, 0xa6]), &[string_sources()]).expect("a plan");
+        let (events, _) = run(&plan, &[0x100, 0x200, 5, 1]);
+        assert_eq!(
+            events,
+            [
+                BlockEvent::Conditional(false),
+                access(0x100, AccessKind::Read),
+                access(0x200, AccessKind::Read),
+                BlockEvent::Conditional(true),
+            ]
+        );
+        let (events, _) = run(&plan, &[0x100, 0x200, 0, 1]);
+        assert_eq!(events, [BlockEvent::Conditional(true)]);
+    }
+
+    #[test]
+    fn a_rep_before_the_block_s_last_instruction_has_no_plan() {
+        // rep movsb; nop
+        let sources = [string_sources(), Sources::default()];
+        assert_eq!(plan(&decoded(&[0xf3, 0xa4, 0x90]), &sources), None);
+    }
 }
