@@ -216,12 +216,13 @@ impl Pending {
         };
     }
 
-    /// One more run of a pending whole run of a table with a profile: it
-    /// is charged with the others, and its misses join theirs.
+    /// `times` more runs of a pending whole run of a table with a
+    /// profile: they are charged with the others, and their misses join
+    /// theirs.
     #[inline]
-    pub fn repeat(&mut self) {
+    pub fn repeat(&mut self, times: u64) {
         if let Form::Run { runs, .. } = &mut self.form {
-            *runs += 1;
+            *runs += times;
         }
     }
 
@@ -342,8 +343,7 @@ mod tests {
         let mut pending = Pending::default();
         assert!(pending.push_run(table, &instructions, &costs));
         pending.count_extra(1, 1);
-        pending.repeat();
-        pending.repeat();
+        pending.repeat(2);
         pending.count_extra(0, 1);
         assert_eq!(pending.run(), Some((table, 2, 3)));
         assert_eq!(pending.count(), 6);

@@ -395,23 +395,14 @@ impl Process {
         let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
         let cacheuse = events.cacheuse.is_some();
         let width = events.len().min(MAX_EVENTS);
-        // The key of the last block when its run only had misses left to
-        // count: a loop of that one block repeats the run.
-        let mut last_fast = None;
-        for simulated in blocks {
+        while let Some(simulated) = blocks.next() {
             *blocks_run += 1;
             // The block's address alone first (see `blocks_executed`).
             let (addr, instructions) = (simulated.block.addr, simulated.instructions);
             let known = keys.get(simulated.key, addr, instructions.len(), || {
                 functions.block(addr, symbols, *pid, options)
             });
-            let repeated = last_fast == Some(simulated.key)
-                && known.every_run.is_some()
-                && matches!(simulated.block.arrival, Arrival::Jump { .. })
-                && !known.info.is_entry
-                && !options.collect_jumps
-                && thread.repeat_run(costs, simulated.block.sp);
-            let run = repeated || {
+            let run = {
                 let mut shared = Shared {
                     functions,
                     contexts,
@@ -431,21 +422,10 @@ impl Process {
                     .map(|every_run| &every_run.profile);
                 thread.whole_block_simulated(&mut shared, start, instructions, profile, cached)
             };
-            last_fast = None;
-            if cacheuse {
-                simulation.set_collect(thread.collecting());
-            }
-            if let (true, Some(every_run)) = (run, known.every_run.as_deref()) {
-                // Only the misses are left to count.
-                let mut report = RunReport {
-                    thread: &mut *thread,
-                    owners: &mut *owners,
-                    costs_key,
-                    instructions,
-                };
-                simulation.run_block(&simulated, &every_run.fetches, &mut report);
-                last_fast = Some(simulated.key);
-            } else {
+            let Some(every_run) = known.every_run.as_deref().filter(|_| run) else {
+                if cacheuse {
+                    simulation.set_collect(thread.collecting());
+                }
                 let every_run = known.every_run.as_deref();
                 let mut profile = match every_run {
                     Some(_) => None,
@@ -488,16 +468,54 @@ impl Process {
                     let fetches = simulation.fetch_points(instructions);
                     known.every_run = Some(Box::new(EveryRun { profile, fetches }));
                 }
-            }
-            // The block's cache-use charges, booked before the next block
-            // can change the call stack.
-            if let Some((charges, changes)) = simulation.cache_use() {
-                owners.settle(false, charges, changes, events, tables, forest.as_mut());
-                simulation.clear_cache_use();
+                // The block's cache-use charges, booked before the next
+                // block can change the call stack.
+                if simulation.cache_use().is_none() {
+                    continue;
+                }
+                settle_cache_use(simulation, owners, events, tables, forest);
                 let Some(table) = tables.get_mut(&costs_key) else {
                     return;
                 };
                 costs = table;
+                continue;
+            };
+            // Only the misses are left to count, of this run and of the
+            // runs that repeat it right away (a loop of one block): those
+            // join its pending run.
+            let repeats = blocks.repeats().filter(|repeats| {
+                matches!(repeats.start().arrival, Arrival::Jump { .. })
+                    && !known.info.is_entry
+                    && !options.collect_jumps
+            });
+            let repeated = repeats.filter(|repeats| {
+                thread.repeat_run(costs, repeats.start().sp, repeats.len() as u64)
+            });
+            if let Some(repeats) = &repeated {
+                blocks.skip(repeats);
+                *blocks_run += repeats.len() as u64;
+            }
+            let runs = std::iter::once(simulated).chain(repeated.iter().flat_map(|r| r.runs()));
+            for run in runs {
+                if cacheuse {
+                    simulation.set_collect(thread.collecting());
+                }
+                let mut report = RunReport {
+                    thread: &mut *thread,
+                    owners: &mut *owners,
+                    costs_key,
+                    instructions,
+                };
+                simulation.run_block(&run, &every_run.fetches, &mut report);
+                // Each run's cache-use charges, booked before the next
+                // block can change the call stack.
+                if simulation.cache_use().is_some() {
+                    settle_cache_use(simulation, owners, events, tables, forest);
+                    let Some(table) = tables.get_mut(&costs_key) else {
+                        return;
+                    };
+                    costs = table;
+                }
             }
         }
     }
@@ -532,21 +550,30 @@ impl Process {
         let table = costs.entry(key).or_default();
         let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
         let mut charged_steps = Vec::new();
-        for simulated in blocks {
+        while let Some(simulated) = blocks.next() {
             *blocks_run += 1;
             let block = (simulated.block.addr, simulated.instructions.len());
             let slot = simulated.key as usize;
             let known = own_runs.get(slot).and_then(Option::as_deref);
             if let Some(own) = known.filter(|own| own.fits(block, key, table)) {
-                // Every run's events, then the misses.
-                own.charge(table);
-                thread.count_each(&own.total);
-                let mut report = OwnReport {
-                    thread: &mut *thread,
-                    table: &mut *table,
-                    slots: &own.slots,
-                };
-                simulation.run_block(&simulated, &own.fetches, &mut report);
+                // This run and those that repeat it right away: every
+                // run's events, then the misses.
+                let repeats = blocks.repeats();
+                if let Some(repeats) = &repeats {
+                    blocks.skip(repeats);
+                    *blocks_run += repeats.len() as u64;
+                }
+                let runs = std::iter::once(simulated).chain(repeats.iter().flat_map(|r| r.runs()));
+                for run in runs {
+                    own.charge(table);
+                    thread.count_each(&own.total);
+                    let mut report = OwnReport {
+                        thread: &mut *thread,
+                        table: &mut *table,
+                        slots: &own.slots,
+                    };
+                    simulation.run_block(&run, &own.fetches, &mut report);
+                }
                 *last_charged = Some(own.last);
                 continue;
             }
@@ -1252,6 +1279,21 @@ impl RunSink for RunReport<'_> {
     #[inline]
     fn extra(&mut self, position: usize, column: usize) {
         self.thread.count_extra(position, column);
+    }
+}
+
+/// Books the cache-use charges of the last simulation steps, if any (the
+/// cost tables may grow).
+fn settle_cache_use(
+    simulation: &mut Simulation,
+    owners: &Owners,
+    events: &EventSet,
+    tables: &mut BTreeMap<u32, Costs>,
+    forest: &mut Option<Forest<ArcKey>>,
+) {
+    if let Some((charges, changes)) = simulation.cache_use() {
+        owners.settle(false, charges, changes, events, tables, forest.as_mut());
+        simulation.clear_cache_use();
     }
 }
 

@@ -707,12 +707,12 @@ impl ThreadState {
     /// [`ThreadState::whole_block_simulated`] made pending as a whole run
     /// with a profile, arriving by a jump with the stack at `sp` (a loop
     /// of one block; the caller checks that the block is no function's
-    /// entry and that jumps are not collected): one more run pending, to
-    /// be charged with that one, as [`ThreadState::continue_run`] would
+    /// entry and that jumps are not collected): `times` more runs pending,
+    /// to be charged with that one, as [`ThreadState::continue_run`] would
     /// charge them one by one. `false`, having done nothing, when the
     /// stack pointer says a call has returned.
     #[inline]
-    pub fn repeat_run(&mut self, costs: &Costs, sp: u64) -> bool {
+    pub fn repeat_run(&mut self, costs: &Costs, sp: u64, times: u64) -> bool {
         if self.call_stack.last().is_some_and(|top| top.sp < sp) {
             return false;
         }
@@ -726,7 +726,7 @@ impl ThreadState {
         if costs.profile(table).is_none() || !costs.holds_count(table, count) {
             return false;
         }
-        current.pending.repeat();
+        current.pending.repeat(times);
         true
     }
 

@@ -39,4 +39,4 @@ pub use event::{
 pub use launch::Command;
 pub use prefetch::prefetch;
 pub use step::{Outcome, RunOptions};
-pub use translate::{SimulatedBlocks, WholeBlocks};
+pub use translate::{Repeats, SimulatedBlocks, WholeBlocks};

@@ -152,10 +152,15 @@ const THREAD_OPTION_SETS: &[OptionSet] = &[
 ];
 
 /// The command lines compared on the dynamically linked program (the step
-/// backend takes seconds on it): the simulations (the cache simulation
-/// alone runs other code than with branches; the loader's REP string
-/// instructions feed both).
+/// backend takes seconds on it): the simulations (the cache models alone
+/// run other code than with branches; the loader's REP string
+/// instructions and loops of one block feed them).
 const DYNAMIC_OPTION_SETS: &[OptionSet] = &[
+    (
+        &["--dump-instr=yes", "--cacheuse=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
     (
         &["--dump-instr=yes", "--cache-sim=yes"],
         "--callgrind-out-file={out}/callgrind.out.%p",

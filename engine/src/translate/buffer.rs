@@ -28,6 +28,7 @@ use super::cache::{Cache, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
+use super::plan::Plan;
 
 /// The thread's position in the block sequence, shared by the replay of
 /// records and the stepping of blocks that are not translated.
@@ -417,6 +418,109 @@ pub struct SimulatedBlocks<'a> {
     error: Option<Error>,
     /// Records replayed.
     records: u64,
+    /// The run last returned, to find the runs that repeat it.
+    last: Option<LastRun<'a>>,
+}
+
+/// The run [`SimulatedBlocks`] returned last.
+#[derive(Clone, Copy, Debug)]
+struct LastRun<'a> {
+    /// Its translation.
+    id: u64,
+    /// Words of its record.
+    stride: usize,
+    /// Its translation's plans.
+    plan: &'a Plan,
+    /// Whether it was a REP block's last pass.
+    last_pass: bool,
+    /// The run, arriving by the block's jump back to itself.
+    again: SimulatedBlock<'a>,
+}
+
+/// The runs that repeat a block right after it ran
+/// ([`SimulatedBlocks::repeats`]): each arrives by the block's jump back
+/// to itself, with the same stack pointer and the same key.
+#[derive(Clone, Copy, Debug)]
+pub struct Repeats<'a> {
+    /// The first of them, with its words.
+    first: SimulatedBlock<'a>,
+    /// Their records, one after another.
+    records: &'a [u64],
+    /// Words of one record.
+    stride: usize,
+    /// Where the record after them starts.
+    end: usize,
+}
+
+impl<'a> Repeats<'a> {
+    /// How many there are (at least one).
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> usize {
+        self.records.len() / self.stride
+    }
+
+    /// How each of them starts (the same for all).
+    pub fn start(&self) -> Block {
+        self.first.block
+    }
+
+    /// Each run, as [`SimulatedBlocks`] would return it.
+    pub fn runs(&self) -> impl Iterator<Item = SimulatedBlock<'a>> + 'a {
+        let first = self.first;
+        // A record: the id, the words, the stack pointer.
+        self.records
+            .chunks_exact(self.stride)
+            .map(move |record| SimulatedBlock {
+                words: record.get(1..record.len() - 1).unwrap_or_default(),
+                ..first
+            })
+    }
+}
+
+impl<'a> SimulatedBlocks<'a> {
+    /// The runs that repeat the block [`Iterator::next`] returned last,
+    /// right after it, if any (a record kept for the backend is not one);
+    /// they stay in the iterator until [`SimulatedBlocks::skip`].
+    #[inline]
+    pub fn repeats(&self) -> Option<Repeats<'a>> {
+        let last = self.last?;
+        let stride = last.stride;
+        let mut end = self.at;
+        while let Some(record) = self.words.get(end..end + stride) {
+            let repeats = record.first() == Some(&last.id)
+                && record.last() == Some(&last.again.block.sp)
+                && self.kept != Some(end + stride)
+                && last
+                    .plan
+                    .run(record.get(1..stride - 1).unwrap_or_default())
+                    .1
+                    == last.last_pass;
+            if !repeats {
+                break;
+            }
+            end += stride;
+        }
+        let records = self.words.get(self.at..end).filter(|r| !r.is_empty())?;
+        Some(Repeats {
+            first: SimulatedBlock {
+                words: records.get(1..stride - 1)?,
+                ..last.again
+            },
+            records,
+            stride,
+            end,
+        })
+    }
+
+    /// Passes over `repeats` (from [`SimulatedBlocks::repeats`], with no
+    /// [`Iterator::next`] since): the caller took care of them.
+    pub fn skip(&mut self, repeats: &Repeats<'_>) {
+        let runs = repeats.len();
+        self.at = repeats.end;
+        self.records += runs as u64;
+        self.replay
+            .ran_again(runs as u64, repeats.first.instructions.len());
+    }
 }
 
 impl<'a> Iterator for SimulatedBlocks<'a> {
@@ -424,6 +528,7 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
 
     #[inline(always)]
     fn next(&mut self) -> Option<SimulatedBlock<'a>> {
+        self.last = None;
         let &id = self.words.get(self.at)?;
         let Some(info) = self.cache.replay_info(id) else {
             self.error = Some(Error::Unexpected(format!(
@@ -449,13 +554,14 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
         };
         // A REP block's last pass has events of its own, so a key of its
         // own.
-        let (plan, last_pass) = plan.run(words);
+        let (events, last_pass) = plan.run(words);
         let Ok(key) = u32::try_from(2 * id + u64::from(last_pass)) else {
             self.error = Some(Error::Unexpected(format!(
                 "translate: translation {id} beyond the keys of blocks"
             )));
             return None;
         };
+        let start = self.at;
         self.at = end;
         if let Some(&next) = self.words.get(end) {
             self.cache.prefetch_replay(next);
@@ -468,14 +574,28 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             arrival: self.replay.arrival(addr),
         };
         self.replay.ran(info.exit, info.instructions.len());
-        Some(SimulatedBlock {
+        let simulated = SimulatedBlock {
             key,
             block,
             instructions: info.instructions,
-            plan,
+            plan: events,
             words,
             branches: self.replay.branches,
-        })
+        };
+        self.last = Some(LastRun {
+            id,
+            stride: end - start,
+            plan,
+            last_pass,
+            again: SimulatedBlock {
+                block: Block {
+                    arrival: self.replay.arrival(addr),
+                    ..block
+                },
+                ..simulated
+            },
+        });
+        Some(simulated)
     }
 }
 
@@ -649,6 +769,7 @@ fn replay_chunk<S: EventSink + ?Sized>(
                 replay,
                 error: None,
                 records: 0,
+                last: None,
             };
             sink.blocks_simulated(thread, &mut blocks);
             if let Some(error) = blocks.error {

@@ -104,7 +104,7 @@
 mod area;
 mod blocks;
 mod buffer;
-pub use buffer::{SimulatedBlocks, WholeBlocks};
+pub use buffer::{Repeats, SimulatedBlocks, WholeBlocks};
 mod cache;
 mod capture;
 mod encode;
