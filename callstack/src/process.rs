@@ -483,11 +483,10 @@ impl Process {
             // Only the misses are left to count, of this run and of the
             // runs that repeat it right away (a loop of one block): those
             // join its pending run.
-            let repeats = blocks.repeats().filter(|repeats| {
-                matches!(repeats.start().arrival, Arrival::Jump { .. })
-                    && !known.info.is_entry
-                    && !options.collect_jumps
-            });
+            let repeats = (!known.info.is_entry && !options.collect_jumps)
+                .then(|| blocks.repeats(&simulated))
+                .flatten()
+                .filter(|repeats| matches!(repeats.start().arrival, Arrival::Jump { .. }));
             let repeated = repeats.filter(|repeats| {
                 thread.repeat_run(costs, repeats.start().sp, repeats.len() as u64)
             });
@@ -495,8 +494,9 @@ impl Process {
                 blocks.skip(repeats);
                 *blocks_run += repeats.len() as u64;
             }
-            let runs = std::iter::once(simulated).chain(repeated.iter().flat_map(|r| r.runs()));
-            for run in runs {
+            let mut repeats = repeated.iter().flat_map(|repeats| repeats.runs());
+            let mut run = Some(simulated);
+            while let Some(simulated) = run {
                 if cacheuse {
                     simulation.set_collect(thread.collecting());
                 }
@@ -506,7 +506,7 @@ impl Process {
                     costs_key,
                     instructions,
                 };
-                simulation.run_block(&run, &every_run.fetches, &mut report);
+                simulation.run_block(&simulated, &every_run.fetches, &mut report);
                 // Each run's cache-use charges, booked before the next
                 // block can change the call stack.
                 if simulation.cache_use().is_some() {
@@ -516,6 +516,7 @@ impl Process {
                     };
                     costs = table;
                 }
+                run = repeats.next();
             }
         }
     }
@@ -558,7 +559,7 @@ impl Process {
             if let Some(own) = known.filter(|own| own.fits(block, key, table)) {
                 // This run and those that repeat it right away: every
                 // run's events, then the misses.
-                let repeats = blocks.repeats();
+                let repeats = blocks.repeats(&simulated);
                 if let Some(repeats) = &repeats {
                     blocks.skip(repeats);
                     *blocks_run += repeats.len() as u64;

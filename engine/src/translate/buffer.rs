@@ -28,7 +28,6 @@ use super::cache::{Cache, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
-use super::plan::Plan;
 
 /// The thread's position in the block sequence, shared by the replay of
 /// records and the stepping of blocks that are not translated.
@@ -418,23 +417,6 @@ pub struct SimulatedBlocks<'a> {
     error: Option<Error>,
     /// Records replayed.
     records: u64,
-    /// The run last returned, to find the runs that repeat it.
-    last: Option<LastRun<'a>>,
-}
-
-/// The run [`SimulatedBlocks`] returned last.
-#[derive(Clone, Copy, Debug)]
-struct LastRun<'a> {
-    /// Its translation.
-    id: u64,
-    /// Words of its record.
-    stride: usize,
-    /// Its translation's plans.
-    plan: &'a Plan,
-    /// Whether it was a REP block's last pass.
-    last_pass: bool,
-    /// The run, arriving by the block's jump back to itself.
-    again: SimulatedBlock<'a>,
 }
 
 /// The runs that repeat a block right after it ran
@@ -478,23 +460,33 @@ impl<'a> Repeats<'a> {
 }
 
 impl<'a> SimulatedBlocks<'a> {
-    /// The runs that repeat the block [`Iterator::next`] returned last,
-    /// right after it, if any (a record kept for the backend is not one);
-    /// they stay in the iterator until [`SimulatedBlocks::skip`].
-    #[inline]
-    pub fn repeats(&self) -> Option<Repeats<'a>> {
-        let last = self.last?;
-        let stride = last.stride;
+    /// The runs that repeat `run`, the block [`Iterator::next`] returned
+    /// last, right after it, if any (a record kept for the backend is not
+    /// one); they stay in the iterator until [`SimulatedBlocks::skip`].
+    #[inline(always)]
+    pub fn repeats(&self, run: &SimulatedBlock<'a>) -> Option<Repeats<'a>> {
+        // The key is twice the translation, plus one for a REP block's
+        // last pass (see `next`).
+        let id = u64::from(run.key >> 1);
+        if self.words.get(self.at) != Some(&id) {
+            return None;
+        }
+        self.repeats_of(run, id)
+    }
+
+    /// [`SimulatedBlocks::repeats`] once the next record is of the same
+    /// translation `id`.
+    fn repeats_of(&self, run: &SimulatedBlock<'a>, id: u64) -> Option<Repeats<'a>> {
+        let plan = self.cache.replay_info(id)?.plan?;
+        let last_pass = run.key & 1 == 1;
+        let stride = run.words.len() + (RECORD_HEADER / 8) as usize;
         let mut end = self.at;
         while let Some(record) = self.words.get(end..end + stride) {
-            let repeats = record.first() == Some(&last.id)
-                && record.last() == Some(&last.again.block.sp)
+            let words = record.get(1..stride - 1).unwrap_or_default();
+            let repeats = record.first() == Some(&id)
+                && record.last() == Some(&run.block.sp)
                 && self.kept != Some(end + stride)
-                && last
-                    .plan
-                    .run(record.get(1..stride - 1).unwrap_or_default())
-                    .1
-                    == last.last_pass;
+                && plan.run(words).1 == last_pass;
             if !repeats {
                 break;
             }
@@ -503,8 +495,12 @@ impl<'a> SimulatedBlocks<'a> {
         let records = self.words.get(self.at..end).filter(|r| !r.is_empty())?;
         Some(Repeats {
             first: SimulatedBlock {
+                block: Block {
+                    arrival: self.replay.arrival(run.block.addr),
+                    ..run.block
+                },
                 words: records.get(1..stride - 1)?,
-                ..last.again
+                ..*run
             },
             records,
             stride,
@@ -528,7 +524,6 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
 
     #[inline(always)]
     fn next(&mut self) -> Option<SimulatedBlock<'a>> {
-        self.last = None;
         let &id = self.words.get(self.at)?;
         let Some(info) = self.cache.replay_info(id) else {
             self.error = Some(Error::Unexpected(format!(
@@ -561,7 +556,6 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             )));
             return None;
         };
-        let start = self.at;
         self.at = end;
         if let Some(&next) = self.words.get(end) {
             self.cache.prefetch_replay(next);
@@ -574,28 +568,14 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             arrival: self.replay.arrival(addr),
         };
         self.replay.ran(info.exit, info.instructions.len());
-        let simulated = SimulatedBlock {
+        Some(SimulatedBlock {
             key,
             block,
             instructions: info.instructions,
             plan: events,
             words,
             branches: self.replay.branches,
-        };
-        self.last = Some(LastRun {
-            id,
-            stride: end - start,
-            plan,
-            last_pass,
-            again: SimulatedBlock {
-                block: Block {
-                    arrival: self.replay.arrival(addr),
-                    ..block
-                },
-                ..simulated
-            },
-        });
-        Some(simulated)
+        })
     }
 }
 
@@ -769,7 +749,6 @@ fn replay_chunk<S: EventSink + ?Sized>(
                 replay,
                 error: None,
                 records: 0,
-                last: None,
             };
             sink.blocks_simulated(thread, &mut blocks);
             if let Some(error) = blocks.error {
