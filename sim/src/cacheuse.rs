@@ -187,6 +187,39 @@ impl UseCache {
         (addr >> self.line_bits) & self.set_mask
     }
 
+    /// Whether an access of `size` bytes at `addr` touches one set and hits
+    /// the most recently used line there, which it then uses as
+    /// [`UseHierarchy::access`] would; `false`, having done nothing,
+    /// otherwise.
+    #[inline(always)]
+    fn hits_most_recent(&mut self, addr: u64, size: u32) -> bool {
+        let line_mask = u64::from(self.line_size - 1);
+        let last = addr.wrapping_add(u64::from(size.clamp(1, self.line_size)) - 1);
+        if self.set_of(addr) != self.set_of(last) {
+            return false;
+        }
+        let start = self.set_of(addr) as usize * self.assoc;
+        let Some(&way) = self.tags.get(start) else {
+            return false;
+        };
+        if way & self.tag_mask != addr & self.tag_mask {
+            return false;
+        }
+        let (first_byte, last_byte) = ((addr & line_mask) as usize, (last & line_mask) as usize);
+        let mask = match (
+            self.start_mask.get(first_byte),
+            self.end_mask.get(last_byte),
+        ) {
+            (Some(start), Some(end)) => start & end,
+            _ => return false,
+        };
+        if let Some(usage) = self.usage.get_mut(start + (way & !self.tag_mask) as usize) {
+            usage.count = usage.count.wrapping_add(1);
+            usage.mask |= mask;
+        }
+        true
+    }
+
     /// Looks up the line of `addr` in `set`, moving it (or the new line) to the MRU
     /// position.
     #[inline]
@@ -429,10 +462,25 @@ impl UseHierarchy {
     }
 
     /// [`UseHierarchy::data`] with the owner asked of `owner` only when a
-    /// line is loaded.
-    #[inline]
+    /// line is loaded. A hit on D1's most recently used line of its set is
+    /// decided inline, anything else out of line.
+    #[inline(always)]
     pub fn data_for(&mut self, addr: u64, size: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome {
         let size = size.min(self.min_line);
+        if self.d1.hits_most_recent(addr, size) {
+            return Outcome::L1Hit;
+        }
+        self.data_beyond_most_recent(addr, size, owner)
+    }
+
+    /// [`UseHierarchy::data_for`] past its inline check.
+    #[inline(never)]
+    fn data_beyond_most_recent(
+        &mut self,
+        addr: u64,
+        size: u32,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
         self.access(L1::D, addr, size, owner)
     }
 
