@@ -106,9 +106,12 @@ impl Owners {
                 continue;
             }
             let column = columns.of(charge.event);
-            let mut cost = vec![0u64; width];
-            cost[column] = charge.amount;
-            costs.entry(key).or_default().charge(centre, addr, &cost);
+            costs.entry(key).or_default().charge_column(
+                centre,
+                addr,
+                (column, charge.amount),
+                width,
+            );
             if let (Some(node), Some(forest)) = (node, forest.as_deref_mut()) {
                 let mut metrics = [0u64; 4];
                 metrics[use_index(charge.event)] = charge.amount;

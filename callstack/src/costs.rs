@@ -220,9 +220,21 @@ impl Costs {
     /// Adds `ir` to the `Ir` (column 0) of the instruction at `addr` in
     /// `centre`, in cost vectors of `width` events.
     pub fn charge_ir(&mut self, centre: Centre, addr: u64, ir: u64, width: usize) {
+        self.charge_column(centre, addr, (0, ir), width);
+    }
+
+    /// Adds `amount` to `column` of the instruction at `addr` in `centre`,
+    /// in cost vectors of `width` events.
+    pub fn charge_column(
+        &mut self,
+        centre: Centre,
+        addr: u64,
+        (column, amount): (usize, u64),
+        width: usize,
+    ) {
         let slot = self.slot(centre, addr, width);
-        if let Some(sum) = self.slot_cost(slot).first_mut() {
-            *sum = sum.wrapping_add(ir);
+        if let Some(sum) = self.slot_cost(slot).get_mut(column) {
+            *sum = sum.wrapping_add(amount);
         }
     }
 
