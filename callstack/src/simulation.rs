@@ -395,13 +395,10 @@ fn run_caches<C: RunCaches, S: RunSink>(
         }
     };
     let mut fetches = fetches.iter().peekable();
-    for (position, event) in block.events() {
+    for (position, access) in block.accesses() {
         while let Some(point) = fetches.next_if(|point| point.at() <= position) {
             fetch(caches, point, sink);
         }
-        let BlockEvent::Access(access) = event else {
-            continue;
-        };
         let read = match access.kind {
             AccessKind::Read => true,
             AccessKind::Write => false,

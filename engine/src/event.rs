@@ -15,7 +15,7 @@
 //! block's instructions (known from decoding it once) up to the one where the
 //! block was left, so a sink cannot tell the backends apart.
 
-use crate::translate::{PlannedEvent, SimulatedBlocks, WholeBlocks};
+use crate::translate::{RunPlan, SimulatedBlocks, WholeBlocks};
 
 /// A thread of a traced process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -116,7 +116,7 @@ pub struct SimulatedBlock<'a> {
     /// All of its instructions (address, length), in order.
     pub instructions: &'a [(u64, u8)],
     /// Its events, the same for every run of the block.
-    pub(crate) plan: &'a [PlannedEvent],
+    pub(crate) plan: &'a RunPlan,
     /// What this run recorded.
     pub(crate) words: &'a [u64],
     /// Whether its branches are reported (`RunOptions::branches`).
@@ -132,9 +132,21 @@ impl<'a> SimulatedBlock<'a> {
     pub fn events(&self) -> impl Iterator<Item = (usize, BlockEvent)> + 'a {
         let (words, branches) = (self.words, self.branches);
         self.plan
+            .events
             .iter()
             .filter(move |planned| branches || planned.is_access())
             .map(move |planned| (planned.instruction as usize, planned.event(words)))
+    }
+
+    /// Its data accesses alone, each with the number of the instruction it
+    /// follows, in order (the accesses of [`SimulatedBlock::events`]).
+    #[inline]
+    pub fn accesses(&self) -> impl Iterator<Item = (usize, DataAccess)> + 'a {
+        let words = self.words;
+        self.plan
+            .accesses
+            .iter()
+            .map(move |planned| (planned.instruction as usize, planned.access(words)))
     }
 }
 

@@ -113,7 +113,7 @@ mod invalidate;
 mod layout;
 mod memory;
 mod plan;
-pub(crate) use plan::PlannedEvent;
+pub(crate) use plan::RunPlan;
 mod protect;
 mod signals;
 mod space;

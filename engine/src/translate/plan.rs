@@ -21,6 +21,87 @@ pub(crate) struct PlannedEvent {
     what: Planned,
 }
 
+/// One data access of every run of a translation, as the simulations that
+/// look at nothing else read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlannedAccess {
+    /// The number of the instruction in its block it follows.
+    pub instruction: u32,
+    /// The recorded word holding the operand's address; [`NO_WORD`] for
+    /// a constant operand (its address is in `offset`).
+    word: u32,
+    /// Bytes from the operand's address (the whole address of a constant
+    /// operand).
+    offset: u64,
+    size: u32,
+    kind: AccessKind,
+}
+
+/// [`PlannedAccess::word`] of a constant operand.
+const NO_WORD: u32 = u32::MAX;
+
+impl PlannedAccess {
+    /// The access of a run whose record holds `words`.
+    #[inline(always)]
+    pub fn access(&self, words: &[u64]) -> DataAccess {
+        let base = words.get(self.word as usize).copied().unwrap_or(0);
+        DataAccess {
+            addr: base.wrapping_add(self.offset),
+            size: self.size,
+            kind: self.kind,
+        }
+    }
+
+    /// The access of `event`, if it is one (and its word has a number that
+    /// fits).
+    fn of(event: &PlannedEvent) -> Option<PlannedAccess> {
+        let Planned::Access {
+            source,
+            offset,
+            size,
+            kind,
+        } = event.what
+        else {
+            return None;
+        };
+        let (word, offset) = match source {
+            Source::Static(addr) => (NO_WORD, addr.wrapping_add(offset)),
+            Source::Word(word) => (u32::try_from(word).ok().filter(|&w| w != NO_WORD)?, offset),
+        };
+        Some(PlannedAccess {
+            instruction: event.instruction,
+            word,
+            offset,
+            size,
+            kind,
+        })
+    }
+}
+
+/// The events of a run, planned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RunPlan {
+    /// All of them, in order.
+    pub events: Box<[PlannedEvent]>,
+    /// Its data accesses alone, in order.
+    pub accesses: Box<[PlannedAccess]>,
+}
+
+impl RunPlan {
+    /// The plan of `events`; `None` if an access cannot be planned alone.
+    fn new(events: Vec<PlannedEvent>) -> Option<RunPlan> {
+        let accesses = events
+            .iter()
+            .filter(|event| event.is_access())
+            .map(PlannedAccess::of)
+            .collect::<Option<Box<[_]>>>()?;
+        Some(RunPlan {
+            events: events.into(),
+            accesses,
+        })
+    }
+}
+
 /// What a [`PlannedEvent`] is, and where its dynamic part is recorded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Planned {
@@ -93,25 +174,25 @@ impl PlannedEvent {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
     /// The events of every run (of a REP block: of a pass that iterates).
-    pub events: Box<[PlannedEvent]>,
+    pub every: RunPlan,
     /// For a block ending in a REP string instruction: the word holding
     /// the counter before the pass, and the events of a pass that finds it
     /// zero.
-    pub last_pass: Option<(usize, Box<[PlannedEvent]>)>,
+    pub last_pass: Option<(usize, RunPlan)>,
 }
 
 impl Plan {
     /// The events of a run whose record holds `words`, and whether they
     /// are those of a REP block's last pass.
     #[inline(always)]
-    pub fn run(&self, words: &[u64]) -> (&[PlannedEvent], bool) {
+    pub fn run(&self, words: &[u64]) -> (&RunPlan, bool) {
         match &self.last_pass {
             // A pass iterates when the counter is not zero (as
             // `Recorded::iteration` says).
-            Some((counter, events)) if words.get(*counter).is_none_or(|&count| count == 0) => {
-                (events, true)
+            Some((counter, plan)) if words.get(*counter).is_none_or(|&count| count == 0) => {
+                (plan, true)
             }
-            _ => (&self.events, false),
+            _ => (&self.every, false),
         }
     }
 }
@@ -126,12 +207,12 @@ pub(super) fn plan(decoded: &[Decoded], sources: &[Sources]) -> Option<Plan> {
     let last_pass = match ends_in_rep {
         true => {
             let counter = sources.get(decoded.len() - 1)?.counter?;
-            Some((counter, events(decoded, sources, false)?.into()))
+            Some((counter, RunPlan::new(events(decoded, sources, false)?)?))
         }
         false => None,
     };
     Some(Plan {
-        events: events(decoded, sources, true)?.into(),
+        every: RunPlan::new(events(decoded, sources, true)?)?,
         last_pass,
     })
 }
@@ -226,8 +307,20 @@ mod tests {
 
     /// The events of a run whose record holds `words`, as `plan` says.
     fn run(plan: &Plan, words: &[u64]) -> (Vec<BlockEvent>, bool) {
-        let (events, last_pass) = plan.run(words);
-        let events = events.iter().map(|event| event.event(words)).collect();
+        let (run, last_pass) = plan.run(words);
+        let events: Vec<BlockEvent> = run.events.iter().map(|event| event.event(words)).collect();
+        // The accesses alone are the events' accesses.
+        let accesses: Vec<BlockEvent> = run
+            .accesses
+            .iter()
+            .map(|access| BlockEvent::Access(access.access(words)))
+            .collect();
+        let from_events: Vec<BlockEvent> = events
+            .iter()
+            .copied()
+            .filter(|event| matches!(event, BlockEvent::Access(_)))
+            .collect();
+        assert_eq!(accesses, from_events);
         (events, last_pass)
     }
 
