@@ -465,9 +465,7 @@ impl<'a> SimulatedBlocks<'a> {
     /// one); they stay in the iterator until [`SimulatedBlocks::skip`].
     #[inline(always)]
     pub fn repeats(&self, run: &SimulatedBlock<'a>) -> Option<Repeats<'a>> {
-        // The key is twice the translation, plus one for a REP block's
-        // last pass (see `next`).
-        let id = u64::from(run.key >> 1);
+        let (id, _) = of_key(run.key);
         if self.words.get(self.at) != Some(&id) {
             return None;
         }
@@ -478,7 +476,7 @@ impl<'a> SimulatedBlocks<'a> {
     /// translation `id`.
     fn repeats_of(&self, run: &SimulatedBlock<'a>, id: u64) -> Option<Repeats<'a>> {
         let plan = self.cache.replay_info(id)?.plan?;
-        let last_pass = run.key & 1 == 1;
+        let (_, last_pass) = of_key(run.key);
         let stride = run.words.len() + (RECORD_HEADER / 8) as usize;
         let mut end = self.at;
         while let Some(record) = self.words.get(end..end + stride) {
@@ -519,6 +517,19 @@ impl<'a> SimulatedBlocks<'a> {
     }
 }
 
+/// The key of a run of translation `id` ([`SimulatedBlock::key`]): twice
+/// the translation, plus one for a REP block's last pass, whose events
+/// differ; `None` beyond the keys.
+fn key_of(id: u64, last_pass: bool) -> Option<u32> {
+    id.checked_mul(2)
+        .and_then(|key| u32::try_from(key + u64::from(last_pass)).ok())
+}
+
+/// The translation and the REP pass of [`key_of`].
+fn of_key(key: u32) -> (u64, bool) {
+    (u64::from(key >> 1), key & 1 == 1)
+}
+
 impl<'a> Iterator for SimulatedBlocks<'a> {
     type Item = SimulatedBlock<'a>;
 
@@ -547,10 +558,8 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             }
             return None;
         };
-        // A REP block's last pass has events of its own, so a key of its
-        // own.
-        let (events, last_pass) = plan.run(words);
-        let Ok(key) = u32::try_from(2 * id + u64::from(last_pass)) else {
+        let (run_plan, last_pass) = plan.run(words);
+        let Some(key) = key_of(id, last_pass) else {
             self.error = Some(Error::Unexpected(format!(
                 "translate: translation {id} beyond the keys of blocks"
             )));
@@ -572,7 +581,7 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             key,
             block,
             instructions: info.instructions,
-            plan: events,
+            plan: run_plan,
             words,
             branches: self.replay.branches,
         })
