@@ -139,9 +139,9 @@ impl OwnRun {
             && self.generation == table.generation
     }
 
-    /// Counts the events of one more run in `table`'s slots.
+    /// Counts the events of `runs` more runs in `table`'s slots.
     #[inline]
-    pub fn charge(&self, table: &mut Costs) {
-        table.count_in_cells(&self.cells);
+    pub fn charge(&self, table: &mut Costs, runs: u64) {
+        table.count_in_cells(&self.cells, runs);
     }
 }

@@ -277,12 +277,13 @@ impl Costs {
         (column < self.slot_width && cell < self.slot_costs.len()).then_some(cell)
     }
 
-    /// Adds 1 to each of the slots' counts at `cells` ([`Costs::slot_cell`]).
+    /// Adds `times` to each of the slots' counts at `cells`
+    /// ([`Costs::slot_cell`]).
     #[inline]
-    pub fn count_in_cells(&mut self, cells: &[usize]) {
+    pub fn count_in_cells(&mut self, cells: &[usize], times: u64) {
         for &cell in cells {
             if let Some(sum) = self.slot_costs.get_mut(cell) {
-                *sum += 1;
+                *sum = sum.wrapping_add(times);
             }
         }
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use cgx_backdate::{Forest, Statistics};
 use cgx_engine::symbols::Symbols;
-use cgx_engine::{Arrival, Block, BlockEvent, DataAccess, SimulatedBlocks, WholeBlocks};
+use cgx_engine::{Arrival, Block, BlockEvent, DataAccess, Repeats, SimulatedBlocks, WholeBlocks};
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
@@ -564,10 +564,11 @@ impl Process {
                     blocks.skip(repeats);
                     *blocks_run += repeats.len() as u64;
                 }
+                let runs = 1 + repeats.as_ref().map_or(0, Repeats::len) as u64;
+                own.charge(table, runs);
+                thread.count_each(&own.total, runs);
                 let runs = std::iter::once(simulated).chain(repeats.iter().flat_map(|r| r.runs()));
                 for run in runs {
-                    own.charge(table);
-                    thread.count_each(&own.total);
                     let mut report = OwnReport {
                         thread: &mut *thread,
                         table: &mut *table,

@@ -1219,13 +1219,13 @@ impl ThreadState {
     }
 
     /// Adds `count` to each `(column, count)` of `counts` in the thread's
-    /// own counter.
+    /// own counter, `times` over.
     #[inline]
-    pub fn count_each(&mut self, counts: &[(u32, u64)]) {
+    pub fn count_each(&mut self, counts: &[(u32, u64)], times: u64) {
         let total = &mut self.states[0].cost;
         for &(column, count) in counts {
             if let Some(sum) = total.get_mut(column as usize) {
-                *sum = sum.wrapping_add(count);
+                *sum = sum.wrapping_add(count.wrapping_mul(times));
             }
         }
     }
