@@ -567,13 +567,13 @@ impl Process {
                 let runs = 1 + repeats.as_ref().map_or(0, Repeats::len) as u64;
                 own.charge(table, runs);
                 thread.count_each(&own.total, runs);
-                let runs = std::iter::once(simulated).chain(repeats.iter().flat_map(|r| r.runs()));
-                for run in runs {
-                    let mut report = OwnReport {
-                        thread: &mut *thread,
-                        table: &mut *table,
-                        slots: &own.slots,
-                    };
+                let mut report = OwnReport {
+                    thread: &mut *thread,
+                    table: &mut *table,
+                    slots: &own.slots,
+                };
+                simulation.run_block(&simulated, &own.fetches, &mut report);
+                for run in repeats.iter().flat_map(|repeats| repeats.runs()) {
                     simulation.run_block(&run, &own.fetches, &mut report);
                 }
                 *last_charged = Some(own.last);
