@@ -62,14 +62,23 @@ impl Hierarchy {
         size.min(self.min_line)
     }
 
-    /// Fetches the `len` bytes of one instruction at `addr` (one I1 access).
-    #[inline]
+    /// Fetches the `len` bytes of one instruction at `addr` (one I1 access):
+    /// a fetch within the line fetched last is decided inline, anything
+    /// else out of line.
+    #[inline(always)]
     pub fn fetch(&mut self, addr: u64, len: u32) -> Outcome {
         let first = addr >> self.i1_line_bits;
         let last = addr.wrapping_add(u64::from(len.max(1)) - 1) >> self.i1_line_bits;
         if first == last && first == self.last_fetched {
             return Outcome::L1Hit;
         }
+        self.fetch_beyond_last_line(addr, len, last)
+    }
+
+    /// [`Hierarchy::fetch`] past its inline check; `last` is the line the
+    /// fetch ends in.
+    #[inline(never)]
+    fn fetch_beyond_last_line(&mut self, addr: u64, len: u32, last: u64) -> Outcome {
         self.last_fetched = last;
         if !self.i1.access(addr, len) {
             Outcome::L1Hit
