@@ -250,6 +250,12 @@ pub(crate) struct Effect {
 }
 
 impl Effect {
+    /// The general-purpose registers it writes (bits as [`bit`] numbers
+    /// them).
+    pub fn writes(&self) -> u16 {
+        self.writes
+    }
+
     /// The effect of `instruction`, whose information `factory` gives.
     pub fn of(instruction: &Instruction, factory: &mut InstructionInfoFactory) -> Effect {
         let info = factory.info(instruction);
@@ -343,7 +349,7 @@ impl Effect {
 }
 
 /// A general-purpose register's bit (any width), `None` for other registers.
-fn bit(register: Register) -> Option<u16> {
+pub(crate) fn bit(register: Register) -> Option<u16> {
     let full = register.full_register();
     let index = (full as u32).checked_sub(Register::RAX as u32)?;
     (index < 16).then(|| 1 << index)

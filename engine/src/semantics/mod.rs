@@ -12,7 +12,7 @@ mod report;
 mod superblock;
 
 pub(crate) use accesses::{address_in, Accesses};
-pub(crate) use branches::{Branch, Effect, RCX};
+pub(crate) use branches::{bit as register_bit, Branch, Effect, RCX};
 pub(crate) use decoded::Decoded;
 pub(crate) use report::{report, Dynamic, Pass, Registers};
 pub(crate) use superblock::Superblock;

@@ -8,6 +8,8 @@
 //!   not a constant (`lea` of the same operand; pushes, calls and returns
 //!   have their implicit stack operand, string instructions `rsi`/`rdi`),
 //!   plus the `fs` base for that segment (`gs` is the backend's, see `area`);
+//!   an operand of the same form as one recorded earlier in the block,
+//!   whose registers no instruction has written since, shares its word;
 //! - before a `jcc`, whether its condition holds (`setcc`);
 //! - the target of an indirect jump or call, once loaded for the lookup;
 //! - for a REP pass, `rcx` before it (an iteration runs when it is not
@@ -22,7 +24,7 @@
 
 use iced_x86::{Code, ConditionCode, Instruction, MemoryOperand, Register, UsedMemory};
 
-use crate::semantics::{Accesses, Branch, Dynamic};
+use crate::semantics::{register_bit, Accesses, Branch, Decoded, Dynamic};
 
 use super::area::{slot, CAPTURE_RAX, CAPTURE_RBX, RECORD};
 use super::layout::{MAX_RECORD, RECORD_HEADER};
@@ -90,6 +92,21 @@ pub(super) struct Recorder {
     words: usize,
     /// Per instruction emitted so far (empty when not enabled).
     pub sources: Vec<Sources>,
+    /// Operands recorded earlier in the block whose registers no
+    /// instruction has written since: another operand of the same form
+    /// has the same address, in the same word.
+    unchanged: Vec<RecordedOperand>,
+}
+
+/// An operand whose address a word holds ([`Recorder::unchanged`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RecordedOperand {
+    /// Base, index, scale and displacement.
+    form: (Register, Register, u32, u64),
+    /// The registers it reads (`semantics::register_bit`).
+    registers: u16,
+    /// The word holding its address.
+    word: usize,
 }
 
 /// iced's errors as refusals.
@@ -104,7 +121,16 @@ impl Recorder {
             capture,
             words: 0,
             sources: Vec::new(),
+            unchanged: Vec::new(),
         }
+    }
+
+    /// The instruction whose operands were recorded last has been emitted
+    /// (`decoded`): the operands whose registers it writes may change.
+    pub fn ran(&mut self, decoded: &Decoded) {
+        let writes = decoded.effect.writes();
+        self.unchanged
+            .retain(|operand| operand.registers & writes == 0);
     }
 
     /// Whether words are recorded.
@@ -226,7 +252,24 @@ impl Recorder {
         if i32::try_from(displacement).is_err() {
             return Err("a 64-bit displacement with registers".into());
         }
+        let form = (base, index, memory.scale(), memory.displacement());
+        if segment_base.is_none() {
+            if let Some(same) = self.unchanged.iter().find(|operand| operand.form == form) {
+                return Ok(Source::Word(same.word));
+            }
+        }
         let word = self.word()?;
+        if segment_base.is_none() {
+            let registers = [base, index]
+                .into_iter()
+                .filter_map(register_bit)
+                .fold(0, |bits, bit| bits | bit);
+            self.unchanged.push(RecordedOperand {
+                form,
+                registers,
+                word,
+            });
+        }
         code.push(built(Instruction::with2(
             Code::Mov_rm64_r64,
             slot(CAPTURE_RAX),
@@ -396,5 +439,67 @@ impl Dynamic for Recorded<'_> {
 
     fn target(&self) -> u64 {
         self.word(self.sources.target)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iced_x86::{Decoder, DecoderOptions};
+
+    use super::*;
+
+    /// The sources `Recorder` gives the instructions of `bytes`, one
+    /// block, and the words it records.
+    fn sources(bytes: &[u8]) -> (Vec<Vec<Source>>, usize) {
+        let capture = Capture {
+            enabled: true,
+            counting: false,
+            fsgsbase: false,
+        };
+        let mut recorder = Recorder::new(capture);
+        let mut code = Vec::new();
+        for instruction in Decoder::new(64, bytes, DecoderOptions::NONE) {
+            let decoded = Decoded::of(&instruction);
+            recorder.next_instruction();
+            recorder
+                .addresses(&mut code, &decoded.accesses)
+                .expect("recordable");
+            recorder.ran(&decoded);
+        }
+        let operands = recorder
+            .sources
+            .iter()
+            .map(|s| s.operands.clone())
+            .collect();
+        (operands, recorder.words())
+    }
+
+    #[test]
+    fn an_operand_whose_registers_did_not_change_reuses_its_word() {
+        // addsd xmm0, [rax-8]; movsd [rax-8], xmm0
+        let (operands, words) =
+            sources(&[0xf2, 0x0f, 0x58, 0x40, 0xf8, 0xf2, 0x0f, 0x11, 0x40, 0xf8]);
+        assert_eq!(operands, [vec![Source::Word(0)], vec![Source::Word(0)]]);
+        assert_eq!(words, 1);
+    }
+
+    #[test]
+    fn an_operand_whose_register_was_written_is_recorded_again() {
+        // mov rcx, [rax]; add rax, 8; mov rdx, [rax]; mov rax, [rax]; mov rbx, [rax]
+        let (operands, words) = sources(&[
+            0x48, 0x8b, 0x08, 0x48, 0x83, 0xc0, 0x08, 0x48, 0x8b, 0x10, 0x48, 0x8b, 0x00, 0x48,
+            0x8b, 0x18,
+        ]);
+        assert_eq!(
+            operands,
+            [
+                vec![Source::Word(0)],
+                vec![],
+                vec![Source::Word(1)],
+                vec![Source::Word(1)],
+                vec![Source::Word(2)],
+            ]
+        );
+        assert_eq!(words, 3);
     }
 }

@@ -435,6 +435,7 @@ pub(super) fn translate(
         let mut instruction = instruction;
         instruction.set_ip(0);
         code.program(instruction);
+        recorder.ran(decoded);
     }
     let last = &last[0];
     let Some(mut instruction) = last.instruction else {
