@@ -473,7 +473,7 @@ impl Process {
                 if simulation.cache_use().is_none() {
                     continue;
                 }
-                settle_cache_use(simulation, owners, events, tables, forest);
+                book_cache_use(false, simulation, owners, events, tables, forest);
                 let Some(table) = tables.get_mut(&costs_key) else {
                     return;
                 };
@@ -510,7 +510,7 @@ impl Process {
                 // Each run's cache-use charges, booked before the next
                 // block can change the call stack.
                 if simulation.cache_use().is_some() {
-                    settle_cache_use(simulation, owners, events, tables, forest);
+                    book_cache_use(false, simulation, owners, events, tables, forest);
                     let Some(table) = tables.get_mut(&costs_key) else {
                         return;
                     };
@@ -819,18 +819,15 @@ impl Process {
         if self.events.cacheuse.is_none() {
             return;
         }
-        let Some((charges, changes)) = self.simulation.cache_use() else {
-            return;
-        };
-        self.owners.settle(
-            only_executed,
-            charges,
-            changes,
-            &self.events,
-            &mut self.costs,
-            self.forest.as_mut(),
-        );
-        self.simulation.clear_cache_use();
+        let Process {
+            simulation,
+            owners,
+            events,
+            costs,
+            forest,
+            ..
+        } = self;
+        book_cache_use(only_executed, simulation, owners, events, costs, forest);
     }
 
     /// Cachegrind's attribution: the instruction of `len` bytes at `addr` is
@@ -1285,8 +1282,9 @@ impl RunSink for RunReport<'_> {
 }
 
 /// Books the cache-use charges of the last simulation steps, if any (the
-/// cost tables may grow).
-fn settle_cache_use(
+/// cost tables may grow; see [`Owners::settle`] for `only_executed`).
+fn book_cache_use(
+    only_executed: bool,
     simulation: &mut Simulation,
     owners: &Owners,
     events: &EventSet,
@@ -1294,7 +1292,14 @@ fn settle_cache_use(
     forest: &mut Option<Forest<ArcKey>>,
 ) {
     if let Some((charges, changes)) = simulation.cache_use() {
-        owners.settle(false, charges, changes, events, tables, forest.as_mut());
+        owners.settle(
+            only_executed,
+            charges,
+            changes,
+            events,
+            tables,
+            forest.as_mut(),
+        );
         simulation.clear_cache_use();
     }
 }
