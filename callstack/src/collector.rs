@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cgx_engine::{Block, DataAccess, EventSink, Exit, SimulatedBlocks, Thread, WholeBlocks};
+use cgx_engine::{Ahead, Block, DataAccess, EventSink, Exit, SimulatedBlocks, Thread, WholeBlocks};
 use cgx_formats::{Part, Profile, TooManyNames};
 
 use crate::events::EventSet;
@@ -204,6 +204,17 @@ impl EventSink for Collector {
         self.on_process(thread.pid, |process| {
             process.blocks_simulated(thread.tid, blocks)
         });
+    }
+
+    fn ahead(&mut self, thread: Thread) -> Option<Box<dyn Ahead>> {
+        self.on_process(thread.pid, Process::ahead)
+    }
+
+    fn ahead_done(&mut self, thread: Thread, ahead: Box<dyn Ahead>) {
+        if !self.on_process(thread.pid, |process| process.ahead_done(ahead)) {
+            let pid = thread.pid;
+            self.error.get_or_insert(Error::OutOfStep { pid });
+        }
     }
 
     fn data_access(&mut self, thread: Thread, access: DataAccess) {

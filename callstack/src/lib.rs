@@ -25,6 +25,7 @@
 //! go, `process` the client requests and dumps, `dump` the conversion to a
 //! profile part.
 
+mod ahead;
 mod attribution;
 mod cacheuse;
 mod collector;
@@ -59,6 +60,13 @@ pub enum Error {
     /// The caches given cannot be simulated.
     #[error("the caches cannot be simulated: {0}")]
     Caches(#[from] cgx_sim::CacheUseError),
+    /// The simulation run ahead of the collector and the collector took
+    /// other steps (a defect of cgx: the profile would be wrong).
+    #[error("process {pid}: the simulation and the collector went out of step (please report)")]
+    OutOfStep {
+        /// The process.
+        pid: i32,
+    },
 }
 
 /// Callgrind's collection and dump options, with Valgrind's defaults.

@@ -12,6 +12,7 @@ use cgx_engine::{Arrival, Block, BlockEvent, DataAccess, Repeats, SimulatedBlock
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
+use crate::ahead::{self, MissesBehind, SimulationAhead};
 use crate::attribution::{Charged, OwnRun, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
@@ -22,8 +23,7 @@ use crate::functions::{FnId, Functions};
 use crate::keys::EveryRun;
 use crate::keys::Keys;
 use crate::sequences::Sequences;
-use crate::simulation::RunSink;
-use crate::simulation::{Counts, Simulation};
+use crate::simulation::{Counts, FetchPoint, RunSink, Simulation, Step};
 use crate::thread::{add_into, Shared, ThreadState};
 use crate::Options;
 
@@ -57,6 +57,11 @@ pub(crate) struct Process {
     options: Arc<Options>,
     events: Arc<EventSet>,
     simulation: Simulation,
+    /// While the simulation runs ahead during a drain (`simulation` is
+    /// then [`Simulation::detached`]): the misses of its steps.
+    behind: Option<MissesBehind>,
+    /// The fetches of each block's runs by key, for the simulation ahead.
+    ahead_fetch_points: Vec<Option<Box<[FetchPoint]>>>,
     /// The back-dating forest, with `--cacheuse=yes`.
     forest: Option<Forest<ArcKey>>,
     /// The owners of cache lines, with `--cacheuse=yes`.
@@ -112,6 +117,8 @@ impl Process {
             options,
             events,
             simulation,
+            behind: None,
+            ahead_fetch_points: Vec::new(),
             forest,
             owners: Owners::default(),
             last_charged: None,
@@ -147,6 +154,8 @@ impl Process {
             options: self.options.clone(),
             events: self.events.clone(),
             simulation: self.simulation.clone(),
+            behind: None,
+            ahead_fetch_points: Vec::new(),
             forest: self.forest.clone(),
             owners: self.owners.clone(),
             last_charged: None,
@@ -233,6 +242,43 @@ impl Process {
             forest: forest.as_mut(),
         };
         f(thread, &mut shared)
+    }
+
+    /// The simulation, to run ahead of the collector during a drain (see
+    /// [`crate::ahead`]); `None` when it may not: with Cachegrind's
+    /// attribution or the cache-use model, with nothing to simulate, or
+    /// while not instrumenting.
+    pub fn ahead(&mut self) -> Option<Box<dyn cgx_engine::Ahead>> {
+        let simulation = &self.simulation;
+        let simulates = simulation.simulates_fetches() || simulation.simulates_branches();
+        if !self.instrumenting
+            || self.options.cachegrind
+            || simulation.uses_cache_use()
+            || !simulates
+            || self.behind.is_some()
+        {
+            return None;
+        }
+        let detached = simulation.detached();
+        let simulation = std::mem::replace(&mut self.simulation, detached);
+        let fetch_points = std::mem::take(&mut self.ahead_fetch_points);
+        let (ahead, behind) = ahead::split(simulation, fetch_points);
+        self.behind = Some(behind);
+        Some(Box::new(ahead))
+    }
+
+    /// The simulation [`Process::ahead`] made, back after the drain;
+    /// whether the collector took exactly the steps it ran.
+    pub fn ahead_done(&mut self, ahead: Box<dyn cgx_engine::Ahead>) -> bool {
+        let Ok(ahead) = ahead.into_any().downcast::<SimulationAhead>() else {
+            return false;
+        };
+        let in_step = self
+            .behind
+            .take()
+            .is_some_and(|mut behind| behind.all_taken());
+        (self.simulation, self.ahead_fetch_points) = ahead.into_parts();
+        in_step
     }
 
     /// The names the parts of this process refer to.
@@ -381,6 +427,7 @@ impl Process {
             events,
             forest,
             simulation,
+            behind,
             owners,
             blocks: blocks_run,
             ..
@@ -433,35 +480,48 @@ impl Process {
                 };
                 let mut block_events = simulated.events();
                 let mut next_event = block_events.next();
+                // With the simulation ahead, the run is one step of it.
+                let ahead = behind.is_some();
+                let mut misses = behind
+                    .as_mut()
+                    .map_or(&[][..], MissesBehind::next_step)
+                    .iter()
+                    .map(|&miss| ahead::position_and_column(miss))
+                    .peekable();
+                let mut step = |simulation: &mut Simulation, thread: &ThreadState, step| {
+                    if ahead {
+                        return simulation.every_run(step);
+                    }
+                    let owners = (&mut *owners, costs_key);
+                    simulate(simulation, owners, thread, cacheuse, |sim, owner| {
+                        sim.step(step, owner)
+                    })
+                };
                 for (index, &(addr, len)) in instructions.iter().enumerate() {
                     thread.instruction(costs, addr, len);
-                    let counts = simulate(
-                        simulation,
-                        (owners, costs_key),
-                        thread,
-                        cacheuse,
-                        |sim, owner| sim.fetch(addr, len, owner),
-                    );
+                    let counts = step(simulation, thread, Step::Fetch(addr, len));
                     charge_step(thread, costs, &mut profile, index, counts);
                     while let Some((_, event)) = next_event.filter(|&(of, _)| of == index) {
                         next_event = block_events.next();
-                        let counts = match event {
-                            BlockEvent::Access(access) if data => simulate(
-                                simulation,
-                                (owners, costs_key),
-                                thread,
-                                cacheuse,
-                                |sim, owner| sim.data(access, owner),
-                            ),
+                        let event = match event {
+                            BlockEvent::Access(access) if data => Step::Data(access),
                             BlockEvent::Conditional(taken) if branches => {
-                                simulation.conditional_branch(addr, taken)
+                                Step::Conditional(addr, taken)
                             }
                             BlockEvent::Indirect(target) if branches => {
-                                simulation.indirect_branch(addr, target)
+                                Step::Indirect(addr, target)
                             }
                             _ => continue,
                         };
+                        let counts = step(simulation, thread, event);
                         charge_step(thread, costs, &mut profile, index, counts);
+                    }
+                    while let Some((_, column)) = misses.next_if(|&(at, _)| at <= index) {
+                        if let Some(cost) = thread.last_cost(costs) {
+                            if let Some(sum) = cost.get_mut(column) {
+                                *sum += 1;
+                            }
+                        }
                     }
                 }
                 if let Some(profile) = profile {
@@ -497,6 +557,14 @@ impl Process {
             let mut repeats = repeated.iter().flat_map(|repeats| repeats.runs());
             let mut run = Some(simulated);
             while let Some(simulated) = run {
+                if let Some(behind) = behind.as_mut() {
+                    for &miss in behind.next_step() {
+                        let (position, column) = ahead::position_and_column(miss);
+                        thread.count_extra(position, column);
+                    }
+                    run = repeats.next();
+                    continue;
+                }
                 if cacheuse {
                     simulation.set_collect(thread.collecting());
                 }
@@ -645,9 +713,7 @@ impl Process {
             });
             return;
         }
-        self.add_to_last(tid, Some((addr, len)), |simulation, owner| {
-            simulation.fetch(addr, len, owner)
-        });
+        self.add_to_last(tid, Some((addr, len)), Step::Fetch(addr, len));
     }
 
     /// The instructions of a whole block executed on thread `tid`, with no
@@ -673,9 +739,7 @@ impl Process {
     #[inline]
     pub fn data_access(&mut self, tid: i32, access: DataAccess) {
         if self.instrumenting && self.simulation.simulates_data() {
-            self.add_to_last(tid, None, |simulation, owner| {
-                simulation.data(access, owner)
-            });
+            self.add_to_last(tid, None, Step::Data(access));
         }
     }
 
@@ -684,9 +748,7 @@ impl Process {
     #[inline]
     pub fn conditional_branch(&mut self, tid: i32, addr: u64, taken: bool) {
         if self.instrumenting && self.simulation.simulates_branches() {
-            self.add_to_last(tid, None, |simulation, _| {
-                simulation.conditional_branch(addr, taken)
-            });
+            self.add_to_last(tid, None, Step::Conditional(addr, taken));
         }
     }
 
@@ -695,9 +757,7 @@ impl Process {
     #[inline]
     pub fn indirect_branch(&mut self, tid: i32, addr: u64, target: u64) {
         if self.instrumenting && self.simulation.simulates_branches() {
-            self.add_to_last(tid, None, |simulation, _| {
-                simulation.indirect_branch(addr, target)
-            });
+            self.add_to_last(tid, None, Step::Indirect(addr, target));
         }
     }
 
@@ -707,14 +767,9 @@ impl Process {
     /// instruction `executed` (if any) is first pending on the thread, and
     /// `step` gets the owner of the lines it loads.
     #[inline]
-    fn add_to_last(
-        &mut self,
-        tid: i32,
-        executed: Option<(u64, u8)>,
-        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner) -> Counts,
-    ) {
+    fn add_to_last(&mut self, tid: i32, executed: Option<(u64, u8)>, step: Step) {
         if self.options.cachegrind {
-            self.add_to_charged(tid, |simulation| step(simulation, &mut || 0));
+            self.add_to_charged(tid, |simulation| simulation.step(step, &mut || 0));
         } else {
             self.add_to_pending(tid, executed, step);
         }
@@ -761,18 +816,15 @@ impl Process {
 
     /// [`Process::add_to_last`] with Callgrind's attribution: straight into
     /// the instruction's pending costs, with one look-up of the thread and
-    /// its tables.
+    /// its tables. With the simulation ahead, the step's misses come from
+    /// it.
     #[inline]
-    fn add_to_pending(
-        &mut self,
-        tid: i32,
-        executed: Option<(u64, u8)>,
-        step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner) -> Counts,
-    ) {
+    fn add_to_pending(&mut self, tid: i32, executed: Option<(u64, u8)>, step: Step) {
         let cacheuse = self.events.cacheuse.is_some();
         let Process {
             threads,
             simulation,
+            behind,
             costs,
             options,
             owners,
@@ -784,6 +836,8 @@ impl Process {
             if executed.is_some() || cacheuse {
                 self.with_thread(tid, |_, _| {});
                 self.add_to_pending(tid, executed, step);
+            } else if let Some(behind) = behind {
+                behind.next_step();
             }
             return;
         };
@@ -795,11 +849,21 @@ impl Process {
         if let Some((addr, len)) = executed {
             thread.instruction(costs, addr, len);
         }
+        if let Some(behind) = behind {
+            let misses = behind.next_step();
+            if let Some(last) = thread.last_cost(costs) {
+                simulation.every_run(step).add_to(last);
+                ahead::add_misses(misses, last);
+            }
+            return;
+        }
         if cacheuse {
             simulation.set_collect(thread.collecting());
         }
         if thread.last_cost(costs).is_some() {
-            let counts = simulate(simulation, (owners, key), thread, cacheuse, step);
+            let counts = simulate(simulation, (owners, key), thread, cacheuse, |sim, owner| {
+                sim.step(step, owner)
+            });
             if let Some(last) = thread.last_cost(costs) {
                 counts.add_to(last);
             }

@@ -24,6 +24,9 @@ pub(crate) struct Simulation {
     branches: Option<BranchPredictors>,
     /// Cachegrind counts a read-modify-write as a read, Callgrind as a write.
     modify_is_read: bool,
+    /// What it simulates (kept by [`Simulation::detached`]).
+    fetches: bool,
+    data: bool,
 }
 
 impl Simulation {
@@ -41,8 +44,11 @@ impl Simulation {
         } else {
             None
         };
+        let fetches = caches.is_some();
         Ok(Simulation {
             caches,
+            fetches,
+            data: fetches && events.cache.is_some(),
             ..Simulation::without_caches(events, options)
         })
     }
@@ -55,22 +61,74 @@ impl Simulation {
             caches: None,
             branches: events.branch.map(|_| BranchPredictors::default()),
             modify_is_read: options.cachegrind,
+            fetches: false,
+            data: false,
+        }
+    }
+
+    /// A stand-in while this simulation runs elsewhere
+    /// ([`crate::ahead`]): it simulates nothing, but tells what this one
+    /// simulates and the every-run events of its steps
+    /// ([`Simulation::every_run`]).
+    pub fn detached(&self) -> Simulation {
+        Simulation {
+            events: self.events.clone(),
+            caches: None,
+            branches: None,
+            modify_is_read: self.modify_is_read,
+            fetches: self.fetches,
+            data: self.data,
         }
     }
 
     /// Whether instruction fetches are simulated (else they only count Ir).
     pub fn simulates_fetches(&self) -> bool {
-        self.caches.is_some()
+        self.fetches
     }
 
     /// Whether data accesses are simulated (else they count nothing).
     pub fn simulates_data(&self) -> bool {
-        self.events.cache.is_some() && self.caches.is_some()
+        self.data
     }
 
     /// Whether branches are simulated (else they count nothing).
     pub fn simulates_branches(&self) -> bool {
-        self.events.branch.is_some() && self.branches.is_some()
+        self.events.branch.is_some()
+    }
+
+    /// Whether the cache-use model is on.
+    pub fn uses_cache_use(&self) -> bool {
+        matches!(self.caches, Some(Caches::Use(_)))
+    }
+
+    /// The events of `step`, simulated (`owner` as for
+    /// [`Simulation::fetch`]).
+    #[inline(always)]
+    pub fn step(&mut self, step: Step, owner: &mut dyn FnMut() -> Owner) -> Counts {
+        match step {
+            Step::Fetch(addr, len) => self.fetch(addr, len, owner),
+            Step::Data(access) => self.data(access, owner),
+            Step::Conditional(addr, taken) => self.conditional_branch(addr, taken),
+            Step::Indirect(addr, target) => self.indirect_branch(addr, target),
+        }
+    }
+
+    /// The event every run of `step` counts, whatever the simulators say:
+    /// `Ir`, `Dr`, `Dw`, `Bc` or `Bi` (nothing for a step not simulated).
+    #[inline]
+    pub fn every_run(&self, step: Step) -> Counts {
+        match (step, self.events.cache, self.events.branch) {
+            (Step::Fetch(..), ..) => Counts::one(0),
+            (Step::Data(access), Some(columns), _) if self.data => {
+                match (access.kind, self.modify_is_read) {
+                    (AccessKind::Read, _) | (AccessKind::Modify, true) => Counts::one(columns.dr),
+                    _ => Counts::one(columns.dw),
+                }
+            }
+            (Step::Conditional(..), _, Some(columns)) => Counts::one(columns.bc),
+            (Step::Indirect(..), _, Some(columns)) => Counts::one(columns.bi),
+            _ => Counts::default(),
+        }
     }
 
     /// The events of fetching the instruction of `len` bytes at `addr` (its
@@ -292,6 +350,19 @@ impl Simulation {
             None => {}
         }
     }
+}
+
+/// One simulation step of an instruction.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// Fetching the instruction of `len` bytes at `addr`.
+    Fetch(u64, u8),
+    /// A data access.
+    Data(DataAccess),
+    /// A conditional branch at `addr`, taken or not.
+    Conditional(u64, bool),
+    /// An indirect branch at `addr` to a target.
+    Indirect(u64, u64),
 }
 
 /// An instruction of a block whose fetch the I1 simulation sees in a

@@ -240,6 +240,19 @@ pub trait EventSink {
         report_simulated(self, thread, blocks);
     }
 
+    /// A sink that replays the records of one drain of `thread`'s buffer
+    /// first, on another thread, while this one replays them after it (to
+    /// run a simulation beside the collector); `None`, the default, to
+    /// replay them here alone. It comes back through
+    /// [`EventSink::ahead_done`] when the drain ends.
+    fn ahead(&mut self, _thread: Thread) -> Option<Box<dyn Ahead>> {
+        None
+    }
+
+    /// The sink [`EventSink::ahead`] made for a drain of `thread`'s
+    /// buffer, back when the drain ends.
+    fn ahead_done(&mut self, _thread: Thread, _ahead: Box<dyn Ahead>) {}
+
     /// A data access of the instruction last reported by
     /// [`EventSink::instruction`] on `thread` (events come in the order
     /// Valgrind's instrumentation sees them: loads before stores).
@@ -288,6 +301,19 @@ pub trait EventSink {
 
     /// Process `pid` ended.
     fn process_exited(&mut self, _pid: i32, _exit: Exit) {}
+}
+
+/// A sink that sees the records of a drain before the sink that made it
+/// ([`EventSink::ahead`]), on another thread: the same events in the same
+/// order, a chunk of records at a time, while the other sink follows.
+pub trait Ahead: EventSink + Send {
+    /// The events of a chunk of records are all reported: what the sink
+    /// made of them must reach the sink behind it now; with `last`, no
+    /// more come in this drain (not even after an error).
+    fn chunk_done(&mut self, last: bool);
+
+    /// Itself, for the sink that made it to take back.
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
 }
 
 /// An [`EventSink`] that only counts instructions.

@@ -167,6 +167,35 @@ pub(crate) fn unpin_current_thread() {
     }
 }
 
+/// Lets the calling thread run on every CPU but `cpu` (the tracer's,
+/// which it is to run beside), or on every CPU when there is no other.
+/// Failure is not an error (only slower).
+pub(crate) fn run_beside(cpu: Option<usize>) {
+    unpin_current_thread();
+    let Some(cpu) = cpu else {
+        return;
+    };
+    // SAFETY: cpu_set_t is plain data; the calls get valid pointers and
+    // sizes. The kernel keeps the CPUs of the set the thread may use.
+    unsafe {
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, size, &mut set) != 0 || cpu >= libc::CPU_SETSIZE as usize {
+            return;
+        }
+        libc::CPU_CLR(cpu, &mut set);
+        if libc::CPU_COUNT(&set) > 0 {
+            libc::sched_setaffinity(0, size, &set);
+        }
+    }
+}
+
+/// The CPU the calling thread runs on, if known.
+pub(crate) fn current_cpu() -> Option<usize> {
+    // SAFETY: no arguments; returns -1 on failure.
+    usize::try_from(unsafe { libc::sched_getcpu() }).ok()
+}
+
 impl Drop for CpuPin {
     fn drop(&mut self) {
         if let Some(previous) = &self.previous {

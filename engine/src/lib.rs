@@ -33,7 +33,7 @@ pub mod translate;
 
 pub use error::{Error, Result};
 pub use event::{
-    AccessKind, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, InstructionCounter,
+    AccessKind, Ahead, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, InstructionCounter,
     SimulatedBlock, Thread, WholeBlock,
 };
 pub use launch::Command;

@@ -8,7 +8,8 @@
 
 use cgx_callstack::{Collector, Dump};
 use cgx_engine::{
-    Block, Command, DataAccess, EventSink, Exit, RunOptions, SimulatedBlocks, Thread, WholeBlocks,
+    Ahead, Block, Command, DataAccess, EventSink, Exit, RunOptions, SimulatedBlocks, Thread,
+    WholeBlocks,
 };
 
 use super::options::Backend;
@@ -176,6 +177,15 @@ impl EventSink for Tap<'_> {
     #[inline]
     fn instruction(&mut self, thread: Thread, addr: u64, len: u8) {
         self.collector.instruction(thread, addr, len);
+    }
+
+    fn ahead(&mut self, thread: Thread) -> Option<Box<dyn Ahead>> {
+        self.notice(thread.pid);
+        self.collector.ahead(thread)
+    }
+
+    fn ahead_done(&mut self, thread: Thread, ahead: Box<dyn Ahead>) {
+        self.collector.ahead_done(thread, ahead);
     }
 
     #[inline]

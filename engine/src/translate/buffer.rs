@@ -31,7 +31,7 @@ use super::memory::Memory;
 
 /// The thread's position in the block sequence, shared by the replay of
 /// records and the stepping of blocks that are not translated.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Replay {
     /// How the previous block was left; `None` before the first block.
     previous: Option<ExitRule>,
@@ -654,7 +654,7 @@ type OpenRecord = Option<(u32, u64)>;
 
 /// The bytes of records read and replayed at a time: a chunk stays in
 /// the processor's cache from its read to its replay.
-const CHUNK_BYTES: u64 = 256 << 10;
+pub(super) const CHUNK_BYTES: u64 = 256 << 10;
 
 /// The run `counts` of translations and the records in the tracee's bytes
 /// `records` of a buffer, replayed into `sink` as `thread`'s (see [`drain`]
@@ -667,6 +667,19 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
     (replay, sink, thread): (&mut Replay, &mut S, Thread),
     mut split: Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<(u64, OpenRecord)> {
+    // A split hands the simulation to a child mid-drain: not ahead.
+    if split.is_none() && counts.is_empty() && replay.simulations {
+        if let Some(ahead) = sink.ahead(thread) {
+            let replayed = super::ahead::replay_ahead(
+                memory,
+                cache,
+                records,
+                (&mut *replay, &mut *sink, thread),
+                ahead,
+            );
+            return replayed.map(|records| (records, None));
+        }
+    }
     // The words are read in place: the tracee's byte order is the tracer's.
     let mut words = std::mem::take(&mut replay.words);
     words.clear();
@@ -703,7 +716,7 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
 /// `counts` first), the last one cut short when `more` follow; where the
 /// records left for the next chunk start, how many there were, and the
 /// last if it counts its runs.
-fn replay_chunk<S: EventSink + ?Sized>(
+pub(super) fn replay_chunk<S: EventSink + ?Sized>(
     cache: &Cache,
     chunk: (&[u64], &[u64], bool),
     (replay, sink, thread): (&mut Replay, &mut S, Thread),

@@ -101,6 +101,7 @@
 //! - a direct exit to a translation in another region out of rel32 reach
 //!   is not linked (it traps each time).
 
+mod ahead;
 mod area;
 mod blocks;
 mod buffer;
