@@ -24,8 +24,9 @@ pub(crate) struct Simulation {
     branches: Option<BranchPredictors>,
     /// Cachegrind counts a read-modify-write as a read, Callgrind as a write.
     modify_is_read: bool,
-    /// What it simulates (kept by [`Simulation::detached`]).
-    fetches: bool,
+    /// What it simulates (kept by [`Simulation::detached`]): with caches,
+    /// the size of I1's lines; and whether data accesses.
+    i1_line_size: Option<u32>,
     data: bool,
 }
 
@@ -44,11 +45,15 @@ impl Simulation {
         } else {
             None
         };
-        let fetches = caches.is_some();
+        let i1_line_size = match &caches {
+            Some(Caches::Plain(caches)) => Some(caches.config().i1.line_size),
+            Some(Caches::Use(caches)) => Some(caches.config().i1.line_size),
+            None => None,
+        };
         Ok(Simulation {
             caches,
-            fetches,
-            data: fetches && events.cache.is_some(),
+            i1_line_size,
+            data: i1_line_size.is_some() && events.cache.is_some(),
             ..Simulation::without_caches(events, options)
         })
     }
@@ -61,7 +66,7 @@ impl Simulation {
             caches: None,
             branches: events.branch.map(|_| BranchPredictors::default()),
             modify_is_read: options.cachegrind,
-            fetches: false,
+            i1_line_size: None,
             data: false,
         }
     }
@@ -76,14 +81,14 @@ impl Simulation {
             caches: None,
             branches: None,
             modify_is_read: self.modify_is_read,
-            fetches: self.fetches,
+            i1_line_size: self.i1_line_size,
             data: self.data,
         }
     }
 
     /// Whether instruction fetches are simulated (else they only count Ir).
     pub fn simulates_fetches(&self) -> bool {
-        self.fetches
+        self.i1_line_size.is_some()
     }
 
     /// Whether data accesses are simulated (else they count nothing).
@@ -178,11 +183,15 @@ impl Simulation {
     /// hit the most recently used line of their set, which changes nothing
     /// in the plain model (only fetches touch I1) and adds their count and
     /// bytes to that line's use in the cache-use model. None without caches.
+    /// A [`Simulation::detached`] stand-in gives the points of the plain
+    /// model it stands for.
     pub fn fetch_points(&self, instructions: &[(u64, u8)]) -> Box<[FetchPoint]> {
-        let (line_size, caches) = match &self.caches {
-            Some(Caches::Plain(caches)) => (caches.config().i1.line_size, None),
-            Some(Caches::Use(caches)) => (caches.config().i1.line_size, Some(caches)),
-            None => return Box::default(),
+        let caches = match &self.caches {
+            Some(Caches::Use(caches)) => Some(caches),
+            Some(Caches::Plain(_)) | None => None,
+        };
+        let Some(line_size) = self.i1_line_size else {
+            return Box::default();
         };
         let bits = line_size.trailing_zeros();
         let mut ended_in = None;
@@ -566,5 +575,43 @@ impl Counts {
                 *sum += 1;
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+
+    /// A block of three instructions, the last in the next 64-byte line.
+    const BLOCK: [(u64, u8); 3] = [(0x1000, 4), (0x1004, 4), (0x103e, 4)];
+
+    #[test]
+    fn a_detached_simulation_tells_what_it_stands_for() {
+        let options = Options {
+            cache_sim: true,
+            ..Options::default()
+        };
+        let events = EventSet::new(&options);
+        let simulation = Simulation::new(&events, &options).expect("the default caches");
+        let detached = simulation.detached();
+        assert!(detached.simulates_fetches() && detached.simulates_data());
+        assert!(!detached.uses_cache_use());
+        // A drain after one whose simulation ran ahead uses the fetch
+        // points the stand-in made.
+        let points = simulation.fetch_points(&BLOCK);
+        assert_eq!(points.len(), 2);
+        assert_eq!(detached.fetch_points(&BLOCK), points);
+        let access = DataAccess {
+            addr: 0x2000,
+            size: 8,
+            kind: AccessKind::Write,
+        };
+        let columns = events.cache.expect("cache events");
+        assert_eq!(
+            detached.every_run(Step::Data(access)),
+            Counts::one(columns.dw)
+        );
+        assert_eq!(detached.every_run(Step::Fetch(0x1000, 4)), Counts::one(0));
     }
 }
