@@ -13,7 +13,7 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 
 use cgx_engine::{Ahead, Block, DataAccess, EventSink, SimulatedBlocks, Thread};
 
-use crate::simulation::{FetchPoint, RunSink, Simulation, Step};
+use crate::simulation::{Counts, FetchPoint, RunSink, Simulation, Step};
 
 /// The misses of the simulation steps of one chunk of records.
 #[derive(Debug, Default)]
@@ -233,4 +233,14 @@ pub(crate) fn add_misses(misses: &[u64], cost: &mut [u64]) {
             *sum += 1;
         }
     }
+}
+
+/// The every-run events `counts` of a step and its misses, the next step
+/// of `behind` (at most two: an L1 and an LL miss).
+#[inline]
+pub(crate) fn with_misses(counts: Counts, behind: &mut MissesBehind) -> Counts {
+    behind.next_step().iter().fold(counts, |counts, &miss| {
+        let (_, column) = position_and_column(miss);
+        counts.and(column, true)
+    })
 }

@@ -245,17 +245,12 @@ impl Process {
     }
 
     /// The simulation, to run ahead of the collector during a drain (see
-    /// [`crate::ahead`]); `None` when it may not: with Cachegrind's
-    /// attribution or the cache-use model, with nothing to simulate, or
-    /// while not instrumenting.
+    /// [`crate::ahead`]); `None` when it may not: with the cache-use
+    /// model, with nothing to simulate, or while not instrumenting.
     pub fn ahead(&mut self) -> Option<Box<dyn cgx_engine::Ahead>> {
         let simulation = &self.simulation;
         let simulates = simulation.simulates_fetches() || simulation.simulates_branches();
-        if !self.instrumenting
-            || self.options.cachegrind
-            || simulation.uses_cache_use()
-            || !simulates
-            || self.behind.is_some()
+        if !self.instrumenting || simulation.uses_cache_use() || !simulates || self.behind.is_some()
         {
             return None;
         }
@@ -599,6 +594,7 @@ impl Process {
             threads,
             costs,
             simulation,
+            behind,
             recent_slots,
             own_runs,
             last_charged,
@@ -640,6 +636,17 @@ impl Process {
                     table: &mut *table,
                     slots: &own.slots,
                 };
+                if let Some(behind) = behind.as_mut() {
+                    // Each run is a step of the simulation ahead.
+                    for _ in 0..runs {
+                        for &miss in behind.next_step() {
+                            let (position, column) = ahead::position_and_column(miss);
+                            report.extra(position, column);
+                        }
+                    }
+                    *last_charged = Some(own.last);
+                    continue;
+                }
                 simulation.run_block(&simulated, &own.fetches, &mut report);
                 for run in repeats.iter().flat_map(|repeats| repeats.runs()) {
                     simulation.run_block(&run, &own.fetches, &mut report);
@@ -651,6 +658,18 @@ impl Process {
             let mut every = Vec::new();
             let mut block_events = simulated.events();
             let mut next_event = block_events.next();
+            // With the simulation ahead, the run is one step of it.
+            let ahead = behind.is_some();
+            let mut misses = behind
+                .as_mut()
+                .map_or(&[][..], MissesBehind::next_step)
+                .iter()
+                .map(|&miss| ahead::position_and_column(miss))
+                .peekable();
+            let step = |simulation: &mut Simulation, step| match ahead {
+                true => simulation.every_run(step),
+                false => simulation.step(step, &mut || 0),
+            };
             for (index, &(addr, len)) in (0u32..).zip(simulated.instructions) {
                 let code = (
                     &mut *functions,
@@ -662,23 +681,25 @@ impl Process {
                 let charged = own_charge(recent_slots, (table, key), code, events.len(), addr);
                 charged_steps.push(charged);
                 *last_charged = Some(charged);
-                let counts = simulation.fetch(addr, len, &mut || 0);
+                let counts = step(simulation, Step::Fetch(addr, len));
                 every.extend(counts.split_first().0.map(|column| (index, column as u32)));
                 charge_own(thread, table, charged, counts);
                 while let Some((_, event)) = next_event.filter(|&(of, _)| of == index as usize) {
                     next_event = block_events.next();
-                    let counts = match event {
-                        BlockEvent::Access(access) if data => simulation.data(access, &mut || 0),
+                    let event = match event {
+                        BlockEvent::Access(access) if data => Step::Data(access),
                         BlockEvent::Conditional(taken) if branches => {
-                            simulation.conditional_branch(addr, taken)
+                            Step::Conditional(addr, taken)
                         }
-                        BlockEvent::Indirect(target) if branches => {
-                            simulation.indirect_branch(addr, target)
-                        }
+                        BlockEvent::Indirect(target) if branches => Step::Indirect(addr, target),
                         _ => continue,
                     };
+                    let counts = step(simulation, event);
                     every.extend(counts.split_first().0.map(|column| (index, column as u32)));
                     charge_own(thread, table, charged, counts);
+                }
+                while let Some((_, column)) = misses.next_if(|&(at, _)| at <= index as usize) {
+                    charge_own(thread, table, charged, Counts::one(column));
                 }
             }
             let fetches = simulation.fetch_points(simulated.instructions);
@@ -769,7 +790,7 @@ impl Process {
     #[inline]
     fn add_to_last(&mut self, tid: i32, executed: Option<(u64, u8)>, step: Step) {
         if self.options.cachegrind {
-            self.add_to_charged(tid, |simulation| simulation.step(step, &mut || 0));
+            self.add_to_charged(tid, step);
         } else {
             self.add_to_pending(tid, executed, step);
         }
@@ -779,11 +800,12 @@ impl Process {
     /// [`Process::add_to_last`] with Cachegrind's attribution: the events
     /// go where the last instruction was charged (Cachegrind has no
     /// cache-use model to tell whether the thread collects).
-    fn add_to_charged(&mut self, tid: i32, step: impl FnOnce(&mut Simulation) -> Counts) {
+    fn add_to_charged(&mut self, tid: i32, step: Step) {
         let width = self.events.len().min(MAX_EVENTS);
         let Process {
             threads,
             simulation,
+            behind,
             costs,
             last_charged,
             ..
@@ -794,7 +816,10 @@ impl Process {
             self.add_to_charged(tid, step);
             return;
         };
-        let counts = step(simulation);
+        let counts = match behind {
+            Some(behind) => ahead::with_misses(simulation.every_run(step), behind),
+            None => simulation.step(step, &mut || 0),
+        };
         if let Some(charged) = *last_charged {
             let table = match costs.get_mut(&charged.key) {
                 Some(table) => table,
@@ -912,6 +937,7 @@ impl Process {
             contexts,
             options,
             events,
+            behind,
             ..
         } = self;
         let Some(thread) = threads.get_mut(&tid) else {
@@ -928,7 +954,12 @@ impl Process {
         let code = (functions, symbols, *pid, own_contexts, contexts);
         let charged = own_charge(recent_slots, (table, key), code, events.len(), addr);
         *last_charged = Some(charged);
-        let counts = simulation.fetch(addr, len, &mut || 0);
+        let counts = match behind {
+            Some(behind) if simulation.simulates_fetches() => {
+                ahead::with_misses(simulation.every_run(Step::Fetch(addr, len)), behind)
+            }
+            _ => simulation.fetch(addr, len, &mut || 0),
+        };
         charge_own(thread, table, charged, counts);
     }
 

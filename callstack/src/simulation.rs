@@ -523,14 +523,14 @@ pub(crate) struct Counts(u32);
 
 impl Counts {
     /// The event in `column`.
-    fn one(column: usize) -> Counts {
+    pub fn one(column: usize) -> Counts {
         Counts::default().and(column, true)
     }
 
     /// These and, if `counted`, the event in `column` (below
     /// [`crate::events::MAX_EVENTS`]).
     #[inline]
-    fn and(self, column: usize, counted: bool) -> Counts {
+    pub fn and(self, column: usize, counted: bool) -> Counts {
         if counted {
             Counts((self.0 << 8) | (column as u32 + 1))
         } else {
