@@ -5,9 +5,9 @@
 //! then takes, for each step it would have simulated, that step's misses
 //! ([`MissesBehind::next_step`]), in the same order.
 //!
-//! Only for Callgrind's attribution without the cache-use model, whose
-//! simulation needs nothing of the collector: the steps of a drain are the
-//! same whatever the call stack does.
+//! Only without the cache-use model (whose line owners come from the call
+//! stack): then the simulation needs nothing of the collector, and the
+//! steps of a drain are the same whatever the call stack does.
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 
