@@ -1,67 +1,104 @@
 //! The simulation of a process run ahead of its collector, on another
 //! thread, while a drain of records is replayed twice
 //! ([`cgx_engine::EventSink::ahead`]): the simulator sees every step
-//! first and sends the misses of each chunk of records on; the collector
-//! then takes, for each step it would have simulated, that step's misses
-//! ([`MissesBehind::next_step`]), in the same order.
+//! first and sends what each step did (its misses, and with the cache-use
+//! model the lines it loaded and what it charged) at the end of each chunk
+//! of records; the collector then takes, for each step it would have
+//! simulated, that step's report ([`Behind::next_step`]), in the same
+//! order.
 //!
-//! Only without the cache-use model (whose line owners come from the call
-//! stack): then the simulation needs nothing of the collector, and the
-//! steps of a drain are the same whatever the call stack does.
+//! The simulation needs nothing of the collector: the cache-use model
+//! holds tickets for the owners of its lines (`Tickets` in
+//! [`crate::simulation`]), and the collector learns which instruction and
+//! call loaded each ticket's line when it takes the step that loaded it.
+//! Only the collection state is the collector's: with the cache-use model
+//! the simulation runs ahead only while collection cannot change.
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 
 use cgx_engine::{Ahead, Block, DataAccess, EventSink, SimulatedBlocks, Thread};
+use cgx_sim::{Charge, LineChange, Owner};
 
 use crate::simulation::{Counts, FetchPoint, RunSink, Simulation, Step};
 
-/// The misses of the simulation steps of one chunk of records.
+/// What the simulation steps of one chunk of records did, in order; each
+/// entry tagged with its step ([`tag`]).
 #[derive(Debug, Default)]
-struct ChunkMisses {
+struct ChunkReport {
     /// How many steps the chunk had.
     steps: u64,
-    /// Each miss of them, in order ([`miss`]).
+    /// Each miss: its tag with the position and column.
     misses: Vec<u64>,
+    /// Each line loaded: its tag with the position, and its ticket.
+    loads: Vec<(u64, Owner)>,
+    /// The cache-use charges and line changes, and their steps.
+    charges: Vec<Charge>,
+    charge_steps: Vec<u64>,
+    changes: Vec<LineChange>,
+    change_steps: Vec<u64>,
 }
 
-/// A miss of step `step` of a chunk, at the instruction at `position` of
-/// its run, in event column `column`, as one word.
-fn miss(step: u64, position: usize, column: usize) -> u64 {
+/// Step `step` of a chunk, the instruction at `position` of its run and
+/// event column `column`, as one word.
+fn tag(step: u64, position: usize, column: usize) -> u64 {
     let position = position.min(0xffff) as u64;
     (step << 24) | (position << 8) | (column as u64 & 0xff)
 }
 
-/// The step of a [`miss`] word.
-fn step_of(miss: u64) -> u64 {
-    miss >> 24
+/// The step of a [`tag`].
+fn step_of(tag: u64) -> u64 {
+    tag >> 24
 }
 
-/// The position and column of a [`miss`] word.
-pub(crate) fn position_and_column(miss: u64) -> (usize, usize) {
-    (((miss >> 8) & 0xffff) as usize, (miss & 0xff) as usize)
+/// The position and column of a [`tag`].
+pub(crate) fn position_and_column(tag: u64) -> (usize, usize) {
+    (((tag >> 8) & 0xffff) as usize, (tag & 0xff) as usize)
+}
+
+/// What one step did, for the collector.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct StepReport<'a> {
+    /// Its misses ([`position_and_column`] of each).
+    pub misses: &'a [u64],
+    /// The lines it loaded: the position of the loading instruction
+    /// ([`position_and_column`]) and the line's ticket.
+    pub loads: &'a [(u64, Owner)],
+    /// The cache-use model's charges and line changes.
+    pub charges: &'a [Charge],
+    pub changes: &'a [LineChange],
+}
+
+impl StepReport<'_> {
+    /// Whether the cache-use model charged or moved lines.
+    #[inline]
+    pub fn has_cache_use(&self) -> bool {
+        !self.charges.is_empty() || !self.changes.is_empty()
+    }
 }
 
 /// The simulation running ahead (an [`Ahead`] sink): it simulates every
-/// step of the events it sees and sends the misses on at each chunk's end.
+/// step of the events it sees and sends their reports on at each chunk's
+/// end.
 pub(crate) struct SimulationAhead {
     simulation: Simulation,
     /// The fetches of each block's runs, by key
     /// ([`Simulation::fetch_points`]).
     fetch_points: Vec<Option<Box<[FetchPoint]>>>,
-    chunk: ChunkMisses,
+    chunk: ChunkReport,
     /// To the collector, until the drain's last chunk.
-    sender: Option<Sender<ChunkMisses>>,
+    sender: Option<Sender<ChunkReport>>,
 }
 
-/// The collector's side: the misses of each step, in the order the
+/// The collector's side: the report of each step, in the order the
 /// simulation ran them.
 #[derive(Debug)]
-pub(crate) struct MissesBehind {
-    receiver: Receiver<ChunkMisses>,
-    chunk: ChunkMisses,
-    /// The next step of `chunk`, and its first miss.
+pub(crate) struct Behind {
+    receiver: Receiver<ChunkReport>,
+    chunk: ChunkReport,
+    /// The next step of `chunk`, and where its entries start in the four
+    /// lists.
     step: u64,
-    at: usize,
+    at: [usize; 4],
     /// A step was asked for that the simulation had not run.
     overrun: bool,
 }
@@ -71,19 +108,19 @@ pub(crate) struct MissesBehind {
 pub(crate) fn split(
     simulation: Simulation,
     fetch_points: Vec<Option<Box<[FetchPoint]>>>,
-) -> (SimulationAhead, MissesBehind) {
+) -> (SimulationAhead, Behind) {
     let (sender, receiver) = channel();
     let ahead = SimulationAhead {
         simulation,
         fetch_points,
-        chunk: ChunkMisses::default(),
+        chunk: ChunkReport::default(),
         sender: Some(sender),
     };
-    let behind = MissesBehind {
+    let behind = Behind {
         receiver,
-        chunk: ChunkMisses::default(),
+        chunk: ChunkReport::default(),
         step: 0,
-        at: 0,
+        at: [0; 4],
         overrun: false,
     };
     (ahead, behind)
@@ -95,32 +132,54 @@ impl SimulationAhead {
         (self.simulation, self.fetch_points)
     }
 
-    /// Simulates one `step` and keeps its misses.
+    /// Simulates one `step` and keeps its report.
     #[inline]
     fn step(&mut self, step: Step) {
-        let counts = self.simulation.step(step, &mut || 0);
+        let SimulationAhead {
+            simulation, chunk, ..
+        } = self;
+        let at = chunk.steps;
+        let loads = &mut chunk.loads;
+        let counts = simulation.step(step, &mut |ticket| loads.push((tag(at, 0, 0), ticket)));
         let (_, misses) = counts.split_first();
-        let at = self.chunk.steps;
-        misses.for_each(|column| self.chunk.misses.push(miss(at, 0, column)));
-        self.chunk.steps += 1;
+        misses.for_each(|column| chunk.misses.push(tag(at, 0, column)));
+        chunk.end_step(simulation);
     }
 }
 
-/// Where [`Simulation::run_block`] reports a run's misses, for
-/// [`SimulationAhead`].
-struct RunMisses<'a> {
-    chunk: &'a mut ChunkMisses,
+impl ChunkReport {
+    /// Ends the current step: takes the cache-use model's reports of it.
+    #[inline]
+    fn end_step(&mut self, simulation: &mut Simulation) {
+        if let Some((charges, changes)) = simulation.cache_use() {
+            let step = self.steps;
+            self.charges.extend_from_slice(charges);
+            self.charge_steps.resize(self.charges.len(), step);
+            self.changes.extend_from_slice(changes);
+            self.change_steps.resize(self.changes.len(), step);
+            simulation.clear_cache_use();
+        }
+        self.steps += 1;
+    }
 }
 
-impl RunSink for RunMisses<'_> {
-    fn owner(&mut self, _: usize) -> cgx_sim::Owner {
-        0
+/// Where [`Simulation::run_block`] reports a run, for
+/// [`SimulationAhead`].
+struct RunReport<'a> {
+    chunk: &'a mut ChunkReport,
+}
+
+impl RunSink for RunReport<'_> {
+    #[inline]
+    fn loaded(&mut self, position: usize, ticket: Owner) {
+        let step = self.chunk.steps;
+        self.chunk.loads.push((tag(step, position, 0), ticket));
     }
 
     #[inline]
     fn extra(&mut self, position: usize, column: usize) {
         let step = self.chunk.steps;
-        self.chunk.misses.push(miss(step, position, column));
+        self.chunk.misses.push(tag(step, position, column));
     }
 }
 
@@ -165,8 +224,8 @@ impl EventSink for SimulationAhead {
             }
             let points =
                 fetch_points[slot].get_or_insert_with(|| simulation.fetch_points(run.instructions));
-            simulation.run_block(&run, points, &mut RunMisses { chunk });
-            chunk.steps += 1;
+            simulation.run_block(&run, points, &mut RunReport { chunk });
+            chunk.end_step(simulation);
         }
     }
 }
@@ -179,7 +238,7 @@ impl Ahead for SimulationAhead {
             let _ = sender.send(chunk);
         }
         if last {
-            // The collector then finds no more misses, should it ask.
+            // The collector then finds no more reports, should it ask.
             self.sender = None;
         }
     }
@@ -189,31 +248,45 @@ impl Ahead for SimulationAhead {
     }
 }
 
-impl MissesBehind {
-    /// The misses of the next step ([`position_and_column`] of each).
-    /// The collector replays a chunk only after the simulation sent its
-    /// misses, so they are here; none for a step the simulation did not
-    /// run (a defect, which [`MissesBehind::all_taken`] then reports).
+impl Behind {
+    /// The report of the next step. The collector replays a chunk only
+    /// after the simulation sent its reports, so they are here; an empty
+    /// one for a step the simulation did not run (a defect, which
+    /// [`Behind::all_taken`] then tells).
     #[inline]
-    pub fn next_step(&mut self) -> &[u64] {
+    pub fn next_step(&mut self) -> StepReport<'_> {
         while self.step >= self.chunk.steps {
             match self.receiver.try_recv() {
-                Ok(chunk) => (self.chunk, self.step, self.at) = (chunk, 0, 0),
+                Ok(chunk) => (self.chunk, self.step, self.at) = (chunk, 0, [0; 4]),
                 Err(_) => {
                     self.overrun = true;
-                    return &[];
+                    return StepReport::default();
                 }
             }
         }
-        let (step, start) = (self.step, self.at);
-        let misses = self.chunk.misses.get(start..).unwrap_or_default();
-        let count = misses
-            .iter()
-            .take_while(|&&miss| step_of(miss) == step)
-            .count();
+        let step = self.step;
         self.step += 1;
-        self.at += count;
-        &misses[..count]
+        let chunk = &self.chunk;
+        let [misses, loads, charges, changes] = &mut self.at;
+        let misses = take_step(&chunk.misses, misses, |&miss| step_of(miss) == step);
+        let loads = take_step(&chunk.loads, loads, |&(at, _)| step_of(at) == step);
+        let charge_count = count_step(&chunk.charge_steps, *charges, step);
+        let change_count = count_step(&chunk.change_steps, *changes, step);
+        let report = StepReport {
+            misses,
+            loads,
+            charges: chunk
+                .charges
+                .get(*charges..*charges + charge_count)
+                .unwrap_or_default(),
+            changes: chunk
+                .changes
+                .get(*changes..*changes + change_count)
+                .unwrap_or_default(),
+        };
+        *charges += charge_count;
+        *changes += change_count;
+        report
     }
 
     /// Whether every step the simulation ran was taken, and no other.
@@ -224,7 +297,34 @@ impl MissesBehind {
     }
 }
 
-/// Adds the misses of a step (from [`MissesBehind::next_step`]) to `cost`.
+/// The entries of `entries` from `*at` on that are of the step
+/// (`of_step`), moving `at` past them.
+#[inline]
+fn take_step<'a, T>(entries: &'a [T], at: &mut usize, of_step: impl Fn(&T) -> bool) -> &'a [T] {
+    let rest = entries.get(*at..).unwrap_or_default();
+    let count = rest.iter().take_while(|entry| of_step(entry)).count();
+    *at += count;
+    &rest[..count]
+}
+
+/// How many of `steps` from `at` on are `step`.
+#[inline]
+fn count_step(steps: &[u64], at: usize, step: u64) -> usize {
+    let rest = steps.get(at..).unwrap_or_default();
+    rest.iter().take_while(|&&of| of == step).count()
+}
+
+/// The every-run events `counts` of a step and the misses `misses` of its
+/// report (at most two: an L1 and an LL miss).
+#[inline]
+pub(crate) fn with_misses(counts: Counts, misses: &[u64]) -> Counts {
+    misses.iter().fold(counts, |counts, &miss| {
+        let (_, column) = position_and_column(miss);
+        counts.and(column, true)
+    })
+}
+
+/// Adds the misses of a step report to `cost`.
 #[inline]
 pub(crate) fn add_misses(misses: &[u64], cost: &mut [u64]) {
     for &miss in misses {
@@ -233,14 +333,4 @@ pub(crate) fn add_misses(misses: &[u64], cost: &mut [u64]) {
             *sum += 1;
         }
     }
-}
-
-/// The every-run events `counts` of a step and its misses, the next step
-/// of `behind` (at most two: an L1 and an LL miss).
-#[inline]
-pub(crate) fn with_misses(counts: Counts, behind: &mut MissesBehind) -> Counts {
-    behind.next_step().iter().fold(counts, |counts, &miss| {
-        let (_, column) = position_and_column(miss);
-        counts.and(column, true)
-    })
 }

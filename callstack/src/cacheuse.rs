@@ -18,10 +18,13 @@ use crate::events::EventSet;
 /// instruction address.
 type Site = (u32, Centre, u64);
 
-/// The owners of cache lines: a site and a back-dating node packed in a
-/// [`cgx_sim::Owner`].
+/// The owners of cache lines: by the ticket the cache-use model holds
+/// (see `Tickets` in [`crate::simulation`]), a site and a back-dating node
+/// packed in a [`cgx_sim::Owner`].
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Owners {
+    /// The owner of each ticket's line.
+    by_ticket: Vec<Owner>,
     sites: IndexSet<Site, FxBuildHasher>,
     /// A direct-mapped cache of `sites` ([`RECENT`] slots, empty until the
     /// first owner): an instruction runs again soon, and its data accesses
@@ -36,12 +39,25 @@ const NO_NODE: u64 = u32::MAX as u64;
 const RECENT: usize = 4096;
 
 impl Owners {
-    /// The owner for a line loaded now at `site` by the call `node`.
+    /// The line of `ticket` is loaded now at `site` (none: charges to it
+    /// are dropped) by the call `node`.
     #[inline]
-    pub fn owner(&mut self, site: Site, node: Option<NodeId>) -> Owner {
-        let index = self.index(site);
-        let node = node.map_or(NO_NODE, |node| node.index() as u64 & NO_NODE);
-        ((index as u64) << 32) | node
+    pub fn load(&mut self, ticket: Owner, site: Option<Site>, node: Option<NodeId>) {
+        let owner = match site {
+            Some(site) => {
+                let index = self.index(site);
+                let node = node.map_or(NO_NODE, |node| node.index() as u64 & NO_NODE);
+                ((index as u64) << 32) | node
+            }
+            None => cgx_sim::NO_OWNER,
+        };
+        let Ok(slot) = usize::try_from(ticket) else {
+            return;
+        };
+        if self.by_ticket.len() <= slot {
+            self.by_ticket.resize(slot + 1, cgx_sim::NO_OWNER);
+        }
+        self.by_ticket[slot] = owner;
     }
 
     /// The number of `site` (numbered when first seen).
@@ -62,7 +78,8 @@ impl Owners {
         index
     }
 
-    fn decode(&self, owner: Owner) -> Option<(Site, Option<NodeId>)> {
+    fn decode(&self, ticket: Owner) -> Option<(Site, Option<NodeId>)> {
+        let owner = *self.by_ticket.get(usize::try_from(ticket).ok()?)?;
         let site = *self.sites.get_index((owner >> 32) as usize)?;
         let node = owner & NO_NODE;
         Some((

@@ -6,13 +6,13 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use cgx_backdate::{Forest, Statistics};
+use cgx_backdate::{Forest, NodeId, Statistics};
 use cgx_engine::symbols::Symbols;
 use cgx_engine::{Arrival, Block, BlockEvent, DataAccess, Repeats, SimulatedBlocks, WholeBlocks};
 use cgx_formats::{Names, Part, TooManyNames};
 use rustc_hash::FxHashMap;
 
-use crate::ahead::{self, MissesBehind, SimulationAhead};
+use crate::ahead::{self, Behind, SimulationAhead, StepReport};
 use crate::attribution::{Charged, OwnRun, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
@@ -59,7 +59,7 @@ pub(crate) struct Process {
     simulation: Simulation,
     /// While the simulation runs ahead during a drain (`simulation` is
     /// then [`Simulation::detached`]): the misses of its steps.
-    behind: Option<MissesBehind>,
+    behind: Option<Behind>,
     /// The fetches of each block's runs by key, for the simulation ahead.
     ahead_fetch_points: Vec<Option<Box<[FetchPoint]>>>,
     /// The back-dating forest, with `--cacheuse=yes`.
@@ -94,6 +94,8 @@ pub(crate) struct Process {
     ended_threads_cost: BTreeMap<u32, Vec<u64>>,
     next_thread_number: u32,
     instrumenting: bool,
+    /// Whether the program asked to toggle collection.
+    collect_toggled: bool,
     /// Blocks executed so far, and at the last dump (`desc: Timerange`).
     blocks: u64,
     blocks_at_dump: u64,
@@ -136,6 +138,7 @@ impl Process {
             ended_threads_cost: BTreeMap::new(),
             next_thread_number: 1,
             instrumenting,
+            collect_toggled: false,
             blocks: 0,
             blocks_at_dump: 0,
             parts_dumped: 0,
@@ -173,6 +176,7 @@ impl Process {
             ended_threads_cost: self.ended_threads_cost.clone(),
             next_thread_number: self.next_thread_number,
             instrumenting: self.instrumenting,
+            collect_toggled: self.collect_toggled,
             blocks: self.blocks,
             blocks_at_dump: self.blocks_at_dump,
             parts_dumped: self.parts_dumped,
@@ -245,17 +249,23 @@ impl Process {
     }
 
     /// The simulation, to run ahead of the collector during a drain (see
-    /// [`crate::ahead`]); `None` when it may not: with the cache-use
-    /// model, with nothing to simulate, or while not instrumenting.
+    /// [`crate::ahead`]); `None` when it may not: with nothing to simulate,
+    /// while not instrumenting, or with the cache-use model when
+    /// collection may change (`--toggle-collect`, a toggle requested).
     pub fn ahead(&mut self) -> Option<Box<dyn cgx_engine::Ahead>> {
         let simulation = &self.simulation;
         let simulates = simulation.simulates_fetches() || simulation.simulates_branches();
-        if !self.instrumenting || simulation.uses_cache_use() || !simulates || self.behind.is_some()
+        let collection_may_change = !self.options.toggle_collect.is_empty() || self.collect_toggled;
+        if !self.instrumenting
+            || (simulation.uses_cache_use() && collection_may_change)
+            || !simulates
+            || self.behind.is_some()
         {
             return None;
         }
         let detached = simulation.detached();
-        let simulation = std::mem::replace(&mut self.simulation, detached);
+        let mut simulation = std::mem::replace(&mut self.simulation, detached);
+        simulation.set_collect(self.options.collect_atstart);
         let fetch_points = std::mem::take(&mut self.ahead_fetch_points);
         let (ahead, behind) = ahead::split(simulation, fetch_points);
         self.behind = Some(behind);
@@ -477,9 +487,10 @@ impl Process {
                 let mut next_event = block_events.next();
                 // With the simulation ahead, the run is one step of it.
                 let ahead = behind.is_some();
-                let mut misses = behind
-                    .as_mut()
-                    .map_or(&[][..], MissesBehind::next_step)
+                let report = behind.as_mut().map(Behind::next_step).unwrap_or_default();
+                load_all(report, (owners, costs_key), thread, instructions);
+                let mut misses = report
+                    .misses
                     .iter()
                     .map(|&miss| ahead::position_and_column(miss))
                     .peekable();
@@ -525,6 +536,16 @@ impl Process {
                 }
                 // The block's cache-use charges, booked before the next
                 // block can change the call stack.
+                if ahead {
+                    if report.has_cache_use() {
+                        settle(report, owners, events, tables, forest);
+                        let Some(table) = tables.get_mut(&costs_key) else {
+                            return;
+                        };
+                        costs = table;
+                    }
+                    continue;
+                }
                 if simulation.cache_use().is_none() {
                     continue;
                 }
@@ -553,9 +574,18 @@ impl Process {
             let mut run = Some(simulated);
             while let Some(simulated) = run {
                 if let Some(behind) = behind.as_mut() {
-                    for &miss in behind.next_step() {
+                    let report = behind.next_step();
+                    load_all(report, (owners, costs_key), thread, instructions);
+                    for &miss in report.misses {
                         let (position, column) = ahead::position_and_column(miss);
                         thread.count_extra(position, column);
+                    }
+                    if report.has_cache_use() {
+                        settle(report, owners, events, tables, forest);
+                        let Some(table) = tables.get_mut(&costs_key) else {
+                            return;
+                        };
+                        costs = table;
                     }
                     run = repeats.next();
                     continue;
@@ -639,7 +669,7 @@ impl Process {
                 if let Some(behind) = behind.as_mut() {
                     // Each run is a step of the simulation ahead.
                     for _ in 0..runs {
-                        for &miss in behind.next_step() {
+                        for &miss in behind.next_step().misses {
                             let (position, column) = ahead::position_and_column(miss);
                             report.extra(position, column);
                         }
@@ -660,15 +690,15 @@ impl Process {
             let mut next_event = block_events.next();
             // With the simulation ahead, the run is one step of it.
             let ahead = behind.is_some();
-            let mut misses = behind
-                .as_mut()
-                .map_or(&[][..], MissesBehind::next_step)
+            let report = behind.as_mut().map(Behind::next_step).unwrap_or_default();
+            let mut misses = report
+                .misses
                 .iter()
                 .map(|&miss| ahead::position_and_column(miss))
                 .peekable();
             let step = |simulation: &mut Simulation, step| match ahead {
                 true => simulation.every_run(step),
-                false => simulation.step(step, &mut || 0),
+                false => simulation.step(step, &mut |_| {}),
             };
             for (index, &(addr, len)) in (0u32..).zip(simulated.instructions) {
                 let code = (
@@ -817,8 +847,10 @@ impl Process {
             return;
         };
         let counts = match behind {
-            Some(behind) => ahead::with_misses(simulation.every_run(step), behind),
-            None => simulation.step(step, &mut || 0),
+            Some(behind) => {
+                ahead::with_misses(simulation.every_run(step), behind.next_step().misses)
+            }
+            None => simulation.step(step, &mut |_| {}),
         };
         if let Some(charged) = *last_charged {
             let table = match costs.get_mut(&charged.key) {
@@ -850,9 +882,11 @@ impl Process {
             threads,
             simulation,
             behind,
-            costs,
+            costs: tables,
             options,
             owners,
+            events,
+            forest,
             ..
         } = self;
         let Some(thread) = threads.get_mut(&tid) else {
@@ -867,19 +901,23 @@ impl Process {
             return;
         };
         let key = costs_key(options, thread.number);
-        let costs = match costs.get_mut(&key) {
+        let costs = match tables.get_mut(&key) {
             Some(costs) => costs,
-            None => costs.entry(key).or_default(),
+            None => tables.entry(key).or_default(),
         };
         if let Some((addr, len)) = executed {
             thread.instruction(costs, addr, len);
         }
         if let Some(behind) = behind {
-            let misses = behind.next_step();
+            let report = behind.next_step();
+            for &(_, ticket) in report.loads {
+                load(owners, key, ticket, thread.load_site());
+            }
             if let Some(last) = thread.last_cost(costs) {
                 simulation.every_run(step).add_to(last);
-                ahead::add_misses(misses, last);
+                ahead::add_misses(report.misses, last);
             }
+            settle(report, owners, events, tables, forest);
             return;
         }
         if cacheuse {
@@ -956,9 +994,10 @@ impl Process {
         *last_charged = Some(charged);
         let counts = match behind {
             Some(behind) if simulation.simulates_fetches() => {
-                ahead::with_misses(simulation.every_run(Step::Fetch(addr, len)), behind)
+                let misses = behind.next_step().misses;
+                ahead::with_misses(simulation.every_run(Step::Fetch(addr, len)), misses)
             }
-            _ => simulation.fetch(addr, len, &mut || 0),
+            _ => simulation.fetch(addr, len, &mut |_| {}),
         };
         charge_own(thread, table, charged, counts);
     }
@@ -1132,6 +1171,7 @@ impl Process {
                 (0, none())
             }
             request::TOGGLE_COLLECT => {
+                self.collect_toggled = true;
                 self.thread(tid).toggle_collect();
                 (0, none())
             }
@@ -1339,9 +1379,7 @@ struct OwnReport<'a> {
 }
 
 impl RunSink for OwnReport<'_> {
-    fn owner(&mut self, _: usize) -> cgx_sim::Owner {
-        cgx_sim::NO_OWNER
-    }
+    fn loaded(&mut self, _: usize, _: cgx_sim::Owner) {}
 
     #[inline]
     fn extra(&mut self, position: usize, column: usize) {
@@ -1362,12 +1400,10 @@ struct RunReport<'a> {
 }
 
 impl RunSink for RunReport<'_> {
-    fn owner(&mut self, position: usize) -> cgx_sim::Owner {
+    fn loaded(&mut self, position: usize, ticket: cgx_sim::Owner) {
         let addr = self.instructions.get(position).map_or(0, |&(addr, _)| addr);
-        match self.thread.load_site_at(addr) {
-            Some((centre, addr, node)) => self.owners.owner((self.costs_key, centre, addr), node),
-            None => cgx_sim::NO_OWNER,
-        }
+        let site = self.thread.load_site_at(addr);
+        load(self.owners, self.costs_key, ticket, site);
     }
 
     #[inline]
@@ -1408,16 +1444,61 @@ fn simulate(
     (owners, key): (&mut Owners, u32),
     thread: &ThreadState,
     cacheuse: bool,
-    step: impl FnOnce(&mut Simulation, &mut dyn FnMut() -> cgx_sim::Owner) -> Counts,
+    step: impl FnOnce(&mut Simulation, &mut dyn FnMut(cgx_sim::Owner)) -> Counts,
 ) -> Counts {
     if !cacheuse {
-        return step(simulation, &mut || 0);
+        return step(simulation, &mut |_| {});
     }
-    let mut owner = || match thread.load_site() {
-        Some((centre, addr, node)) => owners.owner((key, centre, addr), node),
-        None => cgx_sim::NO_OWNER,
-    };
-    step(simulation, &mut owner)
+    let mut loaded = |ticket| load(owners, key, ticket, thread.load_site());
+    step(simulation, &mut loaded)
+}
+
+/// Keeps the owners of the lines a run of `instructions` on `thread`
+/// loaded (its step `report` of the simulation ahead), in cost table
+/// `key`.
+#[inline]
+fn load_all(
+    report: StepReport<'_>,
+    (owners, key): (&mut Owners, u32),
+    thread: &ThreadState,
+    instructions: &[(u64, u8)],
+) {
+    for &(at, ticket) in report.loads {
+        let (position, _) = ahead::position_and_column(at);
+        let addr = instructions.get(position).map_or(0, |&(addr, _)| addr);
+        load(owners, key, ticket, thread.load_site_at(addr));
+    }
+}
+
+/// Books the cache-use charges and line changes of a step `report` of the
+/// simulation ahead (the cost tables may grow).
+#[inline]
+fn settle(
+    report: StepReport<'_>,
+    owners: &Owners,
+    events: &EventSet,
+    tables: &mut BTreeMap<u32, Costs>,
+    forest: &mut Option<Forest<ArcKey>>,
+) {
+    if report.has_cache_use() {
+        let (charges, changes) = (report.charges, report.changes);
+        owners.settle(false, charges, changes, events, tables, forest.as_mut());
+    }
+}
+
+/// The line of `ticket` is loaded by the instruction at `site` (a
+/// centre, an address and the running call's node) in cost table `key`.
+#[inline]
+fn load(
+    owners: &mut Owners,
+    key: u32,
+    ticket: cgx_sim::Owner,
+    site: Option<(Centre, u64, Option<NodeId>)>,
+) {
+    match site {
+        Some((centre, addr, node)) => owners.load(ticket, Some((key, centre, addr)), node),
+        None => owners.load(ticket, None, None),
+    }
 }
 
 /// Where Cachegrind charges the instruction at `addr` in the cost table

@@ -25,9 +25,14 @@ pub(crate) struct Simulation {
     /// Cachegrind counts a read-modify-write as a read, Callgrind as a write.
     modify_is_read: bool,
     /// What it simulates (kept by [`Simulation::detached`]): with caches,
-    /// the size of I1's lines; and whether data accesses.
+    /// the size of I1's lines; whether data accesses; whether with the
+    /// cache-use model.
     i1_line_size: Option<u32>,
     data: bool,
+    cache_use: bool,
+    /// The owners the cache-use model holds: tickets, whose loaders the
+    /// caller keeps ([`Simulation::fetch`]).
+    tickets: Tickets,
 }
 
 impl Simulation {
@@ -51,6 +56,7 @@ impl Simulation {
             None => None,
         };
         Ok(Simulation {
+            cache_use: matches!(caches, Some(Caches::Use(_))),
             caches,
             i1_line_size,
             data: i1_line_size.is_some() && events.cache.is_some(),
@@ -68,6 +74,8 @@ impl Simulation {
             modify_is_read: options.cachegrind,
             i1_line_size: None,
             data: false,
+            cache_use: false,
+            tickets: Tickets::default(),
         }
     }
 
@@ -83,6 +91,8 @@ impl Simulation {
             modify_is_read: self.modify_is_read,
             i1_line_size: self.i1_line_size,
             data: self.data,
+            cache_use: self.cache_use,
+            tickets: Tickets::default(),
         }
     }
 
@@ -103,16 +113,16 @@ impl Simulation {
 
     /// Whether the cache-use model is on.
     pub fn uses_cache_use(&self) -> bool {
-        matches!(self.caches, Some(Caches::Use(_)))
+        self.cache_use
     }
 
-    /// The events of `step`, simulated (`owner` as for
+    /// The events of `step`, simulated (`loaded` as for
     /// [`Simulation::fetch`]).
     #[inline(always)]
-    pub fn step(&mut self, step: Step, owner: &mut dyn FnMut() -> Owner) -> Counts {
+    pub fn step(&mut self, step: Step, loaded: &mut dyn FnMut(Owner)) -> Counts {
         match step {
-            Step::Fetch(addr, len) => self.fetch(addr, len, owner),
-            Step::Data(access) => self.data(access, owner),
+            Step::Fetch(addr, len) => self.fetch(addr, len, loaded),
+            Step::Data(access) => self.data(access, loaded),
             Step::Conditional(addr, taken) => self.conditional_branch(addr, taken),
             Step::Indirect(addr, target) => self.indirect_branch(addr, target),
         }
@@ -137,14 +147,17 @@ impl Simulation {
     }
 
     /// The events of fetching the instruction of `len` bytes at `addr` (its
-    /// `Ir` included); `owner` gives the owner of a line it loads (cache use
-    /// only).
+    /// `Ir` included); `loaded` learns the ticket of a line it loads, to
+    /// keep its loader (cache use only; see [`Tickets`]).
     #[inline(always)]
-    pub fn fetch(&mut self, addr: u64, len: u8, owner: &mut dyn FnMut() -> Owner) -> Counts {
+    pub fn fetch(&mut self, addr: u64, len: u8, loaded: &mut dyn FnMut(Owner)) -> Counts {
         let ir = Counts::one(0);
         let outcome = match &mut self.caches {
             Some(Caches::Plain(caches)) => caches.fetch(addr, u32::from(len)),
-            Some(Caches::Use(caches)) => caches.fetch_for(addr, u32::from(len), owner),
+            Some(Caches::Use(caches)) => {
+                let owner = &mut || self.tickets.issue(loaded);
+                caches.fetch_for(addr, u32::from(len), owner)
+            }
             None => return ir,
         };
         match self.events.cache {
@@ -153,9 +166,9 @@ impl Simulation {
         }
     }
 
-    /// The events of a data access (`owner` as for [`Simulation::fetch`]).
+    /// The events of a data access (`loaded` as for [`Simulation::fetch`]).
     #[inline(always)]
-    pub fn data(&mut self, access: DataAccess, owner: &mut dyn FnMut() -> Owner) -> Counts {
+    pub fn data(&mut self, access: DataAccess, loaded: &mut dyn FnMut(Owner)) -> Counts {
         let Some(columns) = self.events.cache else {
             return Counts::default();
         };
@@ -167,7 +180,10 @@ impl Simulation {
         let outcome = match &mut self.caches {
             Some(Caches::Plain(caches)) if read => caches.read(access.addr, access.size),
             Some(Caches::Plain(caches)) => caches.write(access.addr, access.size),
-            Some(Caches::Use(caches)) => caches.data_for(access.addr, access.size, owner),
+            Some(Caches::Use(caches)) => {
+                let owner = &mut || self.tickets.issue(loaded);
+                caches.data_for(access.addr, access.size, owner)
+            }
             None => return Counts::default(),
         };
         if read {
@@ -183,16 +199,13 @@ impl Simulation {
     /// hit the most recently used line of their set, which changes nothing
     /// in the plain model (only fetches touch I1) and adds their count and
     /// bytes to that line's use in the cache-use model. None without caches.
-    /// A [`Simulation::detached`] stand-in gives the points of the plain
-    /// model it stands for.
+    /// A [`Simulation::detached`] stand-in gives the points of the model it
+    /// stands for.
     pub fn fetch_points(&self, instructions: &[(u64, u8)]) -> Box<[FetchPoint]> {
-        let caches = match &self.caches {
-            Some(Caches::Use(caches)) => Some(caches),
-            Some(Caches::Plain(_)) | None => None,
-        };
         let Some(line_size) = self.i1_line_size else {
             return Box::default();
         };
+        let cache_use = self.cache_use;
         let bits = line_size.trailing_zeros();
         let mut ended_in = None;
         let mut points: Vec<FetchPoint> = Vec::new();
@@ -202,7 +215,9 @@ impl Simulation {
             match points.last_mut() {
                 Some(point) if ended_in == Some(first) && first == last => {
                     point.followers += 1;
-                    point.mask |= caches.map_or(0, |caches| caches.fetch_mask(addr, len.into()));
+                    if cache_use {
+                        point.mask |= cgx_sim::fetch_mask_of(line_size, addr, len.into());
+                    }
                 }
                 _ => points.push(FetchPoint {
                     position,
@@ -228,14 +243,17 @@ impl Simulation {
     ) {
         let (data, branches) = (self.simulates_data(), self.simulates_branches());
         let rules = (self.events.cache, self.modify_is_read);
+        let tickets = &mut self.tickets;
         match (&mut self.caches, rules, branches) {
             (Some(Caches::Plain(caches)), (Some(columns), modify_is_read), false) => {
-                run_caches(caches, (columns, modify_is_read), block, fetches, sink);
+                let run = (block, fetches);
+                run_caches(caches, tickets, (columns, modify_is_read), run, sink);
                 return;
             }
             (Some(Caches::Use(caches)), (Some(columns), modify_is_read), false) => {
                 let caches = &mut **caches;
-                run_caches(caches, (columns, modify_is_read), block, fetches, sink);
+                let run = (block, fetches);
+                run_caches(caches, tickets, (columns, modify_is_read), run, sink);
                 return;
             }
             _ => {}
@@ -251,7 +269,8 @@ impl Simulation {
                     let Some(&(addr, len)) = block.instructions.get(point.at()) else {
                         continue;
                     };
-                    let counts = self.fetch(addr, len, &mut || sink.owner(point.at()));
+                    let counts =
+                        self.fetch(addr, len, &mut |ticket| sink.loaded(point.at(), ticket));
                     if let Some(Caches::Use(caches)) = &mut self.caches {
                         caches.fetch_again(point.followers, point.mask);
                     }
@@ -267,7 +286,7 @@ impl Simulation {
                         .map_or(0, |&(addr, _)| addr);
                     let counts = match event {
                         BlockEvent::Access(access) if data => {
-                            self.data(access, &mut || sink.owner(position))
+                            self.data(access, &mut |ticket| sink.loaded(position, ticket))
                         }
                         BlockEvent::Conditional(taken) if branches => {
                             self.conditional_branch(addr, taken)
@@ -337,9 +356,15 @@ impl Simulation {
         }
     }
 
-    /// Forgets the cache-use charges and line changes so far (settled).
+    /// Forgets the cache-use charges and line changes so far (settled):
+    /// the tickets of lines that left the cache are free again.
     pub fn clear_cache_use(&mut self) {
         if let Some(Caches::Use(caches)) = &mut self.caches {
+            for change in caches.pending_line_changes() {
+                if !change.loaded {
+                    self.tickets.release(change.owner);
+                }
+            }
             caches.clear_reports();
         }
     }
@@ -357,6 +382,39 @@ impl Simulation {
             Some(Caches::Plain(caches)) => caches.clear(),
             Some(Caches::Use(caches)) => caches.clear(),
             None => {}
+        }
+    }
+}
+
+/// The owners of the lines the cache-use model holds: tickets, numbers
+/// that stand for the loading instruction in its call, which the caller
+/// keeps by ticket when told of a load. A ticket is free again once its
+/// line left the cache (a line change that unloads it). The model then
+/// needs nothing of the caller while it runs, so it can run ahead of it
+/// ([`crate::ahead`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tickets {
+    free: Vec<u32>,
+    next: u32,
+}
+
+impl Tickets {
+    /// A free ticket, told to `loaded`.
+    #[inline]
+    fn issue(&mut self, loaded: &mut dyn FnMut(Owner)) -> Owner {
+        let ticket = self.free.pop().unwrap_or_else(|| {
+            self.next += 1;
+            self.next - 1
+        });
+        loaded(Owner::from(ticket));
+        Owner::from(ticket)
+    }
+
+    /// `ticket`'s line left the cache.
+    #[inline]
+    fn release(&mut self, ticket: Owner) {
+        if let Ok(ticket) = u32::try_from(ticket) {
+            self.free.push(ticket);
         }
     }
 }
@@ -396,9 +454,9 @@ impl FetchPoint {
 
 /// What a simulated run ([`Simulation::run_block`]) reports to.
 pub(crate) trait RunSink {
-    /// The owner of a line the instruction at `position` loads (cache-use
-    /// model).
-    fn owner(&mut self, position: usize) -> Owner;
+    /// The instruction at `position` loads a line whose owner is `ticket`
+    /// (cache-use model, see [`Tickets`]).
+    fn loaded(&mut self, position: usize, ticket: Owner);
     /// One more event in `column` of the instruction at `position`.
     fn extra(&mut self, position: usize, column: usize);
 }
@@ -460,31 +518,33 @@ impl RunCaches for UseHierarchy {
 #[inline]
 fn run_caches<C: RunCaches, S: RunSink>(
     caches: &mut C,
+    tickets: &mut Tickets,
     (columns, modify_is_read): (CacheColumns, bool),
-    block: &SimulatedBlock<'_>,
-    fetches: &[FetchPoint],
+    (block, fetches): (&SimulatedBlock<'_>, &[FetchPoint]),
     sink: &mut S,
 ) {
     let fetched = (columns.i1mr, columns.ilmr);
-    let fetch = |caches: &mut C, point: &FetchPoint, sink: &mut S| {
+    let fetch = |caches: &mut C, tickets: &mut Tickets, point: &FetchPoint, sink: &mut S| {
         let at = point.at();
         if let Some(&instruction) = block.instructions.get(at) {
             let followers = (point.followers, point.mask);
-            let outcome = caches.fetch_point(instruction, followers, &mut || sink.owner(at));
+            let owner = &mut || tickets.issue(&mut |ticket| sink.loaded(at, ticket));
+            let outcome = caches.fetch_point(instruction, followers, owner);
             count_misses(sink, at, outcome, fetched);
         }
     };
     let mut fetches = fetches.iter().peekable();
     for (position, access) in block.accesses() {
         while let Some(point) = fetches.next_if(|point| point.at() <= position) {
-            fetch(caches, point, sink);
+            fetch(caches, tickets, point, sink);
         }
         let read = match access.kind {
             AccessKind::Read => true,
             AccessKind::Write => false,
             AccessKind::Modify => modify_is_read,
         };
-        let outcome = caches.access(access.addr, access.size, &mut || sink.owner(position));
+        let owner = &mut || tickets.issue(&mut |ticket| sink.loaded(position, ticket));
+        let outcome = caches.access(access.addr, access.size, owner);
         if read {
             count_misses(sink, position, outcome, (columns.d1mr, columns.dlmr));
         } else {
@@ -492,7 +552,7 @@ fn run_caches<C: RunCaches, S: RunSink>(
         }
     }
     for point in fetches {
-        fetch(caches, point, sink);
+        fetch(caches, tickets, point, sink);
     }
 }
 
@@ -613,5 +673,33 @@ mod tests {
             Counts::one(columns.dw)
         );
         assert_eq!(detached.every_run(Step::Fetch(0x1000, 4)), Counts::one(0));
+    }
+
+    #[test]
+    fn a_detached_cache_use_simulation_gives_the_same_fetch_masks() {
+        let options = Options {
+            cache_sim: true,
+            cacheuse: true,
+            ..Options::default()
+        };
+        let events = EventSet::new(&options);
+        let simulation = Simulation::new(&events, &options).expect("the default caches");
+        assert!(simulation.uses_cache_use());
+        let points = simulation.fetch_points(&BLOCK);
+        assert_ne!(points[0].mask, 0);
+        assert_eq!(simulation.detached().fetch_points(&BLOCK), points);
+    }
+
+    #[test]
+    fn tickets_are_told_and_reused_once_their_line_left() {
+        let mut tickets = Tickets::default();
+        let mut told = Vec::new();
+        let first = tickets.issue(&mut |ticket| told.push(ticket));
+        let second = tickets.issue(&mut |ticket| told.push(ticket));
+        assert_ne!(first, second);
+        tickets.release(first);
+        let third = tickets.issue(&mut |ticket| told.push(ticket));
+        assert_eq!(third, first);
+        assert_eq!(told, [first, second, first]);
     }
 }

@@ -252,6 +252,18 @@ impl UseCache {
     }
 }
 
+/// The usage mask [`UseHierarchy::fetch_mask`] gives with I1 lines of
+/// `line_size` bytes (a power of two), for a caller without the hierarchy
+/// (it builds the tables each time).
+pub fn fetch_mask_of(line_size: u32, addr: u64, len: u32) -> u32 {
+    let (start_mask, end_mask) = use_masks(line_size);
+    let line_mask = u64::from(line_size - 1);
+    let last = addr.wrapping_add(u64::from(len.clamp(1, line_size)) - 1);
+    let start = start_mask.get((addr & line_mask) as usize).copied();
+    let end = end_mask.get((last & line_mask) as usize).copied();
+    start.unwrap_or(0) & end.unwrap_or(0)
+}
+
 /// Callgrind's `line_start_mask` and `line_end_mask`: for each byte offset, the
 /// mask bits from that byte to the end of the line, and from the start of the line
 /// to that byte.
@@ -696,6 +708,15 @@ mod tests {
             ll: CacheConfig::new(256, 2, 32),
         })
         .unwrap()
+    }
+
+    #[test]
+    fn fetch_mask_of_a_line_size_is_the_hierarchys() {
+        let h = small();
+        for (addr, len) in [(0x40, 4), (0x5d, 3), (0x5f, 8), (0x7e, 2)] {
+            assert_eq!(fetch_mask_of(32, addr, len), h.fetch_mask(addr, len));
+        }
+        assert_eq!(fetch_mask_of(32, 0x40, 4), 0xf);
     }
 
     fn charges(h: &mut UseHierarchy) -> Vec<(Owner, UseEvent, u64)> {

@@ -24,7 +24,9 @@ mod outcome;
 pub use branch::{BranchPredictors, CondPredictor, IndirectPredictor};
 pub use cache::Cache;
 pub use caches::Hierarchy;
-pub use cacheuse::{CacheUseError, Charge, LineChange, Owner, UseEvent, UseHierarchy, NO_OWNER};
+pub use cacheuse::{
+    fetch_mask_of, CacheUseError, Charge, LineChange, Owner, UseEvent, UseHierarchy, NO_OWNER,
+};
 pub use config::{
     CacheConfig, CacheLevel, CachesConfig, ConfigError, DescStyle, GeometryError, MIN_LINE_SIZE,
 };
