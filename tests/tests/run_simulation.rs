@@ -35,6 +35,12 @@
 //! what differs and why: the threads' interleaving and the stacks' and
 //! heap's addresses).
 //!
+//! `long.c` (`-static -nostdlib`, 5.5 million instructions) fills cgx's record
+//! buffer several times, so its drains have many chunks and the simulation
+//! runs ahead of the collector on another thread: every figure still equals
+//! Valgrind's, with cache and branch simulation, with cache use, and under
+//! Cachegrind ([`a_long_run_equals_valgrind`]).
+//!
 //! The single-threaded, dynamically linked `libc_work.c`, given Valgrind's
 //! environment: every own function's `Ir Dr Dw I1mr ILmr Bc Bcm Bi Bim`
 //! equals Valgrind's; its data-cache misses are within 2 lines (see
@@ -604,4 +610,79 @@ fn single_threaded_libc_program_with_cache_and_branch_simulation() {
          within 2 lines; totals within 2%: cgx {actual_totals:?}, Valgrind {expected_totals:?}",
         own.len()
     );
+}
+
+/// The exit status of `long.c`.
+const LONG_STATUS: i32 = 5;
+
+/// `long.c` with [`SMALL`] caches under Valgrind (`valgrind_options`) and
+/// cgx (`cgx_options`, and `-v`): its records filled cgx's buffer several
+/// times (the drains whose simulation runs ahead), and every figure of
+/// `events` equals Valgrind's (with `callgrind`, also each call arc's and
+/// each instruction's).
+fn a_long_run_equals_valgrind(
+    valgrind_options: &[&str],
+    cgx_options: &[&str],
+    (events, callgrind): (&[&str], bool),
+) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("long.c", Kind::NoLibc, dir.path());
+    let valgrind_options = with_caches(&with_caches(&["-q"], valgrind_options), &SMALL);
+    let cgx_options = with_caches(&with_caches(&["-v"], cgx_options), &SMALL);
+    let valgrind = run(
+        Profiler::Valgrind,
+        &valgrind_options,
+        &program,
+        &[],
+        dir.path(),
+    );
+    assert_status(&valgrind, LONG_STATUS);
+    let cgx = run(Profiler::Cgx, &cgx_options, &program, &[], dir.path());
+    assert_status(&cgx, LONG_STATUS);
+    let context = format!("long.c, cgx {cgx_options:?}");
+    let hand_offs = cgx
+        .stderr
+        .split(" buffer hand-offs")
+        .next()
+        .and_then(|before| before.rsplit('(').next())
+        .and_then(|count| count.parse::<u64>().ok());
+    assert!(
+        hand_offs.is_some_and(|count| count >= 2),
+        "{context}: the buffer was not handed off twice: {}",
+        cgx.stderr
+    );
+    let (expected, actual) = (valgrind.profile(), cgx.profile());
+    assert_same_costs(&expected, &actual, events, callgrind, callgrind, &context);
+}
+
+#[test]
+fn a_long_run_with_cache_and_branch_simulation_equals_valgrind() {
+    let options = ["--cache-sim=yes", "--branch-sim=yes", "--dump-instr=yes"];
+    a_long_run_equals_valgrind(&options, &options, (&CALLGRIND_EVENTS, true));
+}
+
+#[test]
+fn a_long_run_with_cache_use_equals_valgrind() {
+    let cgx_options = [
+        "--cacheuse=yes",
+        "--cacheuse-inclusive=no",
+        "--dump-instr=yes",
+    ];
+    let valgrind_options = ["--cacheuse=yes", "--dump-instr=yes"];
+    a_long_run_equals_valgrind(
+        &valgrind_options,
+        &cgx_options,
+        (&ALL_CACHEUSE_EVENTS, true),
+    );
+}
+
+#[test]
+fn a_long_run_under_cachegrind_equals_valgrind() {
+    let options = [
+        "--tool=cachegrind",
+        "--cache-sim=yes",
+        "--branch-sim=yes",
+        "--cachegrind-out-file={out}/cachegrind.out",
+    ];
+    a_long_run_equals_valgrind(&options, &options, (&CACHEGRIND_EVENTS, false));
 }

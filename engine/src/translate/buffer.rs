@@ -667,8 +667,13 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
     (replay, sink, thread): (&mut Replay, &mut S, Thread),
     mut split: Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<(u64, OpenRecord)> {
-    // A split hands the simulation to a child mid-drain: not ahead.
-    if split.is_none() && counts.is_empty() && replay.simulations {
+    // A split hands the simulation to a child mid-drain: not ahead; nor
+    // a drain of one chunk, which the two threads would replay in turn.
+    let chunks = records
+        .end
+        .saturating_sub(records.start)
+        .div_ceil(CHUNK_BYTES);
+    if split.is_none() && counts.is_empty() && replay.simulations && chunks > 1 {
         if let Some(ahead) = sink.ahead(thread) {
             let replayed = super::ahead::replay_ahead(
                 memory,
