@@ -31,9 +31,10 @@ struct ChunkReport {
     misses: Vec<u64>,
     /// Each line loaded: its tag with the position, and its ticket.
     loads: Vec<(u64, Owner)>,
-    /// The cache-use charges and line changes, and their steps.
+    /// The cache-use charges, and the step of each.
     charges: Vec<Charge>,
     charge_steps: Vec<u64>,
+    /// The cache-use line changes, and the step of each.
     changes: Vec<LineChange>,
     change_steps: Vec<u64>,
 }
@@ -63,8 +64,9 @@ pub(crate) struct StepReport<'a> {
     /// The lines it loaded: the position of the loading instruction
     /// ([`position_and_column`]) and the line's ticket.
     pub loads: &'a [(u64, Owner)],
-    /// The cache-use model's charges and line changes.
+    /// The cache-use model's charges.
     pub charges: &'a [Charge],
+    /// The cache-use model's line changes.
     pub changes: &'a [LineChange],
 }
 

@@ -58,7 +58,7 @@ pub(crate) struct Process {
     events: Arc<EventSet>,
     simulation: Simulation,
     /// While the simulation runs ahead during a drain (`simulation` is
-    /// then [`Simulation::detached`]): the misses of its steps.
+    /// then [`Simulation::detached`]): the reports of its steps.
     behind: Option<Behind>,
     /// The fetches of each block's runs by key, for the simulation ahead.
     ahead_fetch_points: Vec<Option<Box<[FetchPoint]>>>,
