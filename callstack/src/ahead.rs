@@ -244,10 +244,6 @@ impl Ahead for SimulationAhead {
             self.sender = None;
         }
     }
-
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
-        self
-    }
 }
 
 impl Behind {
@@ -324,15 +320,4 @@ pub(crate) fn with_misses(counts: Counts, misses: &[u64]) -> Counts {
         let (_, column) = position_and_column(miss);
         counts.and(column, true)
     })
-}
-
-/// Adds the misses of a step report to `cost`.
-#[inline]
-pub(crate) fn add_misses(misses: &[u64], cost: &mut [u64]) {
-    for &miss in misses {
-        let (_, column) = position_and_column(miss);
-        if let Some(sum) = cost.get_mut(column) {
-            *sum += 1;
-        }
-    }
 }

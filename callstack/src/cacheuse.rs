@@ -39,13 +39,19 @@ const NO_NODE: u64 = u32::MAX as u64;
 const RECENT: usize = 4096;
 
 impl Owners {
-    /// The line of `ticket` is loaded now at `site` (none: charges to it
-    /// are dropped) by the call `node`.
+    /// The line of `ticket` is loaded now in cost table `key` by the
+    /// instruction at `running` (its centre, address and call node;
+    /// `None`: charges to the line are dropped).
     #[inline]
-    pub fn load(&mut self, ticket: Owner, site: Option<Site>, node: Option<NodeId>) {
-        let owner = match site {
-            Some(site) => {
-                let index = self.index(site);
+    pub fn load(
+        &mut self,
+        ticket: Owner,
+        key: u32,
+        running: Option<(Centre, u64, Option<NodeId>)>,
+    ) {
+        let owner = match running {
+            Some((centre, addr, node)) => {
+                let index = self.index((key, centre, addr));
                 let node = node.map_or(NO_NODE, |node| node.index() as u64 & NO_NODE);
                 ((index as u64) << 32) | node
             }

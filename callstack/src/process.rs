@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use cgx_backdate::{Forest, NodeId, Statistics};
+use cgx_backdate::{Forest, Statistics};
 use cgx_engine::symbols::Symbols;
 use cgx_engine::{Arrival, Block, BlockEvent, DataAccess, Repeats, SimulatedBlocks, WholeBlocks};
 use cgx_formats::{Names, Part, TooManyNames};
@@ -275,7 +275,8 @@ impl Process {
     /// The simulation [`Process::ahead`] made, back after the drain;
     /// whether the collector took exactly the steps it ran.
     pub fn ahead_done(&mut self, ahead: Box<dyn cgx_engine::Ahead>) -> bool {
-        let Ok(ahead) = ahead.into_any().downcast::<SimulationAhead>() else {
+        let ahead: Box<dyn std::any::Any + Send> = ahead;
+        let Ok(ahead) = ahead.downcast::<SimulationAhead>() else {
             return false;
         };
         let in_step = self
@@ -524,9 +525,7 @@ impl Process {
                     }
                     while let Some((_, column)) = misses.next_if(|&(at, _)| at <= index) {
                         if let Some(cost) = thread.last_cost(costs) {
-                            if let Some(sum) = cost.get_mut(column) {
-                                *sum += 1;
-                            }
+                            Counts::one(column).add_to(cost);
                         }
                     }
                 }
@@ -536,24 +535,15 @@ impl Process {
                 }
                 // The block's cache-use charges, booked before the next
                 // block can change the call stack.
-                if ahead {
-                    if report.has_cache_use() {
-                        settle(report, owners, events, tables, forest);
-                        let Some(table) = tables.get_mut(&costs_key) else {
-                            return;
-                        };
-                        costs = table;
-                    }
-                    continue;
+                let report = ahead.then_some(report);
+                if has_cache_use(report, simulation) {
+                    let report = (report, &mut *simulation);
+                    book_cache_use(false, report, owners, events, tables, forest);
+                    let Some(table) = tables.get_mut(&costs_key) else {
+                        return;
+                    };
+                    costs = table;
                 }
-                if simulation.cache_use().is_none() {
-                    continue;
-                }
-                book_cache_use(false, simulation, owners, events, tables, forest);
-                let Some(table) = tables.get_mut(&costs_key) else {
-                    return;
-                };
-                costs = table;
                 continue;
             };
             // Only the misses are left to count, of this run and of the
@@ -573,37 +563,36 @@ impl Process {
             let mut repeats = repeated.iter().flat_map(|repeats| repeats.runs());
             let mut run = Some(simulated);
             while let Some(simulated) = run {
-                if let Some(behind) = behind.as_mut() {
-                    let report = behind.next_step();
-                    load_all(report, (owners, costs_key), thread, instructions);
-                    for &miss in report.misses {
-                        let (position, column) = ahead::position_and_column(miss);
-                        thread.count_extra(position, column);
+                // With the simulation ahead, each run is a step of it.
+                let report = match behind.as_mut() {
+                    Some(behind) => {
+                        let report = behind.next_step();
+                        load_all(report, (owners, costs_key), thread, instructions);
+                        for &miss in report.misses {
+                            let (position, column) = ahead::position_and_column(miss);
+                            thread.count_extra(position, column);
+                        }
+                        Some(report)
                     }
-                    if report.has_cache_use() {
-                        settle(report, owners, events, tables, forest);
-                        let Some(table) = tables.get_mut(&costs_key) else {
-                            return;
+                    None => {
+                        if cacheuse {
+                            simulation.set_collect(thread.collecting());
+                        }
+                        let mut report = RunReport {
+                            thread: &mut *thread,
+                            owners: &mut *owners,
+                            costs_key,
+                            instructions,
                         };
-                        costs = table;
+                        simulation.run_block(&simulated, &every_run.fetches, &mut report);
+                        None
                     }
-                    run = repeats.next();
-                    continue;
-                }
-                if cacheuse {
-                    simulation.set_collect(thread.collecting());
-                }
-                let mut report = RunReport {
-                    thread: &mut *thread,
-                    owners: &mut *owners,
-                    costs_key,
-                    instructions,
                 };
-                simulation.run_block(&simulated, &every_run.fetches, &mut report);
                 // Each run's cache-use charges, booked before the next
                 // block can change the call stack.
-                if simulation.cache_use().is_some() {
-                    book_cache_use(false, simulation, owners, events, tables, forest);
+                if has_cache_use(report, simulation) {
+                    let report = (report, &mut *simulation);
+                    book_cache_use(false, report, owners, events, tables, forest);
                     let Some(table) = tables.get_mut(&costs_key) else {
                         return;
                     };
@@ -666,20 +655,22 @@ impl Process {
                     table: &mut *table,
                     slots: &own.slots,
                 };
-                if let Some(behind) = behind.as_mut() {
+                match behind.as_mut() {
                     // Each run is a step of the simulation ahead.
-                    for _ in 0..runs {
-                        for &miss in behind.next_step().misses {
-                            let (position, column) = ahead::position_and_column(miss);
-                            report.extra(position, column);
+                    Some(behind) => {
+                        for _ in 0..runs {
+                            for &miss in behind.next_step().misses {
+                                let (position, column) = ahead::position_and_column(miss);
+                                report.extra(position, column);
+                            }
                         }
                     }
-                    *last_charged = Some(own.last);
-                    continue;
-                }
-                simulation.run_block(&simulated, &own.fetches, &mut report);
-                for run in repeats.iter().flat_map(|repeats| repeats.runs()) {
-                    simulation.run_block(&run, &own.fetches, &mut report);
+                    None => {
+                        simulation.run_block(&simulated, &own.fetches, &mut report);
+                        for run in repeats.iter().flat_map(|repeats| repeats.runs()) {
+                            simulation.run_block(&run, &own.fetches, &mut report);
+                        }
+                    }
                 }
                 *last_charged = Some(own.last);
                 continue;
@@ -911,13 +902,13 @@ impl Process {
         if let Some(behind) = behind {
             let report = behind.next_step();
             for &(_, ticket) in report.loads {
-                load(owners, key, ticket, thread.load_site());
+                owners.load(ticket, key, thread.load_site());
             }
             if let Some(last) = thread.last_cost(costs) {
-                simulation.every_run(step).add_to(last);
-                ahead::add_misses(report.misses, last);
+                ahead::with_misses(simulation.every_run(step), report.misses).add_to(last);
             }
-            settle(report, owners, events, tables, forest);
+            let report = (Some(report), simulation);
+            book_cache_use(false, report, owners, events, tables, forest);
             return;
         }
         if cacheuse {
@@ -954,7 +945,14 @@ impl Process {
             forest,
             ..
         } = self;
-        book_cache_use(only_executed, simulation, owners, events, costs, forest);
+        book_cache_use(
+            only_executed,
+            (None, simulation),
+            owners,
+            events,
+            costs,
+            forest,
+        );
     }
 
     /// Cachegrind's attribution: the instruction of `len` bytes at `addr` is
@@ -1402,8 +1400,8 @@ struct RunReport<'a> {
 impl RunSink for RunReport<'_> {
     fn loaded(&mut self, position: usize, ticket: cgx_sim::Owner) {
         let addr = self.instructions.get(position).map_or(0, |&(addr, _)| addr);
-        let site = self.thread.load_site_at(addr);
-        load(self.owners, self.costs_key, ticket, site);
+        let running = self.thread.load_site_at(addr);
+        self.owners.load(ticket, self.costs_key, running);
     }
 
     #[inline]
@@ -1412,25 +1410,38 @@ impl RunSink for RunReport<'_> {
     }
 }
 
-/// Books the cache-use charges of the last simulation steps, if any (the
-/// cost tables may grow; see [`Owners::settle`] for `only_executed`).
+/// Whether the last simulation step has cache-use charges or line changes
+/// to book: those of `report` when the simulation runs ahead, else the
+/// simulation's own.
+#[inline]
+fn has_cache_use(report: Option<StepReport<'_>>, simulation: &Simulation) -> bool {
+    report.map_or_else(
+        || simulation.has_cache_use(),
+        |report| report.has_cache_use(),
+    )
+}
+
+/// Books the cache-use charges and line changes of the last simulation
+/// steps: those of `report` when the simulation runs ahead, else the
+/// simulation's own, which it then forgets (the cost tables may grow; see
+/// [`Owners::settle`] for `only_executed`).
 fn book_cache_use(
     only_executed: bool,
-    simulation: &mut Simulation,
+    (report, simulation): (Option<StepReport<'_>>, &mut Simulation),
     owners: &Owners,
     events: &EventSet,
     tables: &mut BTreeMap<u32, Costs>,
     forest: &mut Option<Forest<ArcKey>>,
 ) {
-    if let Some((charges, changes)) = simulation.cache_use() {
-        owners.settle(
-            only_executed,
-            charges,
-            changes,
-            events,
-            tables,
-            forest.as_mut(),
-        );
+    let reported = match report {
+        Some(report) => Some((report.charges, report.changes)),
+        None => simulation.cache_use(),
+    };
+    if let Some((charges, changes)) = reported {
+        let forest = forest.as_mut();
+        owners.settle(only_executed, charges, changes, events, tables, forest);
+    }
+    if report.is_none() {
         simulation.clear_cache_use();
     }
 }
@@ -1449,7 +1460,7 @@ fn simulate(
     if !cacheuse {
         return step(simulation, &mut |_| {});
     }
-    let mut loaded = |ticket| load(owners, key, ticket, thread.load_site());
+    let mut loaded = |ticket| owners.load(ticket, key, thread.load_site());
     step(simulation, &mut loaded)
 }
 
@@ -1466,38 +1477,7 @@ fn load_all(
     for &(at, ticket) in report.loads {
         let (position, _) = ahead::position_and_column(at);
         let addr = instructions.get(position).map_or(0, |&(addr, _)| addr);
-        load(owners, key, ticket, thread.load_site_at(addr));
-    }
-}
-
-/// Books the cache-use charges and line changes of a step `report` of the
-/// simulation ahead (the cost tables may grow).
-#[inline]
-fn settle(
-    report: StepReport<'_>,
-    owners: &Owners,
-    events: &EventSet,
-    tables: &mut BTreeMap<u32, Costs>,
-    forest: &mut Option<Forest<ArcKey>>,
-) {
-    if report.has_cache_use() {
-        let (charges, changes) = (report.charges, report.changes);
-        owners.settle(false, charges, changes, events, tables, forest.as_mut());
-    }
-}
-
-/// The line of `ticket` is loaded by the instruction at `site` (a
-/// centre, an address and the running call's node) in cost table `key`.
-#[inline]
-fn load(
-    owners: &mut Owners,
-    key: u32,
-    ticket: cgx_sim::Owner,
-    site: Option<(Centre, u64, Option<NodeId>)>,
-) {
-    match site {
-        Some((centre, addr, node)) => owners.load(ticket, Some((key, centre, addr)), node),
-        None => owners.load(ticket, None, None),
+        owners.load(ticket, key, thread.load_site_at(addr));
     }
 }
 

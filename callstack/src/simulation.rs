@@ -135,9 +135,9 @@ impl Simulation {
         match (step, self.events.cache, self.events.branch) {
             (Step::Fetch(..), ..) => Counts::one(0),
             (Step::Data(access), Some(columns), _) if self.data => {
-                match (access.kind, self.modify_is_read) {
-                    (AccessKind::Read, _) | (AccessKind::Modify, true) => Counts::one(columns.dr),
-                    _ => Counts::one(columns.dw),
+                match is_read(access.kind, self.modify_is_read) {
+                    true => Counts::one(columns.dr),
+                    false => Counts::one(columns.dw),
                 }
             }
             (Step::Conditional(..), _, Some(columns)) => Counts::one(columns.bc),
@@ -172,11 +172,7 @@ impl Simulation {
         let Some(columns) = self.events.cache else {
             return Counts::default();
         };
-        let read = match access.kind {
-            AccessKind::Read => true,
-            AccessKind::Write => false,
-            AccessKind::Modify => self.modify_is_read,
-        };
+        let read = is_read(access.kind, self.modify_is_read);
         let outcome = match &mut self.caches {
             Some(Caches::Plain(caches)) if read => caches.read(access.addr, access.size),
             Some(Caches::Plain(caches)) => caches.write(access.addr, access.size),
@@ -419,6 +415,18 @@ impl Tickets {
     }
 }
 
+/// Whether an access of `kind` counts as a read (`Dr`, else `Dw`): a
+/// read-modify-write does with `modify_is_read` (Cachegrind), not without
+/// (Callgrind).
+#[inline]
+fn is_read(kind: AccessKind, modify_is_read: bool) -> bool {
+    match kind {
+        AccessKind::Read => true,
+        AccessKind::Write => false,
+        AccessKind::Modify => modify_is_read,
+    }
+}
+
 /// One simulation step of an instruction.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Step {
@@ -538,11 +546,7 @@ fn run_caches<C: RunCaches, S: RunSink>(
         while let Some(point) = fetches.next_if(|point| point.at() <= position) {
             fetch(caches, tickets, point, sink);
         }
-        let read = match access.kind {
-            AccessKind::Read => true,
-            AccessKind::Write => false,
-            AccessKind::Modify => modify_is_read,
-        };
+        let read = is_read(access.kind, modify_is_read);
         let owner = &mut || tickets.issue(&mut |ticket| sink.loaded(position, ticket));
         let outcome = caches.access(access.addr, access.size, owner);
         if read {

@@ -306,14 +306,12 @@ pub trait EventSink {
 /// A sink that sees the records of a drain before the sink that made it
 /// ([`EventSink::ahead`]), on another thread: the same events in the same
 /// order, a chunk of records at a time, while the other sink follows.
-pub trait Ahead: EventSink + Send {
+/// The sink that made it takes it back as what it is (`Any`).
+pub trait Ahead: EventSink + Send + std::any::Any {
     /// The events of a chunk of records are all reported: what the sink
     /// made of them must reach the sink behind it now; with `last`, no
     /// more come in this drain (not even after an error).
     fn chunk_done(&mut self, last: bool);
-
-    /// Itself, for the sink that made it to take back.
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
 }
 
 /// An [`EventSink`] that only counts instructions.
