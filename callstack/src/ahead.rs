@@ -219,7 +219,7 @@ impl EventSink for SimulationAhead {
             chunk,
             ..
         } = self;
-        for run in blocks {
+        while let Some(run) = blocks.next() {
             let slot = run.key as usize;
             if fetch_points.len() <= slot {
                 fetch_points.resize(slot + 1, None);
@@ -228,6 +228,15 @@ impl EventSink for SimulationAhead {
                 fetch_points[slot].get_or_insert_with(|| simulation.fetch_points(run.instructions));
             simulation.run_block(&run, points, &mut RunReport { chunk });
             chunk.end_step(simulation);
+            // A loop of one block: its runs right after this one, each a
+            // step, without looking the block up again.
+            if let Some(repeats) = blocks.repeats(&run) {
+                for again in repeats.runs() {
+                    simulation.run_block(&again, points, &mut RunReport { chunk });
+                    chunk.end_step(simulation);
+                }
+                blocks.skip(&repeats);
+            }
         }
     }
 }
