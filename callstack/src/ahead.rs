@@ -101,6 +101,9 @@ pub(crate) struct Behind {
     /// lists.
     step: u64,
     at: [usize; 4],
+    /// The first step from `step` on with entries (`u64::MAX` if none):
+    /// the steps before it are taken with one comparison.
+    next_busy: u64,
     /// A step was asked for that the simulation had not run.
     overrun: bool,
 }
@@ -123,6 +126,7 @@ pub(crate) fn split(
         chunk: ChunkReport::default(),
         step: 0,
         at: [0; 4],
+        next_busy: u64::MAX,
         overrun: false,
     };
     (ahead, behind)
@@ -260,16 +264,34 @@ impl Behind {
     /// after the simulation sent its reports, so they are here; an empty
     /// one for a step the simulation did not run (a defect, which
     /// [`Behind::all_taken`] then tells).
-    #[inline]
+    #[inline(always)]
     pub fn next_step(&mut self) -> StepReport<'_> {
+        if self.step < self.next_busy.min(self.chunk.steps) {
+            self.step += 1;
+            return StepReport::default();
+        }
+        self.busy_step()
+    }
+
+    /// [`Behind::next_step`] for a step with entries, or the first of a
+    /// chunk.
+    #[inline(never)]
+    fn busy_step(&mut self) -> StepReport<'_> {
         while self.step >= self.chunk.steps {
             match self.receiver.try_recv() {
-                Ok(chunk) => (self.chunk, self.step, self.at) = (chunk, 0, [0; 4]),
+                Ok(chunk) => {
+                    (self.chunk, self.step, self.at) = (chunk, 0, [0; 4]);
+                    self.next_busy = first_busy(&self.chunk, &self.at);
+                }
                 Err(_) => {
                     self.overrun = true;
                     return StepReport::default();
                 }
             }
+        }
+        if self.step < self.next_busy {
+            self.step += 1;
+            return StepReport::default();
         }
         let step = self.step;
         self.step += 1;
@@ -293,6 +315,7 @@ impl Behind {
         };
         *charges += charge_count;
         *changes += change_count;
+        self.next_busy = first_busy(chunk, &self.at);
         report
     }
 
@@ -302,6 +325,19 @@ impl Behind {
             && self.step >= self.chunk.steps
             && std::iter::from_fn(|| self.receiver.try_recv().ok()).all(|chunk| chunk.steps == 0)
     }
+}
+
+/// The first step of `chunk` with entries in one of its four lists from
+/// `at` on (`u64::MAX` if none).
+fn first_busy(chunk: &ChunkReport, at: &[usize; 4]) -> u64 {
+    let [misses, loads, charges, changes] = *at;
+    let steps = [
+        chunk.misses.get(misses).map(|&miss| step_of(miss)),
+        chunk.loads.get(loads).map(|&(at, _)| step_of(at)),
+        chunk.charge_steps.get(charges).copied(),
+        chunk.change_steps.get(changes).copied(),
+    ];
+    steps.into_iter().flatten().min().unwrap_or(u64::MAX)
 }
 
 /// The entries of `entries` from `*at` on that are of the step

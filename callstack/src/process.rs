@@ -489,7 +489,7 @@ impl Process {
                 // With the simulation ahead, the run is one step of it.
                 let ahead = behind.is_some();
                 let report = behind.as_mut().map(Behind::next_step).unwrap_or_default();
-                load_all(report, (owners, costs_key), thread, instructions);
+                load_all(&report, (owners, costs_key), thread, instructions);
                 let mut misses = report
                     .misses
                     .iter()
@@ -535,7 +535,7 @@ impl Process {
                 }
                 // The block's cache-use charges, booked before the next
                 // block can change the call stack.
-                let report = ahead.then_some(report);
+                let report = ahead.then_some(&report);
                 if has_cache_use(report, simulation) {
                     let report = (report, &mut *simulation);
                     book_cache_use(false, report, owners, events, tables, forest);
@@ -562,18 +562,11 @@ impl Process {
             }
             let mut repeats = repeated.iter().flat_map(|repeats| repeats.runs());
             let mut run = Some(simulated);
+            let ahead = behind.is_some();
             while let Some(simulated) = run {
                 // With the simulation ahead, each run is a step of it.
                 let report = match behind.as_mut() {
-                    Some(behind) => {
-                        let report = behind.next_step();
-                        load_all(report, (owners, costs_key), thread, instructions);
-                        for &miss in report.misses {
-                            let (position, column) = ahead::position_and_column(miss);
-                            thread.count_extra(position, column);
-                        }
-                        Some(report)
-                    }
+                    Some(behind) => behind.next_step(),
                     None => {
                         if cacheuse {
                             simulation.set_collect(thread.collecting());
@@ -585,11 +578,17 @@ impl Process {
                             instructions,
                         };
                         simulation.run_block(&simulated, &every_run.fetches, &mut report);
-                        None
+                        StepReport::default()
                     }
                 };
+                load_all(&report, (owners, costs_key), thread, instructions);
+                for &miss in report.misses {
+                    let (position, column) = ahead::position_and_column(miss);
+                    thread.count_extra(position, column);
+                }
                 // Each run's cache-use charges, booked before the next
                 // block can change the call stack.
+                let report = ahead.then_some(&report);
                 if has_cache_use(report, simulation) {
                     let report = (report, &mut *simulation);
                     book_cache_use(false, report, owners, events, tables, forest);
@@ -907,7 +906,7 @@ impl Process {
             if let Some(last) = thread.last_cost(costs) {
                 ahead::with_misses(simulation.every_run(step), report.misses).add_to(last);
             }
-            let report = (Some(report), simulation);
+            let report = (Some(&report), simulation);
             book_cache_use(false, report, owners, events, tables, forest);
             return;
         }
@@ -1414,7 +1413,7 @@ impl RunSink for RunReport<'_> {
 /// to book: those of `report` when the simulation runs ahead, else the
 /// simulation's own.
 #[inline]
-fn has_cache_use(report: Option<StepReport<'_>>, simulation: &Simulation) -> bool {
+fn has_cache_use(report: Option<&StepReport<'_>>, simulation: &Simulation) -> bool {
     report.map_or_else(
         || simulation.has_cache_use(),
         |report| report.has_cache_use(),
@@ -1427,7 +1426,7 @@ fn has_cache_use(report: Option<StepReport<'_>>, simulation: &Simulation) -> boo
 /// [`Owners::settle`] for `only_executed`).
 fn book_cache_use(
     only_executed: bool,
-    (report, simulation): (Option<StepReport<'_>>, &mut Simulation),
+    (report, simulation): (Option<&StepReport<'_>>, &mut Simulation),
     owners: &Owners,
     events: &EventSet,
     tables: &mut BTreeMap<u32, Costs>,
@@ -1469,7 +1468,7 @@ fn simulate(
 /// `key`.
 #[inline]
 fn load_all(
-    report: StepReport<'_>,
+    report: &StepReport<'_>,
     (owners, key): (&mut Owners, u32),
     thread: &ThreadState,
     instructions: &[(u64, u8)],

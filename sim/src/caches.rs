@@ -63,13 +63,18 @@ impl Hierarchy {
     }
 
     /// Fetches the `len` bytes of one instruction at `addr` (one I1 access):
-    /// a fetch within the line fetched last is decided inline, anything
-    /// else out of line.
+    /// a fetch within the line fetched last, or within the most recently
+    /// used line of its set (a hit that changes nothing), is decided
+    /// inline, anything else out of line.
     #[inline(always)]
     pub fn fetch(&mut self, addr: u64, len: u32) -> Outcome {
         let first = addr >> self.i1_line_bits;
         let last = addr.wrapping_add(u64::from(len.max(1)) - 1) >> self.i1_line_bits;
         if first == last && first == self.last_fetched {
+            return Outcome::L1Hit;
+        }
+        if self.i1.hits_most_recent(addr, len) {
+            self.last_fetched = last;
             return Outcome::L1Hit;
         }
         self.fetch_beyond_last_line(addr, len, last)
