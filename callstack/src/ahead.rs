@@ -236,7 +236,7 @@ impl EventSink for SimulationAhead {
             // step, without looking the block up again.
             if let Some(repeats) = blocks.repeats(&run) {
                 for again in repeats.runs() {
-                    simulation.run_block(&again, points, &mut RunReport { chunk });
+                    simulation.run_block_again(&again, points, &mut RunReport { chunk });
                     chunk.end_step(simulation);
                 }
                 blocks.skip(&repeats);

@@ -562,7 +562,7 @@ impl Process {
             }
             let mut repeats = repeated.iter().flat_map(|repeats| repeats.runs());
             let mut run = Some(simulated);
-            let ahead = behind.is_some();
+            let (ahead, mut again) = (behind.is_some(), false);
             while let Some(simulated) = run {
                 // With the simulation ahead, each run is a step of it.
                 let report = match behind.as_mut() {
@@ -577,7 +577,11 @@ impl Process {
                             costs_key,
                             instructions,
                         };
-                        simulation.run_block(&simulated, &every_run.fetches, &mut report);
+                        let fetches = &every_run.fetches;
+                        match again {
+                            true => simulation.run_block_again(&simulated, fetches, &mut report),
+                            false => simulation.run_block(&simulated, fetches, &mut report),
+                        }
                         StepReport::default()
                     }
                 };
@@ -597,7 +601,7 @@ impl Process {
                     };
                     costs = table;
                 }
-                run = repeats.next();
+                (run, again) = (repeats.next(), true);
             }
         }
     }
@@ -667,7 +671,7 @@ impl Process {
                     None => {
                         simulation.run_block(&simulated, &own.fetches, &mut report);
                         for run in repeats.iter().flat_map(|repeats| repeats.runs()) {
-                            simulation.run_block(&run, &own.fetches, &mut report);
+                            simulation.run_block_again(&run, &own.fetches, &mut report);
                         }
                     }
                 }

@@ -303,6 +303,29 @@ impl Simulation {
         }
     }
 
+    /// [`Simulation::run_block`] for a run of `block` right after a run of
+    /// it (a loop of one block): with the plain hierarchy its fetches then
+    /// hit and change nothing when its lines fit in I1's sets
+    /// ([`Hierarchy::refetch_hits`]), so only its other events are
+    /// simulated.
+    #[inline]
+    pub fn run_block_again(
+        &mut self,
+        block: &SimulatedBlock<'_>,
+        fetches: &[FetchPoint],
+        sink: &mut impl RunSink,
+    ) {
+        let fetches = match (&self.caches, block.instructions) {
+            (Some(Caches::Plain(caches)), [(first, _), .., (addr, len)])
+                if caches.refetch_hits(*first, addr.wrapping_add(u64::from(*len).max(1) - 1)) =>
+            {
+                &[]
+            }
+            _ => fetches,
+        };
+        self.run_block(block, fetches, sink);
+    }
+
     /// The events of a conditional branch.
     pub fn conditional_branch(&mut self, addr: u64, taken: bool) -> Counts {
         match (self.events.branch, &mut self.branches) {

@@ -80,6 +80,15 @@ impl Hierarchy {
         self.fetch_beyond_last_line(addr, len, last)
     }
 
+    /// Whether fetching the bytes `first..=last` again, in order, right
+    /// after they were all fetched in order, hits in I1 and changes
+    /// nothing: each of their lines is then still the most recently used of
+    /// its set, as they span no more lines than I1 has sets.
+    pub fn refetch_hits(&self, first: u64, last: u64) -> bool {
+        let lines = (last >> self.i1_line_bits).wrapping_sub(first >> self.i1_line_bits);
+        first <= last && lines < u64::from(self.config.i1.sets())
+    }
+
     /// [`Hierarchy::fetch`] past its inline check; `last` is the line the
     /// fetch ends in.
     #[inline(never)]
@@ -174,6 +183,24 @@ mod tests {
         assert_eq!(h.fetch(0x104, 4), Outcome::LlHit);
         h.clear();
         assert_eq!(h.fetch(0x104, 4), Outcome::LlMiss);
+    }
+
+    #[test]
+    fn refetching_a_block_hits_exactly_when_its_lines_fit_in_the_sets() {
+        // Blocks of 4-byte instructions at 0x100 over one to three 16-byte
+        // lines; I1 has two sets of one way.
+        for lines in 1..=3 {
+            let mut h = small();
+            let end = 0x100 + 16 * lines;
+            let mut fetch_all = || {
+                let fetches = (0x100..end).step_by(4).map(|addr| h.fetch(addr, 4));
+                fetches.filter(|&outcome| outcome != Outcome::L1Hit).count()
+            };
+            fetch_all();
+            let missed_again = fetch_all();
+            assert_eq!(h.refetch_hits(0x100, end - 1), lines <= 2);
+            assert_eq!(missed_again == 0, lines <= 2, "{lines} lines");
+        }
     }
 
     #[test]
