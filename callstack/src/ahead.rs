@@ -235,9 +235,14 @@ impl EventSink for SimulationAhead {
             // A loop of one block: its runs right after this one, each a
             // step, without looking the block up again.
             if let Some(repeats) = blocks.repeats(&run) {
-                for again in repeats.runs() {
-                    simulation.run_block_again(&again, points, &mut RunReport { chunk });
-                    chunk.end_step(simulation);
+                // With the plain hierarchy a step ends with no more to do.
+                let ended = |report: &mut RunReport| report.chunk.steps += 1;
+                let report = &mut RunReport { chunk };
+                if !simulation.run_plain_again(&repeats, points, report, ended) {
+                    repeats.for_each_run(|again| {
+                        simulation.run_block_again(again, points, &mut RunReport { chunk });
+                        chunk.end_step(simulation);
+                    });
                 }
                 blocks.skip(&repeats);
             }
@@ -329,15 +334,18 @@ impl Behind {
 
 /// The first step of `chunk` with entries in one of its four lists from
 /// `at` on (`u64::MAX` if none).
+#[inline]
 fn first_busy(chunk: &ChunkReport, at: &[usize; 4]) -> u64 {
     let [misses, loads, charges, changes] = *at;
-    let steps = [
-        chunk.misses.get(misses).map(|&miss| step_of(miss)),
-        chunk.loads.get(loads).map(|&(at, _)| step_of(at)),
-        chunk.charge_steps.get(charges).copied(),
-        chunk.change_steps.get(changes).copied(),
-    ];
-    steps.into_iter().flatten().min().unwrap_or(u64::MAX)
+    let head = |step: Option<u64>| step.unwrap_or(u64::MAX);
+    let first = head(chunk.misses.get(misses).map(|&miss| step_of(miss)));
+    if chunk.loads.is_empty() && chunk.charge_steps.is_empty() && chunk.change_steps.is_empty() {
+        return first;
+    }
+    first
+        .min(head(chunk.loads.get(loads).map(|&(at, _)| step_of(at))))
+        .min(head(chunk.charge_steps.get(charges).copied()))
+        .min(head(chunk.change_steps.get(changes).copied()))
 }
 
 /// The entries of `entries` from `*at` on that are of the step

@@ -560,14 +560,19 @@ impl Process {
                 blocks.skip(repeats);
                 *blocks_run += repeats.len() as u64;
             }
-            let mut repeats = repeated.iter().flat_map(|repeats| repeats.runs());
-            let mut run = Some(simulated);
-            let (ahead, mut again) = (behind.is_some(), false);
-            while let Some(simulated) = run {
-                // With the simulation ahead, each run is a step of it.
+            let count = 1 + repeated.as_ref().map_or(0, Repeats::len);
+            // The runs themselves only for a simulation here: with the
+            // simulation ahead, each run is just a step of it.
+            let mut runs = std::iter::once(simulated)
+                .chain(repeated.iter().flat_map(|repeats| repeats.runs()));
+            let ahead = behind.is_some();
+            for again in (0..count).map(|run| run > 0) {
                 let report = match behind.as_mut() {
                     Some(behind) => behind.next_step(),
                     None => {
+                        let Some(simulated) = runs.next() else {
+                            break;
+                        };
                         if cacheuse {
                             simulation.set_collect(thread.collecting());
                         }
@@ -601,7 +606,6 @@ impl Process {
                     };
                     costs = table;
                 }
-                (run, again) = (repeats.next(), true);
             }
         }
     }
@@ -670,8 +674,10 @@ impl Process {
                     }
                     None => {
                         simulation.run_block(&simulated, &own.fetches, &mut report);
-                        for run in repeats.iter().flat_map(|repeats| repeats.runs()) {
-                            simulation.run_block_again(&run, &own.fetches, &mut report);
+                        if let Some(repeats) = &repeats {
+                            repeats.for_each_run(|run| {
+                                simulation.run_block_again(run, &own.fetches, &mut report);
+                            });
                         }
                     }
                 }

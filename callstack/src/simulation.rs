@@ -1,7 +1,7 @@
 //! The simulators of one process and how their outcomes become costs:
 //! instruction fetches, data accesses and branches in, event counts out.
 
-use cgx_engine::{AccessKind, BlockEvent, DataAccess, SimulatedBlock};
+use cgx_engine::{AccessKind, BlockEvent, DataAccess, Repeats, SimulatedBlock};
 use cgx_sim::{
     BranchPredictors, CacheUseError, Charge, Hierarchy, LineChange, Outcome, Owner, UseHierarchy,
 };
@@ -326,6 +326,41 @@ impl Simulation {
         self.run_block(block, fetches, sink);
     }
 
+    /// With the plain hierarchy and no branch simulation,
+    /// [`Simulation::run_block_again`] for each of `runs` (runs of one
+    /// block, each right after a run of it) in one loop, calling `ended`
+    /// after each; `false`, having done nothing, with other simulations.
+    #[inline]
+    pub fn run_plain_again<S: RunSink>(
+        &mut self,
+        runs: &Repeats<'_>,
+        fetches: &[FetchPoint],
+        sink: &mut S,
+        mut ended: impl FnMut(&mut S),
+    ) -> bool {
+        let branches = self.simulates_branches();
+        let (Some(Caches::Plain(caches)), Some(columns), false) =
+            (&mut self.caches, self.events.cache, branches)
+        else {
+            return false;
+        };
+        let rules = (columns, self.modify_is_read);
+        let fetches = match runs.instructions() {
+            [(first, _), .., (addr, len)]
+                if caches.refetch_hits(*first, addr.wrapping_add(u64::from(*len).max(1) - 1)) =>
+            {
+                &[]
+            }
+            _ => fetches,
+        };
+        let tickets = &mut self.tickets;
+        runs.for_each_run(|run| {
+            run_caches(caches, tickets, rules, (run, fetches), sink);
+            ended(sink);
+        });
+        true
+    }
+
     /// The events of a conditional branch.
     pub fn conditional_branch(&mut self, addr: u64, taken: bool) -> Counts {
         match (self.events.branch, &mut self.branches) {
@@ -546,7 +581,7 @@ impl RunCaches for UseHierarchy {
 
 /// [`Simulation::run_block`] with caches and no branch simulation: each
 /// access's outcome gives its misses directly.
-#[inline]
+#[inline(always)]
 fn run_caches<C: RunCaches, S: RunSink>(
     caches: &mut C,
     tickets: &mut Tickets,

@@ -441,9 +441,26 @@ impl<'a> Repeats<'a> {
         self.records.len() / self.stride
     }
 
+    /// The instructions of their block.
+    pub fn instructions(&self) -> &'a [(u64, u8)] {
+        self.first.instructions
+    }
+
     /// How each of them starts (the same for all).
     pub fn start(&self) -> Block {
         self.first.block
+    }
+
+    /// Calls `each` with each run, as [`SimulatedBlocks`] would return it:
+    /// one block whose words change from call to call (cheaper than a copy
+    /// of the whole block per run, see [`Repeats::runs`]).
+    #[inline]
+    pub fn for_each_run(&self, mut each: impl FnMut(&SimulatedBlock<'a>)) {
+        let mut run = self.first;
+        for record in self.records.chunks_exact(self.stride) {
+            run.words = record.get(1..record.len() - 1).unwrap_or_default();
+            each(&run);
+        }
     }
 
     /// Each run, as [`SimulatedBlocks`] would return it.
