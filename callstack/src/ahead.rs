@@ -157,13 +157,25 @@ impl ChunkReport {
     /// Ends the current step: takes the cache-use model's reports of it.
     #[inline]
     fn end_step(&mut self, simulation: &mut Simulation) {
-        if let Some((charges, changes)) = simulation.cache_use() {
+        match simulation.cache_use() {
+            Some((charges, changes)) => {
+                self.end_step_with(charges, changes);
+                simulation.clear_cache_use();
+            }
+            None => self.steps += 1,
+        }
+    }
+
+    /// Ends the current step, whose cache-use charges and line changes
+    /// are `charges` and `changes`.
+    #[inline]
+    fn end_step_with(&mut self, charges: &[Charge], changes: &[LineChange]) {
+        if !charges.is_empty() || !changes.is_empty() {
             let step = self.steps;
             self.charges.extend_from_slice(charges);
             self.charge_steps.resize(self.charges.len(), step);
             self.changes.extend_from_slice(changes);
             self.change_steps.resize(self.changes.len(), step);
-            simulation.clear_cache_use();
         }
         self.steps += 1;
     }
@@ -235,10 +247,11 @@ impl EventSink for SimulationAhead {
             // A loop of one block: its runs right after this one, each a
             // step, without looking the block up again.
             if let Some(repeats) = blocks.repeats(&run) {
-                // With the plain hierarchy a step ends with no more to do.
-                let ended = |report: &mut RunReport| report.chunk.steps += 1;
+                let ended = |report: &mut RunReport, charges: &[Charge], changes: &[LineChange]| {
+                    report.chunk.end_step_with(charges, changes);
+                };
                 let report = &mut RunReport { chunk };
-                if !simulation.run_plain_again(&repeats, points, report, ended) {
+                if !simulation.run_again(&repeats, points, report, ended) {
                     repeats.for_each_run(|again| {
                         simulation.run_block_again(again, points, &mut RunReport { chunk });
                         chunk.end_step(simulation);

@@ -326,38 +326,73 @@ impl Simulation {
         self.run_block(block, fetches, sink);
     }
 
-    /// With the plain hierarchy and no branch simulation,
-    /// [`Simulation::run_block_again`] for each of `runs` (runs of one
-    /// block, each right after a run of it) in one loop, calling `ended`
-    /// after each; `false`, having done nothing, with other simulations.
+    /// With caches and no branch simulation, [`Simulation::run_block_again`]
+    /// for each of `runs` (runs of one block, each right after a run of
+    /// it) in one loop, calling `ended` after each with the cache-use
+    /// model's charges and line changes of the run (then forgotten, see
+    /// [`Simulation::clear_cache_use`]); `false`, having done nothing,
+    /// with other simulations.
     #[inline]
-    pub fn run_plain_again<S: RunSink>(
+    pub fn run_again<S: RunSink>(
         &mut self,
         runs: &Repeats<'_>,
         fetches: &[FetchPoint],
         sink: &mut S,
-        mut ended: impl FnMut(&mut S),
+        mut ended: impl FnMut(&mut S, &[Charge], &[LineChange]),
     ) -> bool {
-        let branches = self.simulates_branches();
-        let (Some(Caches::Plain(caches)), Some(columns), false) =
-            (&mut self.caches, self.events.cache, branches)
-        else {
+        let (Some(columns), false) = (self.events.cache, self.simulates_branches()) else {
             return false;
         };
         let rules = (columns, self.modify_is_read);
-        let fetches = match runs.instructions() {
-            [(first, _), .., (addr, len)]
-                if caches.refetch_hits(*first, addr.wrapping_add(u64::from(*len).max(1) - 1)) =>
-            {
-                &[]
-            }
-            _ => fetches,
-        };
         let tickets = &mut self.tickets;
-        runs.for_each_run(|run| {
-            run_caches(caches, tickets, rules, (run, fetches), sink);
-            ended(sink);
-        });
+        match &mut self.caches {
+            Some(Caches::Plain(caches)) => {
+                let fetches = match runs.instructions() {
+                    [(first, _), .., (addr, len)]
+                        if caches.refetch_hits(
+                            *first,
+                            addr.wrapping_add(u64::from(*len).max(1) - 1),
+                        ) =>
+                    {
+                        &[]
+                    }
+                    _ => fetches,
+                };
+                runs.for_each_run(|run| {
+                    run_caches(caches, tickets, rules, (run, fetches), sink);
+                    ended(sink, &[], &[]);
+                });
+            }
+            Some(Caches::Use(caches)) => {
+                let caches = &mut **caches;
+                // The runs' fetches all hit when they hit now: their uses
+                // of the I1 lines are added at once.
+                let instructions = runs.instructions();
+                let points = fetches.iter().filter_map(|point| {
+                    let &(addr, len) = instructions.get(point.at())?;
+                    Some((addr, u32::from(len), point.followers, point.mask))
+                });
+                let times = u32::try_from(runs.len());
+                let fetches = match times.map(|times| caches.fetch_hits_again(points, times)) {
+                    Ok(true) => &[],
+                    _ => fetches,
+                };
+                runs.for_each_run(|run| {
+                    run_caches(caches, tickets, rules, (run, fetches), sink);
+                    if caches.has_reports() {
+                        ended(
+                            sink,
+                            caches.pending_charges(),
+                            caches.pending_line_changes(),
+                        );
+                        forget_reports(caches, tickets);
+                    } else {
+                        ended(sink, &[], &[]);
+                    }
+                });
+            }
+            None => return false,
+        }
         true
     }
 
@@ -414,12 +449,7 @@ impl Simulation {
     /// the tickets of lines that left the cache are free again.
     pub fn clear_cache_use(&mut self) {
         if let Some(Caches::Use(caches)) = &mut self.caches {
-            for change in caches.pending_line_changes() {
-                if !change.loaded {
-                    self.tickets.release(change.owner);
-                }
-            }
-            caches.clear_reports();
+            forget_reports(caches, &mut self.tickets);
         }
     }
 
@@ -471,6 +501,17 @@ impl Tickets {
             self.free.push(ticket);
         }
     }
+}
+
+/// Forgets the cache-use model's charges and line changes so far: the
+/// tickets of lines that left the cache are free again.
+fn forget_reports(caches: &mut UseHierarchy, tickets: &mut Tickets) {
+    for change in caches.pending_line_changes() {
+        if !change.loaded {
+            tickets.release(change.owner);
+        }
+    }
+    caches.clear_reports();
 }
 
 /// Whether an access of `kind` counts as a read (`Dr`, else `Dw`): a

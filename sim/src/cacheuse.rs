@@ -189,35 +189,42 @@ impl UseCache {
 
     /// Whether an access of `size` bytes at `addr` touches one set and hits
     /// the most recently used line there, which it then uses as
-    /// [`UseHierarchy::access`] would; `false`, having done nothing,
-    /// otherwise.
+    /// [`UseHierarchy::access`] would: that line's slot; `None`, having
+    /// done nothing, otherwise.
     #[inline(always)]
-    fn hits_most_recent(&mut self, addr: u64, size: u32) -> bool {
+    fn hits_most_recent(&mut self, addr: u64, size: u32) -> Option<usize> {
+        let (slot, mask) = self.most_recent(addr, size)?;
+        self.use_slot(slot, 1, mask);
+        Some(slot)
+    }
+
+    /// The slot of the line an access of `size` bytes at `addr` hits when
+    /// it touches one set and hits the most recently used line there, with
+    /// the bytes it touches as a usage mask; `None` otherwise.
+    #[inline(always)]
+    fn most_recent(&self, addr: u64, size: u32) -> Option<(usize, u32)> {
         let line_mask = u64::from(self.line_size - 1);
         let last = addr.wrapping_add(u64::from(size.clamp(1, self.line_size)) - 1);
         if self.set_of(addr) != self.set_of(last) {
-            return false;
+            return None;
         }
         let start = self.set_of(addr) as usize * self.assoc;
-        let Some(&way) = self.tags.get(start) else {
-            return false;
-        };
+        let &way = self.tags.get(start)?;
         if way & self.tag_mask != addr & self.tag_mask {
-            return false;
+            return None;
         }
         let (first_byte, last_byte) = ((addr & line_mask) as usize, (last & line_mask) as usize);
-        let mask = match (
-            self.start_mask.get(first_byte),
-            self.end_mask.get(last_byte),
-        ) {
-            (Some(start), Some(end)) => start & end,
-            _ => return false,
-        };
-        if let Some(usage) = self.usage.get_mut(start + (way & !self.tag_mask) as usize) {
-            usage.count = usage.count.wrapping_add(1);
+        let mask = self.start_mask.get(first_byte)? & self.end_mask.get(last_byte)?;
+        Some((start + (way & !self.tag_mask) as usize, mask))
+    }
+
+    /// `count` more uses of the line in `slot`, touching the bytes of `mask`.
+    #[inline(always)]
+    fn use_slot(&mut self, slot: usize, count: u32, mask: u32) {
+        if let Some(usage) = self.usage.get_mut(slot) {
+            usage.count = usage.count.wrapping_add(count);
             usage.mask |= mask;
         }
-        true
     }
 
     /// Looks up the line of `addr` in `set`, moving it (or the new line) to the MRU
@@ -429,8 +436,10 @@ impl UseHierarchy {
     }
 
     /// [`UseHierarchy::fetch`] with the owner asked of `owner` only when a
-    /// line is loaded (most accesses load none).
-    #[inline]
+    /// line is loaded (most accesses load none). A fetch within the line
+    /// fetched last, or within the most recently used line of its set, is
+    /// decided inline, anything else out of line.
+    #[inline(always)]
     pub fn fetch_for(&mut self, addr: u64, len: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome {
         let line_mask = u64::from(self.i1.line_size - 1);
         let last = addr.wrapping_add(u64::from(len.clamp(1, self.i1.line_size)) - 1);
@@ -440,6 +449,23 @@ impl UseHierarchy {
                 return Outcome::L1Hit;
             }
         }
+        if let Some(slot) = self.i1.hits_most_recent(addr, len) {
+            self.last_fetched = Some((last & !line_mask, slot));
+            return Outcome::L1Hit;
+        }
+        self.fetch_beyond_most_recent(addr, len, owner)
+    }
+
+    /// [`UseHierarchy::fetch_for`] past its inline checks.
+    #[inline(never)]
+    fn fetch_beyond_most_recent(
+        &mut self,
+        addr: u64,
+        len: u32,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
+        let line_mask = u64::from(self.i1.line_size - 1);
+        let last = addr.wrapping_add(u64::from(len.clamp(1, self.i1.line_size)) - 1);
         let outcome = self.access(L1::I, addr, len, owner);
         let i1 = &self.i1;
         let start = i1.set_of(last) as usize * i1.assoc;
@@ -448,6 +474,38 @@ impl UseHierarchy {
             .get(start)
             .map(|&tag| (last & !line_mask, start + (tag & !i1.tag_mask) as usize));
         outcome
+    }
+
+    /// `times` rounds of fetches at `points`, each `(addr, len, count,
+    /// mask)`: a fetch of `len` bytes at `addr` ([`UseHierarchy::fetch_for`])
+    /// and `count` more within its line touching the bytes of `mask`
+    /// ([`UseHierarchy::fetch_again`]). When each first fetch is within the
+    /// most recently used line of its set, every fetch of every round hits
+    /// and changes no order, so the rounds only add to the lines' use;
+    /// `false`, having done nothing, when one is not.
+    pub fn fetch_hits_again(
+        &mut self,
+        points: impl Iterator<Item = (u64, u32, u32, u32)> + Clone,
+        times: u32,
+    ) -> bool {
+        let i1 = &self.i1;
+        if !points
+            .clone()
+            .all(|(addr, len, _, _)| i1.most_recent(addr, len).is_some())
+        {
+            return false;
+        }
+        let line_mask = u64::from(self.i1.line_size - 1);
+        for (addr, len, count, mask) in points {
+            if let Some((slot, first)) = self.i1.most_recent(addr, len) {
+                let uses = times.wrapping_mul(count.wrapping_add(1));
+                self.i1
+                    .use_slot(slot, uses, first | if count > 0 { mask } else { 0 });
+                let last = addr.wrapping_add(u64::from(len.clamp(1, self.i1.line_size)) - 1);
+                self.last_fetched = Some((last & !line_mask, slot));
+            }
+        }
+        true
     }
 
     /// The bytes of an I1 line a fetch of `len` bytes at `addr` within
@@ -487,7 +545,7 @@ impl UseHierarchy {
     #[inline(always)]
     pub fn data_for(&mut self, addr: u64, size: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome {
         let size = size.min(self.min_line);
-        if self.d1.hits_most_recent(addr, size) {
+        if self.d1.hits_most_recent(addr, size).is_some() {
             return Outcome::L1Hit;
         }
         self.data_beyond_most_recent(addr, size, owner)
@@ -797,6 +855,58 @@ mod tests {
         each.flush();
         again.flush();
         assert_eq!(charges(&mut each), charges(&mut again));
+    }
+
+    #[test]
+    fn fetches_that_hit_again_add_their_uses_as_the_rounds_would() {
+        // Blocks of one to three lines (I1: two sets of two 32-byte
+        // lines), each line with a 2-byte fetch and up to three more: run
+        // once, then again in rounds, one fetch at a time against at once.
+        let (mut each, mut batched) = (small(), small());
+        let mut state = 7u64;
+        let mut at_once = 0;
+        for owner in 0..2000u64 {
+            let random = next_random(&mut state);
+            let base = 0x1000 + ((random >> 33) % 0x20) * 32;
+            let lines = 1 + (random >> 20) % 3;
+            let points: Vec<(u64, u32, u32)> = (0..lines)
+                .map(|line| {
+                    let addr = base + 32 * line + 2 * ((random >> (8 + line)) % 4);
+                    (addr, 2, ((random >> (12 + 2 * line)) % 4) as u32)
+                })
+                .collect();
+            let round = |h: &mut UseHierarchy| {
+                for &(addr, len, count) in &points {
+                    h.fetch(addr, len, owner);
+                    for follower in 1..=u64::from(count) {
+                        assert_eq!(h.fetch(addr + 2 * follower, len, owner), Outcome::L1Hit);
+                    }
+                }
+            };
+            round(&mut each);
+            round(&mut batched);
+            let times = 1 + (random >> 40) as u32 % 4;
+            let masks: Vec<(u64, u32, u32, u32)> = points
+                .iter()
+                .map(|&(addr, len, count)| {
+                    let followers = (1..=u64::from(count)).map(|k| addr + 2 * k);
+                    let mask = followers.fold(0, |mask, at| mask | batched.fetch_mask(at, len));
+                    (addr, len, count, mask)
+                })
+                .collect();
+            if batched.fetch_hits_again(masks.iter().copied(), times) {
+                at_once += 1;
+            } else {
+                (0..times).for_each(|_| round(&mut batched));
+            }
+            (0..times).for_each(|_| round(&mut each));
+            let data = 0x4000 + (random >> 48) % 0x200;
+            assert_eq!(each.data(data, 4, owner), batched.data(data, 4, owner));
+        }
+        assert!(at_once > 100 && at_once < 1900, "{at_once} rounds at once");
+        each.flush();
+        batched.flush();
+        assert_eq!(charges(&mut each), charges(&mut batched));
     }
 
     #[test]

@@ -662,6 +662,13 @@ fn a_long_run_with_cache_and_branch_simulation_equals_valgrind() {
 }
 
 #[test]
+fn a_long_run_with_cache_simulation_alone_equals_valgrind() {
+    // Without branch simulation the loops of one block take their own path.
+    let options = ["--cache-sim=yes", "--dump-instr=yes"];
+    a_long_run_equals_valgrind(&options, &options, (&CACHE_EVENTS, true));
+}
+
+#[test]
 fn a_long_run_with_cache_use_equals_valgrind() {
     let cgx_options = [
         "--cacheuse=yes",
