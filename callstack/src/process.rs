@@ -467,7 +467,10 @@ impl Process {
                 };
                 // A run costs its block's profile plus its misses; the
                 // first run's steps make the profile.
-                let start = (simulated.block, known.info);
+                // The block by reference: a copy would load whole what
+                // the iterator has just stored in parts (see
+                // `blocks_executed`).
+                let start = (&simulated.block, known.info);
                 let cached = &mut known.table;
                 let profile = known
                     .every_run

@@ -632,7 +632,7 @@ impl ThreadState {
         instructions: &[(u64, u8)],
         table: &mut Option<RunTable>,
     ) {
-        if !self.continue_run(shared, block, info, (instructions, None), table) {
+        if !self.continue_run(shared, &block, info, (instructions, None), table) {
             self.any_block_ir(shared, block, info, instructions);
         }
     }
@@ -664,7 +664,7 @@ impl ThreadState {
         let mut left = repeats;
         while left > 0 {
             left -= 1;
-            if self.continue_run(shared, again, info, (instructions, None), table) {
+            if self.continue_run(shared, &again, info, (instructions, None), table) {
                 // The others count the run now pending, and leave it so.
                 let state = self.state();
                 let run = state.block.as_ref().and_then(|block| block.pending.run());
@@ -688,7 +688,7 @@ impl ThreadState {
     pub fn whole_block_simulated(
         &mut self,
         shared: &mut Shared<'_>,
-        (block, info): (Block, BlockInfo),
+        (block, info): (&Block, BlockInfo),
         instructions: &[(u64, u8)],
         profile: Option<&Profile>,
         cached: &mut Option<RunTable>,
@@ -743,7 +743,7 @@ impl ThreadState {
     fn continue_run(
         &mut self,
         shared: &mut Shared<'_>,
-        block: Block,
+        block: &Block,
         info: BlockInfo,
         (instructions, profile): (&[(u64, u8)], Option<&Profile>),
         cached: &mut Option<RunTable>,
