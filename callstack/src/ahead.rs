@@ -167,17 +167,23 @@ impl ChunkReport {
     }
 
     /// Ends the current step, whose cache-use charges and line changes
-    /// are `charges` and `changes`.
-    #[inline]
+    /// are `charges` and `changes` (most steps have none).
+    #[inline(always)]
     fn end_step_with(&mut self, charges: &[Charge], changes: &[LineChange]) {
         if !charges.is_empty() || !changes.is_empty() {
-            let step = self.steps;
-            self.charges.extend_from_slice(charges);
-            self.charge_steps.resize(self.charges.len(), step);
-            self.changes.extend_from_slice(changes);
-            self.change_steps.resize(self.changes.len(), step);
+            self.keep_cache_use(charges, changes);
         }
         self.steps += 1;
+    }
+
+    /// Keeps `charges` and `changes` as the current step's.
+    #[inline(never)]
+    fn keep_cache_use(&mut self, charges: &[Charge], changes: &[LineChange]) {
+        let step = self.steps;
+        self.charges.extend_from_slice(charges);
+        self.charge_steps.resize(self.charges.len(), step);
+        self.changes.extend_from_slice(changes);
+        self.change_steps.resize(self.changes.len(), step);
     }
 }
 
