@@ -315,12 +315,8 @@ impl Simulation {
         fetches: &[FetchPoint],
         sink: &mut impl RunSink,
     ) {
-        let fetches = match (&self.caches, block.instructions) {
-            (Some(Caches::Plain(caches)), [(first, _), .., (addr, len)])
-                if caches.refetch_hits(*first, addr.wrapping_add(u64::from(*len).max(1) - 1)) =>
-            {
-                &[]
-            }
+        let fetches = match &self.caches {
+            Some(Caches::Plain(caches)) if refetches_hit(caches, block.instructions) => &[],
             _ => fetches,
         };
         self.run_block(block, fetches, sink);
@@ -347,16 +343,9 @@ impl Simulation {
         let tickets = &mut self.tickets;
         match &mut self.caches {
             Some(Caches::Plain(caches)) => {
-                let fetches = match runs.instructions() {
-                    [(first, _), .., (addr, len)]
-                        if caches.refetch_hits(
-                            *first,
-                            addr.wrapping_add(u64::from(*len).max(1) - 1),
-                        ) =>
-                    {
-                        &[]
-                    }
-                    _ => fetches,
+                let fetches = match refetches_hit(caches, runs.instructions()) {
+                    true => &[],
+                    false => fetches,
                 };
                 runs.for_each_run(|run| {
                     run_caches(caches, tickets, rules, (run, fetches), sink);
@@ -500,6 +489,17 @@ impl Tickets {
         if let Ok(ticket) = u32::try_from(ticket) {
             self.free.push(ticket);
         }
+    }
+}
+
+/// Whether fetching the block of `instructions` again right after a run
+/// of it hits in I1 and changes nothing ([`Hierarchy::refetch_hits`]).
+fn refetches_hit(caches: &Hierarchy, instructions: &[(u64, u8)]) -> bool {
+    match (instructions.first(), instructions.last()) {
+        (Some(&(first, _)), Some(&(addr, len))) => {
+            caches.refetch_hits(first, addr.wrapping_add(u64::from(len).max(1) - 1))
+        }
+        _ => false,
     }
 }
 
