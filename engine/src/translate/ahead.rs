@@ -3,8 +3,10 @@
 //! and hands it back to the tracer's sink, which replays it after. The two
 //! see the same events in the same order; the one ahead runs what needs
 //! no other state (a cache simulation) beside the one behind (the call
-//! graph), on the other processor. The tracer reads the chunks (it has
-//! the time: the one ahead does more per chunk) a few ahead of the helper.
+//! graph), on the other processor. The chunks are handed to the helper a
+//! few ahead of it; the tracer reads a chunk's records itself only while
+//! it has none to replay (when it waits for the helper), else the helper
+//! reads them: whichever thread has the time.
 
 use std::ops::Range;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
@@ -24,11 +26,14 @@ const CHUNKS_AHEAD: usize = 4;
 /// chunk left (shorter than a record).
 const GAP: usize = (MAX_RECORD / 8) as usize;
 
-/// A chunk of records: its own words at `GAP..end` of `words`, and
-/// whether more follow; once replayed ahead, from `start` (the start of a
-/// record the previous chunk left is put before its own words).
+/// A chunk of records: its own words at `GAP..end` of `words` (read from
+/// the tracee's bytes at `from` unless `read` says they are), and whether
+/// more follow; once replayed ahead, from `start` (the start of a record
+/// the previous chunk left is put before its own words).
 struct Chunk {
     words: Vec<u64>,
+    from: u64,
+    read: bool,
     start: usize,
     end: usize,
     more: bool,
@@ -38,6 +43,16 @@ impl Chunk {
     /// The records to replay.
     fn records(&self) -> &[u64] {
         self.words.get(self.start..self.end).unwrap_or_default()
+    }
+
+    /// Reads its own words from `memory`, if not read yet.
+    fn read(&mut self, memory: &Memory) -> Result<()> {
+        if !self.read {
+            let own = self.words.get_mut(GAP..self.end).unwrap_or_default();
+            memory.read_bulk(self.from, bytemuck::cast_slice_mut(own))?;
+            self.read = true;
+        }
+        Ok(())
     }
 }
 
@@ -62,7 +77,7 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
             let mut ahead = ahead;
             let mut replay = helper_replay;
             replay_first(
-                cache,
+                (memory, cache),
                 (&mut replay, &mut *ahead, thread),
                 read_chunks,
                 from_helper,
@@ -93,16 +108,20 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
     replayed
 }
 
-/// The helper: replays each chunk it gets into `ahead` and sends it back
-/// (an error ends the chunks).
+/// The helper: replays each chunk it gets into `ahead` (reading it first
+/// if the tracer did not) and sends it back (an error ends the chunks).
 fn replay_first(
-    cache: &Cache,
+    (memory, cache): (&Memory, &Cache),
     (replay, ahead, thread): (&mut Replay, &mut dyn Ahead, Thread),
-    read_chunks: Receiver<Chunk>,
+    chunks: Receiver<Chunk>,
     replayed_chunks: Sender<Result<Chunk>>,
 ) {
     let mut left: Vec<u64> = Vec::new();
-    for mut chunk in read_chunks {
+    for mut chunk in chunks {
+        if let Err(error) = chunk.read(memory) {
+            let _ = replayed_chunks.send(Err(error));
+            return;
+        }
         let replayed = match GAP.checked_sub(left.len()) {
             Some(start) => {
                 chunk.start = start;
@@ -129,9 +148,9 @@ fn replay_first(
     }
 }
 
-/// The tracer's side: reads the chunks of `records` a few ahead of the
-/// helper, and replays into `sink` each the helper sends back; how many
-/// records there were.
+/// The tracer's side: hands the chunks of `records` to the helper a few
+/// ahead of it (read here while there is nothing to replay), and replays
+/// into `sink` each the helper sends back; how many records there were.
 fn read_and_replay<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
@@ -144,6 +163,8 @@ fn read_and_replay<S: EventSink + ?Sized>(
     // a chunk takes as long as reading it).
     let mut spares: Vec<Vec<u64>> = Vec::new();
     let (mut in_flight, mut records) = (0, 0);
+    // A chunk back from the helper, taken while handing out others.
+    let mut ready = None;
     loop {
         while in_flight < CHUNKS_AHEAD && next < end {
             let bytes = (end - next).min(CHUNK_BYTES);
@@ -152,25 +173,32 @@ fn read_and_replay<S: EventSink + ?Sized>(
             if words.len() < own_end {
                 words.resize(own_end, 0);
             }
-            memory.read_bulk(next, bytemuck::cast_slice_mut(&mut words[GAP..own_end]))?;
-            next += bytes;
-            let chunk = Chunk {
+            let mut chunk = Chunk {
                 words,
+                from: next,
+                read: false,
                 start: GAP,
                 end: own_end,
-                more: next < end,
+                more: next + bytes < end,
             };
+            next += bytes;
+            ready = ready.or_else(|| replayed_chunks.try_recv().ok());
+            if ready.is_none() {
+                chunk.read(memory)?;
+            }
             if to_helper.send(chunk).is_err() {
                 break;
             }
             in_flight += 1;
         }
-        if in_flight == 0 {
+        let chunk = match ready.take() {
+            Some(chunk) => chunk,
             // No records (or the helper is gone).
-            return Ok(records);
-        }
-        let Ok(chunk) = replayed_chunks.recv() else {
-            return Ok(records);
+            None if in_flight == 0 => return Ok(records),
+            None => match replayed_chunks.recv() {
+                Ok(chunk) => chunk,
+                Err(_) => return Ok(records),
+            },
         };
         let chunk = chunk?;
         in_flight -= 1;
