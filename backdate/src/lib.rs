@@ -80,6 +80,8 @@ pub struct Statistics {
 pub struct Forest<A> {
     nodes: Slab<Node<A>>,
     width: usize,
+    /// Cost vectors of pruned nodes, for new ones (a call makes a node).
+    spare_costs: Vec<Vec<u64>>,
     max_nodes: usize,
     samples: u64,
     sampled_nodes: u128,
@@ -92,6 +94,7 @@ impl<A: Copy + Eq + Hash> Forest<A> {
         Forest {
             nodes: Slab::new(),
             width,
+            spare_costs: Vec::new(),
             max_nodes: 0,
             samples: 0,
             sampled_nodes: 0,
@@ -106,13 +109,21 @@ impl<A: Copy + Eq + Hash> Forest<A> {
 
     fn insert(&mut self, parent: Option<usize>, arc: Option<A>) -> usize {
         self.created += 1;
+        let cost = match self.spare_costs.pop() {
+            Some(mut cost) => {
+                cost.clear();
+                cost.resize(self.width, 0);
+                cost
+            }
+            None => vec![0; self.width],
+        };
         let index = self.nodes.insert(Node {
             parent,
             arc,
             children: FxHashMap::default(),
             references: 0,
             active: true,
-            cost: vec![0; self.width],
+            cost,
         });
         self.max_nodes = self.max_nodes.max(self.nodes.len());
         index
@@ -229,6 +240,7 @@ impl<A: Copy + Eq + Hash> Forest<A> {
             for (total, add) in parent.cost.iter_mut().zip(&node.cost) {
                 *total += add;
             }
+            self.spare_costs.push(node.cost);
             index = parent_index;
         }
     }
