@@ -448,6 +448,8 @@ impl Process {
         let (data, branches) = (simulation.simulates_data(), simulation.simulates_branches());
         let cacheuse = events.cacheuse.is_some();
         let width = events.len().min(MAX_EVENTS);
+        // Whether the simulation runs ahead: each run is then a step of it.
+        let ahead = behind.is_some();
         while let Some(simulated) = blocks.next() {
             *blocks_run += 1;
             // The block's address alone first (see `blocks_executed`).
@@ -490,7 +492,6 @@ impl Process {
                 let mut block_events = simulated.events();
                 let mut next_event = block_events.next();
                 // With the simulation ahead, the run is one step of it.
-                let ahead = behind.is_some();
                 let report = behind.as_mut().map(Behind::next_step).unwrap_or_default();
                 load_all(&report, (owners, costs_key), thread, instructions);
                 let mut misses = report
@@ -568,7 +569,6 @@ impl Process {
             // simulation ahead, each run is just a step of it.
             let mut runs = std::iter::once(simulated)
                 .chain(repeated.iter().flat_map(|repeats| repeats.runs()));
-            let ahead = behind.is_some();
             for again in (0..count).map(|run| run > 0) {
                 let report = match behind.as_mut() {
                     Some(behind) => behind.next_step(),

@@ -89,7 +89,7 @@ impl Hierarchy {
         first <= last && lines < u64::from(self.config.i1.sets())
     }
 
-    /// [`Hierarchy::fetch`] past its inline check; `last` is the line the
+    /// [`Hierarchy::fetch`] past its inline checks; `last` is the line the
     /// fetch ends in.
     #[inline(never)]
     fn fetch_beyond_last_line(&mut self, addr: u64, len: u32, last: u64) -> Outcome {

@@ -458,7 +458,7 @@ impl<'a> Repeats<'a> {
     pub fn for_each_run(&self, mut each: impl FnMut(&SimulatedBlock<'a>)) {
         let mut run = self.first;
         for record in self.records.chunks_exact(self.stride) {
-            run.words = record.get(1..record.len() - 1).unwrap_or_default();
+            run.words = record_words(record);
             each(&run);
         }
     }
@@ -470,7 +470,7 @@ impl<'a> Repeats<'a> {
         self.records
             .chunks_exact(self.stride)
             .map(move |record| SimulatedBlock {
-                words: record.get(1..record.len() - 1).unwrap_or_default(),
+                words: record_words(record),
                 ..first
             })
     }
@@ -497,7 +497,7 @@ impl<'a> SimulatedBlocks<'a> {
         let stride = run.words.len() + (RECORD_HEADER / 8) as usize;
         let mut end = self.at;
         while let Some(record) = self.words.get(end..end + stride) {
-            let words = record.get(1..stride - 1).unwrap_or_default();
+            let words = record_words(record);
             let repeats = record.first() == Some(&id)
                 && record.last() == Some(&run.block.sp)
                 && self.kept != Some(end + stride)
@@ -514,7 +514,7 @@ impl<'a> SimulatedBlocks<'a> {
                     arrival: self.replay.arrival(run.block.addr),
                     ..run.block
                 },
-                words: records.get(1..stride - 1)?,
+                words: record_words(records.get(..stride)?),
                 ..*run
             },
             records,
@@ -532,6 +532,14 @@ impl<'a> SimulatedBlocks<'a> {
         self.replay
             .ran_again(runs as u64, repeats.first.instructions.len());
     }
+}
+
+/// The words a record holds for its run: all but its first (the
+/// translation id) and its last (the stack pointer).
+fn record_words(record: &[u64]) -> &[u64] {
+    record
+        .get(1..record.len().saturating_sub(1))
+        .unwrap_or_default()
 }
 
 /// The key of a run of translation `id` ([`SimulatedBlock::key`]): twice
