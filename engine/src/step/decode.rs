@@ -11,6 +11,9 @@ use iced_x86::{Decoder, DecoderOptions};
 use crate::flow::{client_request_prefix, Flow, CLIENT_REQUEST_LEN, MAX_INSTRUCTION_LEN};
 use crate::semantics::{Accesses, Branch, Decoded, Effect};
 
+/// The zero flag in `eflags`.
+const ZERO_FLAG: u64 = 1 << 6;
+
 /// How a step of a REP string instruction went: the iterations it ran, and
 /// whether it then ended the instruction by the count check (an execution of
 /// its own for Valgrind).
@@ -92,10 +95,13 @@ impl Decoded {
         };
         let (count_before, count_after) = (before.rcx & mask, after.rcx & mask);
         let iterations = count_before.wrapping_sub(count_after) & mask;
-        let zero_flag = after.eflags & 0x40 != 0;
+        // The flags are defined once the instruction is left. A step that
+        // stops in its middle ran iterations whose condition held, and the
+        // processor may not have updated ZF yet (seen with fast short REPE
+        // CMPSB / REPNE SCASB): it is not read there.
         let condition_held = match rep.while_zero_flag {
-            Some(want) => want == zero_flag,
-            None => true,
+            Some(want) if left => want == (after.eflags & ZERO_FLAG != 0),
+            _ => true,
         };
         let count_check = left && (iterations == 0 || (count_after == 0 && condition_held));
         Some(Repetitions {
@@ -117,4 +123,118 @@ pub(super) fn read_available(memory: &File, addr: u64, buffer: &mut [u8]) -> usi
         }
     }
     got
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The instruction of `bytes` at 0x1000.
+    fn instruction(bytes: &[u8]) -> Decoded {
+        let mut decoder = Decoder::with_ip(64, bytes, 0x1000, DecoderOptions::NONE);
+        Decoded::of(&decoder.decode())
+    }
+
+    /// Registers with `rcx`, `rip` and the zero flag.
+    fn regs(rcx: u64, rip: u64, zero_flag: bool) -> libc::user_regs_struct {
+        // SAFETY: a plain-data struct of integers; all zeros is valid.
+        let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+        regs.rcx = rcx;
+        regs.rip = rip;
+        regs.eflags = 0x202 | if zero_flag { ZERO_FLAG } else { 0 };
+        regs
+    }
+
+    const REPE_CMPSB: &[u8] = &[0xf3, 0xa6];
+    const REPNE_SCASB: &[u8] = &[0xf2, 0xae];
+    const REP_MOVSB: &[u8] = &[0xf3, 0xa4];
+
+    #[test]
+    fn in_the_middle_the_condition_held_whatever_the_flags_say() {
+        for (bytes, stale) in [(REPE_CMPSB, false), (REPNE_SCASB, true)] {
+            let decoded = instruction(bytes);
+            let before = regs(12, 0x1000, stale);
+            let after = regs(11, 0x1000, stale);
+            let rep = decoded.repetitions(0x1000, &before, &after);
+            assert_eq!(
+                rep,
+                Some(Repetitions {
+                    iterations: 1,
+                    count_check: false,
+                    condition_held: true,
+                })
+            );
+            assert_eq!(decoded.executions(0x1000, &before, &after, true), 1);
+        }
+    }
+
+    #[test]
+    fn at_the_end_the_flags_tell_whether_the_condition_held() {
+        let decoded = instruction(REPE_CMPSB);
+        // The bytes differed: the instruction ends before the count does.
+        let before = regs(12, 0x1000, true);
+        let differed = regs(4, 0x1002, false);
+        let rep = decoded.repetitions(0x1000, &before, &differed);
+        assert_eq!(
+            rep,
+            Some(Repetitions {
+                iterations: 8,
+                count_check: false,
+                condition_held: false,
+            })
+        );
+        // Equal to the end: the count check ends it, an execution of its own.
+        let equal = regs(0, 0x1002, true);
+        let rep = decoded.repetitions(0x1000, &before, &equal);
+        assert_eq!(
+            rep,
+            Some(Repetitions {
+                iterations: 12,
+                count_check: true,
+                condition_held: true,
+            })
+        );
+        assert_eq!(decoded.executions(0x1000, &before, &equal, true), 13);
+        // The last bytes differed: no count check.
+        let last_differed = regs(0, 0x1002, false);
+        let rep = decoded.repetitions(0x1000, &before, &last_differed);
+        assert_eq!(rep.map(|rep| rep.count_check), Some(false));
+        // REPNE SCASB found the byte (ZF set) in its last step.
+        let scasb = instruction(REPNE_SCASB);
+        let found = regs(9, 0x1002, true);
+        let rep = scasb.repetitions(0x1000, &regs(10, 0x1000, false), &found);
+        assert_eq!(rep.map(|rep| rep.condition_held), Some(false));
+    }
+
+    #[test]
+    fn a_zero_count_and_plain_rep() {
+        let decoded = instruction(REPE_CMPSB);
+        let rep = decoded.repetitions(0x1000, &regs(0, 0x1000, false), &regs(0, 0x1002, false));
+        assert_eq!(
+            rep.map(|rep| (rep.iterations, rep.count_check)),
+            Some((0, true))
+        );
+        // Plain REP has no condition: the flags never matter.
+        let movsb = instruction(REP_MOVSB);
+        let rep = movsb.repetitions(0x1000, &regs(3, 0x1000, false), &regs(0, 0x1002, false));
+        assert_eq!(
+            rep,
+            Some(Repetitions {
+                iterations: 3,
+                count_check: true,
+                condition_held: true,
+            })
+        );
+        assert_eq!(
+            decoded
+                .repetitions(0x1000, &regs(0, 0, false), &regs(0, 0, false))
+                .map(|r| r.iterations),
+            Some(0)
+        );
+        let plain = instruction(&[0x90]);
+        assert_eq!(
+            plain.repetitions(0x1000, &regs(0, 0x1000, false), &regs(0, 0x1001, false)),
+            None
+        );
+    }
 }
