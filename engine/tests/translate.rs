@@ -179,9 +179,9 @@ fn cpuid_is_answered_in_translated_blocks_as_by_the_step_backend() {
     assert_eq!(outcome.exit, step_outcome.exit);
     assert_eq!(outcome.stepped_blocks, 0, "{outcome:?}");
     assert_same_events(&fast.events, &reference.events, 3);
-    if cgx_engine::cpuid::ValgrindCpu::for_host().is_some() {
+    if let Some(cpu) = cgx_engine::cpuid::ValgrindCpu::for_host() {
         // "Genu" (0x47 = 'G') and Valgrind's leaf count.
-        let [leaves, ebx, _, _] = cgx_engine::cpuid::ValgrindCpu.cpuid(0, 0);
+        let [leaves, ebx, _, _] = cpu.cpuid(0, 0);
         let code = ((ebx & 0xff) + leaves) & 0xff;
         assert_eq!(outcome.exit, Exit::Code(code as i32));
     }

@@ -54,9 +54,11 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   --trace-children=no|yes       follow execve into new programs [no]
   --machine=valgrind|host       the machine the program sees [valgrind]:
                                 valgrind: as under Valgrind, so libc takes the same
-                                paths: cpuid describes Valgrind's processor (unless
-                                this host lacks an instruction set it announces) and
-                                there is no vDSO; host: this machine as it is
+                                paths: cpuid describes Valgrind's processor as this
+                                host runs it (the xsave area of leaf 0xd is the host's;
+                                the host's own cpuid if it lacks an instruction set
+                                Valgrind's announces) and there is no vDSO;
+                                host: this machine as it is
   --backend=translate|step      how the program is traced [translate]:
                                 translate: runs instrumented copies of the program's
                                 code from a cache in its memory (fast). It traces

@@ -76,8 +76,9 @@ pub struct RunOptions {
     /// is not modelled.
     pub superblocks: bool,
     /// Show the program Valgrind's machine: answer its `cpuid` as Valgrind
-    /// does (see [`crate::cpuid`]; not on a host that lacks an instruction
-    /// set Valgrind's processor announces) and hide the vDSO from it (as
+    /// does, as far as this host can run it (see [`crate::cpuid`]: leaf
+    /// 0xd is the host's; not on a host that lacks an instruction set
+    /// Valgrind's processor announces) and hide the vDSO from it (as
     /// Valgrind does), so libc takes the paths it takes under Valgrind.
     pub valgrind_machine: bool,
     /// The run feeds cache or branch simulations: report data accesses and

@@ -389,7 +389,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     client_request(self.sink, state, at)?;
                     continue;
                 }
-                if let (true, Some(cpu)) = (decoded.cpuid, self.cpu) {
+                if let (true, Some(cpu)) = (decoded.cpuid, &self.cpu) {
                     let step = Step {
                         at,
                         decoded: Some(decoded),

@@ -42,7 +42,7 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
     block: Option<&DecodedBlock>,
     regs: &mut Regs,
     steps: &mut u64,
-    cpu: Option<ValgrindCpu>,
+    cpu: Option<&ValgrindCpu>,
 ) -> Result<Stepped> {
     let addr = regs.rip;
     replay.block(sink, thread, addr, regs.rsp);

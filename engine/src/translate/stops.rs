@@ -93,7 +93,7 @@ pub(super) struct Stopped<'a, S: EventSink + ?Sized> {
     /// The run's counters.
     pub outcome: &'a mut Outcome,
     /// The processor `cpuid` describes, when not the host's.
-    pub cpu: Option<ValgrindCpu>,
+    pub cpu: Option<&'a ValgrindCpu>,
 }
 
 impl<S: EventSink + ?Sized> Stopped<'_, S> {

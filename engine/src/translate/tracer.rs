@@ -203,7 +203,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             space,
             state,
             outcome: &mut self.outcome,
-            cpu: self.cpu,
+            cpu: self.cpu.as_ref(),
         };
         serve(&mut stopped).map(Some)
     }
