@@ -263,13 +263,16 @@ impl EventSink for Collector {
         self.processes.insert(child_pid, child);
     }
 
-    fn exec(&mut self, pid: i32, traced: bool) {
+    fn exec(&mut self, pid: i32, _program: &std::path::Path, traced: bool) {
+        if !traced {
+            // The process leaves the run: its profile is complete.
+            self.end_process(pid);
+            return;
+        }
         // Valgrind loses what the old program collected.
         self.processes.remove(&pid);
         self.combined.remove(&pid);
-        if traced {
-            self.process(pid);
-        }
+        self.process(pid);
     }
 
     fn process_exited(&mut self, pid: i32, _exit: Exit) {

@@ -29,6 +29,16 @@ pub enum Error {
         /// The error `execve` returned.
         source: io::Error,
     },
+    /// The program is one cgx cannot trace as it runs natively (another
+    /// processor's, 32-bit, a set-user-ID program that would lose its
+    /// privileges, ptrace forbidden); nothing ran.
+    #[error("{}: cannot be traced: {reason}", path.display())]
+    Untraceable {
+        /// The program.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A system call of the tracer failed.
     #[error("{operation} failed: {source}")]
     Os {
@@ -43,9 +53,11 @@ pub enum Error {
 }
 
 impl Error {
-    /// The exit status a shell gives for this error when it starts a program:
-    /// 127 for a missing program, 126 for one that cannot be executed, `None` for
-    /// errors that are not about starting the program.
+    /// The exit status for this error when it starts a program: as a shell
+    /// gives it, 127 for a missing program, 126 for one that cannot be
+    /// executed; 1 for one that cannot be traced (as Valgrind for a program
+    /// it cannot run); `None` for errors that are not about starting the
+    /// program.
     pub fn shell_exit_code(&self) -> Option<i32> {
         match self {
             Error::NotFound { .. } => Some(127),
@@ -55,6 +67,7 @@ impl Error {
             } else {
                 126
             }),
+            Error::Untraceable { .. } => Some(1),
             Error::Os { .. } | Error::Unexpected(_) => None,
         }
     }

@@ -295,9 +295,10 @@ pub trait EventSink {
     /// a copy of the parent's state. Its events follow with `pid == child_pid`.
     fn forked(&mut self, _parent: Thread, _child_pid: i32) {}
 
-    /// Process `pid` replaced its program with `execve`; it is traced on only
-    /// if the engine was asked to trace children.
-    fn exec(&mut self, _pid: i32, _traced: bool) {}
+    /// Process `pid` replaced its program with `execve` of `program` (empty
+    /// if unknown); it is traced on only if the engine was asked to trace
+    /// children (`traced`).
+    fn exec(&mut self, _pid: i32, _program: &std::path::Path, _traced: bool) {}
 
     /// Process `pid` ended.
     fn process_exited(&mut self, _pid: i32, _exit: Exit) {}

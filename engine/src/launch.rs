@@ -1,15 +1,14 @@
 //! Starting a program under ptrace: resolve it like a shell, pin the tracer to
-//! one CPU, ignore SIGINT/SIGQUIT in the tracer, fork, `PTRACE_TRACEME` and
-//! exec in the child (with the interrupt signals' dispositions restored).
+//! one CPU, fork, `PTRACE_TRACEME` and exec in the child (with the
+//! dispositions of the signals cgx relays restored, see `relay`).
 
+use crate::error::{Error, Result};
+use crate::relay::{Relay, RELAYED};
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-use crate::error::{Error, Result};
 
 /// A program to run under the tracer, with its arguments. It gets the user's
 /// stdin, stdout, stderr, environment and working directory.
@@ -207,101 +206,16 @@ impl Drop for CpuPin {
     }
 }
 
-/// The signals a tracer ignores while its tracee runs (like a shell's `time`):
-/// the terminal sends them to the whole foreground process group, and they
-/// must end the tracee, not the tracer.
-const INTERRUPTS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGQUIT];
-
-/// Dispositions of [`INTERRUPTS`] before the first live [`InterruptGuard`],
-/// and how many guards are alive (runs may overlap on several threads).
-struct Ignoring {
-    guards: usize,
-    previous: [libc::sigaction; 2],
+/// The program process `pid` runs (its `/proc/PID/exe`), empty if unknown.
+pub(crate) fn program_of(pid: libc::pid_t) -> PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default()
 }
 
-// SAFETY: `sigaction` is plain data (a handler address, a mask, flags).
-unsafe impl Send for Ignoring {}
+/// What the child reports failed before the program ran: `PTRACE_TRACEME`.
+const STAGE_PTRACE: i32 = 1;
 
-static IGNORING: Mutex<Option<Ignoring>> = Mutex::new(None);
-
-/// While alive, the process ignores SIGINT and SIGQUIT; the last guard
-/// dropped restores the previous dispositions.
-pub(crate) struct InterruptGuard;
-
-impl InterruptGuard {
-    /// Starts ignoring SIGINT and SIGQUIT (if no other guard does already).
-    pub(crate) fn ignore() -> InterruptGuard {
-        let mut ignoring = IGNORING
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        match ignoring.as_mut() {
-            Some(ignoring) => ignoring.guards += 1,
-            None => {
-                // SAFETY: sigaction is plain data; the calls get valid pointers.
-                unsafe {
-                    let mut previous: [libc::sigaction; 2] = std::mem::zeroed();
-                    let mut ignore: libc::sigaction = std::mem::zeroed();
-                    ignore.sa_sigaction = libc::SIG_IGN;
-                    for (signal, previous) in INTERRUPTS.iter().zip(previous.iter_mut()) {
-                        libc::sigaction(*signal, &ignore, previous);
-                    }
-                    *ignoring = Some(Ignoring {
-                        guards: 1,
-                        previous,
-                    });
-                }
-            }
-        }
-        InterruptGuard
-    }
-}
-
-impl Drop for InterruptGuard {
-    fn drop(&mut self) {
-        let mut ignoring = IGNORING
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(state) = ignoring.as_mut() {
-            state.guards -= 1;
-            if state.guards == 0 {
-                // SAFETY: restoring dispositions sigaction returned.
-                unsafe {
-                    for (signal, previous) in INTERRUPTS.iter().zip(state.previous.iter()) {
-                        libc::sigaction(*signal, previous, std::ptr::null_mut());
-                    }
-                }
-                *ignoring = None;
-            }
-        }
-    }
-}
-
-/// The dispositions a new tracee gets for [`INTERRUPTS`]: ignored if they
-/// were ignored before any [`InterruptGuard`] (e.g. under `nohup`), else the
-/// default.
-fn interrupt_dispositions_for_child() -> [libc::sighandler_t; 2] {
-    let ignoring = IGNORING
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let mut dispositions = [libc::SIG_DFL; 2];
-    for (index, signal) in INTERRUPTS.iter().enumerate() {
-        let handler = match ignoring.as_ref() {
-            Some(state) => state.previous[index].sa_sigaction,
-            None => {
-                // SAFETY: querying a disposition into a local.
-                unsafe {
-                    let mut current: libc::sigaction = std::mem::zeroed();
-                    libc::sigaction(*signal, std::ptr::null(), &mut current);
-                    current.sa_sigaction
-                }
-            }
-        };
-        if handler == libc::SIG_IGN {
-            dispositions[index] = libc::SIG_IGN;
-        }
-    }
-    dispositions
-}
+/// What the child reports failed before the program ran: `execve`.
+const STAGE_EXEC: i32 = 2;
 
 /// A traced child, stopped right after its `execve` (before its first
 /// instruction). Killed and reaped when dropped unless [`Tracee::finished`] was
@@ -336,6 +250,7 @@ impl Drop for Tracee {
 /// then issues all ptrace requests for it.
 pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
     let path = resolve(&command.program)?;
+    crate::preflight::check(&path)?;
     let to_c = |text: &OsStr| {
         CString::new(text.as_bytes())
             .map_err(|_| Error::Unexpected("an argument contains a NUL byte".into()))
@@ -355,7 +270,7 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
         return Err(Error::last_os("pipe2"));
     }
     let [read_end, write_end] = fds;
-    let interrupt_dispositions = interrupt_dispositions_for_child();
+    let dispositions = Relay::dispositions_for_child();
 
     // SAFETY: fork; the child only makes async-signal-safe calls before execve
     // or _exit, on data prepared before the fork.
@@ -373,7 +288,7 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
         // SAFETY: the child; see above.
         unsafe {
             libc::close(read_end);
-            for (signal, handler) in INTERRUPTS.iter().zip(interrupt_dispositions) {
+            for (signal, handler) in RELAYED.iter().zip(dispositions) {
                 let mut action: libc::sigaction = std::mem::zeroed();
                 action.sa_sigaction = handler;
                 libc::sigaction(*signal, &action, std::ptr::null_mut());
@@ -385,20 +300,25 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
             if current != -1 {
                 libc::personality((current | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong);
             }
-            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == 0 {
+            let stage = if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == 0 {
                 libc::execv(c_path.as_ptr(), argv_ptrs.as_ptr());
-            }
+                STAGE_EXEC
+            } else {
+                STAGE_PTRACE
+            };
             let errno = *libc::__errno_location();
-            let bytes = errno.to_ne_bytes();
+            let mut bytes = [0u8; 8];
+            bytes[..4].copy_from_slice(&stage.to_ne_bytes());
+            bytes[4..].copy_from_slice(&errno.to_ne_bytes());
             libc::write(write_end, bytes.as_ptr().cast(), bytes.len());
             libc::_exit(127);
         }
     }
     let mut tracee = Tracee { pid, done: false };
     // SAFETY: closing our copy of the write end, reading into a local buffer.
-    let exec_errno = unsafe {
+    let failure = unsafe {
         libc::close(write_end);
-        let mut bytes = [0u8; 4];
+        let mut bytes = [0u8; 8];
         let mut got = 0usize;
         while got < bytes.len() {
             let n = libc::read(
@@ -415,9 +335,22 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
             got += n as usize;
         }
         libc::close(read_end);
-        (got == bytes.len()).then(|| i32::from_ne_bytes(bytes))
+        let word = |at: usize| {
+            i32::from_ne_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+        };
+        (got == bytes.len()).then(|| (word(0), word(4)))
     };
-    if let Some(errno) = exec_errno {
+    if let Some((STAGE_PTRACE, errno)) = failure {
+        return Err(Error::Untraceable {
+            path,
+            reason: format!(
+                "this system forbids tracing it (PTRACE_TRACEME: {}; a seccomp filter, \
+                 Yama's ptrace_scope or a container's policy)",
+                io::Error::from_raw_os_error(errno)
+            ),
+        });
+    }
+    if let Some((_, errno)) = failure {
         return Err(Error::Exec {
             path,
             source: io::Error::from_raw_os_error(errno),

@@ -297,6 +297,7 @@ fn exec_without_trace_children_detaches() {
     assert_eq!(outcome.exit, Exit::Code(3));
     let pid = recorder.blocks()[0].0.pid;
     assert!(recorder.events.contains(&Event::Exec(pid, false)));
+    assert_eq!(recorder.exec_programs, std::slice::from_ref(&tiny));
     let exec_at = recorder
         .events
         .iter()

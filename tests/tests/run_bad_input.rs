@@ -141,3 +141,61 @@ fn unknown_option_is_an_error_naming_it() {
         marker.display()
     );
 }
+
+#[test]
+fn a_directory_exits_126() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let folder = dir.path().join("a-folder");
+    fs::create_dir(&folder).expect("a folder");
+    let cgx = run(Profiler::Cgx, &["-q"], &folder, &[], dir.path());
+    assert_error(&cgx, Some(126), "is a directory");
+}
+
+/// Writes an executable file `name` in `dir` with `bytes`; returns its path.
+fn executable(dir: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    fs::write(&path, bytes).expect("a file is written");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod 755");
+    path
+}
+
+#[test]
+fn programs_cgx_cannot_trace_are_refused_before_they_run() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    // A 32-bit x86 program that would exit 0 at once.
+    let source = dir.path().join("exit32.S");
+    fs::write(
+        &source,
+        ".globl _start\n_start:\n mov $1, %eax\n xor %ebx, %ebx\n int $0x80\n",
+    )
+    .expect("a source file");
+    let program32 = dir.path().join("exit32");
+    cgx_tests::successful_output_of(
+        std::process::Command::new("gcc")
+            .args(["-m32", "-nostdlib", "-static", "-o"])
+            .arg(&program32)
+            .arg(&source),
+    );
+    assert_status(&native(&program32, &[], dir.path()), 0);
+    let cgx = run(Profiler::Cgx, &["-q"], &program32, &[], dir.path());
+    assert_error(&cgx, Some(1), "a 32-bit x86 program");
+    assert!(cgx.files.is_empty(), "{:?}", cgx.files);
+    // An AArch64 ELF header.
+    let mut header = vec![0u8; 64];
+    header[..8].copy_from_slice(b"\x7fELF\x02\x01\x01\x00");
+    header[16] = 2;
+    header[18] = 0xb7;
+    let arm = executable(dir.path(), "arm-program", &header);
+    let cgx = run(Profiler::Cgx, &["-q"], &arm, &[], dir.path());
+    assert_error(&cgx, Some(1), "a program for AArch64");
+    // A script whose interpreter is the 32-bit program.
+    let script = executable(
+        dir.path(),
+        "script32",
+        format!("#!{}\n", program32.display()).as_bytes(),
+    );
+    let cgx = run(Profiler::Cgx, &["-q"], &script, &[], dir.path());
+    assert_error(&cgx, Some(1), "its interpreter");
+    assert!(cgx.stderr.contains("32-bit"), "{}", cgx.stderr);
+    assert_eq!(cgx.stderr.lines().count(), 1, "{}", cgx.stderr);
+}

@@ -101,8 +101,11 @@ Files: NAME for the profile of each process; NAME.N for the Nth dump a program a
 for (CALLGRIND_DUMP_STATS); NAME-NN for thread NN with --separate-threads=yes. The
 folder is checked before the program starts. cgx exits with the program's exit code,
 128+N when it was killed by signal N (its profile is written all the same), 127 or 126
-when it cannot be started, and 1 for errors of cgx (a profile that could not be
-written: then at least 1).";
+when it cannot be started, 1 when it cannot be traced (a 32-bit program, another
+processor's, ptrace forbidden) and for errors of cgx (a profile that could not be
+written: then at least 1). SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGALRM, SIGUSR1 and
+SIGUSR2 sent to cgx are passed on to the program. An execve without
+--trace-children=yes ends the process's profile, with a line saying so.";
 
 /// Runs `cgx run`: returns the program's exit code, or an error of cgx.
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
@@ -260,6 +263,10 @@ impl trace::Listener for Report<'_> {
             Exit::Signal { signal, .. } => Some(signal),
         };
         self.output.exited(pid, signal);
+    }
+
+    fn exec_untraced(&mut self, pid: i32, program: &std::path::Path) {
+        self.output.exec_untraced(pid, program);
     }
 
     fn collector_failed(&mut self, error: cgx_callstack::Error) {

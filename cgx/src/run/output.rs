@@ -152,6 +152,14 @@ impl Output {
         Ok(())
     }
 
+    /// Process `pid` ran `execve` of `program`, which is not traced: says so
+    /// in one line, with the option that follows it.
+    pub fn exec_untraced(&mut self, pid: i32, program: &Path) {
+        if self.verbosity > 0 {
+            eprintln!("{}", exec_hint(pid, program));
+        }
+    }
+
     /// Process `pid` ended, killed by `signal` or not: prints its termination
     /// message and its summary (once its dumps are written).
     pub fn exited(&mut self, pid: i32, signal: Option<i32>) {
@@ -239,6 +247,20 @@ impl Output {
         };
         &mut self.processes[index]
     }
+}
+
+/// The line that tells that process `pid` left the run with `execve` of
+/// `program`.
+fn exec_hint(pid: i32, program: &Path) -> String {
+    let program = if program.as_os_str().is_empty() {
+        "another program".to_string()
+    } else {
+        program.display().to_string()
+    };
+    format!(
+        "cgx: process {pid} ran execve of {program}, which is not traced: its profile ends there \
+         (--trace-children=yes follows execve)"
+    )
 }
 
 /// Lays out a part converted to Cachegrind as Cachegrind writes it: the three

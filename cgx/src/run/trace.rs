@@ -58,6 +58,9 @@ pub trait Listener {
     fn dumps(&mut self, dumps: Vec<Dump>);
     /// Process `pid` ended; its last dumps came just before.
     fn process_exited(&mut self, pid: i32, exit: Exit);
+    /// Process `pid` ran `execve` of `program`, which is not traced; its
+    /// dumps came just before.
+    fn exec_untraced(&mut self, pid: i32, program: &std::path::Path);
     /// The collector could not make a profile (reported, the run goes on).
     fn collector_failed(&mut self, error: cgx_callstack::Error);
     /// The sizes of process `pid`'s back-dating tree over the run (told at
@@ -233,9 +236,12 @@ impl EventSink for Tap<'_> {
         self.collector.forked(parent, child_pid);
     }
 
-    fn exec(&mut self, pid: i32, traced: bool) {
-        self.collector.exec(pid, traced);
+    fn exec(&mut self, pid: i32, program: &std::path::Path, traced: bool) {
+        self.collector.exec(pid, program, traced);
         self.take_dumps();
+        if !traced {
+            self.listener.exec_untraced(pid, program);
+        }
     }
 
     fn process_exited(&mut self, pid: i32, exit: Exit) {

@@ -57,7 +57,8 @@ mod tracer;
 
 use crate::error::Result;
 use crate::event::{EventSink, Exit};
-use crate::launch::{self, Command, CpuPin, InterruptGuard};
+use crate::launch::{self, Command, CpuPin};
+use crate::relay::Relay;
 
 /// Options of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -119,9 +120,10 @@ pub struct Outcome {
 /// the initial process has exited and no traced process is left.
 ///
 /// Signals the tracee receives are delivered to it as they would be without
-/// the tracer; while the run lasts the calling process ignores SIGINT and
-/// SIGQUIT (like a shell's `time`), so a Ctrl-C reaches and ends the tracee,
-/// whose death is reported as [`Exit::Signal`]. The calling thread is pinned
+/// the tracer; while the run lasts the signals that end or poke a program
+/// (SIGTERM, SIGHUP, SIGINT, ...) sent to the calling process are relayed to
+/// the tracee (see `relay`; a terminal's Ctrl-C reaches the tracee
+/// directly), whose death is reported as [`Exit::Signal`]. The calling thread is pinned
 /// to its current CPU while the run lasts (the tracees stay on that CPU). All
 /// ptrace requests come from the calling thread; concurrent runs on other
 /// threads do not see each other's tracees.
@@ -131,8 +133,9 @@ pub fn run<S: EventSink + ?Sized>(
     sink: &mut S,
 ) -> Result<Outcome> {
     let _pin = CpuPin::pin_current_thread();
-    let _interrupts = InterruptGuard::ignore();
+    let mut relay = Relay::install();
     let mut tracee = launch::spawn(command)?;
+    relay.target(tracee.pid);
     let result = tracer::Tracer::new(sink, *options, tracee.pid).run();
     if result.is_ok() {
         tracee.finished();

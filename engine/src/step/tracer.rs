@@ -299,8 +299,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         if let Some(process) = self.tracees.processes.get_mut(&pid) {
             process.code.clear();
         }
+        let program = crate::launch::program_of(tid);
         if self.options.trace_children {
-            self.sink.exec(pid, true);
+            self.sink.exec(pid, &program, true);
             state.memory = open_memory(tid)?;
             if self.options.valgrind_machine {
                 auxv::hide_vdso(pid, after.rsp)?;
@@ -311,7 +312,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             state.inject = 0;
             return self.advance(tid, true);
         }
-        self.sink.exec(pid, false);
+        self.sink.exec(pid, &program, false);
         ptrace::detach(tid)?;
         self.tracees
             .threads

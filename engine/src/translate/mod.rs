@@ -126,7 +126,8 @@ mod writes;
 
 use crate::error::Result;
 use crate::event::{EventSink, Exit};
-use crate::launch::{self, Command, CpuPin, InterruptGuard};
+use crate::launch::{self, Command, CpuPin};
+use crate::relay::Relay;
 use crate::step::RunOptions;
 
 /// What a run of the translate backend reports besides the events.
@@ -173,15 +174,17 @@ pub struct Outcome {
 /// this slice covers). All of `options` are followed.
 ///
 /// Like the step backend, the calling thread is pinned to its CPU while the
-/// run lasts and the calling process ignores SIGINT and SIGQUIT. The
+/// run lasts and signals sent to the calling process are relayed to the
+/// program. The
 /// program is started before the pin, so its threads may run on every CPU.
 pub fn run<S: EventSink + ?Sized>(
     command: &Command,
     options: &RunOptions,
     sink: &mut S,
 ) -> Result<Outcome> {
-    let _interrupts = InterruptGuard::ignore();
+    let mut relay = Relay::install();
     let mut tracee = launch::spawn(command)?;
+    relay.target(tracee.pid);
     let _pin = CpuPin::pin_current_thread();
     let result = tracer::Tracer::new(sink, tracee.pid, options).and_then(tracer::Tracer::run);
     if result.is_ok() {

@@ -438,8 +438,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             return Ok(Some(Next::Resume(0)));
         };
         let pid = state.thread.pid;
+        let program = crate::launch::program_of(tid);
         if !self.options.trace_children {
-            self.sink.exec(pid, false);
+            self.sink.exec(pid, &program, false);
             ptrace::detach(tid)?;
             let gone: Vec<i32> = self
                 .threads
@@ -455,7 +456,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             self.drop_unused_spaces();
             return Ok(None);
         }
-        self.sink.exec(pid, true);
+        self.sink.exec(pid, &program, true);
         let memory = super::memory::Memory::open(tid)?;
         let mut regs = inject::leave_syscall(tid, &memory)?;
         let (space, area) = self.new_program(tid, &mut regs)?;

@@ -159,6 +159,8 @@ pub struct Recorder {
     pub events: Vec<Event>,
     pub answer: Option<u64>,
     pub simulations: bool,
+    /// The programs of the `exec` events, in order.
+    pub exec_programs: Vec<std::path::PathBuf>,
 }
 
 impl Recorder {
@@ -220,8 +222,9 @@ impl EventSink for Recorder {
     fn forked(&mut self, parent: Thread, child_pid: i32) {
         self.events.push(Event::Forked(parent, child_pid));
     }
-    fn exec(&mut self, pid: i32, traced: bool) {
+    fn exec(&mut self, pid: i32, program: &std::path::Path, traced: bool) {
         self.events.push(Event::Exec(pid, traced));
+        self.exec_programs.push(program.to_path_buf());
     }
     fn process_exited(&mut self, pid: i32, exit: Exit) {
         self.events.push(Event::ProcessExited(pid, exit));

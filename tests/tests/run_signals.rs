@@ -1,0 +1,197 @@
+//! Signals sent to cgx reach the program, as under Valgrind (where the two
+//! are one process): SIGTERM, SIGHUP and SIGINT sent with `kill` to cgx
+//! end the program (`signals.c`, which waits) by that signal, its profile
+//! is written and cgx exits 128 + N; SIGUSR1 reaches its handler, and the
+//! program goes on and exits 0. `timeout` ends the run the same way. And a
+//! program that hands over to another with `execve` without
+//! `--trace-children=yes` (a launcher script) leaves the profile of what
+//! ran before, and one line on stderr naming the program that took over and
+//! the option.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use cgx_tests::cli;
+use cgx_tests::run::{build, read, shell_status, Kind};
+
+/// `cgx run -q --callgrind-out-file=DIR/callgrind.out PROGRAM ARGS`,
+/// started with stdout piped.
+fn start_cgx(program: &Path, args: &[&str], dir: &Path) -> Child {
+    Command::new(cli::binary())
+        .args(["run", "-q"])
+        .arg(format!("--callgrind-out-file={}", out_file(dir).display()))
+        .arg(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cgx starts")
+}
+
+/// Where the profile of a run in `dir` goes.
+fn out_file(dir: &Path) -> PathBuf {
+    dir.join("callgrind.out")
+}
+
+/// Reads the first line the program prints.
+fn first_line(child: &mut Child) -> String {
+    let stdout = child.stdout.as_mut().expect("stdout is piped");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the program prints");
+    line
+}
+
+/// Sends `signal` (a name `kill` knows) to process `pid`.
+fn kill(signal: &str, pid: u32) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// Waits for `child`; returns its exit status as a shell gives it, the rest
+/// of its stdout, and its stderr.
+fn finish(mut child: Child) -> (i32, String, String) {
+    let mut stdout = String::new();
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_string(&mut stdout).expect("stdout is read");
+    }
+    let mut stderr = String::new();
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_string(&mut stderr).expect("stderr is read");
+    }
+    let status = child.wait().expect("cgx ends");
+    (shell_status(status), stdout, stderr)
+}
+
+/// Asserts that the run in `dir` wrote a complete profile in which the
+/// program's `main` ran.
+fn assert_profile_of_main(dir: &Path, context: &str) {
+    let file = out_file(dir);
+    assert!(file.exists(), "{context}: no profile");
+    let profile = read(&file);
+    let has_main = profile.parts.iter().any(|part| {
+        part.functions()
+            .any(|(function, _)| profile.names.get(function.name) == "main")
+    });
+    assert!(has_main, "{context}: the profile has no main");
+}
+
+#[test]
+fn signals_sent_to_cgx_end_the_program_and_the_profile_is_written() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("signals.c", Kind::C, dir.path());
+    for (signal, number) in [("TERM", 15), ("HUP", 1), ("INT", 2)] {
+        let run_dir = dir.path().join(signal);
+        fs::create_dir_all(&run_dir).expect("a folder");
+        let mut cgx = start_cgx(&program, &[], &run_dir);
+        assert_eq!(first_line(&mut cgx), "ready\n");
+        kill(signal, cgx.id());
+        let (status, stdout, stderr) = finish(cgx);
+        let context = format!("SIG{signal} to cgx");
+        assert_eq!(status, 128 + number, "{context}: status\nstderr:\n{stderr}");
+        assert_eq!(stdout, "", "{context}: the program was ended, not told");
+        assert_profile_of_main(&run_dir, &context);
+        println!("{context}: exit {status}, profile written");
+    }
+}
+
+#[test]
+fn a_signal_the_program_handles_reaches_its_handler() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("signals.c", Kind::C, dir.path());
+    let mut cgx = start_cgx(&program, &[], dir.path());
+    assert_eq!(first_line(&mut cgx), "ready\n");
+    kill("USR1", cgx.id());
+    let (status, stdout, stderr) = finish(cgx);
+    assert_eq!(status, 0, "stderr:\n{stderr}");
+    assert_eq!(stdout, "got SIGUSR1\n");
+    assert_profile_of_main(dir.path(), "SIGUSR1 to cgx");
+}
+
+#[test]
+fn timeout_ends_the_program_and_the_profile_is_written() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("signals.c", Kind::C, dir.path());
+    let output = Command::new("timeout")
+        .arg("2")
+        .arg(cli::binary())
+        .args(["run", "-q"])
+        .arg(format!(
+            "--callgrind-out-file={}",
+            out_file(dir.path()).display()
+        ))
+        .arg(&program)
+        .stdin(Stdio::null())
+        .output()
+        .expect("timeout runs");
+    // timeout's own status when the time ran out.
+    assert_eq!(
+        output.status.code(),
+        Some(124),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "ready\n");
+    assert_profile_of_main(dir.path(), "timeout 2 cgx run");
+}
+
+#[test]
+fn an_untraced_exec_leaves_a_profile_and_says_so() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let launcher = dir.path().join("launcher");
+    fs::write(&launcher, "#!/bin/sh\nexec /bin/echo launched \"$@\"\n").expect("a script");
+    let made_executable = Command::new("chmod")
+        .arg("+x")
+        .arg(&launcher)
+        .status()
+        .expect("chmod runs");
+    assert!(made_executable.success());
+    let output = Command::new(cli::binary())
+        .arg("run")
+        .arg(format!(
+            "--callgrind-out-file={}",
+            out_file(dir.path()).display()
+        ))
+        .arg(&launcher)
+        .arg("x")
+        .stdin(Stdio::null())
+        .output()
+        .expect("cgx runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "stderr:\n{stderr}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "launched x\n");
+    let hints: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("--trace-children=yes"))
+        .collect();
+    assert_eq!(hints.len(), 1, "stderr:\n{stderr}");
+    assert!(hints[0].contains("/echo"), "{}", hints[0]);
+    // The profile of the shell that ran the script, up to its execve.
+    let profile = read(&out_file(dir.path()));
+    let total: u64 = profile
+        .parts
+        .iter()
+        .map(|part| part.self_totals().first().copied().unwrap_or(0))
+        .sum();
+    assert!(total > 10_000, "the profile has {total} instructions");
+    // With -q the line is not printed.
+    let quiet = Command::new(cli::binary())
+        .args(["run", "-q"])
+        .arg(format!(
+            "--callgrind-out-file={}",
+            out_file(dir.path()).display()
+        ))
+        .arg(&launcher)
+        .stdin(Stdio::null())
+        .output()
+        .expect("cgx runs");
+    assert_eq!(String::from_utf8_lossy(&quiet.stderr), "");
+}
