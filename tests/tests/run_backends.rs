@@ -491,13 +491,15 @@ fn the_translate_backend_is_right_or_says_it_is_not() {
             assert_status(&translate, 1);
             let message = translate.stderr.trim_end();
             assert!(
-                message.starts_with("cgx: --backend=translate cannot trace this program: ")
-                    && (message.ends_with(
-                        "; the profile written is incomplete and cannot be trusted \
+                message.starts_with(&format!(
+                    "cgx: {}: --backend=translate cannot trace this program: ",
+                    program.display()
+                )) && (message.ends_with(
+                    "; the profile written is incomplete and cannot be trusted \
                          (--backend=step can)"
-                    ) && !translate.files.is_empty()
-                        || message.ends_with("; no profile was written (--backend=step can)")
-                            && translate.files.is_empty()),
+                ) && !translate.files.is_empty()
+                    || message.ends_with("; no profile was written (--backend=step can)")
+                        && translate.files.is_empty()),
                 "{context}: exit status 1 without saying that the profile cannot be trusted \
                  (files {:?}):\n{}",
                 translate.files,

@@ -15,7 +15,8 @@ mod summary;
 mod summary_fixtures;
 mod trace;
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Result};
@@ -166,25 +167,28 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
                 eprintln!("cgx: {error}");
                 Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)))
             }
-            None if options.backend == Backend::Translate => {
-                Err(anyhow!("{}", translate_failure(&error, output.written())))
-            }
+            None if options.backend == Backend::Translate => Err(anyhow!(
+                "{}",
+                translate_failure(&options.program, &error, output.written())
+            )),
             None => Err(error.into()),
         },
     }
 }
 
-/// The message for a run the translate backend could not finish: what it
-/// could not handle, and that a profile it wrote is incomplete.
-fn translate_failure(error: &cgx_engine::Error, written: bool) -> String {
+/// The message for a run of `program` the translate backend could not
+/// finish: what it could not handle, and that a profile it wrote is
+/// incomplete.
+fn translate_failure(program: &OsStr, error: &cgx_engine::Error, written: bool) -> String {
     let profile = if written {
         "the profile written is incomplete and cannot be trusted"
     } else {
         "no profile was written"
     };
     format!(
-        "--backend=translate cannot trace this program: {error}; {profile} \
-         (--backend=step can)"
+        "{}: --backend=translate cannot trace this program: {error}; {profile} \
+         (--backend=step can)",
+        Path::new(program).display()
     )
 }
 
@@ -312,12 +316,12 @@ mod tests {
     fn a_failure_of_the_translate_backend_says_what_it_means() {
         let error = cgx_engine::Error::Unexpected("translate: the program uses gs".into());
         assert_eq!(
-            translate_failure(&error, true),
-            "--backend=translate cannot trace this program: unexpected tracee state: \
+            translate_failure(OsStr::new("./prog"), &error, true),
+            "./prog: --backend=translate cannot trace this program: unexpected tracee state: \
              translate: the program uses gs; the profile written is incomplete and cannot \
              be trusted (--backend=step can)"
         );
-        assert!(translate_failure(&error, false)
+        assert!(translate_failure(OsStr::new("./prog"), &error, false)
             .ends_with("; no profile was written (--backend=step can)"));
     }
 
