@@ -3,13 +3,15 @@
 # (which every machine of this project has): the other readers of the files cgx
 # writes, which the tests check its output against — gprof2dot, KCachegrind (run
 # headless in a D-Bus session), go tool pprof (Debian's golang-go) and Python's
-# jsonschema; and Debian's gzip, python3, sort and sqlite3. npm fetches speedscope's file-format schema when the tests first need it.
+# jsonschema; tmux (a real terminal for the job-control test); and Debian's gzip,
+# python3, sort and sqlite3. npm fetches speedscope's file-format schema when the tests first need it.
 set -euo pipefail
 
 packages=()
 command -v kcachegrind >/dev/null 2>&1 || packages+=(kcachegrind)
 command -v dbus-run-session >/dev/null 2>&1 || packages+=(dbus)
 command -v go >/dev/null 2>&1 || packages+=(golang-go)
+command -v tmux >/dev/null 2>&1 || packages+=(tmux)
 # The programs nobody here wrote that run_real_programs profiles.
 [ -x /usr/bin/gzip ] || packages+=(gzip)
 [ -x /usr/bin/sort ] || packages+=(coreutils)
@@ -24,7 +26,7 @@ command -v gprof2dot >/dev/null 2>&1 || pip install --quiet gprof2dot
 python3 -c 'import jsonschema' >/dev/null 2>&1 || pip install --quiet jsonschema
 
 for tool in valgrind gcc callgrind_annotate cg_annotate cg_merge cg_diff gprof2dot \
-    kcachegrind dbus-run-session go npm /usr/bin/gzip /usr/bin/sort /usr/bin/python3 /usr/bin/sqlite3; do
+    kcachegrind dbus-run-session go tmux npm /usr/bin/gzip /usr/bin/sort /usr/bin/python3 /usr/bin/sqlite3; do
     command -v "$tool" >/dev/null 2>&1 || { echo "tests/setup.sh: $tool is missing" >&2; exit 1; }
 done
 python3 -c 'import jsonschema' 2>/dev/null || { echo "tests/setup.sh: python3's jsonschema is missing" >&2; exit 1; }

@@ -1,5 +1,5 @@
 //! Starting a program under ptrace: resolve it like a shell, pin the tracer to
-//! one CPU, fork, `PTRACE_TRACEME` and exec in the child (with the
+//! one CPU, fork, seize the child (`PTRACE_SEIZE`) and exec in it (with the
 //! dispositions of the signals cgx relays restored, see `relay`).
 
 use crate::error::{Error, Result};
@@ -211,12 +211,6 @@ pub(crate) fn program_of(pid: libc::pid_t) -> PathBuf {
     std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default()
 }
 
-/// What the child reports failed before the program ran: `PTRACE_TRACEME`.
-const STAGE_PTRACE: i32 = 1;
-
-/// What the child reports failed before the program ran: `execve`.
-const STAGE_EXEC: i32 = 2;
-
 /// A traced child, stopped right after its `execve` (before its first
 /// instruction). Killed and reaped when dropped unless [`Tracee::finished`] was
 /// called.
@@ -263,13 +257,16 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|arg| arg.as_ptr()).collect();
     argv_ptrs.push(std::ptr::null());
 
-    // A close-on-exec pipe: the child writes errno to it when execve fails.
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(Error::last_os("pipe2"));
-    }
-    let [read_end, write_end] = fds;
+    // Close-on-exec pipes: the child writes errno to `failed` when execve
+    // fails; it waits on `go` until it is seized.
+    let [failed_read, failed_write] = pipe()?;
+    let [go_read, go_write] = match pipe() {
+        Ok(go) => go,
+        Err(error) => {
+            close_all(&[failed_read, failed_write]);
+            return Err(error);
+        }
+    };
     let dispositions = Relay::dispositions_for_child();
 
     // SAFETY: fork; the child only makes async-signal-safe calls before execve
@@ -277,17 +274,14 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         let error = Error::last_os("fork");
-        // SAFETY: closing our own descriptors.
-        unsafe {
-            libc::close(read_end);
-            libc::close(write_end);
-        }
+        close_all(&[failed_read, failed_write, go_read, go_write]);
         return Err(error);
     }
     if pid == 0 {
         // SAFETY: the child; see above.
         unsafe {
-            libc::close(read_end);
+            libc::close(failed_read);
+            libc::close(go_write);
             for (signal, handler) in RELAYED.iter().zip(dispositions) {
                 let mut action: libc::sigaction = std::mem::zeroed();
                 action.sa_sigaction = handler;
@@ -300,29 +294,57 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
             if current != -1 {
                 libc::personality((current | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong);
             }
-            let stage = if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == 0 {
-                libc::execv(c_path.as_ptr(), argv_ptrs.as_ptr());
-                STAGE_EXEC
-            } else {
-                STAGE_PTRACE
-            };
-            let errno = *libc::__errno_location();
-            let mut bytes = [0u8; 8];
-            bytes[..4].copy_from_slice(&stage.to_ne_bytes());
-            bytes[4..].copy_from_slice(&errno.to_ne_bytes());
-            libc::write(write_end, bytes.as_ptr().cast(), bytes.len());
+            // Seized (or the tracer gave up: end of file).
+            let mut byte = 0u8;
+            loop {
+                let n = libc::read(go_read, (&mut byte as *mut u8).cast(), 1);
+                if n == 1 {
+                    break;
+                }
+                if n < 0 && *libc::__errno_location() == libc::EINTR {
+                    continue;
+                }
+                libc::_exit(127);
+            }
+            libc::execv(c_path.as_ptr(), argv_ptrs.as_ptr());
+            let bytes = (*libc::__errno_location()).to_ne_bytes();
+            libc::write(failed_write, bytes.as_ptr().cast(), bytes.len());
             libc::_exit(127);
         }
     }
     let mut tracee = Tracee { pid, done: false };
-    // SAFETY: closing our copy of the write end, reading into a local buffer.
-    let failure = unsafe {
-        libc::close(write_end);
-        let mut bytes = [0u8; 8];
+    close_all(&[failed_write, go_read]);
+    // Seized, the child stops at job-control signals with PTRACE_EVENT_STOP
+    // and can be left stopped (see `jobs`).
+    let options = libc::PTRACE_O_EXITKILL
+        | libc::PTRACE_O_TRACEEXEC
+        | libc::PTRACE_O_TRACECLONE
+        | libc::PTRACE_O_TRACEFORK
+        | libc::PTRACE_O_TRACEVFORK;
+    // SAFETY: ptrace on our own child, which waits for it; no pointers.
+    if unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0, options) } != 0 {
+        let error = io::Error::last_os_error();
+        close_all(&[failed_read, go_write]);
+        return Err(Error::Untraceable {
+            path,
+            reason: format!(
+                "this system forbids tracing it (PTRACE_SEIZE: {error}; a seccomp filter, \
+                 Yama's ptrace_scope or a container's policy)"
+            ),
+        });
+    }
+    // SAFETY: writing one byte from a local; then closing our descriptor.
+    unsafe {
+        libc::write(go_write, [1u8].as_ptr().cast(), 1);
+        libc::close(go_write);
+    }
+    // SAFETY: reading into a local buffer, then closing our descriptor.
+    let exec_errno = unsafe {
+        let mut bytes = [0u8; 4];
         let mut got = 0usize;
         while got < bytes.len() {
             let n = libc::read(
-                read_end,
+                failed_read,
                 bytes[got..].as_mut_ptr().cast(),
                 bytes.len() - got,
             );
@@ -334,29 +356,18 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
             }
             got += n as usize;
         }
-        libc::close(read_end);
-        let word = |at: usize| {
-            i32::from_ne_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
-        };
-        (got == bytes.len()).then(|| (word(0), word(4)))
+        libc::close(failed_read);
+        (got == bytes.len()).then(|| i32::from_ne_bytes(bytes))
     };
-    if let Some((STAGE_PTRACE, errno)) = failure {
-        return Err(Error::Untraceable {
-            path,
-            reason: format!(
-                "this system forbids tracing it (PTRACE_TRACEME: {}; a seccomp filter, \
-                 Yama's ptrace_scope or a container's policy)",
-                io::Error::from_raw_os_error(errno)
-            ),
-        });
-    }
-    if let Some((_, errno)) = failure {
+    if let Some(errno) = exec_errno {
         return Err(Error::Exec {
             path,
             source: io::Error::from_raw_os_error(errno),
         });
     }
 
+    // The exec event stop (PTRACE_O_TRACEEXEC), before the first
+    // instruction of the new program.
     let status = wait(pid)?;
     if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
         if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
@@ -366,16 +377,65 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
             "the child did not stop after execve (wait status {status:#x})"
         )));
     }
-    let options = libc::PTRACE_O_EXITKILL
-        | libc::PTRACE_O_TRACEEXEC
-        | libc::PTRACE_O_TRACECLONE
-        | libc::PTRACE_O_TRACEFORK
-        | libc::PTRACE_O_TRACEVFORK;
-    // SAFETY: ptrace on our stopped tracee.
-    if unsafe { libc::ptrace(libc::PTRACE_SETOPTIONS, pid, 0, options) } != 0 {
-        return Err(Error::last_os("ptrace(PTRACE_SETOPTIONS)"));
-    }
+    leave_exec(pid)?;
     Ok(tracee)
+}
+
+/// Lets `pid`, at its exec event stop (still inside `execve`), finish the
+/// system call: an `int3` written over its first instruction stops it there,
+/// out of the kernel; the byte and the instruction pointer are put back. The
+/// backends then start from a stop before the first instruction, with
+/// `execve`'s result in rax (a single-step from inside the call would trap
+/// before or after that instruction, depending on the kernel).
+fn leave_exec(pid: libc::pid_t) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let memory = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))
+        .map_err(|source| Error::Os {
+            operation: "open /proc/PID/mem",
+            source,
+        })?;
+    let mut regs = crate::ptrace::regs(pid)?;
+    let mut saved = [0u8; 1];
+    let os = |operation: &'static str| move |source| Error::Os { operation, source };
+    memory
+        .read_exact_at(&mut saved, regs.rip)
+        .map_err(os("reading the first instruction"))?;
+    memory
+        .write_all_at(&[0xcc], regs.rip)
+        .map_err(os("writing a breakpoint"))?;
+    let stopped = crate::ptrace::cont(pid, 0).and_then(|()| wait(pid));
+    memory
+        .write_all_at(&saved, regs.rip)
+        .map_err(os("restoring the first instruction"))?;
+    let status = stopped?;
+    if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
+        return Err(Error::Unexpected(format!(
+            "the program did not reach its first instruction (wait status {status:#x})"
+        )));
+    }
+    regs.rax = crate::ptrace::regs(pid)?.rax;
+    crate::ptrace::set_regs(pid, &regs)
+}
+
+/// A close-on-exec pipe: its read and write ends.
+fn pipe() -> Result<[libc::c_int; 2]> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(Error::last_os("pipe2"));
+    }
+    Ok(fds)
+}
+
+/// Closes descriptors of this process.
+fn close_all(fds: &[libc::c_int]) {
+    for &fd in fds {
+        // SAFETY: closing descriptors this process opened.
+        unsafe { libc::close(fd) };
+    }
 }
 
 /// `waitpid` on one tracee, retried on EINTR.

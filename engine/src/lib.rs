@@ -23,6 +23,7 @@ pub mod cpuid;
 pub mod error;
 pub mod event;
 mod flow;
+mod jobs;
 pub mod launch;
 mod prefetch;
 mod preflight;

@@ -4,9 +4,11 @@
 //! `timeout` and service managers signal the program itself. Under cgx they
 //! signal the tracer. So while a run lasts cgx catches the signals that end
 //! or poke a program ([`RELAYED`]: hangup, interrupt, quit, alarm,
-//! termination, the two user signals) and sends each on to the program it
-//! started, which then handles it or dies of it as natively; the profile is
-//! written as at any end.
+//! termination, the two user signals, and job control's stop and continue)
+//! and sends each on to the program it started, which then handles it, dies
+//! of it or stops as natively; the profile is written as at any end.
+//! SIGTSTP (Ctrl-Z) does not stop cgx at once: cgx stops when the program
+//! does (see `jobs`).
 //!
 //! A signal the kernel generated (the terminal's Ctrl-C, Ctrl-\ and hangup,
 //! `si_code` > 0) went to the whole foreground process group, the program
@@ -17,11 +19,11 @@
 //! arrives before the program is named is kept and sent once it is; one that
 //! arrives after the program ended is dropped (cgx finishes writing).
 
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// The signals relayed.
-pub(crate) const RELAYED: [libc::c_int; 7] = [
+pub(crate) const RELAYED: [libc::c_int; 9] = [
     libc::SIGHUP,
     libc::SIGINT,
     libc::SIGQUIT,
@@ -29,6 +31,8 @@ pub(crate) const RELAYED: [libc::c_int; 7] = [
     libc::SIGTERM,
     libc::SIGUSR1,
     libc::SIGUSR2,
+    libc::SIGTSTP,
+    libc::SIGCONT,
 ];
 
 /// How many programs can be targets at once (runs may overlap on several
@@ -46,6 +50,16 @@ static PIDS: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
 
 /// Signals caught while a run had no target yet, as a bit mask by number.
 static PENDING: AtomicU64 = AtomicU64::new(0);
+
+/// Whether cgx was asked to stop (SIGTSTP: Ctrl-Z, or `kill -TSTP`) since
+/// the last [`take_stop_request`].
+static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether cgx was asked to stop since the last call: then, when the program
+/// stops, cgx stops with it (see `jobs`).
+pub(crate) fn take_stop_request() -> bool {
+    STOP_REQUESTED.swap(false, Ordering::SeqCst)
+}
 
 /// The dispositions of [`RELAYED`] before the first live [`Relay`], and how
 /// many relays are alive.
@@ -196,6 +210,9 @@ fn sent_by_a_process(code: libc::c_int) -> bool {
 /// The handler of [`RELAYED`]: sends a signal a process sent to cgx on to
 /// the targets, or keeps it until there is one.
 extern "C" fn relay_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    if signal == libc::SIGTSTP {
+        STOP_REQUESTED.store(true, Ordering::SeqCst);
+    }
     // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler;
     // a signal a process sent has the sender's id.
     let Some((code, sender)) =

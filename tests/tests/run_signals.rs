@@ -2,7 +2,11 @@
 //! are one process): SIGTERM, SIGHUP and SIGINT sent with `kill` to cgx
 //! end the program (`signals.c`, which waits) by that signal, its profile
 //! is written and cgx exits 128 + N; SIGUSR1 reaches its handler, and the
-//! program goes on and exits 0. `timeout` ends the run the same way. And a
+//! program goes on and exits 0. `timeout` ends the run the same way. A
+//! program that stops itself (`stopper.c`, alone or with two threads that
+//! compute) stays stopped until SIGCONT, sent to it or to cgx; in a real terminal (tmux), Ctrl-Z stops the job
+//! (`ticker.c` and cgx: the shell says `Stopped`, no tick comes), `fg`
+//! continues it, Ctrl-C ends it with its profile. And a
 //! program that hands over to another with `execve` without
 //! `--trace-children=yes` (a launcher script) leaves the profile of what
 //! ran before, and one line on stderr naming the program that took over and
@@ -194,4 +198,133 @@ fn an_untraced_exec_leaves_a_profile_and_says_so() {
         .output()
         .expect("cgx runs");
     assert_eq!(String::from_utf8_lossy(&quiet.stderr), "");
+}
+
+/// The state letter of process `pid` (`/proc/PID/stat`'s third field: `T`
+/// stopped, `t` stopped by its tracer, `S` sleeping, ...).
+fn state_of(pid: u32) -> char {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or("");
+    after_name.trim_start().chars().next().unwrap_or('?')
+}
+
+/// Waits up to ten seconds for `done`; whether it came.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..100 {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
+
+#[test]
+fn a_program_that_stops_itself_stays_stopped_until_sigcont() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("stopper.c", Kind::C, dir.path());
+    for (continue_whom, threads) in [("program", "0"), ("cgx", "0"), ("program", "2")] {
+        let run_dir = dir.path().join(format!("{continue_whom}-{threads}"));
+        fs::create_dir_all(&run_dir).expect("a folder");
+        let mut cgx = start_cgx(&program, &[threads], &run_dir);
+        let line = first_line(&mut cgx);
+        let pid: u32 = line
+            .trim()
+            .strip_prefix("stopping ")
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("the program printed {line:?}"));
+        // Stopped (its tracer keeps it so), and it stays stopped.
+        assert!(
+            eventually(|| state_of(pid) == 't'),
+            "state {}",
+            state_of(pid)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert_eq!(state_of(pid), 't');
+        assert!(cgx.try_wait().expect("cgx is waited for").is_none());
+        // cgx stays awake: nobody asked it to stop.
+        assert_ne!(state_of(cgx.id()), 'T');
+        let target = if continue_whom == "program" {
+            pid
+        } else {
+            cgx.id()
+        };
+        kill("CONT", target);
+        let (status, stdout, stderr) = finish(cgx);
+        assert_eq!(
+            status, 0,
+            "SIGCONT to the {continue_whom}: stderr:\n{stderr}"
+        );
+        assert_eq!(stdout, "continued\n");
+        assert_profile_of_main(&run_dir, "stopper");
+        println!("stopper {threads}: stopped until SIGCONT to the {continue_whom}");
+    }
+}
+
+/// Runs tmux with `args`; returns what it printed.
+fn tmux(args: &[&str]) -> String {
+    let output = Command::new("tmux").args(args).output().expect("tmux runs");
+    assert!(output.status.success(), "tmux {args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn ctrl_z_and_fg_in_a_terminal() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("ticker.c", Kind::C, dir.path());
+    let session = format!("cgx-test-{}", std::process::id());
+    let socket = dir.path().join("tmux.socket");
+    let socket = socket.to_string_lossy().into_owned();
+    let base = ["-S", socket.as_str()];
+    let with = |rest: &[&str]| -> String {
+        let args: Vec<&str> = base.iter().copied().chain(rest.iter().copied()).collect();
+        tmux(&args)
+    };
+    with(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "bash --norc",
+    ]);
+    let screen = || with(&["capture-pane", "-p", "-t", &session]);
+    let command = format!(
+        "{} run -q --callgrind-out-file={} {}",
+        cli::binary().display(),
+        out_file(dir.path()).display(),
+        program.display()
+    );
+    with(&["send-keys", "-t", &session, &command, "Enter"]);
+    assert!(eventually(|| screen().contains("tick 5")), "{}", screen());
+    with(&["send-keys", "-t", &session, "C-z"]);
+    assert!(eventually(|| screen().contains("Stopped")), "{}", screen());
+    // No tick while stopped.
+    let last_tick = |text: &str| -> Option<u32> {
+        text.lines()
+            .filter_map(|line| line.trim().strip_prefix("tick ")?.parse().ok())
+            .max()
+    };
+    let stopped_at = last_tick(&screen());
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    assert_eq!(last_tick(&screen()), stopped_at, "{}", screen());
+    with(&["send-keys", "-t", &session, "fg", "Enter"]);
+    assert!(
+        eventually(|| last_tick(&screen()) > stopped_at.map(|tick| tick + 3)),
+        "{}",
+        screen()
+    );
+    with(&["send-keys", "-t", &session, "C-c"]);
+    // The shell's status of the job, killed by SIGINT.
+    with(&["send-keys", "-t", &session, "echo final=$?", "Enter"]);
+    assert!(
+        eventually(|| screen().contains("final=130")),
+        "{}",
+        screen()
+    );
+    with(&["kill-session", "-t", &session]);
+    assert_profile_of_main(dir.path(), "ticker under tmux");
 }

@@ -104,8 +104,9 @@ folder is checked before the program starts. cgx exits with the program's exit c
 128+N when it was killed by signal N (its profile is written all the same), 127 or 126
 when it cannot be started, 1 when it cannot be traced (a 32-bit program, another
 processor's, ptrace forbidden) and for errors of cgx (a profile that could not be
-written: then at least 1). SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGALRM, SIGUSR1 and
-SIGUSR2 sent to cgx are passed on to the program. An execve without
+written: then at least 1). SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGALRM, SIGUSR1,
+SIGUSR2, SIGTSTP and SIGCONT sent to cgx are passed on to the program; Ctrl-Z stops
+the program and cgx, and a stopped program stays stopped until SIGCONT. An execve without
 --trace-children=yes ends the process's profile, with a line saying so.";
 
 /// Runs `cgx run`: returns the program's exit code, or an error of cgx.
@@ -146,6 +147,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         simulations: options.simulations(),
         branches: options.branch_sim,
         counts_only: options.tool == Tool::Cachegrind && !options.simulations(),
+        job_control: true,
     };
     let result = trace::trace(
         &command,

@@ -97,6 +97,11 @@ pub struct RunOptions {
     /// ([`crate::EventSink::blocks_executed`]) in no particular order, with
     /// no stack pointer (0) and as arriving by falling through.
     pub counts_only: bool,
+    /// Stop the tracer too when the program's initial process stops
+    /// (SIGSTOP, Ctrl-Z), so that the shell that started it sees its job
+    /// stopped (see `jobs`); the program stays stopped until SIGCONT either
+    /// way.
+    pub job_control: bool,
 }
 
 /// What a run of the step backend reports besides the events.

@@ -8,6 +8,7 @@ use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Thread};
 use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
+use crate::jobs::Jobs;
 
 use super::blocks::BlockCursor;
 use super::code::CodeCache;
@@ -52,6 +53,8 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     tracees: Tracees,
     initial: i32,
     initial_exit: Option<Exit>,
+    /// Job control (group-stops).
+    jobs: Jobs,
     instructions: u64,
     steps: u64,
     /// Decoded instructions dropped by processes no longer traced.
@@ -72,6 +75,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             tracees: Tracees::default(),
             initial,
             initial_exit: None,
+            jobs: Jobs::new(&options, initial),
             instructions: 0,
             steps: 0,
             code_dropped: 0,
@@ -142,13 +146,25 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             self.tracees.early_stops.insert(tid);
             return Ok(());
         };
-        if state.awaiting_start && event == 0 && signal == libc::SIGSTOP {
+        if state.awaiting_start && event == libc::PTRACE_EVENT_STOP {
             state.awaiting_start = false;
             state.regs = ptrace::regs(tid)?;
             return self.advance(tid, false);
         }
         match event {
-            0 => self.signal_stop(tid, signal),
+            0 => {
+                let info = ptrace::signal_info(tid)?;
+                self.signal_stop(tid, signal, info)
+            }
+            libc::PTRACE_EVENT_STOP => {
+                let pid = state.thread.pid;
+                if self.jobs.event_stop(tid, pid, signal)? {
+                    // The group-stop ended: the step in flight goes on.
+                    self.signal_stop(tid, signal, None)
+                } else {
+                    Ok(())
+                }
+            }
             libc::PTRACE_EVENT_CLONE | libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK => {
                 self.created(tid, event)
             }
@@ -158,9 +174,14 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         }
     }
 
-    /// A signal-delivery-stop, a single-step trap or a group-stop of `tid`.
-    fn signal_stop(&mut self, tid: i32, signal: i32) -> Result<()> {
-        let info = ptrace::signal_info(tid)?;
+    /// A signal-delivery-stop or a single-step trap of `tid`, with `info`;
+    /// without `info`, a stop in which nothing ran (the end of a group-stop).
+    fn signal_stop(
+        &mut self,
+        tid: i32,
+        signal: i32,
+        info: Option<ptrace::SignalInfo>,
+    ) -> Result<()> {
         let after = ptrace::regs(tid)?;
         let Some(state) = self.tracees.threads.get_mut(&tid) else {
             return Ok(());
@@ -173,7 +194,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let step = state.step.take();
         let injected = step.map_or(0, |step| step.injected);
         let end = match info {
-            // Group-stop (job control): resume without a signal.
+            // Nothing ran: resume without a signal.
             None => StepEnd::Nothing,
             Some(info)
                 if signal == libc::SIGTRAP

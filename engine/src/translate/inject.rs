@@ -20,9 +20,10 @@ const INT3: u8 = 0xcc;
 
 /// Resumes stopped `tid` for one step (`step`) or until its next stop,
 /// as often as signals for the program stop it first (other threads' and
-/// processes' doings, a `SIGCHLD`...); those signals are sent to the
-/// thread again afterwards, so the program still gets them. Returns the
-/// wait status of the stop that ended it.
+/// processes' doings, a `SIGCHLD`...) or a group-stop does; those signals
+/// (and the group-stop's) are sent to the thread again afterwards, so the
+/// program still gets them. Returns the wait status of the stop that ended
+/// it.
 pub(super) fn until_trap(tid: i32, step: bool) -> Result<i32> {
     let mut pending = Vec::new();
     let status = loop {
@@ -33,6 +34,14 @@ pub(super) fn until_trap(tid: i32, step: bool) -> Result<i32> {
         }
         let status = ptrace::wait(tid)?;
         let signal = libc::WSTOPSIG(status);
+        if libc::WIFSTOPPED(status) && status >> 16 == libc::PTRACE_EVENT_STOP {
+            // A group-stop (or its end) on the way: the thread finishes
+            // first, and is stopped again afterwards (see `jobs`).
+            if let Some(stop) = crate::jobs::group_stop_signal(status) {
+                pending.push(stop);
+            }
+            continue;
+        }
         if libc::WIFSTOPPED(status) && status >> 16 == 0 && signal != libc::SIGTRAP {
             if ptrace::signal_info(tid)?.is_some() {
                 pending.push(signal);

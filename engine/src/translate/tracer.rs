@@ -16,6 +16,7 @@ use crate::auxv;
 use crate::cpuid::ValgrindCpu;
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Exit, Thread};
+use crate::jobs::Jobs;
 use crate::ptrace::{self, Regs};
 use crate::step::RunOptions;
 
@@ -52,6 +53,8 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     initial: i32,
     /// How it ended, once it has.
     initial_exit: Option<Exit>,
+    /// Job control (group-stops).
+    jobs: Jobs,
     outcome: Outcome,
 }
 
@@ -80,6 +83,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             early_stops: HashSet::new(),
             initial: pid,
             initial_exit: None,
+            jobs: Jobs::new(options, pid),
             outcome: Outcome {
                 exit: Exit::Code(0),
                 instructions: 0,
@@ -168,9 +172,14 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             self.early_stops.insert(tid);
             return Ok(None);
         };
-        if state.awaiting_start && event == 0 && signal == libc::SIGSTOP {
+        if state.awaiting_start && event == libc::PTRACE_EVENT_STOP {
             state.awaiting_start = false;
             return self.start(tid).map(Some);
+        }
+        if event == libc::PTRACE_EVENT_STOP {
+            let pid = state.thread.pid;
+            let go = self.jobs.event_stop(tid, pid, signal)?;
+            return Ok(go.then_some(Next::Resume(0)));
         }
         match event {
             0 => self
