@@ -261,6 +261,20 @@ fn a_program_that_stops_itself_stays_stopped_until_sigcont() {
     }
 }
 
+/// A tmux server of the test's own (its socket), killed when dropped, even
+/// when the test fails.
+struct TmuxServer {
+    socket: String,
+}
+
+impl Drop for TmuxServer {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-S", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
 /// Runs tmux with `args`; returns what it printed.
 fn tmux(args: &[&str]) -> String {
     let output = Command::new("tmux").args(args).output().expect("tmux runs");
@@ -274,8 +288,10 @@ fn ctrl_z_and_fg_in_a_terminal() {
     let program = build("ticker.c", Kind::C, dir.path());
     let session = format!("cgx-test-{}", std::process::id());
     let socket = dir.path().join("tmux.socket");
-    let socket = socket.to_string_lossy().into_owned();
-    let base = ["-S", socket.as_str()];
+    let server = TmuxServer {
+        socket: socket.to_string_lossy().into_owned(),
+    };
+    let base = ["-S", server.socket.as_str()];
     let with = |rest: &[&str]| -> String {
         let args: Vec<&str> = base.iter().copied().chain(rest.iter().copied()).collect();
         tmux(&args)
@@ -325,6 +341,5 @@ fn ctrl_z_and_fg_in_a_terminal() {
         "{}",
         screen()
     );
-    with(&["kill-session", "-t", &session]);
     assert_profile_of_main(dir.path(), "ticker under tmux");
 }
