@@ -53,6 +53,9 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   -q, --quiet                   print nothing but errors
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
+  --error-exitcode=N, --fair-sched=no|yes|try, --num-callers=N, --read-var-info=no|yes
+                                checked and accepted as Valgrind's; they change nothing
+                                here (these tools report no errors; threads run at once)
   --machine=valgrind|host       the machine the program sees [valgrind]:
                                 valgrind: as under Valgrind, so libc takes the same
                                 paths: cpuid describes Valgrind's processor as this

@@ -304,6 +304,29 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             }
         }
         ("--trace-children", Some(value)) => options.trace_children = yes_no(arg, value)?,
+        // Valgrind's core options that change nothing Callgrind and
+        // Cachegrind do, checked as Valgrind checks them: these tools
+        // report no errors (so no error exit code, no error backtraces, no
+        // variable names in them), and cgx runs threads at the same time.
+        ("--error-exitcode", Some(value)) => {
+            number(arg, value)?;
+        }
+        ("--num-callers", Some(value)) => {
+            if !(1..=500).contains(&number(arg, value)?) {
+                return Err(bad(arg, "must be between 1 and 500"));
+            }
+        }
+        ("--read-var-info", Some(value)) => {
+            yes_no(arg, value)?;
+        }
+        ("--fair-sched", Some(value)) => {
+            if !matches!(value, "no" | "yes" | "try") {
+                return Err(bad(
+                    arg,
+                    format!("invalid value '{value}' (should be 'no', 'yes' or 'try')"),
+                ));
+            }
+        }
         ("--machine", Some(value)) => {
             options.valgrind_machine = match value {
                 "valgrind" => true,
@@ -569,6 +592,31 @@ mod tests {
             error("--cachegrind-out-file=x p"),
             "unknown option: --cachegrind-out-file=x"
         );
+    }
+
+    #[test]
+    fn core_options_that_change_nothing_here_are_checked_and_accepted() {
+        // As iai-callgrind passes them.
+        let options = ok("--tool=callgrind --error-exitcode=0 --fair-sched=try \
+                          --num-callers=12 --read-var-info=no p");
+        assert_eq!(options, ok("--tool=callgrind p"));
+        assert_eq!(
+            ok("--tool=cachegrind --fair-sched=yes p"),
+            ok("--tool=cachegrind p")
+        );
+        assert_eq!(
+            error("--error-exitcode=x p"),
+            "bad option: --error-exitcode=x: invalid integer value 'x' (should be 0 or more)"
+        );
+        assert_eq!(
+            error("--fair-sched=maybe p"),
+            "bad option: --fair-sched=maybe: invalid value 'maybe' (should be 'no', 'yes' or 'try')"
+        );
+        assert_eq!(
+            error("--num-callers=0 p"),
+            "bad option: --num-callers=0: must be between 1 and 500"
+        );
+        assert!(error("--read-var-info=1 p").contains("should be 'yes' or 'no'"));
     }
 
     #[test]
