@@ -341,6 +341,62 @@ fn the_summary_lines_are_valgrinds() {
     }
 }
 
+/// With `--log-file=DIR/log.%p` the messages go to the file of the process,
+/// nothing to stderr, and its summary lines are Valgrind's; with
+/// `--log-fd=1` they go to stdout.
+#[test]
+fn the_log_goes_where_the_options_say() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("exact.c", Kind::NoLibc, dir.path());
+    let starts = ["Command:", "Events ", "Collected ", "I   refs:"];
+    let logged = |profiler| {
+        let run = run(
+            profiler,
+            &[OUT_FILE, "--log-file={out}/log.%p"],
+            &program,
+            &[],
+            dir.path(),
+        );
+        assert_status(&run, EXACT_STATUS);
+        assert_eq!(run.stderr, "", "{}: stderr", run.command);
+        let profiles: Vec<_> = run
+            .files
+            .iter()
+            .filter(|file| file.to_string_lossy().contains(PREFIX))
+            .collect();
+        assert_eq!(profiles.len(), 1, "{}: {:?}", run.command, run.files);
+        let pid = cgx_tests::run::pid_pattern(profiles[0], PREFIX).1;
+        let log = std::fs::read_to_string(run.folder.join(format!("log.{pid}")))
+            .unwrap_or_else(|error| panic!("{}: the log of {pid}: {error}", run.command));
+        let lines = summary_lines(&log, &starts);
+        assert!(lines.iter().all(|(line_pid, _)| *line_pid == pid), "{log}");
+        lines.into_iter().map(|(_, text)| text).collect::<Vec<_>>()
+    };
+    let expected = logged(Profiler::Valgrind);
+    assert_eq!(expected.len(), 4, "{expected:?}");
+    assert_eq!(logged(Profiler::Cgx), expected);
+    let cgx = run(
+        Profiler::Cgx,
+        &["--log-fd=1", "--callgrind-out-file={out}/fd.out"],
+        &program,
+        &[],
+        dir.path(),
+    );
+    assert_status(&cgx, EXACT_STATUS);
+    assert_eq!(
+        summary_lines(&cgx.stdout, &starts).len(),
+        4,
+        "{}",
+        cgx.stdout
+    );
+    assert_eq!(
+        summary_lines(&cgx.stderr, &starts).len(),
+        0,
+        "{}",
+        cgx.stderr
+    );
+}
+
 /// `%q{VAR}` in the output file name is the value of the environment variable.
 #[test]
 fn percent_q_in_the_file_name_is_the_variable() {

@@ -7,6 +7,7 @@
 //! words what is printed on stderr.
 
 mod caches;
+mod log;
 mod options;
 mod outfile;
 mod output;
@@ -24,7 +25,8 @@ use cgx_callstack::{Collector, Dump};
 use cgx_engine::Exit;
 use cgx_sim::CachesConfig;
 
-use options::{Backend, Options, Tool};
+use log::Log;
+use options::{Backend, LogOption, Options, Tool};
 use outfile::Template;
 use output::Output;
 
@@ -50,6 +52,8 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   --tool=callgrind|cachegrind   the profile to write [callgrind]
   --callgrind-out-file=NAME     [callgrind.out.%p]; %p process id, %q{VAR} environment
   --cachegrind-out-file=NAME    [cachegrind.out.%p]  variable, %% a percent sign
+  --log-file=NAME               Valgrind's messages to a file per process (%p, %q{VAR})
+  --log-fd=1|2                  Valgrind's messages to stdout or stderr [2]
   -q, --quiet                   print nothing but errors
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
@@ -123,6 +127,16 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         )
     })?;
     template.check_writable(std::process::id() as i32)?;
+    let log = match &options.log {
+        LogOption::Fd(1) => log::Destination::Stdout,
+        LogOption::Fd(_) => log::Destination::Stderr,
+        LogOption::File(name) => {
+            let log = Template::from_env(name)
+                .map_err(|error| anyhow!("bad option: --log-file={name}: {error}"))?;
+            log.check_writable(std::process::id() as i32)?;
+            log::Destination::File(log)
+        }
+    };
     // As Valgrind: the caches are configured (and their warnings known)
     // before the program starts; an unusable one stops the run here.
     let caches = if options.configures_caches() {
@@ -136,7 +150,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         command_line.clone(),
         caches.as_ref().map(|setup| setup.config),
     ))?;
-    let mut output = Output::new(&options, template, command_line, caches);
+    let mut output = Output::new(&options, template, command_line, caches, Log::new(log));
     let command = cgx_engine::Command::new(&options.program).args(&options.args);
     let mut listener = Report {
         output: &mut output,

@@ -82,6 +82,9 @@ pub struct Options {
     pub valgrind_machine: bool,
     /// `--callgrind-out-file=` / `--cachegrind-out-file=`, not yet expanded.
     pub out_file: Option<String>,
+    /// Where Valgrind's messages go: `--log-fd=1|2`, `--log-file=NAME` (not
+    /// yet expanded).
+    pub log: LogOption,
     /// `--dump-instr=yes`.
     pub dump_instr: bool,
     /// `--dump-line=no` turns it off.
@@ -143,6 +146,7 @@ impl Options {
             trace_children: false,
             valgrind_machine: true,
             out_file: None,
+            log: LogOption::Fd(2),
             dump_instr: false,
             dump_line: true,
             compress_strings: true,
@@ -238,6 +242,15 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--cacheuse-inclusive",
 ];
 
+/// `--log-fd=N` or `--log-file=NAME`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogOption {
+    /// A file descriptor: 1 or 2.
+    Fd(u32),
+    /// A file name, `%p` and `%q{VAR}` not yet expanded.
+    File(String),
+}
+
 /// Parses `cgx run`'s arguments: options up to the first argument that does not
 /// start with `-`, which is the program; the rest are its arguments.
 pub fn parse(args: &[OsString]) -> Result<Options, OptionError> {
@@ -308,6 +321,20 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         // Cachegrind do, checked as Valgrind checks them: these tools
         // report no errors (so no error exit code, no error backtraces, no
         // variable names in them), and cgx runs threads at the same time.
+        ("--log-file", Some(value)) => options.log = LogOption::File(file_name(arg, value)?),
+        ("--log-fd", Some(value)) => {
+            let fd = number(arg, value)?;
+            if !matches!(fd, 1 | 2) {
+                return Err(bad(arg, "cgx writes its messages to fd 1 or 2 only"));
+            }
+            options.log = LogOption::Fd(fd);
+        }
+        ("--log-socket", Some(_)) => {
+            return Err(bad(
+                arg,
+                "cgx does not send its messages to a socket (use --log-file)",
+            ))
+        }
         ("--error-exitcode", Some(value)) => {
             number(arg, value)?;
         }
@@ -620,9 +647,30 @@ mod tests {
     }
 
     #[test]
+    fn the_log_goes_to_a_file_or_a_descriptor() {
+        assert_eq!(ok("p").log, LogOption::Fd(2));
+        assert_eq!(
+            ok("--log-file=log.%p p").log,
+            LogOption::File("log.%p".into())
+        );
+        assert_eq!(ok("--log-fd=1 p").log, LogOption::Fd(1));
+        assert_eq!(ok("--log-file=x --log-fd=2 p").log, LogOption::Fd(2));
+        assert_eq!(
+            error("--log-fd=5 p"),
+            "bad option: --log-fd=5: cgx writes its messages to fd 1 or 2 only"
+        );
+        assert!(
+            error("--log-socket=127.0.0.1:1500 p").contains("not send its messages to a socket")
+        );
+        assert_eq!(
+            error("--log-file= p"),
+            "bad option: --log-file=: no file name given"
+        );
+    }
+
+    #[test]
     fn unknown_options_are_refused() {
         assert_eq!(error("--foo p"), "unknown option: --foo");
-        assert_eq!(error("--log-file=x p"), "unknown option: --log-file=x");
         assert_eq!(error("-q=yes p"), "unknown option: -q=yes");
         assert_eq!(
             error("--dump-instr p"),

@@ -13,6 +13,7 @@ use cgx_formats::{CallgrindOptions, Events, Format, Part, Profile, Record};
 use cgx_sim::{CachesConfig, DescStyle};
 
 use super::caches::{CacheSetup, Message};
+use super::log::Log;
 use super::options::{Backend, Options, Tool};
 use super::outfile::Template;
 use super::summary::{self, Simulations, Totals};
@@ -38,6 +39,8 @@ pub struct Output {
     /// The processes in the order they appeared.
     processes: Vec<Process>,
     failed: bool,
+    /// Where the messages go.
+    log: Log,
 }
 
 /// What is known of one process.
@@ -54,12 +57,13 @@ struct Process {
 impl Output {
     /// An output for a run with `options`, files named by `template`; `command`
     /// is the command line for the header; `caches` the simulated caches, when
-    /// they were configured.
+    /// they were configured; messages go to `log`.
     pub fn new(
         options: &Options,
         template: Template,
         command: String,
         caches: Option<CacheSetup>,
+        log: Log,
     ) -> Output {
         let (caches, startup) = match caches {
             Some(setup) => (Some(setup.config), setup.messages),
@@ -83,6 +87,7 @@ impl Output {
             startup,
             processes: Vec::new(),
             failed: false,
+            log,
         }
     }
 
@@ -91,7 +96,8 @@ impl Output {
     /// come even with `-q`).
     pub fn started(&mut self, pid: i32) {
         self.process(pid);
-        eprint!("{}", self.start_text(pid));
+        let text = self.start_text(pid);
+        self.log.write(pid, &text);
     }
 
     /// What [`Output::started`] prints.
@@ -124,7 +130,8 @@ impl Output {
             Ok(()) => {
                 if self.verbosity > 1 {
                     let shown = std::path::absolute(&path).unwrap_or(path);
-                    eprintln!("--{pid}-- Dump to {}", shown.display());
+                    let text = format!("--{pid}-- Dump to {}\n", shown.display());
+                    self.log.write(pid, &text);
                 }
             }
             Err(error) => {
@@ -156,7 +163,8 @@ impl Output {
     /// in one line, with the option that follows it.
     pub fn exec_untraced(&mut self, pid: i32, program: &Path) {
         if self.verbosity > 0 {
-            eprintln!("{}", exec_hint(pid, program));
+            self.log
+                .write(pid, &format!("{}\n", exec_hint(pid, program)));
         }
     }
 
@@ -167,20 +175,25 @@ impl Output {
         let tool = self.tool;
         let simulations = self.simulations;
         let process = self.process(pid);
+        let mut text = String::new();
         if let Some(signal) = signal {
             if verbose {
-                eprint!("{}", summary::termination(pid, signal));
+                text.push_str(&summary::termination(pid, signal));
             }
         }
         if process.dumped && !process.summarized {
             process.summarized = true;
             if verbose {
-                eprint!(
-                    "{}",
-                    summary::summary(pid, tool, simulations, &process.totals, signal.is_some())
-                );
+                text.push_str(&summary::summary(
+                    pid,
+                    tool,
+                    simulations,
+                    &process.totals,
+                    signal.is_some(),
+                ));
             }
         }
+        self.log.write(pid, &text);
     }
 
     /// The run is over and every dump written: prints the summaries of the
@@ -206,14 +219,14 @@ impl Output {
     /// printed with `-v`.
     pub fn statistics(&mut self, pid: i32, statistics: &cgx_backdate::Statistics) {
         if self.verbosity > 1 {
-            eprint!("{}", summary::statistics(pid, statistics));
+            self.log.write(pid, &summary::statistics(pid, statistics));
         }
     }
 
     /// What the translate backend did in process `pid`: printed with `-v`.
     pub fn translated(&mut self, pid: i32, translated: &super::trace::Translated) {
         if self.verbosity > 1 {
-            eprint!("{}", summary::translated(pid, translated));
+            self.log.write(pid, &summary::translated(pid, translated));
         }
     }
 
@@ -333,6 +346,7 @@ fn cachegrind_layout(part: &mut Part, caches: Option<&CachesConfig>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::log::Destination;
     use cgx_formats::{FunctionId, Position, PositionKinds};
 
     /// A profile with `ir` instructions in `main`.
@@ -362,7 +376,13 @@ mod tests {
         options.tool = tool;
         options.verbosity = 0;
         let template = Template::parse(&format!("{}/{out_file}", dir.display()), |_| None).unwrap();
-        Output::new(&options, template, "./prog".into(), None)
+        Output::new(
+            &options,
+            template,
+            "./prog".into(),
+            None,
+            Log::new(Destination::Stderr),
+        )
     }
 
     fn names(dir: &Path) -> Vec<String> {
@@ -534,6 +554,7 @@ mod tests {
             template.clone(),
             "./prog".into(),
             Some(setup.clone()),
+            Log::new(Destination::Stderr),
         );
         assert_eq!(
             out.start_text(7),
@@ -542,7 +563,13 @@ mod tests {
         );
         assert_eq!(out.start_text(8), "");
         options.verbosity = 1;
-        let mut out = Output::new(&options, template, "./prog".into(), Some(setup));
+        let mut out = Output::new(
+            &options,
+            template,
+            "./prog".into(),
+            Some(setup),
+            Log::new(Destination::Stderr),
+        );
         let text = out.start_text(7);
         assert!(text.starts_with("==7== cgx-"), "{text}");
         assert!(
