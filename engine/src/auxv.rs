@@ -7,7 +7,6 @@
 //! vDSO up (a few hundred instructions of symbol lookups). Hiding it the
 //! same way gives the same instruction counts.
 
-use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 
 use crate::error::{Error, Result};
@@ -26,14 +25,7 @@ const MOST_WORDS: usize = 1 << 16;
 /// `pid`, stopped at its first instruction with stack pointer `rsp`, into
 /// `AT_IGNORE`. Returns whether there was one.
 pub(crate) fn hide_vdso(pid: i32, rsp: u64) -> Result<bool> {
-    let memory = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(format!("/proc/{pid}/mem"))
-        .map_err(|source| Error::Os {
-            operation: "open /proc/PID/mem",
-            source,
-        })?;
+    let memory = crate::ptrace::open_memory(pid, true)?;
     let mut bytes = vec![0u8; MOST_WORDS * 8];
     let mut got = 0;
     while got < bytes.len() {

@@ -389,14 +389,7 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
 /// before or after that instruction, depending on the kernel).
 fn leave_exec(pid: libc::pid_t) -> Result<()> {
     use std::os::unix::fs::FileExt;
-    let memory = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(format!("/proc/{pid}/mem"))
-        .map_err(|source| Error::Os {
-            operation: "open /proc/PID/mem",
-            source,
-        })?;
+    let memory = crate::ptrace::open_memory(pid, true)?;
     let mut regs = crate::ptrace::regs(pid)?;
     let mut saved = [0u8; 1];
     let os = |operation: &'static str| move |source| Error::Os { operation, source };

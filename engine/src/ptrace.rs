@@ -4,6 +4,19 @@ use std::io;
 
 use crate::error::{Error, Result};
 
+/// Opens `/proc/TID/mem`, the memory of thread `tid`'s process, to read
+/// (and, with `write`, to write: a tracer may write into code).
+pub(crate) fn open_memory(tid: i32, write: bool) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(format!("/proc/{tid}/mem"))
+        .map_err(|source| Error::Os {
+            operation: "open /proc/PID/mem",
+            source,
+        })
+}
+
 /// Registers of a stopped thread.
 pub(crate) type Regs = libc::user_regs_struct;
 

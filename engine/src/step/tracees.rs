@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::event::{Arrival, Thread};
 
 use super::blocks::BlockCursor;
@@ -110,10 +110,7 @@ impl Drop for Tracees {
     }
 }
 
-/// Opens `/proc/TID/mem`.
+/// Opens `/proc/TID/mem` to read.
 pub(super) fn open_memory(tid: i32) -> Result<File> {
-    File::open(format!("/proc/{tid}/mem")).map_err(|source| Error::Os {
-        operation: "open /proc/PID/mem",
-        source,
-    })
+    crate::ptrace::open_memory(tid, false)
 }

@@ -14,14 +14,7 @@ pub(super) struct Memory {
 impl Memory {
     /// Opens the memory of `pid`.
     pub fn open(pid: i32) -> Result<Memory> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(format!("/proc/{pid}/mem"))
-            .map_err(|source| Error::Os {
-                operation: "open /proc/PID/mem",
-                source,
-            })?;
+        let file = crate::ptrace::open_memory(pid, true)?;
         Ok(Memory { file, pid })
     }
 
