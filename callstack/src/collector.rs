@@ -279,3 +279,65 @@ impl EventSink for Collector {
         self.end_process(pid);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cgx_engine::Arrival;
+    use std::path::Path;
+
+    /// A process id no process has (its symbols are unknown).
+    const PID: i32 = i32::MAX - 11;
+
+    /// Runs a block of three instructions of `PID`, twice.
+    fn run_a_little(collector: &mut Collector) {
+        let thread = Thread { pid: PID, tid: PID };
+        for arrival in [Arrival::Start, Arrival::Jump { conditional: true }] {
+            let block = Block {
+                addr: 0x1000,
+                sp: 0x8000,
+                arrival,
+            };
+            collector.block_executed(thread, block, &[(0x1000, 2), (0x1002, 3), (0x1005, 2)]);
+        }
+    }
+
+    fn collector() -> Collector {
+        let Ok(collector) = Collector::new(Options::default()) else {
+            panic!("the default options are valid");
+        };
+        collector
+    }
+
+    #[test]
+    fn an_untraced_exec_ends_the_profile_and_a_traced_one_loses_it() {
+        let mut untraced = collector();
+        run_a_little(&mut untraced);
+        untraced.exec(PID, Path::new("/bin/other"), false);
+        let dumps = untraced.take_dumps();
+        assert_eq!(dumps.len(), 1);
+        assert_eq!(dumps[0].pid, PID);
+        assert!(dumps[0]
+            .profile
+            .parts
+            .iter()
+            .any(|part| part.self_totals()[0] > 0));
+        // The exit that follows adds nothing.
+        untraced.process_exited(PID, Exit::Code(0));
+        assert!(untraced.take_dumps().is_empty());
+
+        // As Valgrind: what ran before a traced exec is lost.
+        let mut traced = collector();
+        run_a_little(&mut traced);
+        traced.exec(PID, Path::new("/bin/other"), true);
+        assert!(traced.take_dumps().is_empty());
+        traced.process_exited(PID, Exit::Code(0));
+        let dumps = traced.take_dumps();
+        assert_eq!(dumps.len(), 1);
+        assert!(dumps[0]
+            .profile
+            .parts
+            .iter()
+            .all(|part| part.self_totals().iter().all(|&cost| cost == 0)));
+    }
+}

@@ -2,13 +2,14 @@
 //! one CPU, fork, seize the child (`PTRACE_SEIZE`) and exec in it (with the
 //! dispositions of the signals cgx relays restored, see `relay`).
 
-use crate::error::{Error, Result};
-use crate::relay::{Relay, RELAYED};
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::relay::{Relay, RELAYED};
 
 /// A program to run under the tracer, with its arguments. It gets the user's
 /// stdin, stdout, stderr, environment and working directory.
@@ -377,40 +378,9 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
             "the child did not stop after execve (wait status {status:#x})"
         )));
     }
-    leave_exec(pid)?;
+    // The backends start from a stop before the first instruction.
+    crate::resume::leave_syscall(pid, &crate::ptrace::open_memory(pid, true)?)?;
     Ok(tracee)
-}
-
-/// Lets `pid`, at its exec event stop (still inside `execve`), finish the
-/// system call: an `int3` written over its first instruction stops it there,
-/// out of the kernel; the byte and the instruction pointer are put back. The
-/// backends then start from a stop before the first instruction, with
-/// `execve`'s result in rax (a single-step from inside the call would trap
-/// before or after that instruction, depending on the kernel).
-fn leave_exec(pid: libc::pid_t) -> Result<()> {
-    use std::os::unix::fs::FileExt;
-    let memory = crate::ptrace::open_memory(pid, true)?;
-    let mut regs = crate::ptrace::regs(pid)?;
-    let mut saved = [0u8; 1];
-    let os = |operation: &'static str| move |source| Error::Os { operation, source };
-    memory
-        .read_exact_at(&mut saved, regs.rip)
-        .map_err(os("reading the first instruction"))?;
-    memory
-        .write_all_at(&[0xcc], regs.rip)
-        .map_err(os("writing a breakpoint"))?;
-    let stopped = crate::ptrace::cont(pid, 0).and_then(|()| wait(pid));
-    memory
-        .write_all_at(&saved, regs.rip)
-        .map_err(os("restoring the first instruction"))?;
-    let status = stopped?;
-    if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
-        return Err(Error::Unexpected(format!(
-            "the program did not reach its first instruction (wait status {status:#x})"
-        )));
-    }
-    regs.rax = crate::ptrace::regs(pid)?.rax;
-    crate::ptrace::set_regs(pid, &regs)
 }
 
 /// A close-on-exec pipe: its read and write ends.

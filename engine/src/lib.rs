@@ -29,6 +29,7 @@ mod prefetch;
 mod preflight;
 mod ptrace;
 mod relay;
+mod resume;
 mod semantics;
 pub mod step;
 pub mod symbols;

@@ -33,12 +33,12 @@ enum Start {
 /// Refuses the program at `path` (resolved, executable) if cgx cannot trace
 /// it as it runs natively.
 pub(crate) fn check(path: &Path) -> Result<()> {
+    let refuse = |reason: String| Error::Untraceable {
+        path: path.to_path_buf(),
+        reason,
+    };
     let mut current = path.to_path_buf();
     for _ in 0..MAX_INTERPRETERS {
-        let refuse = |reason: String| Error::Untraceable {
-            path: path.to_path_buf(),
-            reason,
-        };
         if let Some(reason) = privileges_lost(&current) {
             return Err(refuse(reason));
         }

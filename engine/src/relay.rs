@@ -273,6 +273,34 @@ mod tests {
     }
 
     #[test]
+    fn signals_sent_to_this_process_reach_the_target_and_wait_for_one() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut relay = Relay::install();
+        // Before there is a target, a signal is kept.
+        // SAFETY: a signal to this thread, caught by the relay.
+        unsafe { libc::raise(libc::SIGUSR2) };
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let pid = i32::try_from(child.id()).expect("a process id");
+        relay.target(pid);
+        let status = child.wait().expect("sleep ends");
+        assert_eq!(status.signal(), Some(libc::SIGUSR2));
+        drop(relay);
+        // SIGTSTP asks the tracer to stop with the program. (Whether the
+        // program stops depends on its process group: the kernel drops
+        // SIGTSTP in an orphaned one, natively too.)
+        let relay = Relay::install();
+        assert!(!take_stop_request());
+        // SAFETY: as above.
+        unsafe { libc::raise(libc::SIGTSTP) };
+        assert!(take_stop_request());
+        assert!(!take_stop_request());
+        drop(relay);
+    }
+
+    #[test]
     fn relayed_signals_fit_the_pending_mask() {
         assert!(RELAYED.iter().all(|&signal| (1..64).contains(&signal)));
         assert!(RELAYED.contains(&libc::SIGTERM) && RELAYED.contains(&libc::SIGHUP));

@@ -14,18 +14,29 @@
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use cgx_tests::cli;
-use cgx_tests::run::{build, read, shell_status, Kind};
+use cgx_tests::run::{build, read, shell_status, total_ir, Kind};
+
+/// `cgx`'s arguments for a run whose profile goes to [`out_file`] of `dir`
+/// (`-q` with `quiet`), before the program.
+fn run_args(dir: &Path, quiet: bool) -> Vec<String> {
+    let mut args = vec!["run".to_string()];
+    if quiet {
+        args.push("-q".into());
+    }
+    args.push(format!("--callgrind-out-file={}", out_file(dir).display()));
+    args
+}
 
 /// `cgx run -q --callgrind-out-file=DIR/callgrind.out PROGRAM ARGS`,
 /// started with stdout piped.
 fn start_cgx(program: &Path, args: &[&str], dir: &Path) -> Child {
     Command::new(cli::binary())
-        .args(["run", "-q"])
-        .arg(format!("--callgrind-out-file={}", out_file(dir).display()))
+        .args(run_args(dir, true))
         .arg(program)
         .args(args)
         .stdin(Stdio::null())
@@ -127,11 +138,7 @@ fn timeout_ends_the_program_and_the_profile_is_written() {
     let output = Command::new("timeout")
         .arg("2")
         .arg(cli::binary())
-        .args(["run", "-q"])
-        .arg(format!(
-            "--callgrind-out-file={}",
-            out_file(dir.path()).display()
-        ))
+        .args(run_args(dir.path(), true))
         .arg(&program)
         .stdin(Stdio::null())
         .output()
@@ -152,18 +159,9 @@ fn an_untraced_exec_leaves_a_profile_and_says_so() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let launcher = dir.path().join("launcher");
     fs::write(&launcher, "#!/bin/sh\nexec /bin/echo launched \"$@\"\n").expect("a script");
-    let made_executable = Command::new("chmod")
-        .arg("+x")
-        .arg(&launcher)
-        .status()
-        .expect("chmod runs");
-    assert!(made_executable.success());
+    fs::set_permissions(&launcher, fs::Permissions::from_mode(0o755)).expect("chmod 755");
     let output = Command::new(cli::binary())
-        .arg("run")
-        .arg(format!(
-            "--callgrind-out-file={}",
-            out_file(dir.path()).display()
-        ))
+        .args(run_args(dir.path(), false))
         .arg(&launcher)
         .arg("x")
         .stdin(Stdio::null())
@@ -179,20 +177,11 @@ fn an_untraced_exec_leaves_a_profile_and_says_so() {
     assert_eq!(hints.len(), 1, "stderr:\n{stderr}");
     assert!(hints[0].contains("/echo"), "{}", hints[0]);
     // The profile of the shell that ran the script, up to its execve.
-    let profile = read(&out_file(dir.path()));
-    let total: u64 = profile
-        .parts
-        .iter()
-        .map(|part| part.self_totals().first().copied().unwrap_or(0))
-        .sum();
+    let total = total_ir(&read(&out_file(dir.path())));
     assert!(total > 10_000, "the profile has {total} instructions");
     // With -q the line is not printed.
     let quiet = Command::new(cli::binary())
-        .args(["run", "-q"])
-        .arg(format!(
-            "--callgrind-out-file={}",
-            out_file(dir.path()).display()
-        ))
+        .args(run_args(dir.path(), true))
         .arg(&launcher)
         .stdin(Stdio::null())
         .output()
@@ -309,9 +298,9 @@ fn ctrl_z_and_fg_in_a_terminal() {
     ]);
     let screen = || with(&["capture-pane", "-p", "-t", &session]);
     let command = format!(
-        "{} run -q --callgrind-out-file={} {}",
+        "{} {} {}",
         cli::binary().display(),
-        out_file(dir.path()).display(),
+        run_args(dir.path(), true).join(" "),
         program.display()
     );
     with(&["send-keys", "-t", &session, &command, "Enter"]);

@@ -16,48 +16,6 @@ use crate::ptrace::{self, Regs};
 const SYS_MMAP: u64 = 9;
 const SYS_MPROTECT: u64 = 10;
 const SYSCALL: [u8; 2] = [0x0f, 0x05];
-const INT3: u8 = 0xcc;
-
-/// Resumes stopped `tid` for one step (`step`) or until its next stop,
-/// as often as signals for the program stop it first (other threads' and
-/// processes' doings, a `SIGCHLD`...) or a group-stop does; those signals
-/// (and the group-stop's) are sent to the thread again afterwards, so the
-/// program still gets them. Returns the wait status of the stop that ended
-/// it.
-pub(super) fn until_trap(tid: i32, step: bool) -> Result<i32> {
-    let mut pending = Vec::new();
-    let status = loop {
-        if step {
-            ptrace::single_step(tid, 0)?;
-        } else {
-            ptrace::cont(tid, 0)?;
-        }
-        let status = ptrace::wait(tid)?;
-        let signal = libc::WSTOPSIG(status);
-        if libc::WIFSTOPPED(status) && status >> 16 == libc::PTRACE_EVENT_STOP {
-            // A group-stop (or its end) on the way: the thread finishes
-            // first, and is stopped again afterwards (see `jobs`).
-            if let Some(stop) = crate::jobs::group_stop_signal(status) {
-                pending.push(stop);
-            }
-            continue;
-        }
-        if libc::WIFSTOPPED(status) && status >> 16 == 0 && signal != libc::SIGTRAP {
-            if ptrace::signal_info(tid)?.is_some() {
-                pending.push(signal);
-            }
-            continue;
-        }
-        break status;
-    };
-    for signal in pending {
-        // SAFETY: a plain system call; no pointers.
-        unsafe {
-            libc::syscall(libc::SYS_tkill, tid, signal);
-        }
-    }
-    Ok(status)
-}
 
 /// Runs system call `number` with `args` in stopped `tid` (registers
 /// `regs`) at `gadget` (a `syscall` instruction; `None`: at the thread's
@@ -89,7 +47,7 @@ pub(super) fn system_call(
     call.r9 = args[5];
     let result = (|| {
         ptrace::set_regs(tid, &call)?;
-        let status = until_trap(tid, true)?;
+        let status = crate::resume::until_trap(tid, true)?;
         if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
             return Err(Error::Unexpected(format!(
                 "injected system call: wait status {status:#x}"
@@ -102,31 +60,6 @@ pub(super) fn system_call(
     }
     ptrace::set_regs(tid, regs)?;
     result
-}
-
-/// Lets stopped `tid`, at an event stop inside a system call (an exec
-/// event), finish the call: an `int3` written at its return address stops
-/// it there, out of the kernel, where system calls can be injected; the
-/// byte is put back. Returns its registers then.
-pub(super) fn leave_syscall(tid: i32, memory: &Memory) -> Result<Regs> {
-    let mut regs = ptrace::regs(tid)?;
-    let mut saved = [0u8; 1];
-    memory.read(regs.rip, &mut saved)?;
-    memory.write(regs.rip, &[INT3])?;
-    let stopped = (|| {
-        let status = until_trap(tid, false)?;
-        if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
-            return Err(Error::Unexpected(format!(
-                "translate: leaving a system call: wait status {status:#x}"
-            )));
-        }
-        ptrace::regs(tid)
-    })();
-    memory.write(regs.rip, &saved)?;
-    let after = stopped?;
-    regs.rax = after.rax;
-    ptrace::set_regs(tid, &regs)?;
-    Ok(regs)
 }
 
 /// Sets the protection of `len` bytes at `addr` in stopped `tid` to

@@ -18,6 +18,11 @@ impl Memory {
         Ok(Memory { file, pid })
     }
 
+    /// The open `/proc/PID/mem`.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
     /// Reads as many bytes at `addr` as are mapped; returns how many.
     pub fn read_available(&self, addr: u64, buffer: &mut [u8]) -> usize {
         let mut got = 0;

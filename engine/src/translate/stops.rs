@@ -225,7 +225,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             _ => {}
         }
         ptrace::set_regs(tid, &regs)?;
-        let status = inject::until_trap(tid, true)?;
+        let status = crate::resume::until_trap(tid, true)?;
         self.outcome.stops += 1;
         if !(libc::WIFSTOPPED(status)
             && libc::WSTOPSIG(status) == libc::SIGTRAP

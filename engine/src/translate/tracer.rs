@@ -23,7 +23,6 @@ use crate::step::RunOptions;
 use super::area::Area;
 use super::buffer::Replay;
 use super::capture::Capture;
-use super::inject;
 use super::space::Space;
 use super::stops::{Next, Stopped, ThreadState};
 use super::Outcome;
@@ -467,7 +466,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         }
         self.sink.exec(pid, &program, true);
         let memory = super::memory::Memory::open(tid)?;
-        let mut regs = inject::leave_syscall(tid, &memory)?;
+        let mut regs = crate::resume::leave_syscall(tid, memory.file())?;
         let (space, area) = self.new_program(tid, &mut regs)?;
         let thread = Thread { pid, tid };
         let fresh = self.thread_state(thread, space, area);
