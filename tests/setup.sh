@@ -3,8 +3,9 @@
 # (which every machine of this project has): the other readers of the files cgx
 # writes, which the tests check its output against — gprof2dot, KCachegrind (run
 # headless in a D-Bus session), go tool pprof (Debian's golang-go) and Python's
-# jsonschema; tmux (a real terminal for the job-control test); and Debian's gzip,
-# python3, sort and sqlite3. npm fetches speedscope's file-format schema when the tests first need it.
+# jsonschema; tmux (a real terminal for the job-control test); Debian's gzip,
+# python3, sort and sqlite3; and programs that compile code as they run (LuaJIT,
+# node, grep with PCRE2's JIT). npm fetches speedscope's file-format schema when the tests first need it.
 set -euo pipefail
 
 packages=()
@@ -17,6 +18,10 @@ command -v tmux >/dev/null 2>&1 || packages+=(tmux)
 [ -x /usr/bin/sort ] || packages+=(coreutils)
 [ -x /usr/bin/python3 ] || packages+=(python3)
 [ -x /usr/bin/sqlite3 ] || packages+=(sqlite3)
+# The JITs run_jit runs.
+[ -x /usr/bin/luajit ] || packages+=(luajit)
+[ -x /usr/bin/node ] || packages+=(nodejs)
+[ -x /usr/bin/grep ] || packages+=(grep)
 if ((${#packages[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -26,7 +31,8 @@ command -v gprof2dot >/dev/null 2>&1 || pip install --quiet gprof2dot
 python3 -c 'import jsonschema' >/dev/null 2>&1 || pip install --quiet jsonschema
 
 for tool in valgrind gcc callgrind_annotate cg_annotate cg_merge cg_diff gprof2dot \
-    kcachegrind dbus-run-session go tmux npm /usr/bin/gzip /usr/bin/sort /usr/bin/python3 /usr/bin/sqlite3; do
+    kcachegrind dbus-run-session go tmux npm /usr/bin/gzip /usr/bin/sort /usr/bin/python3 /usr/bin/sqlite3 \
+    /usr/bin/luajit /usr/bin/node /usr/bin/grep; do
     command -v "$tool" >/dev/null 2>&1 || { echo "tests/setup.sh: $tool is missing" >&2; exit 1; }
 done
 python3 -c 'import jsonschema' 2>/dev/null || { echo "tests/setup.sh: python3's jsonschema is missing" >&2; exit 1; }

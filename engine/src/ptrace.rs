@@ -171,3 +171,40 @@ pub(crate) fn thread_group(tid: i32) -> Option<i32> {
         .find_map(|line| line.strip_prefix("Tgid:"))
         .and_then(|value| value.trim().parse().ok())
 }
+
+/// Where thread `tid` is while it does not run (blocked in a system call,
+/// or stopped), from `/proc/TID/syscall`: its instruction pointer; `None`
+/// while it runs or when that cannot be read.
+pub(crate) fn blocked_at(tid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/syscall")).ok()?;
+    parse_blocked_at(&text)
+}
+
+/// The instruction pointer in a `/proc/TID/syscall` text: the last field
+/// of `NR ARG1..ARG6 SP PC` (blocked in a system call) or `-1 SP PC`
+/// (blocked otherwise); `None` for `running`.
+fn parse_blocked_at(text: &str) -> Option<u64> {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    if !matches!(fields.len(), 3 | 9) {
+        return None;
+    }
+    let pc = fields.last()?.strip_prefix("0x")?;
+    u64::from_str_radix(pc, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocked_thread_shows_where_it_is() {
+        let in_call = "202 0x55d0c0a0 0x80 0x2 0x0 0x0 0x0 0x7ffd3a1c8e48 0x7f3f1c2a4e2d\n";
+        assert_eq!(parse_blocked_at(in_call), Some(0x7f3f_1c2a_4e2d));
+        assert_eq!(
+            parse_blocked_at("-1 0x7ffd3a1c8e48 0x401000\n"),
+            Some(0x40_1000)
+        );
+        assert_eq!(parse_blocked_at("running\n"), None);
+        assert_eq!(parse_blocked_at(""), None);
+    }
+}

@@ -1,7 +1,8 @@
 //! The translate backend on code that is unmapped, remapped or made
 //! executable again after it was translated: the translations of the
-//! changed ranges are dropped, so the events are the step backend's and
-//! the count is Cachegrind's.
+//! changed ranges are dropped (and code rewritten in writable memory is
+//! found changed at the entry of its translations), so the events are the
+//! step backend's and the count is Cachegrind's.
 
 mod common;
 
@@ -70,4 +71,18 @@ fn code_written_then_made_executable_is_translated_anew() {
     assert!(outcome.invalidated >= 6, "{outcome:?}");
     // The program's own mprotect(PROT_EXEC) is undone each time.
     assert!(outcome.protected >= 7 + 2, "{outcome:?}");
+}
+
+#[test]
+fn code_rewritten_by_plain_stores_is_translated_anew() {
+    // Stores into an anonymous RWX page, no system call between them and
+    // the call: the translations check their code at each entry.
+    let outcome = same_as_step_and_cachegrind("smc_store", 28);
+    assert!(outcome.invalidated >= 6, "{outcome:?}");
+}
+
+#[test]
+fn code_rewritten_by_rep_stores_is_translated_anew() {
+    let outcome = same_as_step_and_cachegrind("smc_rep", 28);
+    assert!(outcome.invalidated >= 6, "{outcome:?}");
 }

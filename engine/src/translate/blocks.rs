@@ -154,7 +154,7 @@ impl<'a> CodeWindow<'a> {
 
     /// Up to `len` bytes at `addr`, fewer where the memory stops being
     /// readable (as [`Memory::read_available`]).
-    fn read(&mut self, addr: u64, len: usize) -> &[u8] {
+    pub fn read(&mut self, addr: u64, len: usize) -> &[u8] {
         let index = match self
             .windows
             .iter()

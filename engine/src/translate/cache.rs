@@ -18,6 +18,8 @@ use super::capture::{Capture, Sources};
 use super::layout::Layout;
 use super::memory::Memory;
 use super::plan::{self, Plan};
+use super::protect::Protection;
+use super::retire::Retiring;
 use super::translator::{self, ExitSlot, Refusal, Target};
 use super::writes::Writes;
 
@@ -46,8 +48,28 @@ struct Translation {
     repeats: bool,
     /// Its code, from its entry on.
     code: Range<u64>,
+    /// The space it takes in its region, header and alignment included.
+    space: Range<u64>,
+    /// Its `int3`s other than exit stubs (system call, `cpuid`, stale).
+    traps: Vec<u64>,
     /// Its safe points besides its entry, ascending.
     safe: Vec<u64>,
+}
+
+impl Translation {
+    /// Whether `block`, decoded as `decoded`, has the same instructions at
+    /// the same addresses, doing the same kinds of things, as this
+    /// translation's: records of either then mean the same.
+    fn same_code(&self, block: &DecodedBlock, decoded: &[Decoded]) -> bool {
+        self.decoded == decoded
+            && self.block.insns.len() == block.insns.len()
+            && self
+                .block
+                .insns
+                .iter()
+                .zip(&block.insns)
+                .all(|(old, new)| (old.addr, old.len, old.flow) == (new.addr, new.len, new.flow))
+    }
 }
 
 /// What the replay of a translation's records needs in the common case,
@@ -121,6 +143,13 @@ pub(super) enum Stub {
     /// A `cpuid` of the program, for the tracer to answer; the
     /// translation goes on after the `int3`.
     Cpuid,
+    /// Translation `id` found its original code changed at its entry
+    /// (see `Target::original`); the thread's registers are as they were
+    /// there.
+    Stale {
+        /// The translation.
+        id: u32,
+    },
 }
 
 /// One region of the code cache.
@@ -180,6 +209,14 @@ pub(super) struct Cache {
     syscall_traps: HashMap<u64, u32>,
     /// `cpuid` traps.
     cpuid_traps: HashSet<u64>,
+    /// The traps of translations whose original code changed.
+    stale_traps: HashMap<u64, u32>,
+    /// Dead translations whose space (and number) the next translation
+    /// of their original address takes (see [`Cache::retire`]).
+    reusable: HashMap<u64, u32>,
+    /// Dead translations to be released once the threads with them left
+    /// them (see [`Cache::retire`]).
+    dying: Retiring,
     /// Whether translations make `cpuid` trap (see `Target::cpuid_trap`).
     cpuid_trap: bool,
     /// Blocks that are stepped, with the reason.
@@ -212,6 +249,9 @@ impl Cache {
             stubs: HashMap::new(),
             syscall_traps: HashMap::new(),
             cpuid_traps: HashSet::new(),
+            stale_traps: HashMap::new(),
+            reusable: HashMap::new(),
+            dying: Retiring::default(),
             cpuid_trap,
             refused: HashMap::new(),
             incoming: HashMap::new(),
@@ -333,6 +373,9 @@ impl Cache {
         if self.cpuid_traps.contains(&addr) {
             return Some(Stub::Cpuid);
         }
+        if let Some(&id) = self.stale_traps.get(&addr) {
+            return Some(Stub::Stale { id });
+        }
         self.stubs
             .get(&addr)
             .map(|&(id, exit)| Stub::Exit { id, exit })
@@ -369,6 +412,36 @@ impl Cache {
         }
     }
 
+    /// Whether the refusal of the block at `addr` still holds for the code
+    /// there now (where code may change unseen, `protection`): its
+    /// decoding is that of the original code in `memory`. When it does not,
+    /// the refusal is dropped, for the code to be translated anew.
+    pub fn refusal_holds(&mut self, memory: &Memory, addr: u64, protection: &Protection) -> bool {
+        if !protection.changing(addr) {
+            return true;
+        }
+        let Some((refused, _)) = self.refused.get(&addr) else {
+            return true;
+        };
+        let now = blocks::decode(&mut CodeWindow::new(memory), addr);
+        let same = match (refused, &now) {
+            (None, None) => true,
+            (Some(refused), Some(now)) => {
+                refused.insns.len() == now.insns.len()
+                    && refused
+                        .insns
+                        .iter()
+                        .zip(&now.insns)
+                        .all(|(a, b)| a.len == b.len && a.instruction == b.instruction)
+            }
+            _ => false,
+        };
+        if !same {
+            self.refused.remove(&addr);
+        }
+        same
+    }
+
     /// The block at `addr` if it is refused (to be stepped): its decoding
     /// (`None` when it does not decode).
     pub fn refused(&self, addr: u64) -> Option<&Option<DecodedBlock>> {
@@ -379,19 +452,22 @@ impl Cache {
     /// enters it in the indirect-branch table and translates ahead of it
     /// ([`Cache::translate_ahead_into`]), all written in one batch. Returns
     /// its entry, `None` when the block is refused (see [`Cache::refused`]).
+    /// `protection` says where the original code is protected and where
+    /// it may change unseen.
     pub fn enter(
         &mut self,
         memory: &Memory,
         target: u64,
         budget: usize,
-        allowed: &dyn Fn(u64) -> bool,
+        protection: &Protection,
     ) -> Result<Option<u64>> {
         self.batch(memory, |cache, code, writes| {
-            let Some(entry) = cache.translate_into(memory, code, writes, target)? else {
+            let Some(entry) = cache.translate_into(memory, code, writes, target, protection)?
+            else {
                 return Ok(None);
             };
             cache.enter_indirect_into(writes, target, entry);
-            cache.translate_ahead_into(memory, code, writes, target, budget, allowed)?;
+            cache.translate_ahead_into(memory, code, writes, target, budget, protection)?;
             Ok(Some(entry))
         })
     }
@@ -404,15 +480,15 @@ impl Cache {
         memory: &Memory,
         (id, exit): (u32, usize),
         budget: usize,
-        allowed: &dyn Fn(u64) -> bool,
+        protection: &Protection,
     ) -> Result<u64> {
         let target = self
             .exit_target(id, exit)
             .ok_or_else(|| Error::Unexpected("translate: an exit stub without a target".into()))?;
         self.batch(memory, |cache, code, writes| {
-            if let Some(entry) = cache.translate_into(memory, code, writes, target)? {
+            if let Some(entry) = cache.translate_into(memory, code, writes, target, protection)? {
                 cache.link_into(writes, id, exit, entry);
-                cache.translate_ahead_into(memory, code, writes, target, budget, allowed)?;
+                cache.translate_ahead_into(memory, code, writes, target, budget, protection)?;
             }
             Ok(target)
         })
@@ -434,13 +510,16 @@ impl Cache {
 
     /// The entry of the translation of `addr`, translating it if needed
     /// (the original code read through `code`, the translation written to
-    /// `writes`); `None` when the block is refused (see [`Cache::refused`]).
+    /// `writes`; one that checks its code where `protection` says it may
+    /// change unseen); `None` when the block is refused (see
+    /// [`Cache::refused`]).
     fn translate_into(
         &mut self,
         memory: &Memory,
         code: &mut CodeWindow,
         writes: &mut Writes,
         addr: u64,
+        protection: &Protection,
     ) -> Result<Option<u64>> {
         if let Some(&entry) = self.entries.get(&addr) {
             return Ok(Some(entry));
@@ -458,42 +537,98 @@ impl Cache {
                 .insert(addr, (Some(block), "uses the gs segment".into()));
             return Ok(None);
         }
-        let id = u32::try_from(self.translations.len())
-            .ok()
-            .filter(|&id| id < i32::MAX as u32)
-            .ok_or_else(|| Error::Unexpected("translate: too many translations".into()))?;
-        let Some(region) = self.regions.iter_mut().find(|region| region.near(addr)) else {
-            return Err(Error::Unexpected(format!(
-                "translate: no code cache region near {addr:#x}"
-            )));
+        let decoded: Option<Vec<Decoded>> = block
+            .insns
+            .iter()
+            .map(|insn| insn.instruction.as_ref().map(Decoded::of))
+            .collect();
+        // A released translation of this address gives its space, and its
+        // number when its records would mean the same.
+        let released = self.reusable.remove(&addr);
+        let reused_id = released.filter(|&old| {
+            decoded
+                .as_deref()
+                .is_some_and(|decoded| self.translations[old as usize].same_code(&block, decoded))
+        });
+        let id = match reused_id {
+            Some(id) => id,
+            None => u32::try_from(self.translations.len())
+                .ok()
+                .filter(|&id| id < i32::MAX as u32)
+                .ok_or_else(|| Error::Unexpected("translate: too many translations".into()))?,
         };
+        let len = block.last().next().wrapping_sub(block.addr) as usize;
+        let original = protection
+            .changing(addr)
+            .then(|| code.read(addr, len))
+            .filter(|bytes| bytes.len() == len);
+        // Only a translation with the same header takes the space: its
+        // entry is then the old one's, where jumps from dead translations
+        // still lead.
+        let old_space = reused_id.map(|old| self.translations[old as usize].space.clone());
         let entries = &self.entries;
         let linked = |target: u64| entries.get(&target).copied();
-        let target = Target {
-            layout: &region.layout,
-            lookup: region.lookup,
-            capture: self.capture,
-            cpuid_trap: self.cpuid_trap,
+        let capture = self.capture;
+        let cpuid_trap = self.cpuid_trap;
+        // Emits the translation at `at` in `region`.
+        let emit = |region: &Region, at: u64| {
+            let target = Target {
+                layout: &region.layout,
+                lookup: region.lookup,
+                capture,
+                cpuid_trap,
+                original,
+            };
+            translator::translate(&block, id, at, target, &linked)
         };
-        let emitted = match translator::translate(&block, id, region.free, target, &linked) {
-            Ok(emitted) => emitted,
-            Err(reason) => {
-                self.refused.insert(addr, (Some(block), reason));
-                return Ok(None);
+        let in_old_space = old_space.and_then(|space| {
+            let region = self
+                .regions
+                .iter()
+                .find(|region| (region.layout.base..region.layout.end()).contains(&space.start))?;
+            let emitted = emit(region, space.start).ok()?;
+            (emitted.at + emitted.bytes.len() as u64 <= space.end).then_some((emitted, space))
+        });
+        let (emitted, space) = match in_old_space {
+            Some(found) => found,
+            None => {
+                let Some(region) = self.regions.iter().find(|region| region.near(addr)) else {
+                    return Err(Error::Unexpected(format!(
+                        "translate: no code cache region near {addr:#x}"
+                    )));
+                };
+                let emitted = match emit(region, region.free) {
+                    Ok(emitted) => emitted,
+                    Err(reason) => {
+                        self.refused.insert(addr, (Some(block), reason));
+                        return Ok(None);
+                    }
+                };
+                let end = emitted.at + emitted.bytes.len() as u64;
+                if end > region.layout.end() {
+                    return Err(Error::Unexpected(
+                        "translate: the code cache is full".into(),
+                    ));
+                }
+                let space = emitted.at..align(end);
+                if let Some(region) = self.regions.iter_mut().find(|region| region.near(addr)) {
+                    region.free = space.end;
+                }
+                (emitted, space)
             }
         };
         let end = emitted.at + emitted.bytes.len() as u64;
-        if end > region.layout.end() {
-            return Err(Error::Unexpected(
-                "translate: the code cache is full".into(),
-            ));
-        }
         writes.code(memory, emitted.at, &emitted.bytes)?;
-        region.free = align(end);
+        let mut traps = emitted.cpuid_traps.clone();
         if let Some(trap) = emitted.syscall_trap {
             self.syscall_traps.insert(trap, id);
+            traps.push(trap);
         }
         self.cpuid_traps.extend(&emitted.cpuid_traps);
+        if let Some(trap) = emitted.stale_trap {
+            self.stale_traps.insert(trap, id);
+            traps.push(trap);
+        }
         let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
             self.stubs.insert(exit.stub, (id, index));
@@ -514,7 +649,7 @@ impl Cache {
             true => None,
             false => plan::plan(&emitted.decoded, &emitted.sources),
         };
-        self.replayed.push(Replayed {
+        let replayed = Replayed {
             addr: block.addr,
             exit: ExitRule::of(block.last().end(), block.insns.len() as u32),
             words: u32::try_from(emitted.words)
@@ -522,8 +657,8 @@ impl Cache {
             repeats: emitted.repeats,
             instructions: block.insns.iter().map(|i| (i.addr, i.len)).collect(),
             plan,
-        });
-        self.translations.push(Translation {
+        };
+        let translation = Translation {
             block,
             exits: emitted.exits,
             decoded: emitted.decoded,
@@ -532,9 +667,101 @@ impl Cache {
             alive: true,
             repeats: emitted.repeats,
             code,
+            space,
+            traps,
             safe: emitted.safe,
-        });
+        };
+        match reused_id {
+            Some(id) => {
+                self.replayed[id as usize] = replayed;
+                self.translations[id as usize] = translation;
+            }
+            None => {
+                self.replayed.push(replayed);
+                self.translations.push(translation);
+            }
+        }
         Ok(Some(emitted.entry))
+    }
+
+    /// Dead translation `id` (dropped by [`Cache::invalidate`]) gives its
+    /// space to the next translation of its original address, and its
+    /// number when that translation has the same instructions (see
+    /// `Translation::same_code`: records of either mean the same), so that
+    /// code rewritten again and again (a JIT patching its code in place)
+    /// does not fill the cache. That happens once each thread of
+    /// `threads` (those of the address space that may be in its code) has
+    /// been seen elsewhere ([`Cache::seen`]); the caller has moved its own
+    /// thread out.
+    pub fn retire(&mut self, id: u32, threads: Vec<i32>) {
+        let Some(translation) = self.translations.get(id as usize) else {
+            return;
+        };
+        if threads.is_empty() {
+            self.release(id);
+        } else {
+            self.dying.wait(id, translation.space.clone(), threads);
+        }
+    }
+
+    /// Thread `tid` is stopped with its code at the addresses `at` (where
+    /// it is and where its signal handlers return; none for a thread that
+    /// has ended): dying translations holding none of them are left by it.
+    pub fn seen(&mut self, tid: i32, at: impl Iterator<Item = u64> + Clone) {
+        if self.dying.is_empty() {
+            return;
+        }
+        for id in self.dying.seen(tid, at) {
+            self.release(id);
+        }
+    }
+
+    /// Threads of dying translations that are not running now: where
+    /// `blocked_at` says each is (its instruction pointer while it is
+    /// blocked in a system call or stopped), it is seen
+    /// ([`Cache::seen`]). A thread blocked for good (waiting for the
+    /// others to end) is seen this way.
+    pub fn seen_blocked(&mut self, blocked_at: impl Fn(i32) -> Option<u64>) {
+        for tid in self.dying.threads() {
+            if let Some(pc) = blocked_at(tid) {
+                self.seen(tid, std::iter::once(pc));
+            }
+        }
+    }
+
+    /// Dead translation `id` is left by every thread: its space and number
+    /// go to the next translation of its address (see [`Cache::retire`]).
+    fn release(&mut self, id: u32) {
+        let Some(translation) = self.translations.get(id as usize) else {
+            return;
+        };
+        if translation.alive {
+            return;
+        }
+        for exit in &translation.exits {
+            self.stubs.remove(&exit.stub);
+        }
+        for trap in &translation.traps {
+            self.syscall_traps.remove(trap);
+            self.cpuid_traps.remove(trap);
+            self.stale_traps.remove(trap);
+        }
+        self.by_entry.remove(&translation.code.start);
+        self.reusable.insert(translation.block.addr, id);
+    }
+
+    /// Whether the space of translation `id` holds `addr`.
+    pub fn holds(&self, id: u32, addr: u64) -> bool {
+        self.translations
+            .get(id as usize)
+            .is_some_and(|translation| translation.space.contains(&addr))
+    }
+
+    /// Whether translation `id` is still reachable (not dropped).
+    pub fn alive(&self, id: u32) -> bool {
+        self.translations
+            .get(id as usize)
+            .is_some_and(|translation| translation.alive)
     }
 
     /// Links exit `exit` of translation `id` to `entry` (the jump written
@@ -562,7 +789,7 @@ impl Cache {
     /// Translates ahead from the translation of `from` along direct edges
     /// (exits through slots, and the return continuations of calls, which
     /// are also entered in the indirect-branch table), breadth first, up to
-    /// `budget` new translations, only at addresses `allowed` accepts;
+    /// `budget` new translations, only in code `protection` covers;
     /// links the exits to them (the original code read through `code`,
     /// the code, links and table entries written to `writes`). Returns how
     /// many it made.
@@ -573,7 +800,7 @@ impl Cache {
         writes: &mut Writes,
         from: u64,
         budget: usize,
-        allowed: &dyn Fn(u64) -> bool,
+        protection: &Protection,
     ) -> Result<usize> {
         let mut made = 0;
         let Some(&entry) = self.entries.get(&from) else {
@@ -601,12 +828,13 @@ impl Cache {
                 if !known
                     && (made >= budget
                         || self.refused.contains_key(&target)
-                        || !allowed(target)
+                        || !protection.covers(target)
                         || !self.has_region_near(target))
                 {
                     continue;
                 }
-                let Some(to) = self.translate_into(memory, code, writes, target)? else {
+                let Some(to) = self.translate_into(memory, code, writes, target, protection)?
+                else {
                     continue;
                 };
                 if !known {
@@ -623,6 +851,13 @@ impl Cache {
             }
         }
         Ok(made)
+    }
+
+    /// The original code translation `id` translates: its first address
+    /// and the address after it.
+    pub fn span(&self, id: u32) -> Option<(u64, u64)> {
+        let block = &self.translations.get(id as usize)?.block;
+        Some((block.addr, block.last().next()))
     }
 
     /// Where translation `id`, ending in `syscall`, goes on after it: its
@@ -653,6 +888,9 @@ impl Cache {
         let mask = super::layout::TABLE_ENTRIES - 1;
         for &id in &dead {
             self.translations[id].alive = false;
+            // Its links are no longer undone when their targets go (its
+            // space may hold another translation by then).
+            self.translations[id].linked.fill(false);
             let addr = self.translations[id].block.addr;
             self.entries.remove(&addr);
             if self.table.get(&(addr & mask)) == Some(&addr) {

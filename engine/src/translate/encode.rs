@@ -12,8 +12,10 @@
 
 use iced_x86::{BlockEncoder, BlockEncoderOptions, Encoder, Instruction, InstructionBlock, OpKind};
 
-/// Below this, a branch target is a label (an instruction's fake address).
-const LABELS: u64 = 16;
+/// Below this, a branch target is a label (an instruction's fake address):
+/// no code is mapped there (Linux keeps the first pages unmapped,
+/// `vm.mmap_min_addr`).
+const LABELS: u64 = 0x1000;
 
 /// The bytes of `list` encoded at `at`, and the offset of each instruction
 /// in them.

@@ -92,12 +92,15 @@
 //!   of the changed range (links and lookup-table entries too) and takes
 //!   PROT_EXEC again from what became executable (a program's own
 //!   `mprotect(PROT_EXEC)`). So a JIT's write-then-mprotect and remapped
-//!   code are seen. Not seen: stores into translated code with no watched
-//!   call between the store and the next execution (self-modifying code in
-//!   a writable and executable mapping), code rewritten by the kernel (`read`, `pwrite` into a shared mapping
-//!   without remapping), `brk`, `shmat`/`shmdt`, system calls made by
-//!   stepped (refused) blocks, and a signal arriving while the tracer runs
-//!   a watched call (an error).
+//!   code are seen. Code whose bytes may change with no such call
+//!   (writable, shared, or memfd mappings: `protect`) is checked at each
+//!   entry of its translations against the bytes they were made from
+//!   (`translator`); a changed block traps, its translations are dropped
+//!   and it is translated anew, in the same space when no thread can be in
+//!   the old one (`Cache::retire`). Not seen: code rewritten by the kernel
+//!   or another process in a read-only private file mapping, `brk`,
+//!   `shmat`/`shmdt`, system calls made by stepped (refused) blocks, and a
+//!   signal arriving while the tracer runs a watched call (an error).
 //! - a direct exit to a translation in another region out of rel32 reach
 //!   is not linked (it traps each time).
 
@@ -116,6 +119,7 @@ mod memory;
 mod plan;
 pub(crate) use plan::RunPlan;
 mod protect;
+mod retire;
 mod signals;
 mod space;
 mod stepper;

@@ -31,6 +31,9 @@ struct Range {
     end: u64,
     /// Its protection without PROT_EXEC.
     prot: i32,
+    /// Whether its bytes may change with no system call the tracer
+    /// watches (see [`changes_unseen`]).
+    changing: bool,
 }
 
 /// The program's code the tracer has made non-executable.
@@ -58,6 +61,15 @@ impl Protection {
         self.ranges
             .iter()
             .any(|range| (range.start..range.end).contains(&addr))
+    }
+
+    /// Whether `addr` is in code made non-executable whose bytes may change
+    /// with no system call the tracer watches (its translations check
+    /// them at each entry, see `translator`).
+    pub fn changing(&self, addr: u64) -> bool {
+        self.ranges
+            .iter()
+            .any(|range| range.changing && (range.start..range.end).contains(&addr))
     }
 
     /// Forgets the protection of `start..end` (its mappings were changed):
@@ -185,11 +197,30 @@ fn executable(line: &str) -> Option<Range> {
     if perms.get(1) == Some(&b'w') {
         prot |= libc::PROT_WRITE;
     }
+    let path = Mapping::parse_line(line).map(|mapping| mapping.path);
+    let path = path.as_deref().unwrap_or("");
     Some(Range {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         prot,
+        changing: changes_unseen(perms, path),
     })
+}
+
+/// Whether the bytes of a mapping with permissions `perms` (as
+/// /proc/PID/maps writes them) backed by `path` may change with no system
+/// call that changes mappings: the program can write them (writable), or
+/// another mapping can (shared, or a file that is not on disk: a memfd or
+/// a deleted file, as JITs map code twice). Such code is only checked
+/// when it is readable. Valgrind's `--smc-check=all-non-file` checks the
+/// code of anonymous and writable mappings; private read-only mappings of
+/// anonymous memory change only through `mprotect`, which is watched.
+fn changes_unseen(perms: &[u8], path: &str) -> bool {
+    let readable = perms.first() == Some(&b'r');
+    let writable = perms.get(1) == Some(&b'w');
+    let shared = perms.get(3) == Some(&b's');
+    let not_on_disk = path.starts_with("/memfd:") || path.ends_with("(deleted)");
+    readable && (writable || shared || not_on_disk)
 }
 
 #[cfg(test)]
@@ -206,5 +237,38 @@ mod tests {
         );
         assert_eq!(range.prot, libc::PROT_READ);
         assert!(executable("7ffff7fa6000-7ffff7fa8000 rw-p 001d3000 fe:00 1 /x").is_none());
+    }
+
+    #[test]
+    fn code_that_may_change_unseen_is_writable_shared_or_not_on_disk() {
+        let changing = |line: &str| executable(line).expect("executable").changing;
+        // A library: read-only, private, on disk.
+        assert!(!changing(
+            "7ffff7df9000-7ffff7f4f000 r-xp 00026000 fe:00 326279   /usr/lib/libc.so.6"
+        ));
+        // Anonymous memory made executable once (only `mprotect` changes it).
+        assert!(!changing("7ffff7fa6000-7ffff7fa8000 r-xp 00000000 00:00 0"));
+        // A JIT's writable and executable memory.
+        assert!(changing("7ffff7fa6000-7ffff7fa8000 rwxp 00000000 00:00 0"));
+        assert!(changing(
+            "7ffffffde000-7ffffffff000 rwxp 00000000 00:00 0                          [stack]"
+        ));
+        // The executable view of code written through another mapping.
+        assert!(changing(
+            "7f0000000000-7f0000010000 r-xs 00000000 00:01 12 /memfd:jit (deleted)"
+        ));
+        assert!(changing(
+            "7f0000000000-7f0000010000 r-xp 00000000 00:01 12 /memfd:sljit"
+        ));
+        assert!(changing(
+            "7f0000000000-7f0000010000 r-xs 00000000 00:1a 7 /dev/shm/code"
+        ));
+        assert!(changing(
+            "7f0000000000-7f0000010000 r-xp 00001000 fe:00 9 /tmp/a.so (deleted)"
+        ));
+        // Not readable: cannot be checked (and cannot be written).
+        assert!(!changing(
+            "7f0000000000-7f0000010000 --xs 00000000 00:01 12 /memfd:x"
+        ));
     }
 }

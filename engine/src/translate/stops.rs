@@ -94,6 +94,17 @@ pub(super) struct Stopped<'a, S: EventSink + ?Sized> {
     pub outcome: &'a mut Outcome,
     /// The processor `cpuid` describes, when not the host's.
     pub cpu: Option<&'a ValgrindCpu>,
+    /// The other threads in its address space.
+    pub others: Vec<Other>,
+}
+
+/// Another thread in the address space of a stopped one.
+pub(super) struct Other {
+    /// Its id.
+    pub tid: i32,
+    /// Whether it runs a signal handler (which returns into the code
+    /// cache).
+    pub in_handler: bool,
 }
 
 impl<S: EventSink + ?Sized> Stopped<'_, S> {
@@ -114,6 +125,9 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             }
         };
         let mut regs = ptrace::regs(tid)?;
+        let resumes = self.state.frames.iter().map(|frame| frame.resume);
+        let at = std::iter::once(regs.rip).chain(resumes);
+        self.space.cache.seen(tid, at);
         let gadget = self.space.cache.layout().gadget();
         let area = self.state.area;
         if signal == libc::SIGTRAP {
@@ -138,13 +152,15 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     // Translated ahead in protected code only (code a
                     // thread can only reach through the cache).
                     let space = &mut *self.space;
-                    let allowed = |addr: u64| space.protection.covers(addr);
-                    regs.rip =
-                        space
-                            .cache
-                            .follow_exit(&space.memory, (id, exit), AHEAD, &allowed)?;
+                    regs.rip = space.cache.follow_exit(
+                        &space.memory,
+                        (id, exit),
+                        AHEAD,
+                        &space.protection,
+                    )?;
                     return self.enter(&mut regs);
                 }
+                Some(Stub::Stale { id }) => return self.stale(id, &mut regs),
                 Some(Stub::Syscall { id }) => return self.watched_syscall(id, regs),
                 Some(Stub::Cpuid) => {
                     let cpu = self.cpu.ok_or_else(|| {
@@ -392,14 +408,24 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             // Ahead in protected code only (code a thread can only reach
             // through the cache).
             let space = &mut *self.space;
-            let allowed = |addr: u64| space.protection.covers(addr);
-            if let Some(entry) = space.cache.enter(&space.memory, target, AHEAD, &allowed)? {
+            if let Some(entry) =
+                space
+                    .cache
+                    .enter(&space.memory, target, AHEAD, &space.protection)?
+            {
                 regs.rip = entry;
                 ptrace::set_regs(tid, regs)?;
                 return Ok(Next::Resume(0));
             }
             // Refused: step it from its original code, after the records
-            // of the blocks before it.
+            // of the blocks before it (unless its code changed since).
+            let space = &mut *self.space;
+            if !space
+                .cache
+                .refusal_holds(&space.memory, target, &space.protection)
+            {
+                continue;
+            }
             self.space.cache.check_runnable(target)?;
             self.drain()?;
             ptrace::set_regs(tid, regs)?;
@@ -428,6 +454,47 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 }
             }
         }
+    }
+
+    /// Translation `id` found its original code changed at its entry
+    /// (`regs`: the thread there, its registers as the program left
+    /// them): its translation and those of the blocks sharing its bytes
+    /// are dropped (unless another thread found it first), to be reused
+    /// once the other threads left it (`Cache::retire`), and the thread
+    /// enters the code as it is now.
+    fn stale(&mut self, id: u32, regs: &mut Regs) -> Result<Next> {
+        let (start, end) = self.space.cache.span(id).ok_or_else(|| {
+            Error::Unexpected("translate: a stale trap without a translation".into())
+        })?;
+        if self.space.cache.alive(id) {
+            let memory = &self.space.memory;
+            self.outcome.invalidated += self.space.cache.invalidate(memory, start, end)? as u64;
+            let cache = &mut self.space.cache;
+            let others = std::mem::take(&mut self.others);
+            let mut threads: Vec<i32> = others.iter().map(|other| other.tid).collect();
+            let tid = self.state.thread.tid;
+            if self
+                .state
+                .frames
+                .iter()
+                .any(|frame| cache.holds(id, frame.resume))
+            {
+                // One of its handlers returns there.
+                threads.push(tid);
+            }
+            cache.retire(id, threads);
+            // Where a thread blocks tells where it is, unless a handler
+            // of it returns elsewhere.
+            cache.seen_blocked(|thread| {
+                let in_handler = thread == tid
+                    || others
+                        .iter()
+                        .any(|other| other.tid == thread && other.in_handler);
+                (!in_handler).then(|| ptrace::blocked_at(thread)).flatten()
+            });
+        }
+        regs.rip = start;
+        self.enter(regs)
     }
 
     /// Makes the protected original code in `span` executable (or not)

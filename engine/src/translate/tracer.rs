@@ -24,7 +24,7 @@ use super::area::Area;
 use super::buffer::Replay;
 use super::capture::Capture;
 use super::space::Space;
-use super::stops::{Next, Stopped, ThreadState};
+use super::stops::{Next, Other, Stopped, ThreadState};
 use super::Outcome;
 
 /// `clone` and `clone3`, and the flag of a child sharing the memory.
@@ -200,6 +200,18 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         tid: i32,
         serve: impl FnOnce(&mut Stopped<'_, S>) -> Result<Next>,
     ) -> Result<Option<Next>> {
+        let Some(space_key) = self.threads.get(&tid).map(|state| state.space) else {
+            return Ok(None);
+        };
+        let others = self
+            .threads
+            .iter()
+            .filter(|(&other, state)| other != tid && state.space == space_key)
+            .map(|(&other, state)| Other {
+                tid: other,
+                in_handler: !state.frames.is_empty(),
+            })
+            .collect();
         let Some(state) = self.threads.get_mut(&tid) else {
             return Ok(None);
         };
@@ -212,6 +224,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             state,
             outcome: &mut self.outcome,
             cpu: self.cpu.as_ref(),
+            others,
         };
         serve(&mut stopped).map(Some)
     }
@@ -489,6 +502,10 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             return;
         };
         self.retire(&state);
+        if let Some(space) = self.spaces.get_mut(&state.space) {
+            // It is in no translation any more.
+            space.cache.seen(tid, std::iter::empty());
+        }
         if !state.exit_reported {
             self.sink.thread_exited(state.thread);
         }

@@ -10,7 +10,10 @@
 //!           stub 1: int3
 //!           [system call trap: int3     (a block ending in `syscall`)]
 //!           int3 padding to 16 bytes
-//! entry:    prologue: append the record (id, recorded words, rsp) at the
+//! entry:    [check: the block's original code compared with the bytes it
+//!           was translated from, when they may change unseen; the
+//!           stale path at the end when they differ]
+//!           prologue: append the record (id, recorded words, rsp) at the
 //!           thread's cursor, with rax saved in a slot of the thread's
 //!           area (`gs:`-relative, see `area`; mov/lea only: flags
 //!           untouched)
@@ -49,6 +52,11 @@
 //! iteration; the tracer keeps such a record open across a drain (see
 //! `buffer`).
 //!
+//! The stale path (after the block's end, for a checked translation)
+//! restores rax and rcx and executes `int3`: the tracer drops the
+//! translation and translates the block anew (`Stub::Stale`). A checked
+//! translation never counts its runs in its record (each run is checked).
+//!
 //! The lookup routine (entered with the target in rax and the program's
 //! rax in its slot) saves the flags with `lahf`/`seto`, looks the target up
 //! in the direct-mapped table, restores flags and registers and jumps to
@@ -81,6 +89,10 @@ const SLOT_LEN: u64 = 5;
 /// addresses). The system call label is 1.
 const REPEAT: u64 = 2;
 const BODY: u64 = 3;
+/// The stale path of a translation that checks its code (see [`check`]);
+/// the checks of its chunks go on at labels from `CHECKED`.
+const STALE: u64 = 4;
+const CHECKED: u64 = 16;
 
 /// One exit of a translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +121,9 @@ pub(super) struct Emitted {
     pub syscall_trap: Option<u64>,
     /// The `int3`s that stand for its `cpuid`s (see [`Target::cpuid_trap`]).
     pub cpuid_traps: Vec<u64>,
+    /// The `int3` taken when its original code changed (see
+    /// [`Target::original`]).
+    pub stale_trap: Option<u64>,
     /// What the backends know of each of the block's instructions.
     pub decoded: Vec<Decoded>,
     /// Where the replay finds what each instruction did (empty when the
@@ -360,6 +375,12 @@ pub(super) struct Target<'a> {
     /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
     /// processor (else it runs as it is).
     pub cpuid_trap: bool,
+    /// The block's bytes as they were decoded, when they may change with
+    /// no system call the tracer watches (code in writable memory, as
+    /// JITs write it): the translation then compares the original code
+    /// with them at each entry and traps when they differ, before doing
+    /// anything else (see [`check`]), as Valgrind's `--smc-check` does.
+    pub original: Option<&'a [u8]>,
 }
 
 /// Translates `block` as translation number `id` at `at`, in `target`'s
@@ -378,6 +399,7 @@ pub(super) fn translate(
         lookup,
         capture,
         cpuid_trap,
+        original,
     } = target;
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
@@ -405,10 +427,12 @@ pub(super) fn translate(
     // A block ending in `syscall` keeps its record: a `fork` splits the
     // replay before its last instruction (see `buffer`).
     let counted = capture.counting && !watches_syscall && u64::from(id) < COUNTERS;
-    // An exit back to the block's own start (never the fall-through).
-    let repeat_exit = (!capture.enabled && !counted && block.keeps_stack_pointer())
-        .then(|| targets.iter().position(|&target| target == block.addr))
-        .flatten();
+    // An exit back to the block's own start (never the fall-through); not
+    // when the code is checked (each run checks it).
+    let repeat_exit =
+        (!capture.enabled && !counted && original.is_none() && block.keeps_stack_pointer())
+            .then(|| targets.iter().position(|&target| target == block.addr))
+            .flatten();
     let slot_of = |index: usize| {
         if repeat_exit == Some(index) {
             return REPEAT;
@@ -576,12 +600,20 @@ pub(super) fn translate(
         }
         code.repeat_path()?;
     }
-    let mut list = match counted {
+    let mut list = match original {
+        Some(bytes) => check(block.addr, bytes)?,
+        None => Vec::new(),
+    };
+    list.append(&mut match counted {
         true => counting_prologue(id)?,
         false => prologue(id, &recorder, repeats)?,
-    };
+    });
     let body = list.len();
     list.append(&mut code.list);
+    let stale_at = list.len();
+    if original.is_some() {
+        list.append(&mut stale_path()?);
+    }
     let (encoded, offsets) = super::encode::encode(&list, entry)?;
     let at_offset = |&index: &usize| {
         offsets
@@ -590,6 +622,12 @@ pub(super) fn translate(
     };
     let safe = code.safe.iter().filter_map(at_offset).collect();
     let cpuid_traps = code.cpuid_traps.iter().filter_map(at_offset).collect();
+    // The stale path's last instruction is its `int3`.
+    let stale_trap = match original {
+        Some(_) => offsets.last().map(|&offset| entry + u64::from(offset)),
+        None => None,
+    };
+    debug_assert!(original.is_none() || offsets.len() > stale_at);
 
     let mut bytes = Vec::with_capacity(header as usize + encoded.len());
     for exit in &exits {
@@ -607,12 +645,107 @@ pub(super) fn translate(
         exits,
         syscall_trap,
         cpuid_traps,
+        stale_trap,
         decoded,
         words: recorder.words() + usize::from(repeats),
         sources: recorder.sources,
         repeats,
         safe,
     })
+}
+
+/// The pieces the check of a block's `len` bytes reads: (offset, size)
+/// with sizes 8, 4, 2 or 1, covering every byte and none past the end
+/// (the last piece may overlap the one before).
+fn check_pieces(len: usize) -> Vec<(usize, usize)> {
+    let size = match len {
+        8.. => 8,
+        4..=7 => 4,
+        2..=3 => 2,
+        _ => 1,
+    };
+    let mut pieces: Vec<(usize, usize)> = (0..len / size).map(|i| (i * size, size)).collect();
+    if !len.is_multiple_of(size) {
+        pieces.push((len - size, size));
+    }
+    pieces
+}
+
+/// The check of a translation of code that may change unseen, at its
+/// entry: compares the original code at `addr` with `bytes`, what the
+/// block was decoded from, a piece at a time, and goes to the stale path
+/// ([`stale_path`], label [`STALE`]) at the first difference. Flags
+/// untouched: rax takes the piece and `not`, rcx the expected value plus
+/// one, `lea` their sum (zero when equal) and `jrcxz` the test; rax and
+/// rcx saved in the thread's slots and restored.
+fn check(addr: u64, bytes: &[u8]) -> Result<Vec<Instruction>, Refusal> {
+    let (rax, rcx) = (Register::RAX, Register::RCX);
+    let mut code = Emitter::new();
+    code.push(Instruction::with2(Code::Mov_rm64_r64, slot(SAVE_RAX), rax))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, slot(TEMP), rcx))?;
+    // Piece `i` goes on at label `CHECKED + i`: the next piece's load, or
+    // the restoring of rcx after the last piece.
+    let mut next_label = None;
+    for (index, (offset, size)) in check_pieces(bytes.len()).into_iter().enumerate() {
+        let piece = rip_relative(addr + offset as u64);
+        let mut load = match size {
+            8 => Instruction::with2(Code::Mov_r64_rm64, rax, piece),
+            4 => Instruction::with2(Code::Mov_r32_rm32, Register::EAX, piece),
+            2 => Instruction::with2(Code::Movzx_r32_rm16, Register::EAX, piece),
+            _ => Instruction::with2(Code::Movzx_r32_rm8, Register::EAX, piece),
+        }
+        .map_err(|error| format!("iced: {error}"))?;
+        if let Some(label) = next_label {
+            load.set_ip(label);
+        }
+        code.list.push(load);
+        let mut expected = [0u8; 8];
+        expected[..size].copy_from_slice(&bytes[offset..offset + size]);
+        let expected = u64::from_le_bytes(expected);
+        code.push(Instruction::with1(Code::Not_rm64, rax))?;
+        code.push(Instruction::with2(
+            Code::Mov_r64_imm64,
+            rcx,
+            expected.wrapping_add(1),
+        ))?;
+        code.push(Instruction::with2(
+            Code::Lea_r64_m,
+            rcx,
+            MemoryOperand::with_base_index(rax, rcx),
+        ))?;
+        let label = CHECKED + index as u64;
+        code.jump(Code::Jrcxz_rel8_64, label)?;
+        code.jump(Code::Jmp_rel32_64, STALE)?;
+        next_label = Some(label);
+    }
+    let mut restore = Instruction::with2(Code::Mov_r64_rm64, rcx, slot(TEMP))
+        .map_err(|error| format!("iced: {error}"))?;
+    if let Some(label) = next_label {
+        restore.set_ip(label);
+    }
+    code.list.push(restore);
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(SAVE_RAX)))?;
+    Ok(code.list)
+}
+
+/// The stale path of a checked translation (label [`STALE`]): rax and
+/// rcx restored, then the `int3` that has the tracer translate the
+/// block anew.
+fn stale_path() -> Result<Vec<Instruction>, Refusal> {
+    let mut code = Emitter::new();
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RCX,
+        slot(TEMP),
+    ))?;
+    code.list[0].set_ip(STALE);
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RAX,
+        slot(SAVE_RAX),
+    ))?;
+    code.list.push(Instruction::with(Code::Int3));
+    Ok(code.list)
 }
 
 /// The prologue of translation `id` when it counts its runs: one more in
@@ -765,4 +898,85 @@ pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
         .map(|&offset| at + u64::from(offset))
         .ok_or_else(|| "encoding the lookup routine: no offsets".to_string())?;
     Ok((encoded, miss))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iced_x86::{Decoder, DecoderOptions};
+
+    #[test]
+    fn the_pieces_of_a_check_cover_every_byte_and_none_past_the_end() {
+        let cases: &[(usize, &[(usize, usize)])] = &[
+            (1, &[(0, 1)]),
+            (2, &[(0, 2)]),
+            (3, &[(0, 2), (1, 2)]),
+            (5, &[(0, 4), (1, 4)]),
+            (8, &[(0, 8)]),
+            (13, &[(0, 8), (5, 8)]),
+            (24, &[(0, 8), (8, 8), (16, 8)]),
+        ];
+        for &(len, pieces) in cases {
+            assert_eq!(check_pieces(len), pieces, "{len} bytes");
+        }
+        for len in 1..300 {
+            let mut covered = vec![false; len];
+            for (offset, size) in check_pieces(len) {
+                assert!(offset + size <= len, "{len} bytes: past the end");
+                covered[offset..offset + size].fill(true);
+            }
+            assert!(covered.iter().all(|&byte| byte), "{len} bytes: a gap");
+        }
+    }
+
+    #[test]
+    fn a_check_compares_each_piece_and_leaves_at_the_first_difference() {
+        const AT: u64 = 0x7f00_0000_0000;
+        let code = AT + 0x10_0000;
+        let bytes: Vec<u8> = (0..13).map(|i| 0x90 + i).collect();
+        let mut list = check(code, &bytes).unwrap();
+        list.push(Instruction::with(Code::Nopd));
+        list.append(&mut stale_path().unwrap());
+        let (encoded, offsets) = super::super::encode::encode(&list, AT).unwrap();
+        let decoded: Vec<Instruction> = Decoder::with_ip(64, &encoded, AT, DecoderOptions::NONE)
+            .into_iter()
+            .collect();
+        let stale = AT + u64::from(offsets[offsets.len() - 3]);
+        let continues = AT + u64::from(offsets[offsets.len() - 6]);
+        // Each piece: a load of the original code, `not`, the expected
+        // value plus one, their sum, `jrcxz` over the `jmp` to the stale
+        // path.
+        let loads: Vec<(u64, usize)> = decoded
+            .iter()
+            .filter(|i| i.memory_base() == Register::RIP && i.op0_register() == Register::RAX)
+            .map(|i| (i.memory_displacement64() - code, i.memory_size().size()))
+            .collect();
+        assert_eq!(loads, vec![(0, 8), (5, 8)]);
+        let expected: Vec<u64> = decoded
+            .iter()
+            .filter(|i| i.code() == Code::Mov_r64_imm64)
+            .map(Instruction::immediate64)
+            .collect();
+        let word = |offset: usize| {
+            u64::from_le_bytes(bytes[offset..offset + 8].try_into().unwrap()).wrapping_add(1)
+        };
+        assert_eq!(expected, vec![word(0), word(5)]);
+        let branches: Vec<&Instruction> = decoded
+            .iter()
+            .filter(|i| matches!(i.code(), Code::Jrcxz_rel8_64 | Code::Jmp_rel32_64))
+            .collect();
+        assert_eq!(branches.len(), 4);
+        for pair in branches.chunks(2) {
+            assert_eq!(pair[0].near_branch64(), pair[1].next_ip());
+            assert_eq!(pair[1].near_branch64(), stale);
+        }
+        // After the last piece, rcx and rax are restored and the code goes on.
+        assert_eq!(branches[3].next_ip(), continues);
+        assert_eq!(decoded.last().map(Instruction::code), Some(Code::Int3));
+        // The program's flags are never touched.
+        assert!(decoded
+            .iter()
+            .filter(|i| i.code() != Code::Int3)
+            .all(|i| i.rflags_modified() == 0));
+    }
 }
