@@ -191,3 +191,16 @@ fn a_long_run_fills_the_buffer_and_equals_cachegrinds_totals() {
     assert!(outcome.drains > 10, "{outcome:?}");
     assert_eq!(totals, cachegrind_totals(dir.path(), &program));
 }
+
+#[test]
+fn a_fault_in_the_middle_of_a_block_gives_the_step_backends_events() {
+    // The handler sees the loads before the faulting store, and the rest
+    // of the block runs after it as a block of its own, with its own
+    // addresses (as the step backend reports it).
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "fault_midblock", 0);
+    for options in both_rules().into_iter().chain(without_branches()) {
+        let outcome = same_events_as_step(&Command::new(&program), &options);
+        assert_eq!(outcome.exit, Exit::Code(0));
+    }
+}

@@ -24,7 +24,7 @@ use crate::semantics::{self, Decoded, Dynamic, Pass, Registers, Superblock};
 use crate::step::RunOptions;
 
 use super::area::{Area, CURSOR};
-use super::cache::{Cache, RecordInfo, ReplayInfo};
+use super::cache::{Cache, Interruption, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
@@ -57,6 +57,21 @@ pub(super) struct Replay {
     counts_only: bool,
     /// The run counts being replayed (kept between drains).
     counts: Vec<u64>,
+}
+
+/// A recorded run of a translated block, as the replay reads it.
+#[derive(Clone, Copy)]
+pub(super) struct RecordedRun<'a> {
+    /// The block's address.
+    pub addr: u64,
+    /// The stack pointer at its start.
+    pub sp: u64,
+    /// The translation.
+    pub info: &'a ReplayInfo<'a>,
+    /// Its instructions' decodings and where their words are.
+    pub record: RecordInfo<'a>,
+    /// The words the run recorded.
+    pub words: &'a [u64],
 }
 
 /// The block sequence of a thread, saved while it runs a signal handler.
@@ -247,11 +262,55 @@ impl Replay {
         thread: Thread,
         (addr, sp): (u64, u64),
         (info, record, words): (&ReplayInfo<'_>, RecordInfo<'_>, &[u64]),
+        split: Option<&mut dyn FnMut(&mut S)>,
+    ) {
+        let run = RecordedRun {
+            addr,
+            sp,
+            info,
+            record,
+            words,
+        };
+        self.recorded_part(sink, thread, run, info.instructions.len(), split);
+    }
+
+    /// Reports the first `executed` instructions of `run` (what ran before
+    /// a signal interrupted it), as [`Replay::recorded_block`] reports a
+    /// whole one; none when `executed` is 0 (and the previous block stays
+    /// the last).
+    pub fn interrupted_block<S: EventSink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        thread: Thread,
+        run: RecordedRun<'_>,
+        executed: usize,
+    ) {
+        if executed > 0 {
+            let count = executed.min(run.info.instructions.len());
+            self.recorded_part(sink, thread, run, count, None);
+        }
+    }
+
+    /// [`Replay::recorded_block`] for the first `count` instructions of
+    /// `run` (all, or those that ran before a signal); the block is left
+    /// as its last one reported says.
+    fn recorded_part<S: EventSink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        thread: Thread,
+        run: RecordedRun<'_>,
+        count: usize,
         mut split: Option<&mut dyn FnMut(&mut S)>,
     ) {
+        let RecordedRun {
+            addr,
+            sp,
+            info,
+            record,
+            words,
+        } = run;
         self.block(sink, thread, addr, sp);
-        let count = info.instructions.len();
-        let decoded = info.instructions.iter().zip(record.decoded);
+        let decoded = info.instructions.iter().zip(record.decoded).take(count);
         for (index, (&(at, len), decoded)) in decoded.enumerate() {
             if index + 1 == count {
                 if let Some(split) = split.take() {
@@ -271,7 +330,13 @@ impl Replay {
             self.executed(sink, thread, (at, decoded), pass, next, &recorded);
         }
         self.instructions += count as u64;
-        self.previous = Some(info.exit);
+        self.previous = match (count == info.instructions.len(), count.checked_sub(1)) {
+            (false, Some(last)) => {
+                let at = info.instructions[last].0;
+                Some(ExitRule::of(record.decoded[last].end(at), count as u32))
+            }
+            _ => Some(info.exit),
+        };
     }
 }
 
@@ -623,6 +688,61 @@ fn records_in(memory: &Memory, area: &Area) -> Result<(u64, Range<u64>)> {
         ))
     })?;
     Ok((half, area.buffer(half)..cursor))
+}
+
+/// [`drain`] for a thread that a signal interrupted in a run of a
+/// translation (whose record is the buffer's last), as `interruption`
+/// says: the records before that one are replayed, then
+/// what ran of the interrupted block ([`Replay::interrupted_block`]), as
+/// the step backend reports it. Returns how many records there were.
+pub(super) fn drain_interrupted<S: EventSink + ?Sized>(
+    memory: &Memory,
+    cache: &Cache,
+    area: &Area,
+    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    interruption: Interruption,
+) -> Result<u64> {
+    let Interruption { id, executed, .. } = interruption;
+    let unknown = || Error::Unexpected(format!("translate: no translation {id}"));
+    let info = cache.replay_info(u64::from(id)).ok_or_else(unknown)?;
+    let record = cache.record_info(u64::from(id)).ok_or_else(unknown)?;
+    let (_, records) = records_in(memory, area)?;
+    let size = RECORD_HEADER + 8 * info.words as u64;
+    let start = records
+        .end
+        .checked_sub(size)
+        .filter(|&start| start >= records.start);
+    let mut words = vec![0u64; (size / 8) as usize];
+    let found = match start {
+        Some(start) => {
+            let mut bytes = vec![0u8; size as usize];
+            memory.read(start, &mut bytes)?;
+            for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(8)) {
+                let mut le = [0u8; 8];
+                le.copy_from_slice(chunk);
+                *word = u64::from_le_bytes(le);
+            }
+            words.first() == Some(&u64::from(id))
+        }
+        None => false,
+    };
+    let Some(start) = start.filter(|_| found) else {
+        // Not the last record (it went with a full half): the whole block
+        // was reported.
+        return drain(memory, cache, area, (replay, sink, thread), None);
+    };
+    memory.write_u64(area.at(CURSOR), start)?;
+    let drained = drain(memory, cache, area, (replay, sink, thread), None)?;
+    let sp = words.last().copied().unwrap_or_default();
+    let run = RecordedRun {
+        addr: info.addr,
+        sp,
+        info: &info,
+        record,
+        words: record_words(&words),
+    };
+    replay.interrupted_block(sink, thread, run, executed);
+    Ok(drained + 1)
 }
 
 /// Replays the records in `area`'s buffer into `sink` as `thread`'s and

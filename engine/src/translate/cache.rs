@@ -46,6 +46,8 @@ struct Translation {
     alive: bool,
     /// Whether its record counts its runs (see `translator`).
     repeats: bool,
+    /// Whether it counts its runs in the thread's area (no record).
+    counted: bool,
     /// Its code, from its entry on.
     code: Range<u64>,
     /// The space it takes in its region, header and alignment included.
@@ -118,6 +120,18 @@ pub(super) struct RecordInfo<'a> {
     /// Where the replay finds what each instruction did (empty without
     /// recorded words).
     pub sources: &'a [Sources],
+}
+
+/// Where a signal interrupted a run of a translated block
+/// ([`Cache::interrupted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Interruption {
+    /// The translation.
+    pub id: u32,
+    /// How many of its instructions ran.
+    pub executed: usize,
+    /// The original address of the next one.
+    pub next: u64,
 }
 
 /// What an `int3` of the code cache means.
@@ -348,6 +362,27 @@ impl Cache {
             }
             _ => true,
         }
+    }
+
+    /// Where a thread at safe point `addr` is in a run of a translated
+    /// block whose record is written and whose instructions are not all
+    /// run: the translation, how many of its instructions ran, and the
+    /// original address of the next one. `None` elsewhere (at an entry,
+    /// outside translations), and in translations that count their runs
+    /// (a signal handler then sees the whole run before it).
+    pub fn interrupted(&self, addr: u64) -> Option<Interruption> {
+        let (&entry, &id) = self.by_entry.range(..=addr).next_back()?;
+        let translation = self.translations.get(id as usize)?;
+        if addr == entry
+            || !translation.code.contains(&addr)
+            || translation.repeats
+            || translation.counted
+        {
+            return None;
+        }
+        let executed = translation.safe.binary_search(&addr).ok()?;
+        let next = translation.block.insns.get(executed)?.addr;
+        Some(Interruption { id, executed, next })
     }
 
     /// The translation counting its runs whose code holds `addr`, if any.
@@ -666,6 +701,7 @@ impl Cache {
             linked,
             alive: true,
             repeats: emitted.repeats,
+            counted: emitted.counted,
             code,
             space,
             traps,
@@ -778,7 +814,8 @@ impl Cache {
             // stub stays (a trap).
             return;
         }
-        writes.patch(slot.slot, &translator::slot_jump(slot.slot, entry));
+        let (at, displacement) = translator::slot_link(slot.slot, entry);
+        writes.patch(at, &displacement);
         translation.linked[exit] = true;
         self.incoming
             .entry(slot.target)
@@ -903,7 +940,8 @@ impl Cache {
                     continue;
                 }
                 let slot = translation.exits[exit];
-                memory.write(slot.slot, &translator::slot_jump(slot.slot, slot.stub))?;
+                let (at, displacement) = translator::slot_link(slot.slot, slot.stub);
+                memory.write(at, &displacement)?;
                 translation.linked[exit] = false;
             }
         }

@@ -70,8 +70,9 @@
 //!   and with [`RunOptions::simulations`] data accesses and conditional and
 //!   indirect branches (Callgrind's or, with [`RunOptions::superblocks`],
 //!   Cachegrind's outcomes). A signal that interrupts the middle of a
-//!   translated block has the whole block reported (see `signals`), its
-//!   unrecorded words included (the addresses then are garbage).
+//!   translated block has the instructions that ran reported before the
+//!   handler and the rest after it, as a block of its own (see
+//!   `signals`), as the step backend reports them.
 //! - REP string instructions run one iteration per pass through their
 //!   translation, each pass a record (one block of one instruction, as in
 //!   Valgrind); a 32-bit counter (address-size prefix) is refused.

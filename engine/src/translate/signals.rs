@@ -12,6 +12,15 @@
 //! as the step backend and Callgrind do) and resumes the thread at the
 //! saved address.
 //!
+//! A signal that interrupts a translated block after its record was
+//! written (between two of its instructions, or a fault of one of them)
+//! has the instructions that ran reported before the handler, with what
+//! they recorded (`buffer::drain_interrupted`); the handler returns to the
+//! original address of the next instruction, whose block (the rest) is
+//! translated and recorded as any other, as the step backend reports it.
+//! Blocks that count their runs instead (`translator`) are reported whole
+//! before the handler.
+//!
 //! A signal never interrupts the instrumentation: a thread stopped for
 //! one where it holds instrumentation state (in a prologue, a repeat
 //! path, recording code, the lookup routine: `Cache::safe_point`) is
@@ -19,11 +28,9 @@
 //! kept across the handler (its translations use them too) and a block
 //! that counts its runs gets a new record on return (`Area::open_record`).
 //!
-//! Limits: the handler sees the landing pad, not the interrupted address,
-//! in its `ucontext`; a signal that interrupts the middle of a translated
-//! block (an asynchronous one, while the thread computes) has the whole
-//! block reported before the handler (the step backend reports the
-//! instructions executed before it, then the rest as a new block).
+//! Limits: the handler sees the landing pad (or, in an interrupted block,
+//! the original address of the next instruction), not the interrupted
+//! address, in its `ucontext`.
 
 use crate::error::Result;
 

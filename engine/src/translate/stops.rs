@@ -15,7 +15,7 @@ use crate::event::{EventSink, Thread};
 use crate::ptrace::{self, Regs};
 
 use super::area::{Area, SAVE_RAX, TARGET};
-use super::buffer::{drain, hand_off, replay_records, Replay, Saved};
+use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Saved};
 use super::cache::Stub;
 use super::inject;
 use super::invalidate::{self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT};
@@ -291,14 +291,17 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     }
 
     /// Delivers `signal`, which the program catches, stopping at its
-    /// handler's entry (see `signals`).
+    /// handler's entry (see `signals`). A block the signal interrupts
+    /// is reported up to where it was (`Cache::interrupted`), and its
+    /// rest runs after the handler as a block of its own, as the step
+    /// backend reports it.
     fn deliver(&mut self, signal: i32) -> Result<Next> {
         let tid = self.state.thread.tid;
         let later = match self.step_to_safe_point(signal)? {
             Reached::Safe { later } => later,
             Reached::Stopped(status) => return Ok(Next::Again(status)),
         };
-        self.drain()?;
+        let at = ptrace::regs(tid)?.rip;
         let scratch = self.state.area.save_scratch(&self.space.memory)?;
         ptrace::single_step(tid, signal)?;
         let status = ptrace::wait(tid)?;
@@ -315,9 +318,26 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             // No handler frame (the step ran code of the cache).
             return Ok(Next::Resume(0));
         }
+        let interrupted = self.space.cache.interrupted(at);
+        match interrupted {
+            Some(interruption) => {
+                let records = drain_interrupted(
+                    &self.space.memory,
+                    &self.space.cache,
+                    &self.state.area,
+                    (&mut self.state.replay, self.sink, self.state.thread),
+                    interruption,
+                )?;
+                self.outcome.drains += 1;
+                self.outcome.records += records;
+            }
+            None => self.drain()?,
+        }
         self.sink.signal_handler_entered(self.state.thread, signal);
         let pad = self.space.cache.layout().landing_pad();
-        let resume = signals::redirect_frame(&self.space.memory, regs.rsp, pad)?;
+        let interrupted_at = signals::redirect_frame(&self.space.memory, regs.rsp, pad)?;
+        // The rest of an interrupted block runs from its original code.
+        let resume = interrupted.map_or(interrupted_at, |interruption| interruption.next);
         let saved = self.state.replay.suspend();
         self.state.frames.push(Frame {
             resume,

@@ -4,8 +4,9 @@
 //! A translation is laid out as
 //!
 //! ```text
-//! header:   exit slot 0: jmp rel32      (to the target's translation, or to stub 0)
-//!           exit slot 1: jmp rel32
+//! header:   exit slot 0: int3 x3, jmp rel32 (to the target's translation,
+//!                        or to stub 0; the displacement 4-byte aligned)
+//!           exit slot 1: int3 x3, jmp rel32
 //!           stub 0: int3                (the tracer translates the target and patches slot 0)
 //!           stub 1: int3
 //!           [system call trap: int3     (a block ending in `syscall`)]
@@ -82,8 +83,16 @@ pub(super) type Refusal = String;
 const INT3: u8 = 0xCC;
 /// The `jmp rel32` opcode.
 const JMP_REL32: u8 = 0xE9;
-/// Bytes of an exit slot.
+/// Bytes of an exit slot's `jmp rel32`.
 const SLOT_LEN: u64 = 5;
+/// Bytes each exit slot takes in the header: three `int3`s, then the
+/// `jmp rel32`, whose displacement is then 4-byte aligned (a header is
+/// 16-byte aligned), so that linking it later is one aligned 4-byte
+/// write ([`slot_link`]) that a thread running through it meanwhile sees
+/// whole, before or after.
+const SLOT_STRIDE: u64 = 8;
+/// Where the `jmp rel32` starts in its slot.
+const SLOT_JUMP: u64 = SLOT_STRIDE - SLOT_LEN;
 /// Labels: fake addresses of instructions of a translation (no copied
 /// instruction has them; `encode` resolves branches to instruction
 /// addresses). The system call label is 1.
@@ -134,9 +143,22 @@ pub(super) struct Emitted {
     /// Whether its record counts its runs (its first word; see the module
     /// documentation).
     pub repeats: bool,
+    /// Whether it counts its runs in the thread's area instead of
+    /// appending a record.
+    pub counted: bool,
     /// Its safe points besides its entry, ascending: where a signal may
-    /// interrupt it (see `signals`).
+    /// interrupt it (see `signals`). The first ones are those of its
+    /// instructions, in order, up to the last one that is copied (a
+    /// block's last `jmp`, `call` or `ret` is not).
     pub safe: Vec<u64>,
+}
+
+/// Where the displacement of the slot at `slot` is, and its bytes when
+/// the slot jumps to `to`: the write that links (or unlinks) the slot of
+/// a translation other threads may be running.
+pub(super) fn slot_link(slot: u64, to: u64) -> (u64, [u8; 4]) {
+    let rel = to.wrapping_sub(slot + SLOT_LEN) as i64 as i32;
+    (slot + 1, rel.to_le_bytes())
 }
 
 /// The `jmp rel32` bytes of a slot at `slot` jumping to `to`.
@@ -412,15 +434,15 @@ pub(super) fn translate(
             .last()
             .instruction
             .is_some_and(|instruction| instruction.mnemonic() == Mnemonic::Syscall);
-    let header = (count * (SLOT_LEN + 1) + u64::from(watches_syscall) + 15) & !15;
-    let syscall_trap = watches_syscall.then_some(at + count * (SLOT_LEN + 1));
+    let header = (count * (SLOT_STRIDE + 1) + u64::from(watches_syscall) + 15) & !15;
+    let syscall_trap = watches_syscall.then_some(at + count * (SLOT_STRIDE + 1));
     let entry = at + header;
     let exits: Vec<ExitSlot> = targets
         .iter()
         .enumerate()
         .map(|(index, &target)| ExitSlot {
-            slot: at + index as u64 * SLOT_LEN,
-            stub: at + count * SLOT_LEN + index as u64,
+            slot: at + index as u64 * SLOT_STRIDE + SLOT_JUMP,
+            stub: at + count * SLOT_STRIDE + index as u64,
             target,
         })
         .collect();
@@ -634,6 +656,7 @@ pub(super) fn translate(
         let to = linked(exit.target)
             .filter(|&entry| reachable(exit.slot, entry))
             .unwrap_or(exit.stub);
+        bytes.extend_from_slice(&[INT3; SLOT_JUMP as usize]);
         bytes.extend_from_slice(&slot_jump(exit.slot, to));
     }
     bytes.resize(header as usize, INT3);
@@ -650,6 +673,7 @@ pub(super) fn translate(
         words: recorder.words() + usize::from(repeats),
         sources: recorder.sources,
         repeats,
+        counted,
         safe,
     })
 }
@@ -904,6 +928,21 @@ pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
 mod tests {
     use super::*;
     use iced_x86::{Decoder, DecoderOptions};
+
+    #[test]
+    fn a_slot_is_linked_by_one_aligned_four_byte_write() {
+        let at = 0x7f00_0000_1230; // a translation's start: 16-byte aligned
+        for index in 0..2u64 {
+            let slot = at + index * SLOT_STRIDE + SLOT_JUMP;
+            let to = 0x7f00_0040_0000;
+            let (displacement_at, bytes) = slot_link(slot, to);
+            assert_eq!(displacement_at % 4, 0);
+            assert_eq!(displacement_at / 8, (displacement_at + 3) / 8);
+            // The same jump as the whole slot's.
+            assert_eq!(&slot_jump(slot, to)[1..], &bytes);
+            assert!(reachable(slot, to));
+        }
+    }
 
     #[test]
     fn the_pieces_of_a_check_cover_every_byte_and_none_past_the_end() {
