@@ -3,8 +3,10 @@
 //! This binary only parses the command line and wires the library crates together.
 
 mod annotate;
+mod cgtools;
 mod convert;
 mod run;
+mod shims;
 
 use std::process::ExitCode;
 
@@ -32,6 +34,10 @@ enum Command {
     Annotate(annotate::AnnotateArgs),
     /// Convert a Cachegrind or Callgrind profile (plain or .gz) to another format.
     Convert(convert::ConvertArgs),
+    /// Make links to cgx named valgrind, cg_annotate, callgrind_annotate, cg_merge
+    /// and cg_diff in DIR: with DIR first on PATH, scripts and tools that run
+    /// Valgrind run cgx.
+    Shims(shims::ShimsArgs),
 }
 
 /// Valgrind's spelling of booleans: `--compress-strings=no`.
@@ -48,11 +54,29 @@ impl YesNo {
 }
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_default();
+    if let Some(personality) = shims::Personality::of(&argv0) {
+        // Under a Valgrind command's name, its errors carry that name.
+        return match shims::run_as(personality, args.collect()) {
+            Ok(code) => code,
+            Err(error) => {
+                let text = format!("{error:#}");
+                let name = personality.name();
+                match text.starts_with(&format!("{name}:")) {
+                    true => eprintln!("{text}"),
+                    false => eprintln!("{name} (cgx): {text}"),
+                }
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Annotate(args) => annotate::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Convert(args) => convert::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Shims(args) => shims::make(&args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

@@ -46,8 +46,16 @@ pub struct RunArgs {
     args: Vec<OsString>,
 }
 
+impl RunArgs {
+    /// Valgrind's command line after `valgrind`: its options, then the
+    /// program and its arguments.
+    pub fn new(args: Vec<OsString>) -> RunArgs {
+        RunArgs { args }
+    }
+}
+
 /// The options of `cgx run`, for `cgx run --help`.
-const OPTIONS_HELP: &str = "\
+pub const OPTIONS_HELP: &str = "\
 Options (Valgrind's spellings; booleans are =yes or =no; they end at the program's name):
   --tool=callgrind|cachegrind   the profile to write [callgrind]
   --callgrind-out-file=NAME     [callgrind.out.%p]; %p process id, %q{VAR} environment

@@ -1,0 +1,284 @@
+//! `cg_merge` and `cg_diff` as Valgrind 3.19's (cgx under those names, see
+//! `shims`): Cachegrind files in, a Cachegrind file out that Valgrind's own
+//! cg_annotate reads.
+//!
+//! - `cg_merge [-o OUTFILE] FILE...`: the costs of every file added, line by
+//!   line; the `desc:` and `cmd:` of the first. The events must be the same.
+//!   Without `-o`, the result goes to standard output.
+//! - `cg_diff [--mod-filename=s/A/B/] [--mod-funcname=s/A/B/] FILE1 FILE2`:
+//!   per function (after the renames), the second file's costs minus the
+//!   first's, at line 0, on standard output, with `desc: Files compared:` and
+//!   both commands, as Valgrind's writes them.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use cgx_converters::annotate::Rewrite;
+use cgx_formats::{cachegrind_part, Part, Profile, Record};
+
+use crate::shims::VALGRIND_VERSION;
+
+/// Self costs by (file, function), then by line.
+type ByFunction<T> = BTreeMap<(String, String), T>;
+
+/// A Cachegrind file read, with its one part.
+struct Cachegrind {
+    path: PathBuf,
+    profile: Profile,
+}
+
+impl Cachegrind {
+    fn read(path: &Path) -> Result<Cachegrind> {
+        let profile = cgx_formats::read_path(path)?;
+        cachegrind_part(&profile)
+            .with_context(|| format!("{}: not a Cachegrind file", path.display()))?;
+        Ok(Cachegrind {
+            path: path.to_path_buf(),
+            profile,
+        })
+    }
+
+    fn part(&self) -> &Part {
+        // `read` checked there is exactly one.
+        &self.profile.parts[0]
+    }
+
+    fn events(&self) -> &[String] {
+        &self.part().events.names
+    }
+
+    /// Calls `each(file, function, line, costs)` for every cost line.
+    fn for_each_cost(&self, mut each: impl FnMut(&str, &str, u64, &[u64])) {
+        let part = self.part();
+        let events = part.events.len();
+        let names = &self.profile.names;
+        for (function, records) in part.functions() {
+            let name = names.get(function.name);
+            let mut cursor = records.cursor(events);
+            while let Some(record) = cursor.next_record() {
+                if let Record::Cost { file, at, costs } = record {
+                    each(names.get(file), name, at.line, costs);
+                }
+            }
+        }
+    }
+}
+
+/// The value of `--NAME=VALUE` in `arg`, if it is that option.
+fn value<'a>(arg: &'a str, name: &str) -> Option<&'a str> {
+    arg.strip_prefix("--")?
+        .strip_prefix(name)?
+        .strip_prefix('=')
+}
+
+/// The arguments as text (file names that are not UTF-8 are refused).
+fn texts(args: &[OsString], command: &str) -> Result<Vec<String>> {
+    args.iter()
+        .map(|arg| {
+            arg.to_str()
+                .map(str::to_owned)
+                .with_context(|| format!("{command}: an argument is not UTF-8: {arg:?}"))
+        })
+        .collect()
+}
+
+/// Runs `cg_merge ARGS`.
+pub fn merge(args: &[OsString]) -> Result<()> {
+    let args = texts(args, "cg_merge")?;
+    let mut out = None;
+    let mut files = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-o" => out = Some(args.next().context("cg_merge: -o needs a file name")?),
+            "-h" | "--help" => {
+                println!("usage: cg_merge [-o outfile] cachegrind-out-file...");
+                return Ok(());
+            }
+            "-v" | "--version" => {
+                println!(
+                    "cg_merge-{VALGRIND_VERSION} (cgx {})",
+                    env!("CARGO_PKG_VERSION")
+                );
+                return Ok(());
+            }
+            _ if arg.starts_with('-') && arg.len() > 1 => bail!("cg_merge: unknown option {arg}"),
+            _ => files.push(PathBuf::from(arg)),
+        }
+    }
+    if files.is_empty() {
+        bail!("cg_merge: no input files (usage: cg_merge [-o outfile] cachegrind-out-file...)");
+    }
+    let inputs = files
+        .iter()
+        .map(|path| Cachegrind::read(path))
+        .collect::<Result<Vec<_>>>()?;
+    let first = &inputs[0];
+    let events = first.events();
+    let mut costs: ByFunction<BTreeMap<u64, Vec<u64>>> = BTreeMap::new();
+    for input in &inputs {
+        if input.events() != events {
+            bail!(
+                "cg_merge: {}: events {} differ from {}'s ({})",
+                input.path.display(),
+                input.events().join(" "),
+                first.path.display(),
+                events.join(" ")
+            );
+        }
+        input.for_each_cost(|file, function, line, line_costs| {
+            let sums = costs
+                .entry((file.to_string(), function.to_string()))
+                .or_default()
+                .entry(line)
+                .or_insert_with(|| vec![0; line_costs.len()]);
+            for (sum, cost) in sums.iter_mut().zip(line_costs) {
+                *sum = sum.wrapping_add(*cost);
+            }
+        });
+    }
+    let header = &first.part().header;
+    let write = |out: &mut dyn Write| -> io::Result<()> {
+        let mut out = BufWriter::new(out);
+        for desc in &header.desc {
+            writeln!(out, "desc: {desc}")?;
+        }
+        writeln!(out, "cmd: {}", header.cmd.as_deref().unwrap_or(""))?;
+        writeln!(out, "events: {}", events.join(" "))?;
+        let mut totals = vec![0u64; events.len()];
+        for ((file, function), lines) in &costs {
+            writeln!(out, "fl={file}")?;
+            writeln!(out, "fn={function}")?;
+            for (line, line_costs) in lines {
+                write!(out, "{line}")?;
+                for (total, cost) in totals.iter_mut().zip(line_costs) {
+                    write!(out, " {cost}")?;
+                    *total = total.wrapping_add(*cost);
+                }
+                writeln!(out)?;
+            }
+        }
+        let totals: Vec<String> = totals.iter().map(u64::to_string).collect();
+        writeln!(out, "summary: {}", totals.join(" "))?;
+        out.flush()
+    };
+    match out {
+        Some(path) => cgx_formats::write_atomically(Path::new(&path), write)
+            .with_context(|| format!("cg_merge: {path}: cannot be written"))?,
+        None => write(&mut io::stdout().lock())?,
+    }
+    Ok(())
+}
+
+/// Runs `cg_diff ARGS`.
+pub fn diff(args: &[OsString]) -> Result<()> {
+    let args = texts(args, "cg_diff")?;
+    let (mut mod_filename, mut mod_funcname) = (None, None);
+    let mut files = Vec::new();
+    for arg in &args {
+        let parse = |option: &str, expression: &str| {
+            Rewrite::parse(expression)
+                .map_err(|reason| anyhow::anyhow!("cg_diff: --{option}={expression}: {reason}"))
+        };
+        if let Some(expression) = value(arg, "mod-filename") {
+            mod_filename = Some(parse("mod-filename", expression)?);
+        } else if let Some(expression) = value(arg, "mod-funcname") {
+            mod_funcname = Some(parse("mod-funcname", expression)?);
+        } else if arg == "-h" || arg == "--help" {
+            println!("usage: cg_diff [options] <cachegrind-out-file1> <cachegrind-out-file2>");
+            return Ok(());
+        } else if arg == "-v" || arg == "--version" {
+            println!(
+                "cg_diff-{VALGRIND_VERSION} (cgx {})",
+                env!("CARGO_PKG_VERSION")
+            );
+            return Ok(());
+        } else if arg.starts_with('-') && arg.len() > 1 {
+            bail!("cg_diff: unknown option {arg}");
+        } else {
+            files.push(PathBuf::from(arg));
+        }
+    }
+    let [before, after] = files.as_slice() else {
+        bail!(
+            "cg_diff: two files are needed, {} given (usage: cg_diff [options] FILE1 FILE2)",
+            files.len()
+        );
+    };
+    let (before, after) = (Cachegrind::read(before)?, Cachegrind::read(after)?);
+    if before.events() != after.events() {
+        bail!(
+            "cg_diff: the events differ: {} in {}, {} in {}",
+            before.events().join(" "),
+            before.path.display(),
+            after.events().join(" "),
+            after.path.display()
+        );
+    }
+    let rename = |file: &str, function: &str| {
+        let file = mod_filename
+            .as_ref()
+            .map_or(file.to_string(), |rewrite| rewrite.apply(file).into_owned());
+        let function = mod_funcname
+            .as_ref()
+            .map_or(function.to_string(), |rewrite| {
+                rewrite.apply(function).into_owned()
+            });
+        (file, function)
+    };
+    let width = before.events().len();
+    let mut differences: ByFunction<Vec<i128>> = BTreeMap::new();
+    for (input, sign) in [(&before, -1i128), (&after, 1)] {
+        input.for_each_cost(|file, function, _, costs| {
+            let sums = differences
+                .entry(rename(file, function))
+                .or_insert_with(|| vec![0; width]);
+            for (sum, &cost) in sums.iter_mut().zip(costs) {
+                *sum += sign * i128::from(cost);
+            }
+        });
+    }
+    let command = |input: &Cachegrind| input.part().header.cmd.clone().unwrap_or_default();
+    let mut out = BufWriter::new(io::stdout().lock());
+    writeln!(
+        out,
+        "desc: Files compared:   {}; {}",
+        before.path.display(),
+        after.path.display()
+    )?;
+    writeln!(out, "cmd:  {}; {}", command(&before), command(&after))?;
+    writeln!(out, "events:  {}", before.events().join(" "))?;
+    let mut totals = vec![0i128; width];
+    for ((file, function), costs) in &differences {
+        writeln!(out, "fl={file}")?;
+        writeln!(out, "fn={function}")?;
+        write!(out, "0")?;
+        for (total, cost) in totals.iter_mut().zip(costs) {
+            write!(out, " {cost}")?;
+            *total += cost;
+        }
+        writeln!(out)?;
+    }
+    let totals: Vec<String> = totals.iter().map(i128::to_string).collect();
+    writeln!(out, "summary: {}", totals.join(" "))?;
+    out.flush()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_option_value_is_found_by_its_name() {
+        assert_eq!(
+            value("--mod-filename=s/a/b/", "mod-filename"),
+            Some("s/a/b/")
+        );
+        assert_eq!(value("--mod-filename", "mod-filename"), None);
+        assert_eq!(value("--mod-funcname=x", "mod-filename"), None);
+    }
+}
