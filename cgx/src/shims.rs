@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 
+use crate::run::defaults;
 use crate::{annotate, cgtools, run};
 
 /// The Valgrind release whose behaviour (options, formats, figures) cgx
@@ -177,8 +178,9 @@ fn valgrind_request(args: &[OsString]) -> ValgrindRequest {
     }
 }
 
-/// `valgrind ARGS`.
+/// `valgrind ARGS` (with Valgrind's default options, see `run::defaults`).
 fn valgrind(args: Vec<OsString>) -> Result<ExitCode> {
+    let args = defaults::with_defaults(&defaults::Sources::read(), &args, "memcheck");
     match valgrind_request(&args) {
         ValgrindRequest::Version => {
             println!(
@@ -197,7 +199,7 @@ fn valgrind(args: Vec<OsString>) -> Result<ExitCode> {
             "valgrind: --tool={tool}: this valgrind is cgx, which provides --tool={} only",
             TOOLS.join(" and --tool=")
         ),
-        ValgrindRequest::Run => run::run(&run::RunArgs::new(args)),
+        ValgrindRequest::Run => run::run_with_defaults(&args),
     }
 }
 

@@ -21,11 +21,17 @@ fn shims(dir: &Path) -> PathBuf {
 
 /// Runs `command` in `dir` with a small environment.
 fn run_in(dir: &Path, command: &mut Command) -> std::process::Output {
+    run_in_env(dir, command, &[])
+}
+
+/// [`run_in`] with the variables `env` too.
+fn run_in_env(dir: &Path, command: &mut Command, env: &[(&str, &str)]) -> std::process::Output {
     output_of(
         command
             .current_dir(dir)
             .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .envs(env.iter().copied()),
     )
 }
 
@@ -212,4 +218,40 @@ fn cg_diff_writes_what_valgrinds_does() {
             "{options:?}"
         );
     }
+}
+
+#[test]
+fn valgrinds_default_options_come_from_its_variable_and_files() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let valgrind = shims(dir.path()).join("valgrind");
+    let program = build("hello.c", Kind::C, dir.path());
+    // The tool from VALGRIND_OPTS, a tool-prefixed option from
+    // ./.valgrindrc: a Cachegrind file without the cache simulation.
+    fs::write(
+        dir.path().join(".valgrindrc"),
+        "--cachegrind:cache-sim=no\n--callgrind:dump-instr=yes\n",
+    )
+    .expect("the rc file is written");
+    let out = dir.path().join("defaults.out");
+    let profiled = run_in_env(
+        dir.path(),
+        Command::new(&valgrind)
+            .arg(format!("--cachegrind-out-file={}", out.display()))
+            .arg(&program),
+        &[("VALGRIND_OPTS", "--tool=cachegrind -q")],
+    );
+    assert_eq!(profiled.status.code(), Some(0), "{profiled:?}");
+    let text = fs::read_to_string(&out).expect("a Cachegrind file");
+    assert!(
+        text.contains("\nevents: Ir\n"),
+        "{}",
+        &text[..text.len().min(300)]
+    );
+    // The command line wins over the defaults.
+    let refused = run_in_env(
+        dir.path(),
+        Command::new(&valgrind).arg("--tool=memcheck").arg(&program),
+        &[("VALGRIND_OPTS", "--tool=cachegrind")],
+    );
+    assert_eq!(refused.status.code(), Some(1));
 }

@@ -7,6 +7,7 @@
 //! words what is printed on stderr.
 
 mod caches;
+pub mod defaults;
 mod log;
 mod options;
 mod outfile;
@@ -46,14 +47,6 @@ pub struct RunArgs {
     args: Vec<OsString>,
 }
 
-impl RunArgs {
-    /// Valgrind's command line after `valgrind`: its options, then the
-    /// program and its arguments.
-    pub fn new(args: Vec<OsString>) -> RunArgs {
-        RunArgs { args }
-    }
-}
-
 /// The options of `cgx run`, for `cgx run --help`.
 pub const OPTIONS_HELP: &str = "\
 Options (Valgrind's spellings; booleans are =yes or =no; they end at the program's name):
@@ -65,9 +58,13 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   -q, --quiet                   print nothing but errors
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
-  --error-exitcode=N, --fair-sched=no|yes|try, --num-callers=N, --read-var-info=no|yes
+  --error-exitcode=N, --fair-sched=no|yes|try, --num-callers=N, --read-var-info=no|yes,
+  --read-inline-info=no|yes, --child-silent-after-fork=no|yes, --vgdb=no|yes|full,
+  --vgdb-error=N, --smc-check=none|stack|all|all-non-file
                                 checked and accepted as Valgrind's; they change nothing
-                                here (these tools report no errors; threads run at once)
+                                here (these tools report no errors; threads run at once;
+                                there is no gdbserver; rewritten code is always checked
+                                where it can change)
   --machine=valgrind|host       the machine the program sees [valgrind]:
                                 valgrind: as under Valgrind, so libc takes the same
                                 paths: cpuid describes Valgrind's processor as this
@@ -86,7 +83,7 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
                                 about 60,000 instructions a second; the reference)
   --cache-sim=yes|no            simulate the I1, D1 and LL caches: Ir Dr Dw I1mr D1mr
                                 D1mw ILmr DLmr DLmw [callgrind: no; cachegrind: yes,
-                                Valgrind 3.19's default (cgx said no before)]
+                                Valgrind 3.19's default]
   --branch-sim=no|yes           simulate the branch predictors: Bc Bcm Bi Bim [no]
   --I1=SIZE,ASSOC,LINE_SIZE     the simulated caches, in bytes [detected with CPUID
   --D1=SIZE,ASSOC,LINE_SIZE     as Valgrind does]; for callgrind they turn the cache
@@ -126,7 +123,14 @@ the program and cgx, and a stopped program stays stopped until SIGCONT. An execv
 
 /// Runs `cgx run`: returns the program's exit code, or an error of cgx.
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
-    let options = options::parse(&args.args)?;
+    let args = defaults::with_defaults(&defaults::Sources::read(), &args.args, "callgrind");
+    run_with_defaults(&args)
+}
+
+/// [`run`] on a command line that has Valgrind's default options already
+/// (see [`defaults`]).
+pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
+    let options = options::parse(args)?;
     let template = Template::from_env(options.out_file()).map_err(|error| {
         anyhow!(
             "bad option: {}={}: {error}",

@@ -343,17 +343,21 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
                 return Err(bad(arg, "must be between 1 and 500"));
             }
         }
-        ("--read-var-info", Some(value)) => {
+        ("--read-var-info" | "--read-inline-info" | "--child-silent-after-fork", Some(value)) => {
             yes_no(arg, value)?;
         }
-        ("--fair-sched", Some(value)) => {
-            if !matches!(value, "no" | "yes" | "try") {
-                return Err(bad(
-                    arg,
-                    format!("invalid value '{value}' (should be 'no', 'yes' or 'try')"),
-                ));
-            }
+        // No gdbserver: the program runs as without one (Valgrind's
+        // default starts one that waits for no one).
+        ("--vgdb", Some(value)) => one_of(arg, value, &["no", "yes", "full"])?,
+        ("--vgdb-error", Some(value)) => {
+            number(arg, value)?;
         }
+        // cgx checks rewritten code by its own rule (code that may change
+        // with no system call: writable, shared or memfd mappings).
+        ("--smc-check", Some(value)) => {
+            one_of(arg, value, &["none", "stack", "all", "all-non-file"])?
+        }
+        ("--fair-sched", Some(value)) => one_of(arg, value, &["no", "yes", "try"])?,
         ("--machine", Some(value)) => {
             options.valgrind_machine = match value {
                 "valgrind" => true,
@@ -465,6 +469,23 @@ fn bad(arg: &str, reason: impl Into<String>) -> OptionError {
 }
 
 /// Valgrind's booleans: exactly `yes` or `no`.
+/// Checks that `value` is one of `values`.
+fn one_of(arg: &str, value: &str, values: &[&str]) -> Result<(), OptionError> {
+    if values.contains(&value) {
+        return Ok(());
+    }
+    let quoted: Vec<String> = values.iter().map(|value| format!("'{value}'")).collect();
+    let listed = match quoted.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    Err(bad(
+        arg,
+        format!("invalid value '{value}' (should be {listed})"),
+    ))
+}
+
 fn yes_no(arg: &str, value: &str) -> Result<bool, OptionError> {
     match value {
         "yes" => Ok(true),
@@ -644,6 +665,15 @@ mod tests {
             "bad option: --num-callers=0: must be between 1 and 500"
         );
         assert!(error("--read-var-info=1 p").contains("should be 'yes' or 'no'"));
+        let more = "--vgdb=no --vgdb-error=0 --read-inline-info=yes \
+                    --child-silent-after-fork=yes --smc-check=all-non-file p";
+        assert_eq!(ok(more), ok("p"));
+        assert_eq!(
+            error("--smc-check=some p"),
+            "bad option: --smc-check=some: invalid value 'some' \
+             (should be 'none', 'stack', 'all' or 'all-non-file')"
+        );
+        assert!(error("--vgdb=maybe p").contains("should be 'no', 'yes' or 'full'"));
     }
 
     #[test]
