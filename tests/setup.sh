@@ -5,7 +5,7 @@
 # headless in a D-Bus session), go tool pprof (Debian's golang-go) and Python's
 # jsonschema; tmux (a real terminal for the job-control test); Debian's gzip,
 # python3, sort and sqlite3; and programs that compile code as they run (LuaJIT,
-# node, grep with PCRE2's JIT). npm fetches speedscope's file-format schema when the tests first need it.
+# node, grep with PCRE2's JIT); and the runners of iai-callgrind and gungraun. npm fetches speedscope's file-format schema when the tests first need it.
 set -euo pipefail
 
 packages=()
@@ -28,11 +28,16 @@ if ((${#packages[@]})); then
     apt-get install -y -qq "${packages[@]}" >/dev/null
 fi
 command -v gprof2dot >/dev/null 2>&1 || pip install --quiet gprof2dot
+# The runners of the benchmark harnesses that tool_drivers runs through cgx's shims.
+command -v iai-callgrind-runner >/dev/null 2>&1 ||
+    cargo install --quiet iai-callgrind-runner --version 0.16.1
+command -v gungraun-runner >/dev/null 2>&1 ||
+    cargo install --quiet gungraun-runner --version 0.20.0
 python3 -c 'import jsonschema' >/dev/null 2>&1 || pip install --quiet jsonschema
 
 for tool in valgrind gcc callgrind_annotate cg_annotate cg_merge cg_diff gprof2dot \
     kcachegrind dbus-run-session go tmux npm /usr/bin/gzip /usr/bin/sort /usr/bin/python3 /usr/bin/sqlite3 \
-    /usr/bin/luajit /usr/bin/node /usr/bin/grep; do
+    /usr/bin/luajit /usr/bin/node /usr/bin/grep iai-callgrind-runner gungraun-runner; do
     command -v "$tool" >/dev/null 2>&1 || { echo "tests/setup.sh: $tool is missing" >&2; exit 1; }
 done
 python3 -c 'import jsonschema' 2>/dev/null || { echo "tests/setup.sh: python3's jsonschema is missing" >&2; exit 1; }
