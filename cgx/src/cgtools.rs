@@ -21,8 +21,47 @@ use cgx_formats::{cachegrind_part, Part, Profile, Record};
 
 use crate::shims::VALGRIND_VERSION;
 
-/// Self costs by (file, function), then by line.
-type ByFunction<T> = BTreeMap<(String, String), T>;
+/// Costs by (file, function), then by line (signed: `cg_diff`'s may be
+/// negative).
+type Costs = BTreeMap<(String, String), BTreeMap<u64, Vec<i128>>>;
+
+/// Adds `costs` to the line `line` of `function` in `file`.
+fn add(sums: &mut Costs, (file, function): (String, String), line: u64, costs: &[i128]) {
+    let line = sums
+        .entry((file, function))
+        .or_default()
+        .entry(line)
+        .or_insert_with(|| vec![0; costs.len()]);
+    for (sum, cost) in line.iter_mut().zip(costs) {
+        *sum += cost;
+    }
+}
+
+/// Writes `costs` as the body of a Cachegrind file (`fl=`, `fn=`, the cost
+/// lines), then `summary:`, their totals over `width` events.
+fn write_costs(out: &mut dyn Write, costs: &Costs, width: usize) -> io::Result<()> {
+    let mut totals = vec![0i128; width];
+    for ((file, function), lines) in costs {
+        writeln!(out, "fl={file}")?;
+        writeln!(out, "fn={function}")?;
+        for (line, line_costs) in lines {
+            write!(out, "{line}")?;
+            for (total, cost) in totals.iter_mut().zip(line_costs) {
+                write!(out, " {cost}")?;
+                *total += cost;
+            }
+            writeln!(out)?;
+        }
+    }
+    let totals: Vec<String> = totals.iter().map(i128::to_string).collect();
+    writeln!(out, "summary: {}", totals.join(" "))?;
+    out.flush()
+}
+
+/// `costs` as signed numbers.
+fn signed(costs: &[u64], sign: i128) -> Vec<i128> {
+    costs.iter().map(|&cost| sign * i128::from(cost)).collect()
+}
 
 /// A Cachegrind file read, with its one part.
 struct Cachegrind {
@@ -118,7 +157,7 @@ pub fn merge(args: &[OsString]) -> Result<()> {
         .collect::<Result<Vec<_>>>()?;
     let first = &inputs[0];
     let events = first.events();
-    let mut costs: ByFunction<BTreeMap<u64, Vec<u64>>> = BTreeMap::new();
+    let mut costs = Costs::new();
     for input in &inputs {
         if input.events() != events {
             bail!(
@@ -130,14 +169,8 @@ pub fn merge(args: &[OsString]) -> Result<()> {
             );
         }
         input.for_each_cost(|file, function, line, line_costs| {
-            let sums = costs
-                .entry((file.to_string(), function.to_string()))
-                .or_default()
-                .entry(line)
-                .or_insert_with(|| vec![0; line_costs.len()]);
-            for (sum, cost) in sums.iter_mut().zip(line_costs) {
-                *sum = sum.wrapping_add(*cost);
-            }
+            let name = (file.to_string(), function.to_string());
+            add(&mut costs, name, line, &signed(line_costs, 1));
         });
     }
     let header = &first.part().header;
@@ -148,22 +181,7 @@ pub fn merge(args: &[OsString]) -> Result<()> {
         }
         writeln!(out, "cmd: {}", header.cmd.as_deref().unwrap_or(""))?;
         writeln!(out, "events: {}", events.join(" "))?;
-        let mut totals = vec![0u64; events.len()];
-        for ((file, function), lines) in &costs {
-            writeln!(out, "fl={file}")?;
-            writeln!(out, "fn={function}")?;
-            for (line, line_costs) in lines {
-                write!(out, "{line}")?;
-                for (total, cost) in totals.iter_mut().zip(line_costs) {
-                    write!(out, " {cost}")?;
-                    *total = total.wrapping_add(*cost);
-                }
-                writeln!(out)?;
-            }
-        }
-        let totals: Vec<String> = totals.iter().map(u64::to_string).collect();
-        writeln!(out, "summary: {}", totals.join(" "))?;
-        out.flush()
+        write_costs(&mut out, &costs, events.len())
     };
     match out {
         Some(path) => cgx_formats::write_atomically(Path::new(&path), write)
@@ -229,16 +247,15 @@ pub fn diff(args: &[OsString]) -> Result<()> {
             });
         (file, function)
     };
-    let width = before.events().len();
-    let mut differences: ByFunction<Vec<i128>> = BTreeMap::new();
-    for (input, sign) in [(&before, -1i128), (&after, 1)] {
+    let mut differences = Costs::new();
+    for (input, sign) in [(&before, -1), (&after, 1)] {
         input.for_each_cost(|file, function, _, costs| {
-            let sums = differences
-                .entry(rename(file, function))
-                .or_insert_with(|| vec![0; width]);
-            for (sum, &cost) in sums.iter_mut().zip(costs) {
-                *sum += sign * i128::from(cost);
-            }
+            add(
+                &mut differences,
+                rename(file, function),
+                0,
+                &signed(costs, sign),
+            );
         });
     }
     let command = |input: &Cachegrind| input.part().header.cmd.clone().unwrap_or_default();
@@ -251,26 +268,29 @@ pub fn diff(args: &[OsString]) -> Result<()> {
     )?;
     writeln!(out, "cmd:  {}; {}", command(&before), command(&after))?;
     writeln!(out, "events:  {}", before.events().join(" "))?;
-    let mut totals = vec![0i128; width];
-    for ((file, function), costs) in &differences {
-        writeln!(out, "fl={file}")?;
-        writeln!(out, "fn={function}")?;
-        write!(out, "0")?;
-        for (total, cost) in totals.iter_mut().zip(costs) {
-            write!(out, " {cost}")?;
-            *total += cost;
-        }
-        writeln!(out)?;
-    }
-    let totals: Vec<String> = totals.iter().map(i128::to_string).collect();
-    writeln!(out, "summary: {}", totals.join(" "))?;
-    out.flush()?;
+    write_costs(&mut out, &differences, before.events().len())?;
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn costs_add_up_by_line_and_the_summary_is_their_total() {
+        let mut costs = Costs::new();
+        let name = || ("a.c".to_string(), "f".to_string());
+        add(&mut costs, name(), 3, &signed(&[5, 1], 1));
+        add(&mut costs, name(), 3, &signed(&[7, 0], -1));
+        add(&mut costs, name(), 9, &[2, 2]);
+        add(&mut costs, ("b.c".into(), "g".into()), 0, &[1, 0]);
+        let mut text = Vec::new();
+        write_costs(&mut text, &costs, 2).unwrap();
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            "fl=a.c\nfn=f\n3 -2 1\n9 2 2\nfl=b.c\nfn=g\n0 1 0\nsummary: 1 3\n"
+        );
+    }
 
     #[test]
     fn an_option_value_is_found_by_its_name() {

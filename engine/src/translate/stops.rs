@@ -16,9 +16,10 @@ use crate::ptrace::{self, Regs};
 
 use super::area::{Area, SAVE_RAX, TARGET};
 use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Saved};
-use super::cache::Stub;
+use super::cache::{Cache, Stub};
 use super::inject;
 use super::invalidate::{self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT};
+use super::memory::Memory;
 use super::protect::Injector;
 use super::signals::{self, Frame};
 use super::space::Space;
@@ -320,17 +321,9 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         }
         let interrupted = self.space.cache.interrupted(at);
         match interrupted {
-            Some(interruption) => {
-                let records = drain_interrupted(
-                    &self.space.memory,
-                    &self.space.cache,
-                    &self.state.area,
-                    (&mut self.state.replay, self.sink, self.state.thread),
-                    interruption,
-                )?;
-                self.outcome.drains += 1;
-                self.outcome.records += records;
-            }
+            Some(interruption) => self.replay_buffer(|memory, cache, area, to| {
+                drain_interrupted(memory, cache, area, to, interruption)
+            })?,
             None => self.drain()?,
         }
         self.sink.signal_handler_entered(self.state.thread, signal);
@@ -568,13 +561,17 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     /// Replays the thread's buffer into the sink, calling `split` before
     /// the last instruction (see [`drain`]).
     pub fn drain_split(&mut self, split: Option<&mut dyn FnMut(&mut S)>) -> Result<()> {
-        let records = drain(
-            &self.space.memory,
-            &self.space.cache,
-            &self.state.area,
-            (&mut self.state.replay, self.sink, self.state.thread),
-            split,
-        )?;
+        self.replay_buffer(|memory, cache, area, to| drain(memory, cache, area, to, split))
+    }
+
+    /// Replays the thread's buffer with `how` (`drain` or one of its
+    /// kind), counting the drain and its records.
+    fn replay_buffer(
+        &mut self,
+        how: impl FnOnce(&Memory, &Cache, &Area, (&mut Replay, &mut S, Thread)) -> Result<u64>,
+    ) -> Result<()> {
+        let to = (&mut self.state.replay, &mut *self.sink, self.state.thread);
+        let records = how(&self.space.memory, &self.space.cache, &self.state.area, to)?;
         self.outcome.drains += 1;
         self.outcome.records += records;
         Ok(())
