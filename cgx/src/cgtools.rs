@@ -5,6 +5,9 @@
 //! - `cg_merge [-o OUTFILE] FILE...`: the costs of every file added, line by
 //!   line; the `desc:` and `cmd:` of the first. The events must be the same.
 //!   Without `-o`, the result goes to standard output.
+//! - `callgrind_annotate [OPTIONS] [FILE]`: Valgrind 3.19's header and
+//!   function summary (`cgx_converters::callgrind_annotate`); without a
+//!   file, the first `callgrind.out*` here.
 //! - `cg_diff [--mod-filename=s/A/B/] [--mod-funcname=s/A/B/] FILE1 FILE2`:
 //!   per function (after the renames), the second file's costs minus the
 //!   first's, at line 0, on standard output, with `desc: Files compared:` and
@@ -188,6 +191,81 @@ pub fn merge(args: &[OsString]) -> Result<()> {
             .with_context(|| format!("cg_merge: {path}: cannot be written"))?,
         None => write(&mut io::stdout().lock())?,
     }
+    Ok(())
+}
+
+/// Runs `callgrind_annotate ARGS`.
+pub fn callgrind_annotate(args: &[OsString]) -> Result<()> {
+    use cgx_converters::callgrind_annotate::{callgrind_annotate, Options};
+    let args = texts(args, "callgrind_annotate")?;
+    let mut options = Options {
+        inclusive: false,
+        threshold: "99".into(),
+        show_percs: true,
+        show: Vec::new(),
+        sort: Vec::new(),
+        file_name: String::new(),
+        cwd: std::env::current_dir()
+            .map(|dir| format!("{}/", dir.display()))
+            .unwrap_or_default(),
+    };
+    let list = |value: &str| value.split(',').map(str::to_owned).collect::<Vec<_>>();
+    let yes_no = |arg: &str, value: &str| match value {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => bail!("callgrind_annotate: {arg}: yes or no"),
+    };
+    for arg in &args {
+        if let Some(value) = value(arg, "inclusive") {
+            options.inclusive = yes_no(arg, value)?;
+        } else if let Some(value) = value(arg, "threshold") {
+            options.threshold = value.to_string();
+        } else if let Some(value) = value(arg, "show-percs") {
+            options.show_percs = yes_no(arg, value)?;
+        } else if let Some(value) = value(arg, "show") {
+            options.show = list(value);
+        } else if let Some(value) = value(arg, "sort") {
+            options.sort = list(value);
+        } else if value(arg, "auto").is_some()
+            || value(arg, "context").is_some()
+            || value(arg, "include").is_some()
+            || arg.starts_with("-I")
+            || arg == "--tree=none"
+        {
+            // Source files are not annotated here.
+        } else if arg == "--version" {
+            println!(
+                "callgrind_annotate-{VALGRIND_VERSION} (cgx {})",
+                env!("CARGO_PKG_VERSION")
+            );
+            return Ok(());
+        } else if arg.starts_with("--tree=") {
+            bail!("callgrind_annotate: {arg}: call trees in this layout are not provided by cgx yet (cgx annotate --tree=... has them)");
+        } else if arg.starts_with('-') {
+            bail!("callgrind_annotate: unknown option {arg}");
+        } else if options.file_name.is_empty() {
+            options.file_name = arg.clone();
+        }
+    }
+    if options.file_name.is_empty() {
+        let mut found: Vec<String> = std::fs::read_dir(".")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| entry.file_name().into_string().ok())
+            .filter(|name| name.starts_with("callgrind.out"))
+            .collect();
+        found.sort();
+        options.file_name = found
+            .into_iter()
+            .next()
+            .context("callgrind_annotate: no callgrind.out* file here, and none named")?;
+        println!("Reading data from '{}'...", options.file_name);
+    }
+    let profile = cgx_formats::read_path(Path::new(&options.file_name))?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    callgrind_annotate(&profile, &options, &mut out)?;
+    out.flush()?;
     Ok(())
 }
 

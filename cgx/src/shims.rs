@@ -7,8 +7,10 @@
 //!   prints `valgrind-3.19.0` (the Valgrind whose behaviour cgx follows)
 //!   and names cgx; a tool cgx does not provide (Valgrind's default,
 //!   memcheck, included) is refused with one line, exit 1.
-//! - `cg_annotate`, `callgrind_annotate`: `cgx annotate` with their
-//!   options (the report is cgx's, in cg_annotate 3.21's layout).
+//! - `cg_annotate`: `cgx annotate` with its options (the report is cgx's,
+//!   in cg_annotate 3.21's layout).
+//! - `callgrind_annotate`: Valgrind 3.19's header and function summary
+//!   (see `cgtools`).
 //! - `cg_merge`, `cg_diff`: as Valgrind's (see `cgtools`).
 
 use std::ffi::{OsStr, OsString};
@@ -119,7 +121,10 @@ pub fn make(args: &ShimsArgs) -> Result<()> {
 pub fn run_as(personality: Personality, args: Vec<OsString>) -> Result<ExitCode> {
     match personality {
         Personality::Valgrind => valgrind(args),
-        Personality::CgAnnotate | Personality::CallgrindAnnotate => {
+        Personality::CallgrindAnnotate => {
+            cgtools::callgrind_annotate(&args).map(|()| ExitCode::SUCCESS)
+        }
+        Personality::CgAnnotate => {
             let cli = AnnotateCli::parse_from(
                 std::iter::once(OsString::from(personality.name())).chain(args),
             );
@@ -130,7 +135,7 @@ pub fn run_as(personality: Personality, args: Vec<OsString>) -> Result<ExitCode>
     }
 }
 
-/// `cg_annotate` and `callgrind_annotate`: `cgx annotate`'s options.
+/// `cg_annotate`: `cgx annotate`'s options.
 #[derive(Parser)]
 #[command(version = VALGRIND_VERSION)]
 struct AnnotateCli {

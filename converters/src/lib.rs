@@ -20,3 +20,4 @@ pub mod speedscope;
 pub mod stacks;
 
 pub mod annotate;
+pub mod callgrind_annotate;

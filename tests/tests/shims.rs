@@ -255,3 +255,59 @@ fn valgrinds_default_options_come_from_its_variable_and_files() {
     );
     assert_eq!(refused.status.code(), Some(1));
 }
+
+#[test]
+fn callgrind_annotate_prints_valgrinds_summary() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let folder = shims(dir.path());
+    let program = build("hello.c", Kind::C, dir.path());
+    // A profile by cgx and one by Valgrind, each read by both scripts.
+    let cgx_file = dir.path().join("callgrind.out.cgx");
+    run_in(
+        dir.path(),
+        Command::new(binary())
+            .args(["run", "-q"])
+            .arg(format!("--callgrind-out-file={}", cgx_file.display()))
+            .arg(&program),
+    );
+    let valgrind_file = dir.path().join("callgrind.out.valgrind");
+    run_in(
+        dir.path(),
+        Command::new("valgrind")
+            .args(["-q", "--tool=callgrind", "--dump-instr=yes"])
+            .arg(format!("--callgrind-out-file={}", valgrind_file.display()))
+            .arg(&program),
+    );
+    let option_sets: [&[&str]; 4] = [
+        &["--auto=no"],
+        &["--auto=no", "--inclusive=yes"],
+        // As PyTorch runs it (with source annotation off).
+        &[
+            "--auto=no",
+            "--inclusive=yes",
+            "--threshold=100",
+            "--show-percs=no",
+        ],
+        &["--auto=no", "--threshold=50", "--show-percs=yes"],
+    ];
+    for file in [&cgx_file, &valgrind_file] {
+        for options in option_sets {
+            let report = |command: &Path| {
+                let output = successful_output_of(
+                    Command::new(command)
+                        .args(options)
+                        .arg(file)
+                        .current_dir(dir.path()),
+                );
+                String::from_utf8_lossy(&output.stdout).into_owned()
+            };
+            let ours = report(&folder.join("callgrind_annotate"));
+            let theirs = report(Path::new("/usr/bin/callgrind_annotate"));
+            assert!(
+                ours.contains("PROGRAM TOTALS") && ours.lines().count() > 20,
+                "{ours}"
+            );
+            assert_eq!(ours, theirs, "{} {options:?}", file.display());
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! The report of Valgrind 3.19's `callgrind_annotate` (its header and its
+//! summary of functions), for scripts that parse that text (PyTorch's
+//! `Timer.collect_callgrind`, for one).
+//!
+//! Its rules, as that script applies them: a function is named
+//! `FILE:FUNCTION` with the file of the cost line (an inlined file gives a
+//! name of its own; a file under the current folder loses that prefix);
+//! calls add their inclusive cost to the callee's name (the call's file
+//! where the callee is in the caller's file) and, with `--inclusive=yes`,
+//! to the caller, and then every called function's total is the sum of the
+//! calls to it. Functions are sorted by the sort events, descending, then by
+//! name, and listed until the threshold share of the primary event is
+//! reached (all at 100). Counts print with commas, `.` for an event a
+//! function never had; percentages with `--show-percs=yes`. Source files
+//! are not annotated (as with `--auto=no`), and there is no `--tree`.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use cgx_formats::{Profile, Record};
+
+/// What the report shows.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `--inclusive=yes`.
+    pub inclusive: bool,
+    /// `--threshold`, as given (printed as it is).
+    pub threshold: String,
+    /// `--show-percs`.
+    pub show_percs: bool,
+    /// `--show`: the events shown (all when empty).
+    pub show: Vec<String>,
+    /// `--sort`: the sort events (all, in the file's order, when empty).
+    pub sort: Vec<String>,
+    /// The profile's name as given on the command line.
+    pub file_name: String,
+    /// The current folder, with a trailing `/`: stripped from file names.
+    pub cwd: String,
+}
+
+/// Why the report cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `--show` or `--sort` names an event the profile does not have.
+    #[error("--{option} event `{event}' did not appear in input")]
+    NoEvent {
+        /// `show` or `sort`.
+        option: &'static str,
+        /// The event.
+        event: String,
+    },
+    /// `--threshold` is not a number from 0 to 100.
+    #[error("--threshold={0}: not a percentage from 0 to 100")]
+    Threshold(String),
+    /// The profile has no part.
+    #[error("the profile has no events")]
+    Empty,
+    /// Writing failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// A cost vector as the script keeps it: as long as the longest added.
+type Counts = Vec<u64>;
+
+fn add(to: &mut Counts, costs: &[u64]) {
+    if to.len() < costs.len() {
+        to.resize(costs.len(), 0);
+    }
+    for (sum, cost) in to.iter_mut().zip(costs) {
+        *sum = sum.wrapping_add(*cost);
+    }
+}
+
+/// `1234567` as `1,234,567`.
+fn commify(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// The totals by function name, the objects of the names, and the summary.
+struct Totals {
+    functions: HashMap<String, Counts>,
+    objects: HashMap<String, String>,
+    summary: Counts,
+    calculated: bool,
+}
+
+/// Reads `profile` as the script does.
+fn totals(profile: &Profile, options: &Options) -> Totals {
+    let strip = |file: &str| -> String {
+        file.strip_prefix(options.cwd.as_str())
+            .filter(|_| !options.cwd.is_empty())
+            .unwrap_or(file)
+            .to_string()
+    };
+    let names = &profile.names;
+    let mut functions: HashMap<String, Counts> = HashMap::new();
+    let mut called: HashMap<String, Counts> = HashMap::new();
+    let mut objects = HashMap::new();
+    let mut summary = None;
+    for part in &profile.parts {
+        let events = part.events.len();
+        for (function, records) in part.functions() {
+            let name = names.get(function.name);
+            let own = format!("{}:{name}", strip(names.get(function.file)));
+            objects.insert(own.clone(), names.get(function.object).to_string());
+            functions.entry(own).or_default();
+            let mut cursor = records.cursor(events);
+            while let Some(record) = cursor.next_record() {
+                match record {
+                    Record::Cost { file, costs, .. } => {
+                        let key = format!("{}:{name}", strip(names.get(file)));
+                        add(functions.entry(key).or_default(), costs);
+                    }
+                    Record::Call {
+                        file,
+                        callee,
+                        inclusive,
+                        ..
+                    } => {
+                        let caller = format!("{}:{name}", strip(names.get(file)));
+                        // The callee's file, as the call names it: the
+                        // caller's (stripped) when it is the same.
+                        let callee_file = match callee.file == file {
+                            true => strip(names.get(callee.file)),
+                            false => names.get(callee.file).to_string(),
+                        };
+                        let callee_name = format!("{callee_file}:{}", names.get(callee.name));
+                        add(called.entry(callee_name).or_default(), inclusive);
+                        let caller_costs = functions.entry(caller).or_default();
+                        if options.inclusive {
+                            add(caller_costs, inclusive);
+                        }
+                    }
+                    Record::Jump { .. } => {}
+                }
+            }
+        }
+        let given = [&part.summary, &part.totals]
+            .into_iter()
+            .flatten()
+            .find(|costs| costs.iter().any(|&cost| cost != 0));
+        if let Some(given) = given {
+            summary = Some(given.clone());
+        }
+    }
+    if options.inclusive {
+        for (name, costs) in called {
+            functions.insert(name, costs);
+        }
+    }
+    let calculated = summary.is_none();
+    let summary = summary.unwrap_or_else(|| {
+        let mut sum = Counts::new();
+        for costs in functions.values() {
+            add(&mut sum, costs);
+        }
+        sum
+    });
+    Totals {
+        functions,
+        objects,
+        summary,
+        calculated,
+    }
+}
+
+/// The positions of `wanted` (all when empty) in `events`.
+fn positions(
+    events: &[String],
+    wanted: &[String],
+    option: &'static str,
+) -> Result<Vec<usize>, Error> {
+    if wanted.is_empty() {
+        return Ok((0..events.len()).collect());
+    }
+    wanted
+        .iter()
+        .map(|event| {
+            events
+                .iter()
+                .position(|known| known == event)
+                .ok_or_else(|| Error::NoEvent {
+                    option,
+                    event: event.clone(),
+                })
+        })
+        .collect()
+}
+
+/// Writes the report of `profile`.
+pub fn callgrind_annotate(
+    profile: &Profile,
+    options: &Options,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    let first = profile.parts.first().ok_or(Error::Empty)?;
+    let threshold: f64 = options
+        .threshold
+        .trim_end_matches('%')
+        .parse()
+        .ok()
+        .filter(|value| (0.0..=100.0).contains(value))
+        .ok_or_else(|| Error::Threshold(options.threshold.clone()))?;
+    let events = &first.events.names;
+    let show = positions(events, &options.show, "show")?;
+    let sort = positions(events, &options.sort, "sort")?;
+    let totals = totals(profile, options);
+    let fancy = "-".repeat(80);
+
+    writeln!(out, "{fancy}")?;
+    write!(out, "Profile data file '{}'", options.file_name)?;
+    if let Some(creator) = &profile.creator {
+        write!(out, " (creator: {creator})")?;
+    }
+    writeln!(out)?;
+    writeln!(out, "{fancy}")?;
+    for desc in first
+        .header
+        .desc
+        .iter()
+        .filter(|desc| !desc.starts_with("Option:"))
+    {
+        writeln!(out, "{desc}")?;
+    }
+    let header = &first.header;
+    let mut target = header.cmd.clone().unwrap_or_default();
+    if target.is_empty() {
+        target = "(unknown)".into();
+    }
+    if let Some(pid) = header.pid {
+        target.push_str(&format!(" (PID {pid}"));
+        if let Some(part) = header.part {
+            target.push_str(&format!(", part {part}"));
+        }
+        if let Some(thread) = header.thread {
+            target.push_str(&format!(", thread {thread}"));
+        }
+        target.push(')');
+    }
+    let names = |positions: &[usize]| -> String {
+        let listed: Vec<&str> = positions.iter().map(|&i| events[i].as_str()).collect();
+        listed.join(" ")
+    };
+    let thresholds: Vec<String> = (0..sort.len())
+        .map(|i| match i {
+            0 => options.threshold.trim_end_matches('%').to_string(),
+            _ => "0".into(),
+        })
+        .collect();
+    writeln!(out, "Profiled target:  {target}")?;
+    writeln!(out, "Events recorded:  {}", events.join(" "))?;
+    writeln!(out, "Events shown:     {}", names(&show))?;
+    writeln!(out, "Event sort order: {}", names(&sort))?;
+    writeln!(out, "Thresholds:       {}", thresholds.join(" "))?;
+    writeln!(out, "Include dirs:     ")?;
+    writeln!(out, "User annotated:   ")?;
+    writeln!(out, "Auto-annotation:  off")?;
+    writeln!(out)?;
+
+    let widths = |all: &mut dyn Iterator<Item = &Counts>| -> Vec<usize> {
+        let mut widths: Vec<usize> = events.iter().map(String::len).collect();
+        for costs in all {
+            for (width, cost) in widths.iter_mut().zip(costs) {
+                let length = cost.to_string().len();
+                let mut wide = length + (length - 1) / 3;
+                if options.show_percs {
+                    wide += 9;
+                }
+                *width = (*width).max(wide);
+            }
+        }
+        widths
+    };
+    let summary_widths = widths(&mut std::iter::once(&totals.summary));
+    let function_widths = widths(&mut totals.functions.values());
+    let print_events = |out: &mut dyn Write, widths: &[usize]| -> io::Result<()> {
+        for &i in &show {
+            write!(out, "{:<width$} ", events[i], width = widths[i])?;
+        }
+        Ok(())
+    };
+    let print_costs = |out: &mut dyn Write, costs: &Counts, widths: &[usize]| -> io::Result<()> {
+        for &i in &show {
+            let count = costs.get(i);
+            let mut text = count.map_or(".".to_string(), |&count| commify(count));
+            if options.show_percs {
+                match (count, totals.summary.get(i)) {
+                    (Some(&count), Some(&total)) if count != 0 => {
+                        let percent = match total {
+                            0 => count as f64 * 100.0,
+                            _ => count as f64 * 100.0 / total as f64,
+                        };
+                        if percent < 99.995 {
+                            text.push_str(&format!(" ({percent:5.2}%)"));
+                        } else {
+                            text.push_str(&format!(" ({percent:5.1}%)"));
+                        }
+                    }
+                    _ => text.push_str("         "),
+                }
+            }
+            write!(out, "{text:>width$} ", width = widths[i])?;
+        }
+        Ok(())
+    };
+
+    writeln!(out, "{fancy}")?;
+    print_events(out, &summary_widths)?;
+    writeln!(out)?;
+    writeln!(out, "{fancy}")?;
+    print_costs(out, &totals.summary, &summary_widths)?;
+    write!(out, " PROGRAM TOTALS")?;
+    if totals.calculated {
+        write!(out, " (calculated)")?;
+    }
+    writeln!(out, "\n")?;
+
+    writeln!(out, "{fancy}")?;
+    print_events(out, &function_widths)?;
+    writeln!(out, " file:function")?;
+    writeln!(out, "{fancy}")?;
+    let mut listed: Vec<(&String, &Counts)> = totals.functions.iter().collect();
+    let key = |costs: &Counts, i: usize| costs.get(i).map_or(-1, |&cost| i128::from(cost));
+    listed.sort_by(|(a_name, a), (b_name, b)| {
+        sort.iter()
+            .map(|&i| key(b, i).cmp(&key(a, i)))
+            .find(|order| order.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a_name.cmp(b_name))
+    });
+    let mut reached = vec![0i128; sort.len()];
+    for (name, costs) in listed {
+        if threshold < 100.0 {
+            let all_reached = sort.iter().enumerate().all(|(k, &i)| {
+                let total = totals.summary.get(i).copied().unwrap_or(0);
+                let mut share = reached[k] as f64 * 100.0;
+                if total > 0 {
+                    share /= total as f64;
+                }
+                let wanted = if k == 0 { threshold } else { 0.0 };
+                share >= wanted
+            });
+            if all_reached {
+                break;
+            }
+        }
+        print_costs(out, costs, &function_widths)?;
+        write!(out, " {name}")?;
+        if let Some(object) = totals.objects.get(name).filter(|object| !object.is_empty()) {
+            write!(out, " [{object}]")?;
+        }
+        writeln!(out)?;
+        for (k, &i) in sort.iter().enumerate() {
+            if let Some(&cost) = costs.get(i) {
+                let total = i128::from(totals.summary.get(i).copied().unwrap_or(0));
+                match options.inclusive {
+                    true => reached[k] = total - i128::from(cost),
+                    false => reached[k] += i128::from(cost),
+                }
+            }
+        }
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_print_with_commas() {
+        assert_eq!(commify(0), "0");
+        assert_eq!(commify(999), "999");
+        assert_eq!(commify(1000), "1,000");
+        assert_eq!(commify(112_797), "112,797");
+        assert_eq!(commify(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn shorter_costs_grow_and_add() {
+        let mut sum = vec![1];
+        add(&mut sum, &[2, 3]);
+        add(&mut sum, &[4]);
+        assert_eq!(sum, vec![7, 3]);
+    }
+}
