@@ -101,8 +101,9 @@ fn same_figures(package: &str, version: &str, harness: &str) {
     let root = bench_package(dir.path(), package, version, harness);
     let shims = dir.path().join("shims");
     successful_output_of(Command::new(binary()).arg("shims").arg(&shims));
-    let home = std::env::var("HOME").unwrap_or_default();
-    let system = format!("{home}/.cargo/bin:/usr/local/bin:/usr/bin:/bin");
+    // The test's own PATH has the runners (tests/setup.sh installs them
+    // with cargo) and Valgrind.
+    let system = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     // Built once, in the workspace's target folder.
     let target = workspace_root().join("target").join("tool-drivers");
     let valgrind = figures(&bench(&root, &system, &target));
