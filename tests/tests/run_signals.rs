@@ -10,7 +10,8 @@
 //! program that hands over to another with `execve` without
 //! `--trace-children=yes` (a launcher script) leaves the profile of what
 //! ran before, and one line on stderr naming the program that took over and
-//! the option.
+//! the option. Timer signals that land in the middle of blocks (with the
+//! simulations on) leave the interrupted function's costs Valgrind's.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -331,4 +332,33 @@ fn ctrl_z_and_fg_in_a_terminal() {
         screen()
     );
     assert_profile_of_main(dir.path(), "ticker under tmux");
+}
+
+#[test]
+fn timer_signals_in_the_middle_of_blocks_leave_the_interrupted_functions_costs_exact() {
+    use cgx_tests::run::{run_alone_and_profiled, self_costs_of};
+    // `alarm.c`: a SIGALRM every millisecond while `sweep` runs long
+    // straight-line blocks; under cgx with the cache simulation the
+    // signals land in the middle of its blocks hundreds of times. What ran
+    // before each is reported before the handler, the rest after it: the
+    // function's own instructions and accesses are Valgrind's exactly.
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("alarm.c", Kind::C, dir.path());
+    let options = ["--cache-sim=yes", "--branch-sim=yes"];
+    let (_, valgrind, cgx) = run_alone_and_profiled(&program, &options, 0, 0, dir.path());
+    let events = ["Ir", "Dr", "Dw", "Bc", "Bi"];
+    // (gcc may name it `sweep.constprop.0`.)
+    let sweep = |profile| {
+        self_costs_of(&profile, &events)
+            .into_iter()
+            .find(|(name, _)| name.starts_with("sweep"))
+    };
+    let (expected, actual) = (sweep(valgrind.profile()), sweep(cgx.profile()));
+    assert!(expected.is_some(), "Valgrind's profile has sweep");
+    assert_eq!(actual, expected, "sweep's {events:?}");
+    assert!(
+        cgx.stdout.ends_with(" 1\n"),
+        "a signal came: {}",
+        cgx.stdout
+    );
 }
