@@ -5,9 +5,10 @@
 //! - `cg_merge [-o OUTFILE] FILE...`: the costs of every file added, line by
 //!   line; the `desc:` and `cmd:` of the first. The events must be the same.
 //!   Without `-o`, the result goes to standard output.
-//! - `callgrind_annotate [OPTIONS] [FILE]`: Valgrind 3.19's header and
-//!   function summary (`cgx_converters::callgrind_annotate`); without a
-//!   file, the first `callgrind.out*` here.
+//! - `callgrind_annotate [OPTIONS] [FILE]` and `cg_annotate [OPTIONS]
+//!   [FILE]`: Valgrind 3.19's header and function summary
+//!   (`cgx_converters::callgrind_annotate`, `cgx_converters::cg_annotate`);
+//!   without a file, the first `callgrind.out*` (`cachegrind.out*`) here.
 //! - `cg_diff [--mod-filename=s/A/B/] [--mod-funcname=s/A/B/] FILE1 FILE2`:
 //!   per function (after the renames), the second file's costs minus the
 //!   first's, at line 0, on standard output, with `desc: Files compared:` and
@@ -194,77 +195,138 @@ pub fn merge(args: &[OsString]) -> Result<()> {
     Ok(())
 }
 
-/// Runs `callgrind_annotate ARGS`.
-pub fn callgrind_annotate(args: &[OsString]) -> Result<()> {
-    use cgx_converters::callgrind_annotate::{callgrind_annotate, Options};
-    let args = texts(args, "callgrind_annotate")?;
-    let mut options = Options {
+/// The options Valgrind 3.19's annotate scripts share, as given.
+struct ScriptArgs {
+    inclusive: bool,
+    threshold: Option<String>,
+    show_percs: bool,
+    show: Vec<String>,
+    sort: Vec<String>,
+    file: Option<String>,
+}
+
+/// Parses the arguments of `command` (`callgrind_annotate` or
+/// `cg_annotate`); `None` when it only printed its version.
+fn script_args(args: &[OsString], command: &str) -> Result<Option<ScriptArgs>> {
+    let args = texts(args, command)?;
+    let callgrind = command == "callgrind_annotate";
+    let mut parsed = ScriptArgs {
         inclusive: false,
-        threshold: "99".into(),
+        threshold: None,
         show_percs: true,
         show: Vec::new(),
         sort: Vec::new(),
-        file_name: String::new(),
-        cwd: std::env::current_dir()
-            .map(|dir| format!("{}/", dir.display()))
-            .unwrap_or_default(),
+        file: None,
     };
     let list = |value: &str| value.split(',').map(str::to_owned).collect::<Vec<_>>();
     let yes_no = |arg: &str, value: &str| match value {
         "yes" => Ok(true),
         "no" => Ok(false),
-        _ => bail!("callgrind_annotate: {arg}: yes or no"),
+        _ => bail!("{command}: {arg}: yes or no"),
     };
     for arg in &args {
-        if let Some(value) = value(arg, "inclusive") {
-            options.inclusive = yes_no(arg, value)?;
+        if let Some(value) = value(arg, "inclusive").filter(|_| callgrind) {
+            parsed.inclusive = yes_no(arg, value)?;
         } else if let Some(value) = value(arg, "threshold") {
-            options.threshold = value.to_string();
+            parsed.threshold = Some(value.to_string());
         } else if let Some(value) = value(arg, "show-percs") {
-            options.show_percs = yes_no(arg, value)?;
+            parsed.show_percs = yes_no(arg, value)?;
         } else if let Some(value) = value(arg, "show") {
-            options.show = list(value);
+            parsed.show = list(value);
         } else if let Some(value) = value(arg, "sort") {
-            options.sort = list(value);
+            parsed.sort = list(value);
         } else if value(arg, "auto").is_some()
             || value(arg, "context").is_some()
             || value(arg, "include").is_some()
             || arg.starts_with("-I")
-            || arg == "--tree=none"
+            || (callgrind && arg == "--tree=none")
         {
             // Source files are not annotated here.
         } else if arg == "--version" {
             println!(
-                "callgrind_annotate-{VALGRIND_VERSION} (cgx {})",
+                "{command}-{VALGRIND_VERSION} (cgx {})",
                 env!("CARGO_PKG_VERSION")
             );
-            return Ok(());
-        } else if arg.starts_with("--tree=") {
-            bail!("callgrind_annotate: {arg}: call trees in this layout are not provided by cgx yet (cgx annotate --tree=... has them)");
+            return Ok(None);
+        } else if callgrind && arg.starts_with("--tree=") {
+            bail!(
+                "{command}: {arg}: call trees in this layout are not provided by cgx yet \
+                 (cgx annotate --tree=... has them)"
+            );
         } else if arg.starts_with('-') {
-            bail!("callgrind_annotate: unknown option {arg}");
-        } else if options.file_name.is_empty() {
-            options.file_name = arg.clone();
+            bail!("{command}: unknown option {arg}");
+        } else if parsed.file.is_none() {
+            parsed.file = Some(arg.clone());
         }
     }
-    if options.file_name.is_empty() {
-        let mut found: Vec<String> = std::fs::read_dir(".")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|entry| entry.file_name().into_string().ok())
-            .filter(|name| name.starts_with("callgrind.out"))
-            .collect();
-        found.sort();
-        options.file_name = found
-            .into_iter()
-            .next()
-            .context("callgrind_annotate: no callgrind.out* file here, and none named")?;
-        println!("Reading data from '{}'...", options.file_name);
+    Ok(Some(parsed))
+}
+
+/// The profile named, or the first file here whose name starts with
+/// `prefix` (as the scripts look for one), said on standard output.
+fn profile_name(named: Option<String>, prefix: &str, command: &str) -> Result<String> {
+    if let Some(name) = named {
+        return Ok(name);
     }
+    let mut found: Vec<String> = std::fs::read_dir(".")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| name.starts_with(prefix))
+        .collect();
+    found.sort();
+    let name = found
+        .into_iter()
+        .next()
+        .with_context(|| format!("{command}: no {prefix}* file here, and none named"))?;
+    println!("Reading data from '{name}'...");
+    Ok(name)
+}
+
+/// Runs `callgrind_annotate ARGS`.
+pub fn callgrind_annotate(args: &[OsString]) -> Result<()> {
+    use cgx_converters::callgrind_annotate::{callgrind_annotate, Options};
+    let Some(parsed) = script_args(args, "callgrind_annotate")? else {
+        return Ok(());
+    };
+    let file_name = profile_name(parsed.file, "callgrind.out", "callgrind_annotate")?;
+    let options = Options {
+        inclusive: parsed.inclusive,
+        threshold: parsed.threshold.unwrap_or_else(|| "99".into()),
+        show_percs: parsed.show_percs,
+        show: parsed.show,
+        sort: parsed.sort,
+        file_name,
+        cwd: std::env::current_dir()
+            .map(|dir| format!("{}/", dir.display()))
+            .unwrap_or_default(),
+    };
     let profile = cgx_formats::read_path(Path::new(&options.file_name))?;
     let mut out = BufWriter::new(io::stdout().lock());
     callgrind_annotate(&profile, &options, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Runs `cg_annotate ARGS`.
+pub fn cg_annotate(args: &[OsString]) -> Result<()> {
+    use cgx_converters::cg_annotate::{cg_annotate, Options};
+    let Some(parsed) = script_args(args, "cg_annotate")? else {
+        return Ok(());
+    };
+    let file_name = profile_name(parsed.file, "cachegrind.out", "cg_annotate")?;
+    let options = Options {
+        threshold: parsed.threshold.unwrap_or_else(|| "0.1".into()),
+        show_percs: parsed.show_percs,
+        show: parsed.show,
+        sort: parsed.sort,
+        file_name,
+    };
+    let input = std::fs::File::open(&options.file_name)
+        .with_context(|| format!("cg_annotate: {}: cannot be read", options.file_name))?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    cg_annotate(io::BufReader::new(input), &options, &mut out)?;
     out.flush()?;
     Ok(())
 }

@@ -7,10 +7,8 @@
 //!   prints `valgrind-3.19.0` (the Valgrind whose behaviour cgx follows)
 //!   and names cgx; a tool cgx does not provide (Valgrind's default,
 //!   memcheck, included) is refused with one line, exit 1.
-//! - `cg_annotate`: `cgx annotate` with its options (the report is cgx's,
-//!   in cg_annotate 3.21's layout).
-//! - `callgrind_annotate`: Valgrind 3.19's header and function summary
-//!   (see `cgtools`).
+//! - `cg_annotate`, `callgrind_annotate`: Valgrind 3.19's header and
+//!   function summary, without source annotation (see `cgtools`).
 //! - `cg_merge`, `cg_diff`: as Valgrind's (see `cgtools`).
 
 use std::ffi::{OsStr, OsString};
@@ -20,10 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 
 use crate::run::defaults;
-use crate::{annotate, cgtools, run};
+use crate::{cgtools, run};
 
 /// The Valgrind release whose behaviour (options, formats, figures) cgx
 /// follows.
@@ -124,23 +121,10 @@ pub fn run_as(personality: Personality, args: Vec<OsString>) -> Result<ExitCode>
         Personality::CallgrindAnnotate => {
             cgtools::callgrind_annotate(&args).map(|()| ExitCode::SUCCESS)
         }
-        Personality::CgAnnotate => {
-            let cli = AnnotateCli::parse_from(
-                std::iter::once(OsString::from(personality.name())).chain(args),
-            );
-            annotate::run(&cli.args).map(|()| ExitCode::SUCCESS)
-        }
+        Personality::CgAnnotate => cgtools::cg_annotate(&args).map(|()| ExitCode::SUCCESS),
         Personality::CgMerge => cgtools::merge(&args).map(|()| ExitCode::SUCCESS),
         Personality::CgDiff => cgtools::diff(&args).map(|()| ExitCode::SUCCESS),
     }
-}
-
-/// `cg_annotate`: `cgx annotate`'s options.
-#[derive(Parser)]
-#[command(version = VALGRIND_VERSION)]
-struct AnnotateCli {
-    #[command(flatten)]
-    args: annotate::AnnotateArgs,
 }
 
 /// The tools cgx provides.

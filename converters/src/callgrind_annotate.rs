@@ -19,6 +19,8 @@ use std::io::{self, Write};
 
 use cgx_formats::{Profile, Record};
 
+use crate::script_columns::Columns;
+
 /// What the report shows.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -70,19 +72,6 @@ fn add(to: &mut Counts, costs: &[u64]) {
     for (sum, cost) in to.iter_mut().zip(costs) {
         *sum = sum.wrapping_add(*cost);
     }
-}
-
-/// `1234567` as `1,234,567`.
-fn commify(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
 }
 
 /// The totals by function name, the objects of the names, and the summary.
@@ -266,58 +255,26 @@ pub fn callgrind_annotate(
     writeln!(out, "Auto-annotation:  off")?;
     writeln!(out)?;
 
-    let widths = |all: &mut dyn Iterator<Item = &Counts>| -> Vec<usize> {
-        let mut widths: Vec<usize> = events.iter().map(String::len).collect();
-        for costs in all {
-            for (width, cost) in widths.iter_mut().zip(costs) {
-                let length = cost.to_string().len();
-                let mut wide = length + (length - 1) / 3;
-                if options.show_percs {
-                    wide += 9;
-                }
-                *width = (*width).max(wide);
-            }
-        }
-        widths
+    let signed = |costs: &Counts| -> Vec<i128> { costs.iter().map(|&c| i128::from(c)).collect() };
+    let summary = signed(&totals.summary);
+    let columns = Columns {
+        events,
+        show: &show,
+        show_percs: options.show_percs,
+        summary: &summary,
     };
-    let summary_widths = widths(&mut std::iter::once(&totals.summary));
-    let function_widths = widths(&mut totals.functions.values());
-    let print_events = |out: &mut dyn Write, widths: &[usize]| -> io::Result<()> {
-        for &i in &show {
-            write!(out, "{:<width$} ", events[i], width = widths[i])?;
-        }
-        Ok(())
-    };
-    let print_costs = |out: &mut dyn Write, costs: &Counts, widths: &[usize]| -> io::Result<()> {
-        for &i in &show {
-            let count = costs.get(i);
-            let mut text = count.map_or(".".to_string(), |&count| commify(count));
-            if options.show_percs {
-                match (count, totals.summary.get(i)) {
-                    (Some(&count), Some(&total)) if count != 0 => {
-                        let percent = match total {
-                            0 => count as f64 * 100.0,
-                            _ => count as f64 * 100.0 / total as f64,
-                        };
-                        if percent < 99.995 {
-                            text.push_str(&format!(" ({percent:5.2}%)"));
-                        } else {
-                            text.push_str(&format!(" ({percent:5.1}%)"));
-                        }
-                    }
-                    _ => text.push_str("         "),
-                }
-            }
-            write!(out, "{text:>width$} ", width = widths[i])?;
-        }
-        Ok(())
-    };
-
+    let functions: HashMap<&String, Vec<i128>> = totals
+        .functions
+        .iter()
+        .map(|(name, costs)| (name, signed(costs)))
+        .collect();
+    let summary_widths = columns.widths(std::iter::once(summary.as_slice()));
+    let function_widths = columns.widths(functions.values().map(Vec::as_slice));
     writeln!(out, "{fancy}")?;
-    print_events(out, &summary_widths)?;
+    columns.print_events(out, &summary_widths)?;
     writeln!(out)?;
     writeln!(out, "{fancy}")?;
-    print_costs(out, &totals.summary, &summary_widths)?;
+    columns.print_costs(out, &summary, &summary_widths)?;
     write!(out, " PROGRAM TOTALS")?;
     if totals.calculated {
         write!(out, " (calculated)")?;
@@ -325,11 +282,11 @@ pub fn callgrind_annotate(
     writeln!(out, "\n")?;
 
     writeln!(out, "{fancy}")?;
-    print_events(out, &function_widths)?;
+    columns.print_events(out, &function_widths)?;
     writeln!(out, " file:function")?;
     writeln!(out, "{fancy}")?;
-    let mut listed: Vec<(&String, &Counts)> = totals.functions.iter().collect();
-    let key = |costs: &Counts, i: usize| costs.get(i).map_or(-1, |&cost| i128::from(cost));
+    let mut listed: Vec<(&String, &Vec<i128>)> = functions.iter().map(|(n, c)| (*n, c)).collect();
+    let key = |costs: &Vec<i128>, i: usize| costs.get(i).copied().unwrap_or(-1);
     listed.sort_by(|(a_name, a), (b_name, b)| {
         sort.iter()
             .map(|&i| key(b, i).cmp(&key(a, i)))
@@ -341,7 +298,7 @@ pub fn callgrind_annotate(
     for (name, costs) in listed {
         if threshold < 100.0 {
             let all_reached = sort.iter().enumerate().all(|(k, &i)| {
-                let total = totals.summary.get(i).copied().unwrap_or(0);
+                let total = summary.get(i).copied().unwrap_or(0);
                 let mut share = reached[k] as f64 * 100.0;
                 if total > 0 {
                     share /= total as f64;
@@ -353,7 +310,7 @@ pub fn callgrind_annotate(
                 break;
             }
         }
-        print_costs(out, costs, &function_widths)?;
+        columns.print_costs(out, costs, &function_widths)?;
         write!(out, " {name}")?;
         if let Some(object) = totals.objects.get(name).filter(|object| !object.is_empty()) {
             write!(out, " [{object}]")?;
@@ -361,10 +318,10 @@ pub fn callgrind_annotate(
         writeln!(out)?;
         for (k, &i) in sort.iter().enumerate() {
             if let Some(&cost) = costs.get(i) {
-                let total = i128::from(totals.summary.get(i).copied().unwrap_or(0));
+                let total = summary.get(i).copied().unwrap_or(0);
                 match options.inclusive {
-                    true => reached[k] = total - i128::from(cost),
-                    false => reached[k] += i128::from(cost),
+                    true => reached[k] = total - cost,
+                    false => reached[k] += cost,
                 }
             }
         }
@@ -376,15 +333,6 @@ pub fn callgrind_annotate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_print_with_commas() {
-        assert_eq!(commify(0), "0");
-        assert_eq!(commify(999), "999");
-        assert_eq!(commify(1000), "1,000");
-        assert_eq!(commify(112_797), "112,797");
-        assert_eq!(commify(1_234_567), "1,234,567");
-    }
 
     #[test]
     fn shorter_costs_grow_and_add() {

@@ -21,3 +21,5 @@ pub mod stacks;
 
 pub mod annotate;
 pub mod callgrind_annotate;
+pub mod cg_annotate;
+mod script_columns;

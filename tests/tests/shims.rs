@@ -311,3 +311,58 @@ fn callgrind_annotate_prints_valgrinds_summary() {
         }
     }
 }
+
+#[test]
+fn cg_annotate_prints_valgrinds_summary_of_profiles_and_differences() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let folder = shims(dir.path());
+    let program = build("rewrite.c", Kind::C, dir.path());
+    let [one, two] = two_cachegrind_files(dir.path(), &program);
+    // A difference with negative counts, as rustc-perf's flow makes one.
+    let backwards = dir.path().join("backwards.out");
+    let diff = successful_output_of(Command::new("/usr/bin/cg_diff").args([&two, &one]));
+    fs::write(&backwards, &diff.stdout).expect("the difference is kept");
+    let option_sets: [&[&str]; 3] = [
+        &["--auto=no"],
+        &["--auto=no", "--threshold=0", "--show-percs=no"],
+        &["--auto=no", "--threshold=2", "--sort=Ir"],
+    ];
+    for file in [&one, &backwards] {
+        for options in option_sets {
+            let report = |command: &Path| {
+                let output = successful_output_of(
+                    Command::new(command)
+                        .args(options)
+                        .arg(file)
+                        .current_dir(dir.path()),
+                );
+                String::from_utf8_lossy(&output.stdout).into_owned()
+            };
+            let ours = report(&folder.join("cg_annotate"));
+            let theirs = report(Path::new("/usr/bin/cg_annotate"));
+            assert!(
+                ours.contains("PROGRAM TOTALS") && ours.lines().count() > 20,
+                "{ours}"
+            );
+            // Valgrind's script lists functions of equal counts in hash
+            // order: the same lines, and the same counts in the same order.
+            let sorted = |text: &str| {
+                let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+                lines.sort();
+                lines
+            };
+            let counts = |text: &str| -> Vec<String> {
+                text.lines()
+                    .map(|line| {
+                        line.rsplit_once("  ")
+                            .map_or(line, |(counts, _)| counts)
+                            .to_string()
+                    })
+                    .collect()
+            };
+            let context = format!("{} {options:?}", file.display());
+            assert_eq!(sorted(&ours), sorted(&theirs), "{context}");
+            assert_eq!(counts(&ours), counts(&theirs), "{context}");
+        }
+    }
+}
