@@ -119,9 +119,10 @@ mod tests {
         assert_eq!(widths, vec![5 + 9, 2 + 9]);
         let mut out = Vec::new();
         columns.print_costs(&mut out, &[50], &widths).unwrap();
+        // A dot has nine spaces where a percentage would be.
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "    50 (25.00%)            . "
+            "   50 (25.00%)  .          "
         );
     }
 }
