@@ -15,11 +15,11 @@
 //! are not annotated (as with `--auto=no`), and there is no `--tree`.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::Write;
 
 use cgx_formats::{Profile, Record};
 
-use crate::script_columns::Columns;
+use crate::script_report::{Choice, Report, ScriptError, FANCY};
 
 /// What the report shows.
 #[derive(Clone, Debug)]
@@ -38,28 +38,6 @@ pub struct Options {
     pub file_name: String,
     /// The current folder, with a trailing `/`: stripped from file names.
     pub cwd: String,
-}
-
-/// Why the report cannot be made.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// `--show` or `--sort` names an event the profile does not have.
-    #[error("--{option} event `{event}' did not appear in input")]
-    NoEvent {
-        /// `show` or `sort`.
-        option: &'static str,
-        /// The event.
-        event: String,
-    },
-    /// `--threshold` is not a number from 0 to 100.
-    #[error("--threshold={0}: not a percentage from 0 to 100")]
-    Threshold(String),
-    /// The profile has no part.
-    #[error("the profile has no events")]
-    Empty,
-    /// Writing failed.
-    #[error(transparent)]
-    Io(#[from] io::Error),
 }
 
 /// A cost vector as the script keeps it: as long as the longest added.
@@ -162,65 +140,39 @@ fn totals(profile: &Profile, options: &Options) -> Totals {
     }
 }
 
-/// The positions of `wanted` (all when empty) in `events`.
-fn positions(
-    events: &[String],
-    wanted: &[String],
-    option: &'static str,
-) -> Result<Vec<usize>, Error> {
-    if wanted.is_empty() {
-        return Ok((0..events.len()).collect());
-    }
-    wanted
-        .iter()
-        .map(|event| {
-            events
-                .iter()
-                .position(|known| known == event)
-                .ok_or_else(|| Error::NoEvent {
-                    option,
-                    event: event.clone(),
-                })
-        })
-        .collect()
-}
-
 /// Writes the report of `profile`.
 pub fn callgrind_annotate(
     profile: &Profile,
     options: &Options,
     out: &mut dyn Write,
-) -> Result<(), Error> {
-    let first = profile.parts.first().ok_or(Error::Empty)?;
-    let threshold: f64 = options
-        .threshold
-        .trim_end_matches('%')
-        .parse()
-        .ok()
-        .filter(|value| (0.0..=100.0).contains(value))
-        .ok_or_else(|| Error::Threshold(options.threshold.clone()))?;
-    let events = &first.events.names;
-    let show = positions(events, &options.show, "show")?;
-    let sort = positions(events, &options.sort, "sort")?;
+) -> Result<(), ScriptError> {
+    let first = profile.parts.first().ok_or(ScriptError::Empty)?;
     let totals = totals(profile, options);
-    let fancy = "-".repeat(80);
+    let signed = |costs: &Counts| -> Vec<i128> { costs.iter().map(|&c| i128::from(c)).collect() };
+    let summary = signed(&totals.summary);
+    let choice = Choice {
+        show: &options.show,
+        sort: &options.sort,
+        threshold: &options.threshold,
+        show_percs: options.show_percs,
+    };
+    let report = Report::new(&first.events.names, &summary, &choice)?;
 
-    writeln!(out, "{fancy}")?;
+    writeln!(out, "{FANCY}")?;
     write!(out, "Profile data file '{}'", options.file_name)?;
     if let Some(creator) = &profile.creator {
         write!(out, " (creator: {creator})")?;
     }
     writeln!(out)?;
-    writeln!(out, "{fancy}")?;
-    for desc in first
-        .header
+    writeln!(out, "{FANCY}")?;
+    let header = &first.header;
+    for desc in header
         .desc
         .iter()
         .filter(|desc| !desc.starts_with("Option:"))
     {
         writeln!(out, "{desc}")?;
     }
-    let header = &first.header;
     let mut target = header.cmd.clone().unwrap_or_default();
     if target.is_empty() {
         target = "(unknown)".into();
@@ -235,88 +187,51 @@ pub fn callgrind_annotate(
         }
         target.push(')');
     }
-    let names = |positions: &[usize]| -> String {
-        let listed: Vec<&str> = positions.iter().map(|&i| events[i].as_str()).collect();
-        listed.join(" ")
-    };
-    let thresholds: Vec<String> = (0..sort.len())
-        .map(|i| match i {
-            0 => options.threshold.trim_end_matches('%').to_string(),
-            _ => "0".into(),
-        })
-        .collect();
     writeln!(out, "Profiled target:  {target}")?;
-    writeln!(out, "Events recorded:  {}", events.join(" "))?;
-    writeln!(out, "Events shown:     {}", names(&show))?;
-    writeln!(out, "Event sort order: {}", names(&sort))?;
-    writeln!(out, "Thresholds:       {}", thresholds.join(" "))?;
-    writeln!(out, "Include dirs:     ")?;
-    writeln!(out, "User annotated:   ")?;
-    writeln!(out, "Auto-annotation:  off")?;
-    writeln!(out)?;
+    report.write_header_events(out, "0")?;
 
-    let signed = |costs: &Counts| -> Vec<i128> { costs.iter().map(|&c| i128::from(c)).collect() };
-    let summary = signed(&totals.summary);
-    let columns = Columns {
-        events,
-        show: &show,
-        show_percs: options.show_percs,
-        summary: &summary,
-    };
     let functions: HashMap<&String, Vec<i128>> = totals
         .functions
         .iter()
         .map(|(name, costs)| (name, signed(costs)))
         .collect();
-    let summary_widths = columns.widths(std::iter::once(summary.as_slice()));
-    let function_widths = columns.widths(functions.values().map(Vec::as_slice));
-    writeln!(out, "{fancy}")?;
-    columns.print_events(out, &summary_widths)?;
-    writeln!(out)?;
-    writeln!(out, "{fancy}")?;
-    columns.print_costs(out, &summary, &summary_widths)?;
-    write!(out, " PROGRAM TOTALS")?;
-    if totals.calculated {
-        write!(out, " (calculated)")?;
-    }
-    writeln!(out, "\n")?;
-
-    writeln!(out, "{fancy}")?;
-    columns.print_events(out, &function_widths)?;
-    writeln!(out, " file:function")?;
-    writeln!(out, "{fancy}")?;
-    let mut listed: Vec<(&String, &Vec<i128>)> = functions.iter().map(|(n, c)| (*n, c)).collect();
-    let key = |costs: &Vec<i128>, i: usize| costs.get(i).copied().unwrap_or(-1);
-    listed.sort_by(|(a_name, a), (b_name, b)| {
-        sort.iter()
-            .map(|&i| key(b, i).cmp(&key(a, i)))
-            .find(|order| order.is_ne())
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| a_name.cmp(b_name))
-    });
-    let mut reached = vec![0i128; sort.len()];
+    let widths = report.write_totals(
+        out,
+        totals.calculated,
+        functions.values().map(Vec::as_slice),
+    )?;
+    let listed = report.sorted(
+        functions
+            .iter()
+            .map(|(&name, costs)| (name, costs.as_slice())),
+        |count| count,
+    );
+    // The share of the primary sort event listed so far (with
+    // `--inclusive=yes`, as the script counts it: the total less the
+    // last function's).
+    let mut reached = vec![0i128; report.sort.len()];
     for (name, costs) in listed {
-        if threshold < 100.0 {
-            let all_reached = sort.iter().enumerate().all(|(k, &i)| {
+        if report.threshold < 100.0 {
+            let all_reached = report.sort.iter().enumerate().all(|(k, &i)| {
                 let total = summary.get(i).copied().unwrap_or(0);
                 let mut share = reached[k] as f64 * 100.0;
                 if total > 0 {
                     share /= total as f64;
                 }
-                let wanted = if k == 0 { threshold } else { 0.0 };
+                let wanted = if k == 0 { report.threshold } else { 0.0 };
                 share >= wanted
             });
             if all_reached {
                 break;
             }
         }
-        columns.print_costs(out, costs, &function_widths)?;
+        report.write_costs(out, costs, &widths)?;
         write!(out, " {name}")?;
         if let Some(object) = totals.objects.get(name).filter(|object| !object.is_empty()) {
             write!(out, " [{object}]")?;
         }
         writeln!(out)?;
-        for (k, &i) in sort.iter().enumerate() {
+        for (k, &i) in report.sort.iter().enumerate() {
             if let Some(&cost) = costs.get(i) {
                 let total = summary.get(i).copied().unwrap_or(0);
                 match options.inclusive {

@@ -12,9 +12,9 @@
 //! `--auto=no`).
 
 use std::collections::HashMap;
-use std::io::{self, BufRead, Write};
+use std::io::{BufRead, Write};
 
-use crate::script_columns::Columns;
+use crate::script_report::{Choice, Report, ScriptError, FANCY};
 
 /// What the report shows.
 #[derive(Clone, Debug)]
@@ -31,35 +31,6 @@ pub struct Options {
     pub file_name: String,
 }
 
-/// Why the report cannot be made.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A line the format does not allow where it is.
-    #[error("{file}:{line}: {reason}")]
-    Malformed {
-        /// The file.
-        file: String,
-        /// The line number.
-        line: usize,
-        /// What is wrong.
-        reason: String,
-    },
-    /// `--show` or `--sort` names an event the file does not have.
-    #[error("--{option} event `{event}' did not appear in input")]
-    NoEvent {
-        /// `show` or `sort`.
-        option: &'static str,
-        /// The event.
-        event: String,
-    },
-    /// `--threshold` is not a number from 0 to 100.
-    #[error("--threshold={0}: not a percentage from 0 to 100")]
-    Threshold(String),
-    /// Reading or writing failed.
-    #[error(transparent)]
-    Io(#[from] io::Error),
-}
-
 /// A Cachegrind file as the script reads it.
 struct File {
     desc: Vec<String>,
@@ -70,13 +41,13 @@ struct File {
 }
 
 /// Reads the Cachegrind file `input`, named `name` in errors.
-fn read(input: impl BufRead, name: &str) -> Result<File, Error> {
-    let malformed = |line: usize, reason: &str| Error::Malformed {
+fn read(input: impl BufRead, name: &str) -> Result<File, ScriptError> {
+    let malformed = |line: usize, reason: &str| ScriptError::Malformed {
         file: name.to_string(),
         line,
         reason: reason.to_string(),
     };
-    let numbers = |text: &str, line: usize| -> Result<Vec<i128>, Error> {
+    let numbers = |text: &str, line: usize| -> Result<Vec<i128>, ScriptError> {
         text.split_whitespace()
             .map(|count| {
                 count
@@ -94,8 +65,10 @@ fn read(input: impl BufRead, name: &str) -> Result<File, Error> {
     };
     let (mut current_file, mut current) = (None::<String>, None::<String>);
     let mut summary = None;
+    let mut last = 0;
     for (index, line) in input.lines().enumerate() {
         let (line, number) = (line?, index + 1);
+        last = number;
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
@@ -136,33 +109,10 @@ fn read(input: impl BufRead, name: &str) -> Result<File, Error> {
         }
     }
     if file.events.is_empty() {
-        return Err(malformed(0, "no events: line"));
+        return Err(malformed(last, "no events: line"));
     }
-    file.summary = summary.ok_or_else(|| malformed(0, "missing final summary line"))?;
+    file.summary = summary.ok_or_else(|| malformed(last, "missing final summary line"))?;
     Ok(file)
-}
-
-/// The positions of `wanted` (all when empty) in `events`.
-fn positions(
-    events: &[String],
-    wanted: &[String],
-    option: &'static str,
-) -> Result<Vec<usize>, Error> {
-    if wanted.is_empty() {
-        return Ok((0..events.len()).collect());
-    }
-    wanted
-        .iter()
-        .map(|event| {
-            events
-                .iter()
-                .position(|known| known == event)
-                .ok_or_else(|| Error::NoEvent {
-                    option,
-                    event: event.clone(),
-                })
-        })
-        .collect()
 }
 
 /// Writes the report of the Cachegrind file `input`.
@@ -170,74 +120,32 @@ pub fn cg_annotate(
     input: impl BufRead,
     options: &Options,
     out: &mut dyn Write,
-) -> Result<(), Error> {
-    let threshold: f64 = options
-        .threshold
-        .trim_end_matches('%')
-        .parse()
-        .ok()
-        .filter(|value| (0.0..=100.0).contains(value))
-        .ok_or_else(|| Error::Threshold(options.threshold.clone()))?;
+) -> Result<(), ScriptError> {
     let file = read(input, &options.file_name)?;
-    let events = &file.events;
-    let show = positions(events, &options.show, "show")?;
-    let sort = positions(events, &options.sort, "sort")?;
-    let fancy = "-".repeat(80);
-    let names = |positions: &[usize]| -> String {
-        let listed: Vec<&str> = positions.iter().map(|&i| events[i].as_str()).collect();
-        listed.join(" ")
+    let choice = Choice {
+        show: &options.show,
+        sort: &options.sort,
+        threshold: &options.threshold,
+        show_percs: options.show_percs,
     };
-    let thresholds: Vec<String> = (0..sort.len())
-        .map(|i| match i {
-            0 => options.threshold.trim_end_matches('%').to_string(),
-            _ => "100".into(),
-        })
-        .collect();
-    writeln!(out, "{fancy}")?;
+    let report = Report::new(&file.events, &file.summary, &choice)?;
+    writeln!(out, "{FANCY}")?;
     for desc in &file.desc {
         writeln!(out, "{desc}")?;
     }
     writeln!(out, "Command:          {}", file.cmd)?;
     writeln!(out, "Data file:        {}", options.file_name)?;
-    writeln!(out, "Events recorded:  {}", events.join(" "))?;
-    writeln!(out, "Events shown:     {}", names(&show))?;
-    writeln!(out, "Event sort order: {}", names(&sort))?;
-    writeln!(out, "Thresholds:       {}", thresholds.join(" "))?;
-    writeln!(out, "Include dirs:     ")?;
-    writeln!(out, "User annotated:   ")?;
-    writeln!(out, "Auto-annotation:  off")?;
-    writeln!(out)?;
-
-    let columns = Columns {
-        events,
-        show: &show,
-        show_percs: options.show_percs,
-        summary: &file.summary,
-    };
-    let summary_widths = columns.widths(std::iter::once(file.summary.as_slice()));
-    let function_widths = columns.widths(file.functions.values().map(Vec::as_slice));
-    writeln!(out, "{fancy}")?;
-    columns.print_events(out, &summary_widths)?;
-    writeln!(out)?;
-    writeln!(out, "{fancy}")?;
-    columns.print_costs(out, &file.summary, &summary_widths)?;
-    writeln!(out, " PROGRAM TOTALS\n")?;
-    writeln!(out, "{fancy}")?;
-    columns.print_events(out, &function_widths)?;
-    writeln!(out, " file:function")?;
-    writeln!(out, "{fancy}")?;
-    let mut listed: Vec<(&String, &Vec<i128>)> = file.functions.iter().collect();
+    report.write_header_events(out, "100")?;
+    let functions = file.functions.values().map(Vec::as_slice);
+    let widths = report.write_totals(out, false, functions)?;
     // By size: a difference's negative counts sort as large ones.
-    let key = |costs: &Vec<i128>, i: usize| costs.get(i).copied().unwrap_or(-1).unsigned_abs();
-    listed.sort_by(|(a_name, a), (b_name, b)| {
-        sort.iter()
-            .map(|&i| key(b, i).cmp(&key(a, i)))
-            .find(|order| order.is_ne())
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| a_name.cmp(b_name))
-    });
-    for (name, costs) in listed {
-        let shown = sort.iter().enumerate().any(|(k, &i)| {
+    let functions = file
+        .functions
+        .iter()
+        .map(|(name, costs)| (name, costs.as_slice()));
+    for (name, costs) in report.sorted(functions, i128::abs) {
+        // Shown while it alone reaches a threshold of an event.
+        let shown = report.sort.iter().enumerate().any(|(k, &i)| {
             let count = costs.get(i).copied().unwrap_or(0).unsigned_abs() as f64;
             let total = file.summary.get(i).copied().unwrap_or(0).unsigned_abs() as f64;
             let share = if total == 0.0 {
@@ -245,13 +153,13 @@ pub fn cg_annotate(
             } else {
                 count * 100.0 / total
             };
-            let wanted = if k == 0 { threshold } else { 100.0 };
+            let wanted = if k == 0 { report.threshold } else { 100.0 };
             share >= wanted
         });
         if !shown {
             break;
         }
-        columns.print_costs(out, costs, &function_widths)?;
+        report.write_costs(out, costs, &widths)?;
         writeln!(out, " {name}")?;
     }
     writeln!(out)?;

@@ -22,4 +22,5 @@ pub mod stacks;
 pub mod annotate;
 pub mod callgrind_annotate;
 pub mod cg_annotate;
-mod script_columns;
+mod script_report;
+pub use script_report::ScriptError;

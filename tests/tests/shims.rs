@@ -82,6 +82,23 @@ fn cg_annotate_totals(file: &Path) -> (String, BTreeMap<String, String>) {
     (total, functions)
 }
 
+/// The reports of `script` (`cg_annotate` or `callgrind_annotate`) with
+/// `options` on `file`: the shim's in `folder`, and Valgrind's; both run in
+/// the file's folder.
+fn script_reports(folder: &Path, script: &str, options: &[&str], file: &Path) -> (String, String) {
+    let report = |command: &Path| {
+        let mut command = Command::new(command);
+        command.args(options).arg(file);
+        if let Some(dir) = file.parent() {
+            command.current_dir(dir);
+        }
+        let output = successful_output_of(&mut command);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let valgrinds = Path::new("/usr/bin").join(script);
+    (report(&folder.join(script)), report(&valgrinds))
+}
+
 #[test]
 fn shims_are_links_made_again_and_never_over_a_file() {
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -292,17 +309,7 @@ fn callgrind_annotate_prints_valgrinds_summary() {
     ];
     for file in [&cgx_file, &valgrind_file] {
         for options in option_sets {
-            let report = |command: &Path| {
-                let output = successful_output_of(
-                    Command::new(command)
-                        .args(options)
-                        .arg(file)
-                        .current_dir(dir.path()),
-                );
-                String::from_utf8_lossy(&output.stdout).into_owned()
-            };
-            let ours = report(&folder.join("callgrind_annotate"));
-            let theirs = report(Path::new("/usr/bin/callgrind_annotate"));
+            let (ours, theirs) = script_reports(&folder, "callgrind_annotate", options, file);
             assert!(
                 ours.contains("PROGRAM TOTALS") && ours.lines().count() > 20,
                 "{ours}"
@@ -329,17 +336,7 @@ fn cg_annotate_prints_valgrinds_summary_of_profiles_and_differences() {
     ];
     for file in [&one, &backwards] {
         for options in option_sets {
-            let report = |command: &Path| {
-                let output = successful_output_of(
-                    Command::new(command)
-                        .args(options)
-                        .arg(file)
-                        .current_dir(dir.path()),
-                );
-                String::from_utf8_lossy(&output.stdout).into_owned()
-            };
-            let ours = report(&folder.join("cg_annotate"));
-            let theirs = report(Path::new("/usr/bin/cg_annotate"));
+            let (ours, theirs) = script_reports(&folder, "cg_annotate", options, file);
             assert!(
                 ours.contains("PROGRAM TOTALS") && ours.lines().count() > 20,
                 "{ours}"
