@@ -148,7 +148,13 @@ pub fn callgrind_annotate(
 ) -> Result<(), ScriptError> {
     let first = profile.parts.first().ok_or(ScriptError::Empty)?;
     let totals = totals(profile, options);
-    let signed = |costs: &Counts| -> Vec<i128> { costs.iter().map(|&c| i128::from(c)).collect() };
+    // Counts past i64 (no run reaches them) are shown at its maximum.
+    let signed = |costs: &Counts| -> Vec<i64> {
+        costs
+            .iter()
+            .map(|&c| i64::try_from(c).unwrap_or(i64::MAX))
+            .collect()
+    };
     let summary = signed(&totals.summary);
     let choice = Choice {
         show: &options.show,
@@ -190,7 +196,7 @@ pub fn callgrind_annotate(
     writeln!(out, "Profiled target:  {target}")?;
     report.write_header_events(out, "0")?;
 
-    let functions: HashMap<&String, Vec<i128>> = totals
+    let functions: HashMap<&String, Vec<i64>> = totals
         .functions
         .iter()
         .map(|(name, costs)| (name, signed(costs)))
@@ -209,7 +215,7 @@ pub fn callgrind_annotate(
     // The share of the primary sort event listed so far (with
     // `--inclusive=yes`, as the script counts it: the total less the
     // last function's).
-    let mut reached = vec![0i128; report.sort.len()];
+    let mut reached = vec![0i64; report.sort.len()];
     for (name, costs) in listed {
         if report.threshold < 100.0 {
             let all_reached = report.sort.iter().enumerate().all(|(k, &i)| {

@@ -36,8 +36,8 @@ struct File {
     desc: Vec<String>,
     cmd: String,
     events: Vec<String>,
-    functions: HashMap<String, Vec<i128>>,
-    summary: Vec<i128>,
+    functions: HashMap<String, Vec<i64>>,
+    summary: Vec<i64>,
 }
 
 /// Reads the Cachegrind file `input`, named `name` in errors.
@@ -47,11 +47,11 @@ fn read(input: impl BufRead, name: &str) -> Result<File, ScriptError> {
         line,
         reason: reason.to_string(),
     };
-    let numbers = |text: &str, line: usize| -> Result<Vec<i128>, ScriptError> {
+    let numbers = |text: &str, line: usize| -> Result<Vec<i64>, ScriptError> {
         text.split_whitespace()
             .map(|count| {
                 count
-                    .parse::<i128>()
+                    .parse::<i64>()
                     .map_err(|_| malformed(line, &format!("bad count '{count}'")))
             })
             .collect()
@@ -143,7 +143,7 @@ pub fn cg_annotate(
         .functions
         .iter()
         .map(|(name, costs)| (name, costs.as_slice()));
-    for (name, costs) in report.sorted(functions, i128::abs) {
+    for (name, costs) in report.sorted(functions, i64::abs) {
         // Shown while it alone reaches a threshold of an event.
         let shown = report.sort.iter().enumerate().any(|(k, &i)| {
             let count = costs.get(i).copied().unwrap_or(0).unsigned_abs() as f64;

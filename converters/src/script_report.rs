@@ -10,6 +10,8 @@
 use std::cmp::Ordering;
 use std::io::{self, Write};
 
+use crate::annotate::commify;
+
 /// The line between the report's sections.
 pub const FANCY: &str =
     "--------------------------------------------------------------------------------";
@@ -44,22 +46,6 @@ pub enum ScriptError {
     /// Reading or writing failed.
     #[error(transparent)]
     Io(#[from] io::Error),
-}
-
-/// `-1234567` as `-1,234,567`.
-pub fn commify(value: i128) -> String {
-    let digits = value.unsigned_abs().to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
-    if value < 0 {
-        out.push('-');
-    }
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
 }
 
 /// The positions of `wanted` (all when empty) in `events`.
@@ -112,7 +98,7 @@ pub struct Report<'a> {
     /// Whether percentages of `summary` follow the counts.
     show_percs: bool,
     /// The totals percentages are of.
-    summary: &'a [i128],
+    summary: &'a [i64],
 }
 
 impl<'a> Report<'a> {
@@ -120,7 +106,7 @@ impl<'a> Report<'a> {
     /// `choice` asks.
     pub fn new(
         events: &'a [String],
-        summary: &'a [i128],
+        summary: &'a [i64],
         choice: &Choice<'_>,
     ) -> Result<Report<'a>, ScriptError> {
         let threshold_text = choice.threshold.trim_end_matches('%').to_string();
@@ -172,7 +158,7 @@ impl<'a> Report<'a> {
         &self,
         out: &mut dyn Write,
         calculated: bool,
-        functions: impl Iterator<Item = &'c [i128]>,
+        functions: impl Iterator<Item = &'c [i64]>,
     ) -> io::Result<Vec<usize>> {
         let summary_widths = self.widths(std::iter::once(self.summary));
         writeln!(out, "{FANCY}")?;
@@ -197,11 +183,11 @@ impl<'a> Report<'a> {
     /// `key` of a count first (a missing count is -1), then by name.
     pub fn sorted<'f>(
         &self,
-        functions: impl Iterator<Item = (&'f String, &'f [i128])>,
-        key: impl Fn(i128) -> i128,
-    ) -> Vec<(&'f String, &'f [i128])> {
+        functions: impl Iterator<Item = (&'f String, &'f [i64])>,
+        key: impl Fn(i64) -> i64,
+    ) -> Vec<(&'f String, &'f [i64])> {
         let mut listed: Vec<_> = functions.collect();
-        let key = |costs: &[i128], i: usize| key(costs.get(i).copied().unwrap_or(-1));
+        let key = |costs: &[i64], i: usize| key(costs.get(i).copied().unwrap_or(-1));
         listed.sort_by(|(a_name, a), (b_name, b)| {
             self.sort
                 .iter()
@@ -214,7 +200,7 @@ impl<'a> Report<'a> {
     }
 
     /// The width of each event's column for the cost lines `all`.
-    fn widths<'c>(&self, all: impl Iterator<Item = &'c [i128]>) -> Vec<usize> {
+    fn widths<'c>(&self, all: impl Iterator<Item = &'c [i64]>) -> Vec<usize> {
         let mut widths: Vec<usize> = self.events.iter().map(String::len).collect();
         for costs in all {
             for (width, cost) in widths.iter_mut().zip(costs) {
@@ -241,7 +227,7 @@ impl<'a> Report<'a> {
     pub fn write_costs(
         &self,
         out: &mut dyn Write,
-        costs: &[i128],
+        costs: &[i64],
         widths: &[usize],
     ) -> io::Result<()> {
         for &i in &self.show {
@@ -278,15 +264,6 @@ mod tests {
     }
 
     #[test]
-    fn counts_print_with_commas_and_signs() {
-        assert_eq!(commify(0), "0");
-        assert_eq!(commify(999), "999");
-        assert_eq!(commify(1000), "1,000");
-        assert_eq!(commify(112_797), "112,797");
-        assert_eq!(commify(-1_234_567), "-1,234,567");
-    }
-
-    #[test]
     fn columns_fit_the_widest_count() {
         let (events, summary) = (events(), [200, 10]);
         let choice = Choice {
@@ -296,7 +273,7 @@ mod tests {
             show_percs: true,
         };
         let report = Report::new(&events, &summary, &choice).unwrap();
-        let lines: [&[i128]; 2] = [&[200, 10], &[1500]];
+        let lines: [&[i64]; 2] = [&[200, 10], &[1500]];
         let widths = report.widths(lines.into_iter());
         assert_eq!(widths, vec![5 + 9, 2 + 9]);
         let mut out = Vec::new();
@@ -321,7 +298,7 @@ mod tests {
         let report = Report::new(&events, &summary, &choice).unwrap();
         assert_eq!((report.sort.clone(), report.threshold), (vec![1], 5.0));
         let names = ["a".to_string(), "b".to_string(), "c".to_string()];
-        let costs: [&[i128]; 3] = [&[9, 1], &[1, -7], &[5, 1]];
+        let costs: [&[i64]; 3] = [&[9, 1], &[1, -7], &[5, 1]];
         let listed = report.sorted(names.iter().zip(costs), |count| count.abs());
         let order: Vec<&str> = listed.iter().map(|(name, _)| name.as_str()).collect();
         assert_eq!(order, vec!["b", "a", "c"]);
