@@ -5,7 +5,7 @@
 //! refused (stepped), which `int3` stub belongs to which exit, and where
 //! free space starts in each region.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use crate::error::{Error, Result};
@@ -52,7 +52,7 @@ struct Translation {
     code: Range<u64>,
     /// The space it takes in its region, header and alignment included.
     space: Range<u64>,
-    /// Its `int3`s other than exit stubs (system call, `cpuid`, stale).
+    /// Its `int3`s (exit stubs, system call, `cpuid`, stale).
     traps: Vec<u64>,
     /// Its safe points besides its entry, ascending.
     safe: Vec<u64>,
@@ -217,14 +217,9 @@ pub(super) struct Cache {
     entries: HashMap<u64, u64>,
     /// Translation id by entry (to find the translation holding an address).
     by_entry: BTreeMap<u64, u32>,
-    /// Exit stubs.
-    stubs: HashMap<u64, (u32, usize)>,
-    /// System call traps.
-    syscall_traps: HashMap<u64, u32>,
-    /// `cpuid` traps.
-    cpuid_traps: HashSet<u64>,
-    /// The traps of translations whose original code changed.
-    stale_traps: HashMap<u64, u32>,
+    /// What each `int3` of the translations stands for (exit stubs,
+    /// system call, `cpuid` and stale traps).
+    traps: HashMap<u64, Stub>,
     /// Dead translations whose space (and number) the next translation
     /// of their original address takes (see [`Cache::retire`]).
     reusable: HashMap<u64, u32>,
@@ -260,10 +255,7 @@ impl Cache {
             replayed: Vec::new(),
             entries: HashMap::new(),
             by_entry: BTreeMap::new(),
-            stubs: HashMap::new(),
-            syscall_traps: HashMap::new(),
-            cpuid_traps: HashSet::new(),
-            stale_traps: HashMap::new(),
+            traps: HashMap::new(),
             reusable: HashMap::new(),
             dying: Retiring::default(),
             cpuid_trap,
@@ -402,18 +394,7 @@ impl Cache {
         if self.regions.iter().any(|region| region.miss == addr) {
             return Some(Stub::Miss);
         }
-        if let Some(&id) = self.syscall_traps.get(&addr) {
-            return Some(Stub::Syscall { id });
-        }
-        if self.cpuid_traps.contains(&addr) {
-            return Some(Stub::Cpuid);
-        }
-        if let Some(&id) = self.stale_traps.get(&addr) {
-            return Some(Stub::Stale { id });
-        }
-        self.stubs
-            .get(&addr)
-            .map(|&(id, exit)| Stub::Exit { id, exit })
+        self.traps.get(&addr).copied()
     }
 
     /// The original target of exit `exit` of translation `id`.
@@ -654,19 +635,23 @@ impl Cache {
         };
         let end = emitted.at + emitted.bytes.len() as u64;
         writes.code(memory, emitted.at, &emitted.bytes)?;
-        let mut traps = emitted.cpuid_traps.clone();
-        if let Some(trap) = emitted.syscall_trap {
-            self.syscall_traps.insert(trap, id);
-            traps.push(trap);
-        }
-        self.cpuid_traps.extend(&emitted.cpuid_traps);
-        if let Some(trap) = emitted.stale_trap {
-            self.stale_traps.insert(trap, id);
-            traps.push(trap);
-        }
+        let exit_stubs = emitted
+            .exits
+            .iter()
+            .enumerate()
+            .map(|(exit, slot)| (slot.stub, Stub::Exit { id, exit }));
+        let cpuid = emitted.cpuid_traps.iter().map(|&at| (at, Stub::Cpuid));
+        let syscall = emitted.syscall_trap.map(|at| (at, Stub::Syscall { id }));
+        let stale = emitted.stale_trap.map(|at| (at, Stub::Stale { id }));
+        let own: Vec<(u64, Stub)> = exit_stubs
+            .chain(cpuid)
+            .chain(syscall)
+            .chain(stale)
+            .collect();
+        let traps = own.iter().map(|&(at, _)| at).collect();
+        self.traps.extend(own);
         let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
-            self.stubs.insert(exit.stub, (id, index));
             let to = self.entries.get(&exit.target).copied();
             let is_linked = to.is_some_and(|to| translator::reachable(exit.slot, to));
             if is_linked {
@@ -774,13 +759,8 @@ impl Cache {
         if translation.alive {
             return;
         }
-        for exit in &translation.exits {
-            self.stubs.remove(&exit.stub);
-        }
         for trap in &translation.traps {
-            self.syscall_traps.remove(trap);
-            self.cpuid_traps.remove(trap);
-            self.stale_traps.remove(trap);
+            self.traps.remove(trap);
         }
         self.by_entry.remove(&translation.code.start);
         self.reusable.insert(translation.block.addr, id);
