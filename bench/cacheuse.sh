@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The overhead of exact inclusive cache use (issue 5): records the events of one
+# The overhead of exact inclusive cache use: records the events of one
 # run of a program with the step backend, then replays them into the collector
 # with --cacheuse=yes with and without the back-dating tree, and prints the
 # collector's times (medians), their ratio and the tree's sizes.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cgx against Valgrind, side by side (issue 6, acceptance 3): runs the same
+# cgx against Valgrind, side by side: runs the same
 # programs under `valgrind` and under `cgx run` in four modes and prints a
 # Markdown table of median wall times and the ratio cgx/valgrind.
 #

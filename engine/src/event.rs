@@ -10,7 +10,7 @@
 //! (VEX's `guest_max_insns` in Valgrind 3.19). This is what the collector needs
 //! to apply Callgrind's call/return rules at the same points as Callgrind.
 //!
-//! A block-based backend (the `translate` backend of issue 6) produces the same
+//! A block-based backend (the `translate` backend) produces the same
 //! sequence: for each executed block one [`EventSink::block`] and then the
 //! block's instructions (known from decoding it once) up to the one where the
 //! block was left, so a sink cannot tell the backends apart.

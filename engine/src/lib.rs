@@ -2,7 +2,7 @@
 //! its code and turns execution into a stream of events for the collector.
 //! See `shared/DESIGN.md`, "Architecture".
 //!
-//! What exists (issue 4, in progress):
+//! What it has:
 //! - [`step::run`], the `step` backend: start a program under ptrace
 //!   ([`launch`]), single-step every thread of every traced process, decode
 //!   each instruction with iced-x86 and report Valgrind's blocks and their
@@ -13,7 +13,7 @@
 //!   address and dropped when code is rewritten (stores of the tracee),
 //!   unmapped or remapped, and on `execve` (see [`step`], "Decoded code").
 //!   The rules for accesses and branches are shared with the block-based
-//!   [`translate`] backend (issue 6), which produces the same events (see
+//!   [`translate`] backend, which produces the same events (see
 //!   [`event::EventSink`]).
 //! - [`symbols`]: addresses to object, function, source file, line and inlined
 //!   frames, from /proc/PID/maps, ELF symbols and DWARF.

@@ -1,6 +1,6 @@
-//! Acceptance 1 of issue 6 (the translate backend), for what the backend does
-//! so far: on the `-static -nostdlib` programs of `tests/programs/run/` that
-//! are single-threaded and use no client requests and no signals (`exact.c`,
+//! The translate backend against the step backend: on the `-static
+//! -nostdlib` programs of `tests/programs/run/` that are single-threaded
+//! and use no client requests and no signals (`exact.c`,
 //! `streams.c`, and `crash.c` without arguments and with `marker PATH`),
 //! `cgx run --backend=translate` and `cgx run --backend=step` give identical
 //! profiles: every part of every file equal in its canonical view

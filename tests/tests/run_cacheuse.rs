@@ -1,4 +1,4 @@
-//! Inclusive cache use (issue 5), against figures computed by hand:
+//! Inclusive cache use, against figures computed by hand:
 //! `streams.c` reads one byte of each of 128 array lines in `stream`, called
 //! from `near` (start -> near -> stream) and from `far` (start -> far ->
 //! middle -> stream), with a 16-line D1 and a large I1 and LL. The program's

@@ -77,8 +77,8 @@ fn c_program_with_longjmp_signal_threads_and_fork() {
     mixed(&[]);
 }
 
-/// The same under the translate backend (issue 6: two threads run at the
-/// same time, own functions equal to Valgrind's).
+/// The same under the translate backend (two threads run at the same time,
+/// own functions equal to Valgrind's).
 #[test]
 fn c_program_with_longjmp_signal_threads_and_fork_under_translate() {
     mixed(&["--backend=translate"]);

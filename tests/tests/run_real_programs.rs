@@ -1,4 +1,4 @@
-//! Acceptance 2 of issue 6: `cgx run --backend=translate` against valgrind
+//! `cgx run --backend=translate` against valgrind
 //! 3.19 on programs nobody here wrote (Debian's gzip, python3, sort and
 //! sqlite3): the total Ir within 1%, and each of the 20 hottest functions'
 //! self Ir (Valgrind's ranking) within 1%.

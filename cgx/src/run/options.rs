@@ -51,7 +51,7 @@ pub enum Backend {
     /// the translate backend is checked against.
     Step,
     /// Runs instrumented copies of the program's blocks from a code cache in
-    /// the tracee (issue 6): fast. The default.
+    /// the tracee: fast. The default.
     Translate,
 }
 

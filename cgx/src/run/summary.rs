@@ -287,8 +287,7 @@ pub fn statistics(pid: i32, statistics: &cgx_backdate::Statistics) -> String {
 /// What `-v` prints about a run of the translate backend in process `pid`:
 /// its translations, the executions of translated blocks (records) and the
 /// buffer hand-offs they came in, the ptrace stops of the tracee while it ran
-/// translated code (per thousand blocks executed: issue 6 wants fewer than
-/// one), and the blocks it could not translate and single-stepped.
+/// translated code (per thousand blocks executed), and the blocks it could not translate and single-stepped.
 pub fn translated(pid: i32, outcome: &super::trace::Translated) -> String {
     let blocks = outcome.records + outcome.stepped_blocks;
     let per_thousand = if blocks == 0 {

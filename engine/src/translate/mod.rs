@@ -1,4 +1,4 @@
-//! The `translate` backend (issue 6, first slice): a code cache inside the
+//! The `translate` backend: a code cache inside the
 //! tracee. The tracer maps a region into the tracee (`inject`, `layout`),
 //! decodes each block as VEX cuts it (`blocks`), writes an instrumented
 //! copy into the region (`translator`, `cache`) and runs the tracee there
@@ -55,7 +55,7 @@
 //! is traced on (`exec(pid, true)`), else it is detached (`exec(pid,
 //! false)`).
 //!
-//! What this slice does and does not do:
+//! What it does and does not do:
 //! - a program that uses the `gs` segment (runs a `gs:` operand, the
 //!   selector, `rdgsbase`/`wrgsbase`, `arch_prctl(ARCH_SET_GS)`) ends the
 //!   run with an error; so does a `clone` of a process sharing the memory
@@ -176,7 +176,7 @@ pub struct Outcome {
 /// Runs `command` to completion under the translate backend, reporting the
 /// blocks and instructions it executes to `sink` (the same sequence as
 /// [`crate::step::run`] per thread; see the module documentation for what
-/// this slice covers). All of `options` are followed.
+/// it covers). All of `options` are followed.
 ///
 /// Like the step backend, the calling thread is pinned to its CPU while the
 /// run lasts and signals sent to the calling process are relayed to the
