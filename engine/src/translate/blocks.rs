@@ -19,6 +19,7 @@ use crate::flow::{
 
 use super::layout::PAGE;
 use super::memory::Memory;
+use crate::semantics::Decoded;
 
 /// One instruction of a block.
 #[derive(Clone, Debug)]
@@ -94,6 +95,19 @@ impl DecodedBlock {
                     })
             })
         })
+    }
+
+    /// Whether `other` has the same instructions at the same addresses,
+    /// doing the same kinds of things (lengths, control flow, data
+    /// accesses): the records of translations of either mean the same.
+    /// Immediates and branch targets may differ.
+    pub fn same_code(&self, other: &DecodedBlock) -> bool {
+        let decoded = |insn: &Insn| insn.instruction.as_ref().map(Decoded::of);
+        self.insns.len() == other.insns.len()
+            && self.insns.iter().zip(&other.insns).all(|(a, b)| {
+                (a.addr, a.len, a.flow, a.rep) == (b.addr, b.len, b.flow, b.rep)
+                    && decoded(a) == decoded(b)
+            })
     }
 
     /// Whether an instruction uses the `gs` segment: a `gs:` operand, the
@@ -314,5 +328,27 @@ mod tests {
         assert!(window.read(base + 2 * PAGE, 4).is_empty());
         // The first window is still there, beside the others.
         assert_eq!(window.read(base + 100, 16), &pattern[100..116]);
+    }
+
+    #[test]
+    fn code_rewritten_with_other_immediates_is_the_same_code() {
+        let memory = Memory::open(std::process::id() as i32).unwrap();
+        let pages = Pages::new();
+        let base = pages.addr();
+        let block = |bytes: &[u8]| {
+            memory.write(base, bytes).unwrap();
+            decode(&mut CodeWindow::new(&memory), base).expect("a block")
+        };
+        // mov eax, 5; add [rdi], eax; ret
+        let five = block(&[0xb8, 5, 0, 0, 0, 0x01, 0x07, 0xc3]);
+        // mov eax, 6: another immediate.
+        let six = block(&[0xb8, 6, 0, 0, 0, 0x01, 0x07, 0xc3]);
+        // mov eax, 5; mov eax, [rdi]; ret: another access (a load).
+        let load = block(&[0xb8, 5, 0, 0, 0, 0x8b, 0x07, 0xc3]);
+        // xor eax, eax; add al, 7; ret: other lengths.
+        let lengths = block(&[0x31, 0xc0, 0x04, 0x07, 0xc3]);
+        assert!(five.same_code(&six));
+        assert!(!five.same_code(&load));
+        assert!(!five.same_code(&lengths));
     }
 }

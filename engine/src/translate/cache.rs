@@ -58,22 +58,6 @@ struct Translation {
     safe: Vec<u64>,
 }
 
-impl Translation {
-    /// Whether `block`, decoded as `decoded`, has the same instructions at
-    /// the same addresses, doing the same kinds of things, as this
-    /// translation's: records of either then mean the same.
-    fn same_code(&self, block: &DecodedBlock, decoded: &[Decoded]) -> bool {
-        self.decoded == decoded
-            && self.block.insns.len() == block.insns.len()
-            && self
-                .block
-                .insns
-                .iter()
-                .zip(&block.insns)
-                .all(|(old, new)| (old.addr, old.len, old.flow) == (new.addr, new.len, new.flow))
-    }
-}
-
 /// What the replay of a translation's records needs in the common case,
 /// kept apart from the rest of the translation so that replaying millions
 /// of records reads little memory.
@@ -553,19 +537,11 @@ impl Cache {
                 .insert(addr, (Some(block), "uses the gs segment".into()));
             return Ok(None);
         }
-        let decoded: Option<Vec<Decoded>> = block
-            .insns
-            .iter()
-            .map(|insn| insn.instruction.as_ref().map(Decoded::of))
-            .collect();
         // A released translation of this address gives its space, and its
         // number when its records would mean the same.
         let released = self.reusable.remove(&addr);
-        let reused_id = released.filter(|&old| {
-            decoded
-                .as_deref()
-                .is_some_and(|decoded| self.translations[old as usize].same_code(&block, decoded))
-        });
+        let reused_id =
+            released.filter(|&old| self.translations[old as usize].block.same_code(&block));
         let id = match reused_id {
             Some(id) => id,
             None => u32::try_from(self.translations.len())
