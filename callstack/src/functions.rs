@@ -245,3 +245,17 @@ fn unknown_name(addr: u64, section: SectionKind) -> String {
     };
     format!("0x{addr:016x}{kind}")
 }
+
+#[cfg(test)]
+impl Functions {
+    /// Adds `function`, known without symbols (for tests of the rules that
+    /// use functions); returns its number.
+    pub fn insert(&mut self, function: Function) -> FnId {
+        let key = (
+            function.object.clone(),
+            function.file.clone(),
+            function.name.clone(),
+        );
+        self.functions.insert_full(key, function).0 as FnId
+    }
+}

@@ -1255,3 +1255,6 @@ pub(crate) fn add_into(sum: &mut Vec<u64>, costs: &[u64]) {
     }
     add(sum, costs);
 }
+
+#[cfg(test)]
+mod tests;

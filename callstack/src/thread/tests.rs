@@ -1,0 +1,557 @@
+//! Callgrind's call and return rules ([`ThreadState::enter_block`]), one
+//! case each: a made-up program (functions, blocks of one-byte
+//! instructions), the blocks a thread runs (address, stack pointer, how it
+//! got there), and the call arcs and self costs that must come out.
+//!
+//! As in a dump, the calls still active at the end count what they cost so
+//! far, and the thread's last block is not charged (Callgrind charges a
+//! block when the next one starts).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cgx_engine::symbols::SectionKind;
+use cgx_engine::Arrival;
+
+use super::{Shared, ThreadState};
+use crate::context::Contexts;
+use crate::costs::Costs;
+use crate::events::EventSet;
+use crate::functions::{BlockInfo, Function, Functions};
+use crate::Options;
+
+/// A function of a made-up program.
+#[derive(Clone, Copy)]
+struct Func {
+    name: &'static str,
+    object: u32,
+    section: SectionKind,
+    /// Its cost goes to its caller (PLT stubs, `--fn-skip`).
+    skip: bool,
+    /// `--toggle-collect` names it.
+    toggle: bool,
+}
+
+/// A function in the main program's text.
+const fn text(name: &'static str, object: u32) -> Func {
+    Func {
+        name,
+        object,
+        section: SectionKind::Text,
+        skip: false,
+        toggle: false,
+    }
+}
+
+/// A block of a made-up program: its address, function, whether it is the
+/// function's first instruction, and how many one-byte instructions it has.
+type Blk = (u64, &'static str, bool, u64);
+
+/// What the thread does next.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Runs the block at the address, with that stack pointer at its start,
+    /// arriving that way.
+    Run(u64, u64, Arrival),
+    /// The kernel starts a signal handler.
+    Signal,
+    /// The handler returns.
+    SigReturn,
+}
+use Step::{Run, SigReturn, Signal};
+
+const CALL: Arrival = Arrival::Call;
+const RET: Arrival = Arrival::Return;
+const JUMP: Arrival = Arrival::Jump { conditional: false };
+const FALL: Arrival = Arrival::FallThrough;
+const START: Arrival = Arrival::Start;
+
+/// One rule's case.
+struct Case<'a> {
+    rule: &'static str,
+    functions: &'a [Func],
+    blocks: &'a [Blk],
+    steps: &'a [Step],
+    /// `--separate-recs`.
+    recursions: u32,
+    /// `--collect-atstart`.
+    collect_atstart: bool,
+    /// Call arcs: caller, callee (as Callgrind names their centres), calls,
+    /// inclusive `Ir`.
+    arcs: &'static [(&'static str, &'static str, u64, u64)],
+    /// Self `Ir` of each centre that has some.
+    self_ir: &'static [(&'static str, u64)],
+}
+
+const CASE: Case<'static> = Case {
+    rule: "",
+    functions: &[],
+    blocks: &[],
+    steps: &[],
+    recursions: 2,
+    collect_atstart: true,
+    arcs: &[],
+    self_ir: &[],
+};
+
+/// The arcs and self costs of `case`'s run.
+type Outcome = (Vec<(String, String, u64, u64)>, Vec<(String, u64)>);
+
+/// Runs `case`'s steps through the rules.
+fn run(case: &Case<'_>) -> Outcome {
+    let options = Options {
+        separate_recursions: case.recursions,
+        collect_atstart: case.collect_atstart,
+        ..Options::default()
+    };
+    let events = EventSet::new(&options);
+    let mut functions = Functions::default();
+    let ids: BTreeMap<&str, (u32, Func)> = case
+        .functions
+        .iter()
+        .map(|&func| {
+            let id = functions.insert(Function {
+                object: Arc::from(format!("object{}", func.object)),
+                file: Arc::from("???"),
+                name: Arc::from(func.name),
+                skip: func.skip,
+                pop_on_jump: func.name.starts_with("_dl_runtime_resolve"),
+                toggle_collect: func.toggle,
+            });
+            (func.name, (id, func))
+        })
+        .collect();
+    let mut contexts = Contexts::default();
+    let mut costs = Costs::default();
+    let mut thread = ThreadState::new(1, &options, events.len(), None);
+    for step in case.steps {
+        let mut shared = Shared {
+            functions: &functions,
+            contexts: &mut contexts,
+            costs: &mut costs,
+            costs_key: 0,
+            options: &options,
+            events: &events,
+            forest: None,
+        };
+        let (addr, sp, arrival) = match *step {
+            Signal => {
+                thread.enter_signal_handler(&mut shared, 14);
+                continue;
+            }
+            SigReturn => {
+                thread.leave_signal_handler(&mut shared);
+                continue;
+            }
+            Run(addr, sp, arrival) => (addr, sp, arrival),
+        };
+        let (number, &(_, name, is_entry, len)) = case
+            .blocks
+            .iter()
+            .enumerate()
+            .find(|(_, block)| block.0 == addr)
+            .unwrap_or_else(|| panic!("{}: no block at {addr:#x}", case.rule));
+        let (function, func) = ids[name];
+        let info = BlockInfo {
+            function,
+            is_entry,
+            object: func.object,
+            section: func.section,
+            number: number as u32,
+        };
+        thread.enter_block(&mut shared, addr, sp, arrival, info);
+        let instructions: Vec<(u64, u8)> = (addr..addr + len).map(|at| (at, 1)).collect();
+        thread.instructions_ir(&mut shared, &instructions);
+    }
+    thread.add_active_calls(&mut costs);
+    let mut arcs: Vec<_> = costs
+        .arcs
+        .iter()
+        .map(|(arc, cost)| {
+            (
+                contexts.name(arc.from, &functions),
+                contexts.name(arc.to, &functions),
+                cost.count,
+                cost.inclusive.first().copied().unwrap_or(0),
+            )
+        })
+        .collect();
+    arcs.sort();
+    let mut self_ir: BTreeMap<String, u64> = BTreeMap::new();
+    for ((centre, _), cost) in costs.self_costs_by_instruction() {
+        *self_ir
+            .entry(contexts.name(centre, &functions))
+            .or_default() += cost[0];
+    }
+    let self_ir = self_ir.into_iter().filter(|&(_, ir)| ir > 0).collect();
+    (arcs, self_ir)
+}
+
+/// Checks `case`.
+fn check(case: &Case<'_>) {
+    let (arcs, self_ir) = run(case);
+    let want_arcs: Vec<_> = case
+        .arcs
+        .iter()
+        .map(|&(from, to, calls, inclusive)| (from.to_string(), to.to_string(), calls, inclusive))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(arcs, want_arcs, "{}: call arcs", case.rule);
+    let want_self: Vec<_> = case
+        .self_ir
+        .iter()
+        .map(|&(name, ir)| (name.to_string(), ir))
+        .collect::<BTreeMap<_, _>>()
+        .into_iter()
+        .collect();
+    assert_eq!(self_ir, want_self, "{}: self Ir", case.rule);
+}
+
+/// main: 0x100 (2 instructions), its return point 0x102 (2), 0x104 (1).
+const MAIN: [Blk; 3] = [
+    (0x100, "main", true, 2),
+    (0x102, "main", false, 2),
+    (0x104, "main", false, 1),
+];
+
+#[test]
+fn a_call_and_its_return() {
+    check(&Case {
+        rule: "a call pushes an arc; the return adds its cost to it",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks: &[MAIN[0], MAIN[1], MAIN[2], (0x200, "f", true, 3)],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x102, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "f", 1, 3)],
+        self_ir: &[("main", 4), ("f", 3)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_jump_to_a_first_instruction_is_a_call() {
+    check(&Case {
+        rule: "a tail jump to another function's entry is a call from the jumping function; \
+               the return pops both frames",
+        functions: &[text("main", 0), text("a", 0), text("b", 0)],
+        blocks: &[
+            MAIN[0],
+            MAIN[1],
+            MAIN[2],
+            (0x200, "a", true, 2),
+            (0x300, "b", true, 3),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x300, 0x7ff8, JUMP),
+            Run(0x102, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "a", 1, 5), ("a", "b", 1, 3)],
+        self_ir: &[("main", 4), ("a", 2), ("b", 3)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_fall_through_to_a_first_instruction_is_a_call() {
+    check(&Case {
+        rule: "falling through into the next function's entry is a call",
+        functions: &[text("main", 0), text("g", 0)],
+        blocks: &[MAIN[0], (0x102, "g", true, 2), (0x104, "g", false, 1)],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x102, 0x8000, FALL),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "g", 1, 2)],
+        self_ir: &[("main", 2), ("g", 2)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_jump_into_another_object_is_a_call() {
+    check(&Case {
+        rule: "a jump into the middle of code of another object is a call, and so is the jump \
+               back (a second instance of main)",
+        functions: &[text("main", 0), text("x", 1)],
+        blocks: &[MAIN[0], MAIN[1], MAIN[2], (0x900, "x", false, 2)],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x900, 0x8000, JUMP),
+            Run(0x102, 0x8000, JUMP),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "x", 1, 4), ("x", "main'2", 1, 2)],
+        self_ir: &[("main", 2), ("x", 2), ("main'2", 2)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_jump_within_a_function_is_no_call() {
+    check(&Case {
+        rule: "a jump or fall-through within a function changes nothing but the block",
+        functions: &[text("main", 0)],
+        blocks: &MAIN,
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x104, 0x8000, JUMP),
+            Run(0x102, 0x8000, JUMP),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[],
+        self_ir: &[("main", 5)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_return_to_no_frame_is_a_call() {
+    check(&Case {
+        rule: "a return at the top frame's stack pointer to an address no frame returns to is \
+               a jump that counts as a call (Callgrind's return without call)",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks: &[
+            MAIN[0],
+            (0x200, "f", true, 3),
+            (0x210, "f", false, 2),
+            (0x212, "f", false, 1),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x210, 0x7ff8, RET),
+            Run(0x212, 0x7ff8, FALL),
+        ],
+        arcs: &[("main", "f", 1, 5), ("f", "f'2", 1, 2)],
+        self_ir: &[("main", 2), ("f", 3), ("f'2", 2)],
+        ..CASE
+    });
+}
+
+#[test]
+fn frames_below_the_stack_pointer_are_popped() {
+    check(&Case {
+        rule: "a jump that leaves the stack above two frames (longjmp) pops both",
+        functions: &[text("main", 0), text("a", 0), text("b", 0)],
+        blocks: &[
+            MAIN[0],
+            MAIN[1],
+            MAIN[2],
+            (0x200, "a", true, 2),
+            (0x300, "b", true, 3),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x300, 0x7ff0, CALL),
+            Run(0x102, 0x8000, JUMP),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "a", 1, 5), ("a", "b", 1, 3)],
+        self_ir: &[("main", 4), ("a", 2), ("b", 3)],
+        ..CASE
+    });
+}
+
+/// f calling itself three times deep.
+const RECURSION: &[Step] = &[
+    Run(0x100, 0x8000, START),
+    Run(0x200, 0x7ff8, CALL),
+    Run(0x200, 0x7ff0, CALL),
+    Run(0x200, 0x7fe8, CALL),
+    Run(0x203, 0x7fe8, FALL),
+];
+
+#[test]
+fn recursion_levels_up_to_separate_recs() {
+    let blocks = &[MAIN[0], (0x200, "f", true, 3), (0x203, "f", false, 1)];
+    check(&Case {
+        rule: "the second and deeper active instances are one centre, f'2, by default",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks,
+        steps: RECURSION,
+        arcs: &[
+            ("main", "f", 1, 9),
+            ("f", "f'2", 1, 6),
+            ("f'2", "f'2", 1, 3),
+        ],
+        self_ir: &[("main", 2), ("f", 3), ("f'2", 6)],
+        ..CASE
+    });
+    check(&Case {
+        rule: "with --separate-recs=3 the third instance is f'3",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks,
+        steps: RECURSION,
+        recursions: 3,
+        arcs: &[
+            ("main", "f", 1, 9),
+            ("f", "f'2", 1, 6),
+            ("f'2", "f'3", 1, 3),
+        ],
+        self_ir: &[("main", 2), ("f", 3), ("f'2", 3), ("f'3", 3)],
+        ..CASE
+    });
+    check(&Case {
+        rule: "with --separate-recs=1 every instance is f",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks,
+        steps: RECURSION,
+        recursions: 1,
+        arcs: &[("main", "f", 1, 9), ("f", "f", 2, 9)],
+        self_ir: &[("main", 2), ("f", 9)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_signal_handler_is_a_root_of_its_own() {
+    check(&Case {
+        rule: "a handler's cost is not the interrupted function's, inclusively or not",
+        functions: &[text("main", 0), text("f", 0), text("h", 0)],
+        blocks: &[
+            MAIN[0],
+            MAIN[1],
+            MAIN[2],
+            (0x200, "f", true, 3),
+            (0x203, "f", false, 1),
+            (0x400, "h", true, 3),
+            (0x403, "h", false, 1),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Signal,
+            Run(0x400, 0x7000, START),
+            Run(0x403, 0x7000, FALL),
+            SigReturn,
+            Run(0x203, 0x7ff8, FALL),
+            Run(0x102, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "f", 1, 4)],
+        self_ir: &[("main", 4), ("f", 4), ("h", 3)],
+        ..CASE
+    });
+}
+
+/// A PLT stub: no object's text, skipped.
+const PLT: Func = Func {
+    name: "0x0000000000000500 [PLT]",
+    object: 2,
+    section: SectionKind::Plt,
+    skip: true,
+    toggle: false,
+};
+
+#[test]
+fn a_skipped_function_costs_its_caller() {
+    check(&Case {
+        rule: "a PLT stub's cost goes to the call site, and the call it jumps to comes from \
+               that site",
+        functions: &[text("main", 0), PLT, text("puts", 1)],
+        blocks: &[
+            MAIN[0],
+            MAIN[1],
+            MAIN[2],
+            (0x500, PLT.name, false, 1),
+            (0x900, "puts", true, 3),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x500, 0x7ff8, CALL),
+            Run(0x900, 0x7ff8, JUMP),
+            Run(0x102, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "puts", 1, 3)],
+        self_ir: &[("main", 5), ("puts", 3)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_jump_out_of_the_resolver_replaces_its_call() {
+    check(&Case {
+        rule: "the lazy-binding resolver's jump to the resolved function replaces the \
+               resolver's call: both are calls from the PLT stub's call site",
+        functions: &[
+            text("main", 0),
+            PLT,
+            text("_dl_runtime_resolve_xsave", 3),
+            text("puts", 1),
+        ],
+        blocks: &[
+            MAIN[0],
+            MAIN[1],
+            MAIN[2],
+            (0x500, PLT.name, false, 1),
+            (0x700, "_dl_runtime_resolve_xsave", true, 2),
+            (0x900, "puts", true, 3),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x500, 0x7ff8, CALL),
+            Run(0x700, 0x7fe8, JUMP),
+            Run(0x900, 0x7ff8, JUMP),
+            Run(0x102, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[
+            ("main", "_dl_runtime_resolve_xsave", 1, 2),
+            ("main", "puts", 1, 3),
+        ],
+        self_ir: &[("main", 5), ("_dl_runtime_resolve_xsave", 2), ("puts", 3)],
+        ..CASE
+    });
+}
+
+#[test]
+fn toggle_collect_collects_inside_the_function() {
+    let toggled = Func {
+        toggle: true,
+        ..text("t", 0)
+    };
+    check(&Case {
+        rule: "--toggle-collect=t with --collect-atstart=no collects t's cost only",
+        functions: &[text("main", 0), toggled],
+        blocks: &[MAIN[0], MAIN[1], MAIN[2], (0x200, "t", true, 3)],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x102, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+        collect_atstart: false,
+        arcs: &[("main", "t", 1, 3)],
+        self_ir: &[("t", 3)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_return_with_no_frame_is_an_arc_from_the_returned_to_function() {
+    check(&Case {
+        rule: "a return on an empty call stack (Callgrind's underflow) counts the returning \
+               function as called from the function returned into",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks: &[MAIN[1], MAIN[2], (0x210, "f", false, 2)],
+        steps: &[
+            Run(0x210, 0x8000, START),
+            Run(0x102, 0x8008, RET),
+            Run(0x104, 0x8008, FALL),
+        ],
+        arcs: &[("main", "f", 1, 2)],
+        self_ir: &[("main", 2), ("f", 2)],
+        ..CASE
+    });
+}
