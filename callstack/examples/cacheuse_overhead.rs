@@ -35,6 +35,8 @@ struct Recorder {
 }
 
 impl EventSink for Recorder {
+    type Ahead = cgx_engine::NoAhead;
+
     fn block(&mut self, thread: Thread, block: Block) {
         self.events.push(Event::Block(thread, block));
     }

@@ -16,7 +16,7 @@
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 
-use cgx_engine::{Ahead, Block, DataAccess, EventSink, SimulatedBlocks, Thread};
+use cgx_engine::{Ahead, Block, DataAccess, EventSink, NoAhead, SimulatedBlocks, Thread};
 use cgx_sim::{Charge, LineChange, Owner};
 
 use crate::simulation::{Counts, FetchPoint, RunSink, Simulation, Step};
@@ -81,7 +81,7 @@ impl StepReport<'_> {
 /// The simulation running ahead (an [`Ahead`] sink): it simulates every
 /// step of the events it sees and sends their reports on at each chunk's
 /// end.
-pub(crate) struct SimulationAhead {
+pub struct SimulationAhead {
     simulation: Simulation,
     /// The fetches of each block's runs, by key
     /// ([`Simulation::fetch_points`]).
@@ -134,7 +134,7 @@ pub(crate) fn split(
 
 impl SimulationAhead {
     /// The simulation and the fetch points, back after the drain.
-    pub fn into_parts(self) -> (Simulation, Vec<Option<Box<[FetchPoint]>>>) {
+    pub(crate) fn into_parts(self) -> (Simulation, Vec<Option<Box<[FetchPoint]>>>) {
         (self.simulation, self.fetch_points)
     }
 
@@ -208,6 +208,8 @@ impl RunSink for RunReport<'_> {
 }
 
 impl EventSink for SimulationAhead {
+    type Ahead = NoAhead;
+
     fn block(&mut self, _: Thread, _: Block) {}
 
     fn instruction(&mut self, _: Thread, addr: u64, len: u8) {

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cgx_engine::{Ahead, Block, DataAccess, EventSink, Exit, SimulatedBlocks, Thread, WholeBlocks};
+use crate::ahead::SimulationAhead;
+use cgx_engine::{Block, DataAccess, EventSink, Exit, SimulatedBlocks, Thread, WholeBlocks};
 use cgx_formats::{Part, Profile, TooManyNames};
 
 use crate::events::EventSet;
@@ -178,6 +179,8 @@ impl Collector {
 }
 
 impl EventSink for Collector {
+    type Ahead = SimulationAhead;
+
     fn block(&mut self, thread: Thread, block: Block) {
         self.on_process(thread.pid, |process| process.block(thread.tid, block));
     }
@@ -206,11 +209,11 @@ impl EventSink for Collector {
         });
     }
 
-    fn ahead(&mut self, thread: Thread) -> Option<Box<dyn Ahead>> {
+    fn ahead(&mut self, thread: Thread) -> Option<SimulationAhead> {
         self.on_process(thread.pid, Process::ahead)
     }
 
-    fn ahead_done(&mut self, thread: Thread, ahead: Box<dyn Ahead>) {
+    fn ahead_done(&mut self, thread: Thread, ahead: SimulationAhead) {
         if !self.on_process(thread.pid, |process| process.ahead_done(ahead)) {
             let pid = thread.pid;
             self.error.get_or_insert(Error::OutOfStep { pid });

@@ -42,6 +42,7 @@ mod sequences;
 mod simulation;
 mod thread;
 
+pub use ahead::SimulationAhead;
 pub use collector::Collector;
 
 use cgx_formats::{Profile, TooManyNames};

@@ -252,7 +252,7 @@ impl Process {
     /// [`crate::ahead`]); `None` when it may not: with nothing to simulate,
     /// while not instrumenting, or with the cache-use model when
     /// collection may change (`--toggle-collect`, a toggle requested).
-    pub fn ahead(&mut self) -> Option<Box<dyn cgx_engine::Ahead>> {
+    pub fn ahead(&mut self) -> Option<SimulationAhead> {
         let simulation = &self.simulation;
         let simulates = simulation.simulates_fetches() || simulation.simulates_branches();
         let collection_may_change = !self.options.toggle_collect.is_empty() || self.collect_toggled;
@@ -269,16 +269,12 @@ impl Process {
         let fetch_points = std::mem::take(&mut self.ahead_fetch_points);
         let (ahead, behind) = ahead::split(simulation, fetch_points);
         self.behind = Some(behind);
-        Some(Box::new(ahead))
+        Some(ahead)
     }
 
     /// The simulation [`Process::ahead`] made, back after the drain;
     /// whether the collector took exactly the steps it ran.
-    pub fn ahead_done(&mut self, ahead: Box<dyn cgx_engine::Ahead>) -> bool {
-        let ahead: Box<dyn std::any::Any + Send> = ahead;
-        let Ok(ahead) = ahead.downcast::<SimulationAhead>() else {
-            return false;
-        };
+    pub fn ahead_done(&mut self, ahead: SimulationAhead) -> bool {
         let in_step = self
             .behind
             .take()

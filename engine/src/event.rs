@@ -192,9 +192,13 @@ pub enum Exit {
 /// Receives the execution events of all traced processes and threads, in the
 /// order they happened (threads are traced one step at a time).
 ///
-/// Only [`EventSink::block`] and [`EventSink::instruction`] are required; the
-/// other events have empty defaults.
+/// Only [`EventSink::block`], [`EventSink::instruction`] and the type of its
+/// [`EventSink::ahead`] sink are required ([`NoAhead`] for a sink that never
+/// makes one); the other events have empty defaults.
 pub trait EventSink {
+    /// The sink [`EventSink::ahead`] makes.
+    type Ahead: Ahead;
+
     /// `thread` starts executing a block.
     fn block(&mut self, thread: Thread, block: Block);
 
@@ -245,13 +249,13 @@ pub trait EventSink {
     /// run a simulation beside the collector); `None`, the default, to
     /// replay them here alone. It comes back through
     /// [`EventSink::ahead_done`] when the drain ends.
-    fn ahead(&mut self, _thread: Thread) -> Option<Box<dyn Ahead>> {
+    fn ahead(&mut self, _thread: Thread) -> Option<Self::Ahead> {
         None
     }
 
     /// The sink [`EventSink::ahead`] made for a drain of `thread`'s
     /// buffer, back when the drain ends.
-    fn ahead_done(&mut self, _thread: Thread, _ahead: Box<dyn Ahead>) {}
+    fn ahead_done(&mut self, _thread: Thread, _ahead: Self::Ahead) {}
 
     /// A data access of the instruction last reported by
     /// [`EventSink::instruction`] on `thread` (events come in the order
@@ -307,12 +311,34 @@ pub trait EventSink {
 /// A sink that sees the records of a drain before the sink that made it
 /// ([`EventSink::ahead`]), on another thread: the same events in the same
 /// order, a chunk of records at a time, while the other sink follows.
-/// The sink that made it takes it back as what it is (`Any`).
-pub trait Ahead: EventSink + Send + std::any::Any {
+pub trait Ahead: EventSink + Send {
     /// The events of a chunk of records are all reported: what the sink
     /// made of them must reach the sink behind it now; with `last`, no
     /// more come in this drain (not even after an error).
     fn chunk_done(&mut self, last: bool);
+}
+
+/// The [`EventSink::Ahead`] of a sink that never replays ahead: no value
+/// of it exists.
+#[derive(Clone, Copy, Debug)]
+pub enum NoAhead {}
+
+impl EventSink for NoAhead {
+    type Ahead = NoAhead;
+
+    fn block(&mut self, _thread: Thread, _block: Block) {
+        match *self {}
+    }
+
+    fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {
+        match *self {}
+    }
+}
+
+impl Ahead for NoAhead {
+    fn chunk_done(&mut self, _last: bool) {
+        match *self {}
+    }
 }
 
 /// An [`EventSink`] that only counts instructions.
@@ -323,6 +349,8 @@ pub struct InstructionCounter {
 }
 
 impl EventSink for InstructionCounter {
+    type Ahead = NoAhead;
+
     fn block(&mut self, _thread: Thread, _block: Block) {}
 
     fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {

@@ -82,6 +82,8 @@ impl Tally {
 }
 
 impl EventSink for Tally {
+    type Ahead = cgx_engine::NoAhead;
+
     fn block(&mut self, thread: Thread, _block: Block) {
         for (addr, counts) in self.pending.remove(&thread).unwrap_or_default() {
             let charged = self.charged.entry(addr).or_default();

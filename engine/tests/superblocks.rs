@@ -27,6 +27,8 @@ struct Branches {
 }
 
 impl EventSink for Branches {
+    type Ahead = cgx_engine::NoAhead;
+
     fn block(&mut self, _thread: Thread, _block: Block) {}
 
     fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {}

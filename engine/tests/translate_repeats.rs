@@ -25,6 +25,8 @@ struct Counts {
 }
 
 impl EventSink for Counts {
+    type Ahead = cgx_engine::NoAhead;
+
     fn block(&mut self, _thread: Thread, _block: Block) {}
 
     fn instruction(&mut self, _thread: Thread, addr: u64, _len: u8) {

@@ -125,6 +125,8 @@ fn dynamic_program_gives_the_step_backends_events() {
 struct Totals([u64; 5]);
 
 impl EventSink for Totals {
+    type Ahead = cgx_engine::NoAhead;
+
     fn block(&mut self, _thread: Thread, _block: Block) {}
     fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {
         self.0[0] += 1;

@@ -6,10 +6,9 @@
 //! `step` and `translate`, report to the same collector through the same
 //! [`EventSink`].
 
-use cgx_callstack::{Collector, Dump};
+use cgx_callstack::{Collector, Dump, SimulationAhead};
 use cgx_engine::{
-    Ahead, Block, Command, DataAccess, EventSink, Exit, RunOptions, SimulatedBlocks, Thread,
-    WholeBlocks,
+    Block, Command, DataAccess, EventSink, Exit, RunOptions, SimulatedBlocks, Thread, WholeBlocks,
 };
 
 use super::options::Backend;
@@ -156,6 +155,8 @@ impl Tap<'_> {
 }
 
 impl EventSink for Tap<'_> {
+    type Ahead = SimulationAhead;
+
     #[inline]
     fn block(&mut self, thread: Thread, block: Block) {
         self.notice(thread.pid);
@@ -182,12 +183,12 @@ impl EventSink for Tap<'_> {
         self.collector.instruction(thread, addr, len);
     }
 
-    fn ahead(&mut self, thread: Thread) -> Option<Box<dyn Ahead>> {
+    fn ahead(&mut self, thread: Thread) -> Option<SimulationAhead> {
         self.notice(thread.pid);
         self.collector.ahead(thread)
     }
 
-    fn ahead_done(&mut self, thread: Thread, ahead: Box<dyn Ahead>) {
+    fn ahead_done(&mut self, thread: Thread, ahead: SimulationAhead) {
         self.collector.ahead_done(thread, ahead);
     }
 

@@ -64,7 +64,7 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
     cache: &Cache,
     records: Range<u64>,
     (replay, sink, thread): (&mut Replay, &mut S, Thread),
-    ahead: Box<dyn Ahead>,
+    ahead: S::Ahead,
 ) -> Result<u64> {
     let helper_replay = replay.clone();
     let (to_helper, read_chunks) = sync_channel(CHUNKS_AHEAD + 1);
@@ -78,7 +78,7 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
             let mut replay = helper_replay;
             replay_first(
                 (memory, cache),
-                (&mut replay, &mut *ahead, thread),
+                (&mut replay, &mut ahead, thread),
                 read_chunks,
                 from_helper,
             );
@@ -110,9 +110,9 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
 
 /// The helper: replays each chunk it gets into `ahead` (reading it first
 /// if the tracer did not) and sends it back (an error ends the chunks).
-fn replay_first(
+fn replay_first<A: Ahead>(
     (memory, cache): (&Memory, &Cache),
-    (replay, ahead, thread): (&mut Replay, &mut dyn Ahead, Thread),
+    (replay, ahead, thread): (&mut Replay, &mut A, Thread),
     chunks: Receiver<Chunk>,
     replayed_chunks: Sender<Result<Chunk>>,
 ) {

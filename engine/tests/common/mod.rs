@@ -196,6 +196,8 @@ impl Recorder {
 }
 
 impl EventSink for Recorder {
+    type Ahead = cgx_engine::NoAhead;
+
     fn block(&mut self, thread: Thread, block: Block) {
         self.events.push(Event::Block(thread, block));
     }
