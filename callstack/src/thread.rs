@@ -18,6 +18,11 @@
 //! Inclusive costs use the global-counter method: each thread state counts
 //! its cost; a call remembers the count, a return adds the difference to the
 //! arc.
+//!
+//! The rules at a block's start are in `setup`, the call stack's pushes and
+//! pops in `calls`, signal handlers in `signals`; `tests` runs each rule on
+//! a made-up program. This file holds the thread's state and the charging
+//! of its blocks' costs.
 
 use cgx_engine::{Arrival, Block};
 
@@ -29,6 +34,12 @@ use crate::events::EventSet;
 use crate::functions::{BlockInfo, FnId, Functions};
 use crate::pending::Pending;
 use crate::Options;
+
+mod calls;
+mod setup;
+mod signals;
+
+use calls::level_of;
 
 /// What a thread's events need from the process.
 pub(crate) struct Shared<'a> {
@@ -59,19 +70,6 @@ impl Shared<'_> {
             }
         }
     }
-}
-
-/// The kind of a block's exit, as Callgrind classifies it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    /// No transfer known (first block, fall-through).
-    None,
-    /// A jump.
-    Jump,
-    /// A call.
-    Call,
-    /// A return.
-    Return,
 }
 
 /// The exit of a block in a centre: the "from" of a call arc.
@@ -423,203 +421,6 @@ impl ThreadState {
         block.pending.clear();
     }
 
-    /// A new block starts: Callgrind's `setup_bbcc`.
-    pub fn enter_block(
-        &mut self,
-        shared: &mut Shared<'_>,
-        addr: u64,
-        sp: u64,
-        arrival: Arrival,
-        info: BlockInfo,
-    ) {
-        self.charge_pending(shared);
-        if self.continue_in_context(shared, addr, sp, arrival, info) {
-            return;
-        }
-        let last = self.state_ref().block.as_ref().map(CurrentBlock::summary);
-        let arrived_by_call = arrival == Arrival::Call;
-        let conditional = matches!(arrival, Arrival::Jump { conditional: true });
-        let mut kind = match arrival {
-            Arrival::Start | Arrival::FallThrough => Kind::None,
-            Arrival::Jump { .. } => Kind::Jump,
-            Arrival::Call => Kind::Call,
-            Arrival::Return => Kind::Return,
-        };
-        let last = last.filter(|_| arrival != Arrival::Start);
-        let last_site = last.as_ref().map(|block| Site {
-            centre: block.centre,
-            addr: block.last.map_or(block.addr, |(at, _)| at),
-            return_addr: match (arrived_by_call, block.last) {
-                (true, Some((at, len))) => at + u64::from(len),
-                _ => 0,
-            },
-        });
-
-        // A return that matches no frame is a jump.
-        let mut popcount_on_return = 1;
-        let mut return_without_call = false;
-        if kind == Kind::Return && !self.call_stack.is_empty() {
-            let mut up = self.call_stack.len() - 1;
-            if sp < self.call_stack[up].sp {
-                popcount_on_return = 0;
-            } else if self.call_stack[up].sp == sp {
-                loop {
-                    if self.call_stack[up].return_addr == addr {
-                        break;
-                    }
-                    if up > 0 {
-                        up -= 1;
-                        if self.call_stack[up].sp == sp {
-                            popcount_on_return += 1;
-                            continue;
-                        }
-                    }
-                    popcount_on_return = 0;
-                    break;
-                }
-            }
-            if popcount_on_return == 0 {
-                kind = Kind::Jump;
-                return_without_call = true;
-            }
-        }
-
-        // A jump to a function's start or into another object is a call.
-        let mut sp = sp;
-        let mut from = last_site;
-        let mut call_emulation = false;
-        if kind != Kind::Return && kind != Kind::Call {
-            if let Some(last) = &last {
-                if return_without_call
-                    || info.is_entry
-                    || last.info.section != info.section
-                    || last.info.object != info.object
-                {
-                    let pops = shared.functions.get(last.info.function).pop_on_jump;
-                    if pops {
-                        if let Some(top) = self.call_stack.last() {
-                            if let Some((arc, _)) = top.arc {
-                                from = Some(Site {
-                                    centre: arc.from,
-                                    addr: arc.site,
-                                    return_addr: top.return_addr,
-                                });
-                                sp = top.sp;
-                                self.pop(shared);
-                            }
-                        }
-                    }
-                    kind = Kind::Call;
-                    call_emulation = true;
-                }
-            }
-        }
-
-        let skip = kind == Kind::Call && shared.functions.get(info.function).skip;
-        let mut delayed_push = false;
-        if kind == Kind::Return {
-            let below_top_is_separator =
-                self.fn_stack.len() > 1 && self.fn_stack[self.fn_stack.len() - 2].is_none();
-            if self.call_stack.is_empty() || below_top_is_separator {
-                self.underflow(shared, addr, info);
-                self.pop(shared);
-            } else {
-                self.unwind(shared, sp, popcount_on_return);
-            }
-        } else {
-            if self.unwind(shared, sp, 0) > 0 {
-                kind = Kind::Return;
-            }
-            if kind == Kind::Call {
-                delayed_push = true;
-                if call_emulation {
-                    if let Some(top) = self.call_stack.last() {
-                        sp = top.sp;
-                    }
-                }
-            }
-        }
-
-        if (delayed_push && !skip) || self.state_ref().cxt.is_none() {
-            self.push_cxt(shared, Some(info.function));
-        }
-        let centre = self.centre(shared, delayed_push && !skip);
-
-        if delayed_push {
-            let nonskipped = self.state_ref().nonskipped;
-            let from = match nonskipped {
-                Some(site) if !skip => Some(site),
-                _ => from,
-            };
-            if let Some(from) = from {
-                self.push_call(shared, from, centre, addr, sp, skip);
-            }
-        }
-
-        if shared.options.collect_jumps && kind == Kind::Jump {
-            if let (Some(last), Some(site)) = (&last, last_site) {
-                let jump = JumpArc {
-                    from: last.centre,
-                    from_block: last.addr,
-                    site: site.addr,
-                    to: centre,
-                    target: addr,
-                };
-                shared.costs.count_jump(jump, conditional);
-            }
-        }
-
-        self.start_block(addr, info, centre);
-    }
-
-    /// [`ThreadState::enter_block`] in the common case, where none of its
-    /// rules apply: a fall-through or a jump, not to a function's first
-    /// instruction, within the object and section kind of the previous
-    /// block, with no frame left (the stack pointer is not above the top
-    /// frame's) and a context. Only the recursion level can change the
-    /// centre then. Returns `false`, having done nothing, in any other case.
-    #[inline]
-    fn continue_in_context(
-        &mut self,
-        shared: &mut Shared<'_>,
-        addr: u64,
-        sp: u64,
-        arrival: Arrival,
-        info: BlockInfo,
-    ) -> bool {
-        let conditional = match arrival {
-            Arrival::FallThrough => None,
-            Arrival::Jump { conditional } => Some(conditional),
-            _ => return false,
-        };
-        if info.is_entry || self.call_stack.last().is_some_and(|top| top.sp < sp) {
-            return false;
-        }
-        let state = self.state_ref();
-        let Some(last) = state.block.as_ref().map(CurrentBlock::summary) else {
-            return false;
-        };
-        if state.cxt.is_none()
-            || last.info.object != info.object
-            || last.info.section != info.section
-        {
-            return false;
-        }
-        let centre = self.centre(shared, false);
-        if let (Some(conditional), true) = (conditional, shared.options.collect_jumps) {
-            let jump = JumpArc {
-                from: last.centre,
-                from_block: last.addr,
-                site: last.last.map_or(last.addr, |(at, _)| at),
-                to: centre,
-                target: addr,
-            };
-            shared.costs.count_jump(jump, conditional);
-        }
-        self.start_block(addr, info, centre);
-        true
-    }
-
     /// A whole block that costs only its `Ir` runs: [`ThreadState::enter_block`]
     /// and [`ThreadState::instructions_ir`] in one, with a fast path for
     /// the common case.
@@ -865,269 +666,6 @@ impl ThreadState {
         }
     }
 
-    /// The centre of the current context at its function's recursion level.
-    #[inline]
-    fn centre(&mut self, shared: &Shared<'_>, entering: bool) -> Centre {
-        let cxt = self.state_ref().cxt.unwrap_or_default();
-        let separate = shared.options.separate_recursions;
-        let top = self.fn_stack.last().copied().flatten();
-        let rec = match top {
-            Some(function) if separate > 1 => {
-                let active = level_of(&mut self.active, function);
-                let mut level = *active + u32::from(entering);
-                level = level.min(separate);
-                if level == 0 {
-                    level = 1;
-                    *active = 1;
-                }
-                level - 1
-            }
-            _ => 0,
-        };
-        Centre { cxt, rec }
-    }
-
-    /// Makes `function` the current context's function (Callgrind's
-    /// `push_cxt`); `None` pushes a signal-handler separator.
-    fn push_cxt(&mut self, shared: &mut Shared<'_>, function: Option<FnId>) {
-        let height = self.fn_stack.len() - 1;
-        self.saved_slot = (self.state_ref().cxt, height);
-        let top = self.fn_stack.last().copied().flatten();
-        if let (Some(function), Some(top)) = (function, top) {
-            if function == top {
-                return;
-            }
-        }
-        if let (Some(function), None) = (function, top) {
-            *level_of(&mut self.active, function) += 1;
-        }
-        self.fn_stack.push(function);
-        let cxt = function.map(|_| {
-            shared
-                .contexts
-                .of_stack(&self.fn_stack, shared.options.separate_callers)
-        });
-        self.state().cxt = cxt;
-    }
-
-    /// Pushes a call from `from` to the block `target` in centre `to`.
-    fn push_call(
-        &mut self,
-        shared: &mut Shared<'_>,
-        from: Site,
-        to: Centre,
-        target: u64,
-        sp: u64,
-        skip: bool,
-    ) {
-        let (saved_cxt, saved_fn_height) = self.saved_slot;
-        let mut enter_cost = self.spare_costs.pop().unwrap_or_default();
-        enter_cost.clone_from(&self.state_ref().cost);
-        let arc = (!skip).then(|| {
-            let arc = CallArc {
-                from: from.centre,
-                site: from.addr,
-                to,
-                target,
-            };
-            let index = shared.costs.count_call(arc);
-            let function = shared.contexts.function(to.cxt);
-            let depth = level_of(&mut self.active, function);
-            *depth += 1;
-            if *depth == 1 {
-                self.toggle_if_marked(shared, function);
-            }
-            (arc, index)
-        });
-        let nonskipped = self.state_ref().nonskipped;
-        let node = match (arc, shared.forest.as_deref_mut()) {
-            (Some((arc, _)), Some(forest)) => {
-                let key = (shared.costs_key, arc);
-                Some(match self.current_node() {
-                    Some(parent) => forest.call(parent, key),
-                    None => forest.root(),
-                })
-            }
-            _ => None,
-        };
-        self.call_stack.push(CallEntry {
-            arc,
-            sp,
-            return_addr: from.return_addr,
-            nonskipped,
-            enter_cost,
-            saved_cxt,
-            saved_fn_height,
-            node,
-        });
-        let state = self.state();
-        if !skip {
-            state.nonskipped = None;
-        } else if state.nonskipped.is_none() {
-            state.nonskipped = Some(from);
-        }
-    }
-
-    /// Pops the top call, adding its inclusive cost to its arc.
-    fn pop(&mut self, shared: &mut Shared<'_>) {
-        let at_handler_bottom = {
-            let state = self.state_ref();
-            state.sig > 0 && self.call_stack.len() == state.call_stack_bottom
-        };
-        if at_handler_bottom {
-            self.leave_signal_handler(shared);
-        }
-        let Some(entry) = self.call_stack.pop() else {
-            return;
-        };
-        if let (Some(node), Some(forest)) = (entry.node, shared.forest.as_deref_mut()) {
-            forest.ret(node, &mut Shared::sink(shared.costs, shared.events));
-        }
-        self.state().nonskipped = entry.nonskipped;
-        if let Some(arc) = entry.arc {
-            let function = shared.contexts.function(arc.0.to.cxt);
-            let depth = level_of(&mut self.active, function);
-            *depth = depth.saturating_sub(1);
-            let left = *depth == 0;
-            let now = &self.state_ref().cost;
-            shared.costs.add_inclusive(arc, &entry.enter_cost, now);
-            self.state().cxt = entry.saved_cxt;
-            self.fn_stack.truncate(entry.saved_fn_height + 1);
-            if left {
-                self.toggle_if_marked(shared, function);
-            }
-        }
-        self.spare_costs.push(entry.enter_cost);
-    }
-
-    /// Pops frames whose stack pointer is below `sp` (and `minpops` frames at
-    /// `sp`); returns how many were popped.
-    fn unwind(&mut self, shared: &mut Shared<'_>, sp: u64, minpops: i32) -> u32 {
-        let mut minpops = minpops;
-        let mut popped = 0;
-        while let Some(top) = self.call_stack.last() {
-            if top.sp < sp || (top.sp == sp && minpops > 0) {
-                minpops -= 1;
-                popped += 1;
-                self.pop(shared);
-            } else {
-                break;
-            }
-        }
-        popped
-    }
-
-    /// A return with nothing to return to (Callgrind's `handleUnderflow`): an
-    /// arc from the function returned into (at the address before the return
-    /// target) to the returning block, so the returning code's cost is
-    /// accounted inclusively; the caller pops it right away.
-    fn underflow(&mut self, shared: &mut Shared<'_>, addr: u64, info: BlockInfo) {
-        let Some(current) = self.state_ref().block.clone() else {
-            return;
-        };
-        if self.fn_stack.len() > 1 {
-            self.fn_stack.pop();
-        }
-        self.state().cxt = None;
-        self.push_cxt(shared, Some(info.function));
-        let source = Site {
-            centre: Centre {
-                cxt: self.state_ref().cxt.unwrap_or_default(),
-                rec: 0,
-            },
-            addr: addr.wrapping_sub(1),
-            return_addr: 0,
-        };
-        let returning = shared.contexts.function(current.centre.cxt);
-        let active = level_of(&mut self.active, returning);
-        *active = active.saturating_sub(1);
-        self.state().nonskipped = None;
-        self.push_cxt(shared, Some(returning));
-        self.push_call(
-            shared,
-            source,
-            current.centre,
-            current.addr,
-            u64::MAX,
-            false,
-        );
-        let enter_cost = if self.state_ref().sig == 0 {
-            self.last_dump_cost.clone()
-        } else {
-            vec![0; self.events]
-        };
-        if let Some(entry) = self.call_stack.last_mut() {
-            entry.enter_cost = enter_cost;
-        }
-    }
-
-    /// `--toggle-collect`: entering or leaving a marked function flips
-    /// collection.
-    fn toggle_if_marked(&mut self, shared: &Shared<'_>, function: FnId) {
-        if shared.functions.get(function).toggle_collect {
-            let state = self.state();
-            state.collect = !state.collect;
-        }
-    }
-
-    /// The kernel runs a signal handler on this thread: a new execution state
-    /// with its own counter and an empty context.
-    pub fn enter_signal_handler(&mut self, shared: &mut Shared<'_>, signal: i32) {
-        let bottom = self.call_stack.len();
-        let root = shared.forest.as_deref_mut().map(Forest::root);
-        self.states.push(ExecState::new(
-            shared.options,
-            self.events,
-            signal,
-            bottom,
-            root,
-        ));
-        self.push_cxt(shared, None);
-    }
-
-    /// The innermost signal handler returned (or was left by longjmp): its
-    /// calls are popped and the interrupted state continues.
-    pub fn leave_signal_handler(&mut self, shared: &mut Shared<'_>) {
-        if self.states.len() < 2 {
-            return;
-        }
-        let bottom = self.state_ref().call_stack_bottom;
-        while self.call_stack.len() > bottom {
-            // Not through `pop` at the bottom: that would recurse.
-            let before = self.call_stack.len();
-            self.pop_above_bottom(shared);
-            if self.call_stack.len() == before {
-                break;
-            }
-        }
-        if let Some(cxt) = self.state_ref().cxt {
-            let function = shared.contexts.function(cxt);
-            let active = level_of(&mut self.active, function);
-            *active = active.saturating_sub(1);
-        }
-        if self.fn_stack.len() > 1 {
-            if self.fn_stack.last().copied().flatten().is_some() {
-                self.fn_stack.pop();
-            }
-            if self.fn_stack.len() > 1 {
-                self.fn_stack.pop();
-            }
-        }
-        if let Some(state) = self.states.pop() {
-            if let (Some(root), Some(forest)) = (state.root, shared.forest.as_deref_mut()) {
-                forest.end(root, &mut Shared::sink(shared.costs, shared.events));
-            }
-        }
-    }
-
-    /// [`ThreadState::pop`] for a frame above the handler's bottom.
-    fn pop_above_bottom(&mut self, shared: &mut Shared<'_>) {
-        let bottom = self.state_ref().call_stack_bottom;
-        if self.call_stack.len() > bottom {
-            self.pop(shared);
-        }
-    }
-
     /// Whether the thread's current state collects costs.
     pub fn collecting(&self) -> bool {
         self.state_ref().collect
@@ -1137,26 +675,6 @@ impl ThreadState {
     pub fn toggle_collect(&mut self) {
         let state = self.state();
         state.collect = !state.collect;
-    }
-
-    /// Before a dump: adds the cost so far of every active call to its arc.
-    pub fn add_active_calls(&mut self, costs: &mut Costs) {
-        let now = self.state_ref().cost.clone();
-        for entry in &mut self.call_stack {
-            if let Some(arc) = entry.arc {
-                costs.add_inclusive(arc, &entry.enter_cost, &now);
-                entry.enter_cost.clone_from(&now);
-            }
-        }
-    }
-
-    /// After a dump or a zeroing: costs restart from here.
-    pub fn mark_dumped(&mut self) {
-        let now = self.state_ref().cost.clone();
-        for entry in &mut self.call_stack {
-            entry.enter_cost.clone_from(&now);
-        }
-        self.last_dump_cost = now;
     }
 
     /// The thread's cost since the last dump (its own code, not handlers).
@@ -1236,16 +754,6 @@ impl ThreadState {
         let total = &mut self.states[0].cost[0];
         *total = total.wrapping_add(ir);
     }
-}
-
-/// The count of active instances of `function` in `active`.
-#[inline]
-fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
-    let index = function as usize;
-    if active.len() <= index {
-        active.resize(index + 1, 0);
-    }
-    &mut active[index]
 }
 
 /// Adds `costs` into `sum` (re-exported for the process's summaries).

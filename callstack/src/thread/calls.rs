@@ -1,0 +1,197 @@
+//! The call stack proper: calls pushed and popped, each with its arc and
+//! the thread's counter when it started (the global-counter method), the
+//! return with no frame (Callgrind's underflow), and `--toggle-collect`.
+
+use super::*;
+
+/// The count of active instances of `function` in `active`.
+#[inline]
+pub(super) fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
+    let index = function as usize;
+    if active.len() <= index {
+        active.resize(index + 1, 0);
+    }
+    &mut active[index]
+}
+
+impl ThreadState {
+    /// Pushes a call from `from` to the block `target` in centre `to`.
+    pub(super) fn push_call(
+        &mut self,
+        shared: &mut Shared<'_>,
+        from: Site,
+        to: Centre,
+        target: u64,
+        sp: u64,
+        skip: bool,
+    ) {
+        let (saved_cxt, saved_fn_height) = self.saved_slot;
+        let mut enter_cost = self.spare_costs.pop().unwrap_or_default();
+        enter_cost.clone_from(&self.state_ref().cost);
+        let arc = (!skip).then(|| {
+            let arc = CallArc {
+                from: from.centre,
+                site: from.addr,
+                to,
+                target,
+            };
+            let index = shared.costs.count_call(arc);
+            let function = shared.contexts.function(to.cxt);
+            let depth = level_of(&mut self.active, function);
+            *depth += 1;
+            if *depth == 1 {
+                self.toggle_if_marked(shared, function);
+            }
+            (arc, index)
+        });
+        let nonskipped = self.state_ref().nonskipped;
+        let node = match (arc, shared.forest.as_deref_mut()) {
+            (Some((arc, _)), Some(forest)) => {
+                let key = (shared.costs_key, arc);
+                Some(match self.current_node() {
+                    Some(parent) => forest.call(parent, key),
+                    None => forest.root(),
+                })
+            }
+            _ => None,
+        };
+        self.call_stack.push(CallEntry {
+            arc,
+            sp,
+            return_addr: from.return_addr,
+            nonskipped,
+            enter_cost,
+            saved_cxt,
+            saved_fn_height,
+            node,
+        });
+        let state = self.state();
+        if !skip {
+            state.nonskipped = None;
+        } else if state.nonskipped.is_none() {
+            state.nonskipped = Some(from);
+        }
+    }
+
+    /// Pops the top call, adding its inclusive cost to its arc.
+    pub(super) fn pop(&mut self, shared: &mut Shared<'_>) {
+        let at_handler_bottom = {
+            let state = self.state_ref();
+            state.sig > 0 && self.call_stack.len() == state.call_stack_bottom
+        };
+        if at_handler_bottom {
+            self.leave_signal_handler(shared);
+        }
+        let Some(entry) = self.call_stack.pop() else {
+            return;
+        };
+        if let (Some(node), Some(forest)) = (entry.node, shared.forest.as_deref_mut()) {
+            forest.ret(node, &mut Shared::sink(shared.costs, shared.events));
+        }
+        self.state().nonskipped = entry.nonskipped;
+        if let Some(arc) = entry.arc {
+            let function = shared.contexts.function(arc.0.to.cxt);
+            let depth = level_of(&mut self.active, function);
+            *depth = depth.saturating_sub(1);
+            let left = *depth == 0;
+            let now = &self.state_ref().cost;
+            shared.costs.add_inclusive(arc, &entry.enter_cost, now);
+            self.state().cxt = entry.saved_cxt;
+            self.fn_stack.truncate(entry.saved_fn_height + 1);
+            if left {
+                self.toggle_if_marked(shared, function);
+            }
+        }
+        self.spare_costs.push(entry.enter_cost);
+    }
+
+    /// Pops frames whose stack pointer is below `sp` (and `minpops` frames at
+    /// `sp`); returns how many were popped.
+    pub(super) fn unwind(&mut self, shared: &mut Shared<'_>, sp: u64, minpops: i32) -> u32 {
+        let mut minpops = minpops;
+        let mut popped = 0;
+        while let Some(top) = self.call_stack.last() {
+            if top.sp < sp || (top.sp == sp && minpops > 0) {
+                minpops -= 1;
+                popped += 1;
+                self.pop(shared);
+            } else {
+                break;
+            }
+        }
+        popped
+    }
+
+    /// A return with nothing to return to (Callgrind's `handleUnderflow`): an
+    /// arc from the function returned into (at the address before the return
+    /// target) to the returning block, so the returning code's cost is
+    /// accounted inclusively; the caller pops it right away.
+    pub(super) fn underflow(&mut self, shared: &mut Shared<'_>, addr: u64, info: BlockInfo) {
+        let Some(current) = self.state_ref().block.clone() else {
+            return;
+        };
+        if self.fn_stack.len() > 1 {
+            self.fn_stack.pop();
+        }
+        self.state().cxt = None;
+        self.push_cxt(shared, Some(info.function));
+        let source = Site {
+            centre: Centre {
+                cxt: self.state_ref().cxt.unwrap_or_default(),
+                rec: 0,
+            },
+            addr: addr.wrapping_sub(1),
+            return_addr: 0,
+        };
+        let returning = shared.contexts.function(current.centre.cxt);
+        let active = level_of(&mut self.active, returning);
+        *active = active.saturating_sub(1);
+        self.state().nonskipped = None;
+        self.push_cxt(shared, Some(returning));
+        self.push_call(
+            shared,
+            source,
+            current.centre,
+            current.addr,
+            u64::MAX,
+            false,
+        );
+        let enter_cost = if self.state_ref().sig == 0 {
+            self.last_dump_cost.clone()
+        } else {
+            vec![0; self.events]
+        };
+        if let Some(entry) = self.call_stack.last_mut() {
+            entry.enter_cost = enter_cost;
+        }
+    }
+
+    /// `--toggle-collect`: entering or leaving a marked function flips
+    /// collection.
+    pub(super) fn toggle_if_marked(&mut self, shared: &Shared<'_>, function: FnId) {
+        if shared.functions.get(function).toggle_collect {
+            let state = self.state();
+            state.collect = !state.collect;
+        }
+    }
+
+    /// Before a dump: adds the cost so far of every active call to its arc.
+    pub fn add_active_calls(&mut self, costs: &mut Costs) {
+        let now = self.state_ref().cost.clone();
+        for entry in &mut self.call_stack {
+            if let Some(arc) = entry.arc {
+                costs.add_inclusive(arc, &entry.enter_cost, &now);
+                entry.enter_cost.clone_from(&now);
+            }
+        }
+    }
+
+    /// After a dump or a zeroing: costs restart from here.
+    pub fn mark_dumped(&mut self) {
+        let now = self.state_ref().cost.clone();
+        for entry in &mut self.call_stack {
+            entry.enter_cost.clone_from(&now);
+        }
+        self.last_dump_cost = now;
+    }
+}
