@@ -514,7 +514,7 @@ impl ThreadState {
     /// stack pointer says a call has returned.
     #[inline]
     pub fn repeat_run(&mut self, costs: &Costs, sp: u64, times: u64) -> bool {
-        if self.call_stack.last().is_some_and(|top| top.sp < sp) {
+        if self.leaves_top_frame(sp) {
             return false;
         }
         let state = self.state();
@@ -549,11 +549,7 @@ impl ThreadState {
         (instructions, profile): (&[(u64, u8)], Option<&Profile>),
         cached: &mut Option<RunTable>,
     ) -> bool {
-        let continues = matches!(block.arrival, Arrival::FallThrough | Arrival::Jump { .. });
-        if !continues || info.is_entry || shared.options.collect_jumps {
-            return false;
-        }
-        if self.call_stack.last().is_some_and(|top| top.sp < block.sp) {
+        if shared.options.collect_jumps || !self.keeps_context(block.arrival, block.sp, info) {
             return false;
         }
         let (Some(centre), Some(&last)) = (self.steady_centre(shared), instructions.last()) else {
@@ -562,15 +558,12 @@ impl ThreadState {
         let generation = shared.costs.generation;
         let events = self.events;
         let state = self.state();
-        if !state.collect || state.nonskipped.is_some() || state.cxt.is_none() {
+        if !state.collect || state.nonskipped.is_some() {
             return false;
         }
         let Some(current) = state.block.as_mut() else {
             return false;
         };
-        if current.info.object != info.object || current.info.section != info.section {
-            return false;
-        }
         let Some((run, count, runs)) = current.pending.run() else {
             return false;
         };

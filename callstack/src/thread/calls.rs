@@ -105,6 +105,13 @@ impl ThreadState {
         self.spare_costs.push(entry.enter_cost);
     }
 
+    /// Whether the stack at `sp` has left the top frame (its stack pointer
+    /// is below `sp`): [`ThreadState::unwind`] pops it.
+    #[inline]
+    pub(super) fn leaves_top_frame(&self, sp: u64) -> bool {
+        self.call_stack.last().is_some_and(|top| top.sp < sp)
+    }
+
     /// Pops frames whose stack pointer is below `sp` (and `minpops` frames at
     /// `sp`); returns how many were popped.
     pub(super) fn unwind(&mut self, shared: &mut Shared<'_>, sp: u64, minpops: i32) -> u32 {

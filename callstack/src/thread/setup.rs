@@ -168,12 +168,29 @@ impl ThreadState {
         self.start_block(addr, info, centre);
     }
 
-    /// [`ThreadState::enter_block`] in the common case, where none of its
-    /// rules apply: a fall-through or a jump, not to a function's first
-    /// instruction, within the object and section kind of the previous
-    /// block, with no frame left (the stack pointer is not above the top
-    /// frame's) and a context. Only the recursion level can change the
-    /// centre then. Returns `false`, having done nothing, in any other case.
+    /// Whether a block starting with the stack at `sp`, arriving so,
+    /// leaves the call stack and the context as they are: none of
+    /// [`ThreadState::enter_block`]'s rules apply to a fall-through or a
+    /// jump, not to a function's first instruction, within the object and
+    /// section kind of the previous block, with no frame left (the stack
+    /// pointer is not above the top frame's), in a context.
+    #[inline]
+    pub(super) fn keeps_context(&self, arrival: Arrival, sp: u64, info: BlockInfo) -> bool {
+        let continues = matches!(arrival, Arrival::FallThrough | Arrival::Jump { .. });
+        if !continues || info.is_entry || self.leaves_top_frame(sp) {
+            return false;
+        }
+        let state = self.state_ref();
+        let same_code = |last: &CurrentBlock| {
+            last.info.object == info.object && last.info.section == info.section
+        };
+        state.cxt.is_some() && state.block.as_ref().is_some_and(same_code)
+    }
+
+    /// [`ThreadState::enter_block`] when the block keeps the context
+    /// ([`ThreadState::keeps_context`]): only the recursion level can change
+    /// the centre then. Returns `false`, having done nothing, in any other
+    /// case.
     #[inline]
     fn continue_in_context(
         &mut self,
@@ -183,24 +200,16 @@ impl ThreadState {
         arrival: Arrival,
         info: BlockInfo,
     ) -> bool {
+        if !self.keeps_context(arrival, sp, info) {
+            return false;
+        }
+        let Some(last) = self.state_ref().block.as_ref().map(CurrentBlock::summary) else {
+            return false;
+        };
         let conditional = match arrival {
-            Arrival::FallThrough => None,
             Arrival::Jump { conditional } => Some(conditional),
-            _ => return false,
+            _ => None,
         };
-        if info.is_entry || self.call_stack.last().is_some_and(|top| top.sp < sp) {
-            return false;
-        }
-        let state = self.state_ref();
-        let Some(last) = state.block.as_ref().map(CurrentBlock::summary) else {
-            return false;
-        };
-        if state.cxt.is_none()
-            || last.info.object != info.object
-            || last.info.section != info.section
-        {
-            return false;
-        }
         let centre = self.centre(shared, false);
         if let (Some(conditional), true) = (conditional, shared.options.collect_jumps) {
             let jump = JumpArc {

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cgx_engine::symbols::SectionKind;
-use cgx_engine::Arrival;
+use cgx_engine::{Arrival, Block};
 
 use super::{Shared, ThreadState};
 use crate::context::Contexts;
@@ -97,8 +97,10 @@ const CASE: Case<'static> = Case {
 /// The arcs and self costs of `case`'s run.
 type Outcome = (Vec<(String, String, u64, u64)>, Vec<(String, u64)>);
 
-/// Runs `case`'s steps through the rules.
-fn run(case: &Case<'_>) -> Outcome {
+/// Runs `case`'s steps through the rules: each block's start and then its
+/// instructions, or with `whole` each block as one whole run (the path of
+/// the translate backend, with its shortcuts).
+fn run(case: &Case<'_>, whole: bool) -> Outcome {
     let options = Options {
         separate_recursions: case.recursions,
         collect_atstart: case.collect_atstart,
@@ -124,6 +126,7 @@ fn run(case: &Case<'_>) -> Outcome {
     let mut contexts = Contexts::default();
     let mut costs = Costs::default();
     let mut thread = ThreadState::new(1, &options, events.len(), None);
+    let mut tables = vec![None; case.blocks.len()];
     for step in case.steps {
         let mut shared = Shared {
             functions: &functions,
@@ -159,9 +162,14 @@ fn run(case: &Case<'_>) -> Outcome {
             section: func.section,
             number: number as u32,
         };
-        thread.enter_block(&mut shared, addr, sp, arrival, info);
         let instructions: Vec<(u64, u8)> = (addr..addr + len).map(|at| (at, 1)).collect();
-        thread.instructions_ir(&mut shared, &instructions);
+        if whole {
+            let block = Block { addr, sp, arrival };
+            thread.whole_block_ir(&mut shared, block, info, &instructions, &mut tables[number]);
+        } else {
+            thread.enter_block(&mut shared, addr, sp, arrival, info);
+            thread.instructions_ir(&mut shared, &instructions);
+        }
     }
     thread.add_active_calls(&mut costs);
     let mut arcs: Vec<_> = costs
@@ -187,9 +195,15 @@ fn run(case: &Case<'_>) -> Outcome {
     (arcs, self_ir)
 }
 
-/// Checks `case`.
+/// Checks `case`, block by block and in whole runs.
 fn check(case: &Case<'_>) {
-    let (arcs, self_ir) = run(case);
+    let (arcs, self_ir) = run(case, false);
+    assert_eq!(
+        run(case, true),
+        (arcs.clone(), self_ir.clone()),
+        "{}: whole runs",
+        case.rule
+    );
     let want_arcs: Vec<_> = case
         .arcs
         .iter()
@@ -552,6 +566,38 @@ fn a_return_with_no_frame_is_an_arc_from_the_returned_to_function() {
         ],
         arcs: &[("main", "f", 1, 2)],
         self_ir: &[("main", 2), ("f", 2)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_loop_within_a_function_stays_in_its_context() {
+    check(&Case {
+        rule: "blocks looping within a function run in its context, and count in its call's \
+               inclusive cost",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks: &[
+            MAIN[0],
+            MAIN[1],
+            MAIN[2],
+            (0x200, "f", true, 1),
+            (0x201, "f", false, 2),
+            (0x203, "f", false, 1),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x201, 0x7ff8, FALL),
+            Run(0x203, 0x7ff8, FALL),
+            Run(0x201, 0x7ff8, JUMP),
+            Run(0x203, 0x7ff8, FALL),
+            Run(0x201, 0x7ff8, JUMP),
+            Run(0x203, 0x7ff8, FALL),
+            Run(0x102, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "f", 1, 10)],
+        self_ir: &[("main", 4), ("f", 10)],
         ..CASE
     });
 }
