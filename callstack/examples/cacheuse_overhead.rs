@@ -10,21 +10,16 @@
 use std::time::{Duration, Instant};
 
 use cgx_callstack::{Collector, Options};
-use cgx_engine::{step, Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread};
+use cgx_engine::{step, Block, BlockEvent, Command, EventSink, Lifecycle, RunOptions, Thread};
 
-/// One event of the run, as the engine reported it.
+/// One event of the run, as the engine reported it (`exec`s left out: the
+/// program is assumed to run no other).
 #[derive(Clone, Copy)]
 enum Event {
     Block(Thread, Block),
     Instruction(Thread, u64, u8),
-    Data(Thread, DataAccess),
-    Conditional(Thread, u64, bool),
-    Indirect(Thread, u64, u64),
-    SignalEntered(Thread, i32),
-    SignalReturned(Thread),
-    ThreadExited(Thread),
-    Forked(Thread, i32),
-    ProcessExited(i32, Exit),
+    Instr(Thread, u64, BlockEvent),
+    Life(Thread, Lifecycle<'static>),
 }
 
 /// Records every event; answers client requests as Valgrind would not (the
@@ -40,32 +35,26 @@ impl EventSink for Recorder {
     fn block(&mut self, thread: Thread, block: Block) {
         self.events.push(Event::Block(thread, block));
     }
+
     fn instruction(&mut self, thread: Thread, addr: u64, len: u8) {
         self.events.push(Event::Instruction(thread, addr, len));
     }
-    fn data_access(&mut self, thread: Thread, access: DataAccess) {
-        self.events.push(Event::Data(thread, access));
+
+    fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
+        self.events.push(Event::Instr(thread, addr, event));
     }
-    fn conditional_branch(&mut self, thread: Thread, addr: u64, taken: bool) {
-        self.events.push(Event::Conditional(thread, addr, taken));
-    }
-    fn indirect_branch(&mut self, thread: Thread, addr: u64, target: u64) {
-        self.events.push(Event::Indirect(thread, addr, target));
-    }
-    fn signal_handler_entered(&mut self, thread: Thread, signal: i32) {
-        self.events.push(Event::SignalEntered(thread, signal));
-    }
-    fn signal_handler_returned(&mut self, thread: Thread) {
-        self.events.push(Event::SignalReturned(thread));
-    }
-    fn thread_exited(&mut self, thread: Thread) {
-        self.events.push(Event::ThreadExited(thread));
-    }
-    fn forked(&mut self, parent: Thread, child_pid: i32) {
-        self.events.push(Event::Forked(parent, child_pid));
-    }
-    fn process_exited(&mut self, pid: i32, exit: Exit) {
-        self.events.push(Event::ProcessExited(pid, exit));
+
+    fn lifecycle(&mut self, thread: Thread, event: Lifecycle<'_>) {
+        let event = match event {
+            Lifecycle::SignalEntered(signal) => Lifecycle::SignalEntered(signal),
+            Lifecycle::SignalReturned => Lifecycle::SignalReturned,
+            Lifecycle::ThreadStarted => Lifecycle::ThreadStarted,
+            Lifecycle::ThreadExited => Lifecycle::ThreadExited,
+            Lifecycle::Forked(child) => Lifecycle::Forked(child),
+            Lifecycle::ProcessExited(exit) => Lifecycle::ProcessExited(exit),
+            Lifecycle::Exec { .. } => return,
+        };
+        self.events.push(Event::Life(thread, event));
     }
 }
 
@@ -87,14 +76,8 @@ fn replay(events: &[Event], inclusive: bool) -> (Duration, Option<cgx_backdate::
         match *event {
             Event::Block(t, b) => collector.block(t, b),
             Event::Instruction(t, a, l) => collector.instruction(t, a, l),
-            Event::Data(t, d) => collector.data_access(t, d),
-            Event::Conditional(t, a, taken) => collector.conditional_branch(t, a, taken),
-            Event::Indirect(t, a, target) => collector.indirect_branch(t, a, target),
-            Event::SignalEntered(t, s) => collector.signal_handler_entered(t, s),
-            Event::SignalReturned(t) => collector.signal_handler_returned(t),
-            Event::ThreadExited(t) => collector.thread_exited(t),
-            Event::Forked(t, c) => collector.forked(t, c),
-            Event::ProcessExited(p, e) => collector.process_exited(p, e),
+            Event::Instr(t, a, e) => collector.instruction_event(t, a, e),
+            Event::Life(t, e) => collector.lifecycle(t, e),
         }
     }
     let _ = collector.finish();

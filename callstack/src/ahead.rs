@@ -16,7 +16,7 @@
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 
-use cgx_engine::{Ahead, Block, DataAccess, EventSink, NoAhead, SimulatedBlocks, Thread};
+use cgx_engine::{Ahead, Block, BlockEvent, EventSink, NoAhead, SimulatedBlocks, Thread};
 use cgx_sim::{Charge, LineChange, Owner};
 
 use crate::simulation::{Counts, FetchPoint, RunSink, Simulation, Step};
@@ -218,21 +218,18 @@ impl EventSink for SimulationAhead {
         }
     }
 
-    fn data_access(&mut self, _: Thread, access: DataAccess) {
-        if self.simulation.simulates_data() {
-            self.step(Step::Data(access));
-        }
-    }
-
-    fn conditional_branch(&mut self, _: Thread, addr: u64, taken: bool) {
-        if self.simulation.simulates_branches() {
-            self.step(Step::Conditional(addr, taken));
-        }
-    }
-
-    fn indirect_branch(&mut self, _: Thread, addr: u64, target: u64) {
-        if self.simulation.simulates_branches() {
-            self.step(Step::Indirect(addr, target));
+    fn instruction_event(&mut self, _: Thread, addr: u64, event: BlockEvent) {
+        let (data, branches) = (
+            self.simulation.simulates_data(),
+            self.simulation.simulates_branches(),
+        );
+        match event {
+            BlockEvent::Access(access) if data => self.step(Step::Data(access)),
+            BlockEvent::Conditional(taken) if branches => {
+                self.step(Step::Conditional(addr, taken));
+            }
+            BlockEvent::Indirect(target) if branches => self.step(Step::Indirect(addr, target)),
+            _ => {}
         }
     }
 

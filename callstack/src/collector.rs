@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::ahead::SimulationAhead;
-use cgx_engine::{Block, DataAccess, EventSink, Exit, SimulatedBlocks, Thread, WholeBlocks};
+use cgx_engine::{Block, BlockEvent, EventSink, Lifecycle, SimulatedBlocks, Thread, WholeBlocks};
 use cgx_formats::{Part, Profile, TooManyNames};
 
 use crate::events::EventSet;
@@ -220,21 +220,11 @@ impl EventSink for Collector {
         }
     }
 
-    fn data_access(&mut self, thread: Thread, access: DataAccess) {
-        self.on_process(thread.pid, |process| {
-            process.data_access(thread.tid, access)
-        });
-    }
-
-    fn conditional_branch(&mut self, thread: Thread, addr: u64, taken: bool) {
-        self.on_process(thread.pid, |process| {
-            process.conditional_branch(thread.tid, addr, taken)
-        });
-    }
-
-    fn indirect_branch(&mut self, thread: Thread, addr: u64, target: u64) {
-        self.on_process(thread.pid, |process| {
-            process.indirect_branch(thread.tid, addr, target)
+    fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
+        self.on_process(thread.pid, |process| match event {
+            BlockEvent::Access(access) => process.data_access(thread.tid, access),
+            BlockEvent::Conditional(taken) => process.conditional_branch(thread.tid, addr, taken),
+            BlockEvent::Indirect(target) => process.indirect_branch(thread.tid, addr, target),
         });
     }
 
@@ -246,47 +236,42 @@ impl EventSink for Collector {
         result
     }
 
-    fn signal_handler_entered(&mut self, thread: Thread, signal: i32) {
-        self.process(thread.pid)
-            .signal_handler_entered(thread.tid, signal);
-    }
-
-    fn signal_handler_returned(&mut self, thread: Thread) {
-        self.process(thread.pid).signal_handler_returned(thread.tid);
-    }
-
-    fn thread_exited(&mut self, thread: Thread) {
-        if let Some(process) = self.processes.get_mut(&thread.pid) {
-            process.thread_exited(thread.tid);
+    fn lifecycle(&mut self, thread: Thread, event: Lifecycle<'_>) {
+        let (pid, tid) = (thread.pid, thread.tid);
+        match event {
+            Lifecycle::SignalEntered(signal) => {
+                self.process(pid).signal_handler_entered(tid, signal);
+            }
+            Lifecycle::SignalReturned => self.process(pid).signal_handler_returned(tid),
+            Lifecycle::ThreadStarted => {}
+            Lifecycle::ThreadExited => {
+                if let Some(process) = self.processes.get_mut(&pid) {
+                    process.thread_exited(tid);
+                }
+            }
+            Lifecycle::Forked(child_pid) => {
+                let child = self.process(pid).fork(tid, child_pid);
+                self.processes.insert(child_pid, child);
+            }
+            Lifecycle::Exec { traced: false, .. } => {
+                // The process leaves the run: its profile is complete.
+                self.end_process(pid);
+            }
+            Lifecycle::Exec { traced: true, .. } => {
+                // Valgrind loses what the old program collected.
+                self.processes.remove(&pid);
+                self.combined.remove(&pid);
+                self.process(pid);
+            }
+            Lifecycle::ProcessExited(_) => self.end_process(pid),
         }
-    }
-
-    fn forked(&mut self, parent: Thread, child_pid: i32) {
-        let child = self.process(parent.pid).fork(parent.tid, child_pid);
-        self.processes.insert(child_pid, child);
-    }
-
-    fn exec(&mut self, pid: i32, _program: &std::path::Path, traced: bool) {
-        if !traced {
-            // The process leaves the run: its profile is complete.
-            self.end_process(pid);
-            return;
-        }
-        // Valgrind loses what the old program collected.
-        self.processes.remove(&pid);
-        self.combined.remove(&pid);
-        self.process(pid);
-    }
-
-    fn process_exited(&mut self, pid: i32, _exit: Exit) {
-        self.end_process(pid);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cgx_engine::Arrival;
+    use cgx_engine::{Arrival, Exit};
     use std::path::Path;
 
     /// A process id no process has (its symbols are unknown).
@@ -316,7 +301,15 @@ mod tests {
     fn an_untraced_exec_ends_the_profile_and_a_traced_one_loses_it() {
         let mut untraced = collector();
         run_a_little(&mut untraced);
-        untraced.exec(PID, Path::new("/bin/other"), false);
+        let program = Path::new("/bin/other");
+        let process = Thread::of_process(PID);
+        untraced.lifecycle(
+            process,
+            Lifecycle::Exec {
+                program,
+                traced: false,
+            },
+        );
         let dumps = untraced.take_dumps();
         assert_eq!(dumps.len(), 1);
         assert_eq!(dumps[0].pid, PID);
@@ -326,15 +319,21 @@ mod tests {
             .iter()
             .any(|part| part.self_totals()[0] > 0));
         // The exit that follows adds nothing.
-        untraced.process_exited(PID, Exit::Code(0));
+        untraced.lifecycle(process, Lifecycle::ProcessExited(Exit::Code(0)));
         assert!(untraced.take_dumps().is_empty());
 
         // As Valgrind: what ran before a traced exec is lost.
         let mut traced = collector();
         run_a_little(&mut traced);
-        traced.exec(PID, Path::new("/bin/other"), true);
+        traced.lifecycle(
+            process,
+            Lifecycle::Exec {
+                program,
+                traced: true,
+            },
+        );
         assert!(traced.take_dumps().is_empty());
-        traced.process_exited(PID, Exit::Code(0));
+        traced.lifecycle(process, Lifecycle::ProcessExited(Exit::Code(0)));
         let dumps = traced.take_dumps();
         assert_eq!(dumps.len(), 1);
         assert!(dumps[0]

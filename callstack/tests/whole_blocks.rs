@@ -2,7 +2,7 @@
 //! same profile as the block and instruction events one by one.
 
 use cgx_callstack::{Collector, Options};
-use cgx_engine::{Arrival, Block, EventSink, Exit, Thread};
+use cgx_engine::{Arrival, Block, EventSink, Exit, Lifecycle, Thread};
 
 /// A process id no process has: its symbols are unknown, which the
 /// comparison does not mind.
@@ -106,8 +106,9 @@ fn profile(steps: &[Step], whole: bool, options: Options) -> cgx_formats::Canoni
             }
         }
     }
-    collector.thread_exited(thread);
-    collector.process_exited(PID, Exit::Code(0));
+    collector.lifecycle(thread, Lifecycle::ThreadExited);
+    let process = Thread::of_process(PID);
+    collector.lifecycle(process, Lifecycle::ProcessExited(Exit::Code(0)));
     let dumps = collector.finish().expect("a profile");
     assert_eq!(dumps.len(), 1);
     cgx_formats::canonical(&dumps[0].profile)

@@ -26,6 +26,13 @@ pub struct Thread {
     pub tid: i32,
 }
 
+impl Thread {
+    /// Process `pid` itself: its main thread.
+    pub fn of_process(pid: i32) -> Thread {
+        Thread { pid, tid: pid }
+    }
+}
+
 /// How control arrived at a block: the kind of the exit the thread's previous
 /// block took (Callgrind's jump kinds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,17 +95,52 @@ impl WholeBlock<'_> {
     }
 }
 
-/// A data access or branch of an instruction of a [`SimulatedBlock`].
+/// A data access or branch of an instruction ([`EventSink::instruction_event`],
+/// and in batches of a [`SimulatedBlock`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockEvent {
-    /// A data access ([`EventSink::data_access`]).
+    /// A data access.
     Access(DataAccess),
-    /// A conditional branch and its outcome
-    /// ([`EventSink::conditional_branch`]).
+    /// A conditional branch was evaluated: a `jcc`, `loop`, `jrcxz`, or the
+    /// per-iteration checks of a REP string instruction; its outcome as
+    /// Callgrind feeds it to its predictor (for a `jcc`, whether it jumped;
+    /// for the count check of plain `rep`, whether an iteration follows; of
+    /// REPE/REPNE, whether rcx was zero; see the step backend's `branches`),
+    /// or as Cachegrind sees them with `RunOptions::superblocks`.
     Conditional(bool),
-    /// An indirect jump or call to this target
-    /// ([`EventSink::indirect_branch`]).
+    /// The indirect jump or call (not return) went to this target.
     Indirect(u64),
+}
+
+/// What happens to a thread or a process besides running code
+/// ([`EventSink::lifecycle`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Lifecycle<'a> {
+    /// The kernel delivered this signal and the thread enters the handler;
+    /// its next block (arrival [`Arrival::Start`]) is the handler's first.
+    SignalEntered(i32),
+    /// The thread returned from its innermost signal handler
+    /// (`rt_sigreturn`); its next block continues the interrupted code.
+    SignalReturned,
+    /// The thread is new (its first block follows).
+    ThreadStarted,
+    /// The thread ended (the process goes on, unless it was its last).
+    ThreadExited,
+    /// The thread forked (or vforked): the new process with this pid
+    /// continues with a copy of its state, and its events follow with that
+    /// pid.
+    Forked(i32),
+    /// The process replaced its program with `execve` of `program` (empty
+    /// if unknown); it is traced on only if the engine was asked to trace
+    /// children (`traced`).
+    Exec {
+        /// The new program.
+        program: &'a std::path::Path,
+        /// Whether the engine traces it.
+        traced: bool,
+    },
+    /// The process ended.
+    ProcessExited(Exit),
 }
 
 /// A whole block run in a batch of blocks one thread ran, with what its
@@ -257,22 +299,12 @@ pub trait EventSink {
     /// buffer, back when the drain ends.
     fn ahead_done(&mut self, _thread: Thread, _ahead: Self::Ahead) {}
 
-    /// A data access of the instruction last reported by
-    /// [`EventSink::instruction`] on `thread` (events come in the order
-    /// Valgrind's instrumentation sees them: loads before stores).
-    fn data_access(&mut self, _thread: Thread, _access: DataAccess) {}
-
-    /// A conditional branch of the instruction last reported on `thread`
-    /// was evaluated: a `jcc`, `loop`, `jrcxz`, or the per-iteration checks
-    /// of a REP string instruction; `taken` is its outcome as Callgrind
-    /// feeds it to its predictor (for a `jcc`, whether it jumped; for the
-    /// count check of plain `rep`, whether an iteration follows; of
-    /// REPE/REPNE, whether rcx was zero; see the step backend's `branches`),
-    /// or as Cachegrind sees them with `RunOptions::superblocks`.
-    fn conditional_branch(&mut self, _thread: Thread, _addr: u64, _taken: bool) {}
-
-    /// The indirect jump or call (not return) at `addr` went to `target`.
-    fn indirect_branch(&mut self, _thread: Thread, _addr: u64, _target: u64) {}
+    /// What the instruction at `addr` last reported by
+    /// [`EventSink::instruction`] on `thread` did for the simulations: a
+    /// data access (loads before stores, in the order Valgrind's
+    /// instrumentation sees them), a conditional branch's outcome or an
+    /// indirect jump's target (see [`BlockEvent`]).
+    fn instruction_event(&mut self, _thread: Thread, _addr: u64, _event: BlockEvent) {}
 
     /// A Valgrind client request (the special instruction sequence): `args` are
     /// the six words rax points to (`[request, arg1..arg5]`), `default` the
@@ -281,31 +313,10 @@ pub trait EventSink {
         default
     }
 
-    /// The kernel delivered `signal` to `thread` and it enters the handler;
-    /// its next block (arrival [`Arrival::Start`]) is the handler's first.
-    fn signal_handler_entered(&mut self, _thread: Thread, _signal: i32) {}
-
-    /// `thread` returned from its innermost signal handler (`rt_sigreturn`);
-    /// its next block continues the interrupted code.
-    fn signal_handler_returned(&mut self, _thread: Thread) {}
-
-    /// A new thread `thread` was created (its first block follows).
-    fn thread_started(&mut self, _thread: Thread) {}
-
-    /// `thread` ended (the process goes on, unless it was the last thread).
-    fn thread_exited(&mut self, _thread: Thread) {}
-
-    /// `parent` forked (or vforked); the new process `child_pid` continues with
-    /// a copy of the parent's state. Its events follow with `pid == child_pid`.
-    fn forked(&mut self, _parent: Thread, _child_pid: i32) {}
-
-    /// Process `pid` replaced its program with `execve` of `program` (empty
-    /// if unknown); it is traced on only if the engine was asked to trace
-    /// children (`traced`).
-    fn exec(&mut self, _pid: i32, _program: &std::path::Path, _traced: bool) {}
-
-    /// Process `pid` ended.
-    fn process_exited(&mut self, _pid: i32, _exit: Exit) {}
+    /// What happened to `thread` or its process besides running code (for
+    /// [`Lifecycle::Exec`] and [`Lifecycle::ProcessExited`], `thread` is
+    /// the process's: its `tid` is its `pid`).
+    fn lifecycle(&mut self, _thread: Thread, _event: Lifecycle<'_>) {}
 }
 
 /// A sink that sees the records of a drain before the sink that made it
@@ -372,11 +383,7 @@ pub fn report_simulated<S: EventSink + ?Sized>(
         for (index, &(addr, len)) in simulated.instructions.iter().enumerate() {
             sink.instruction(thread, addr, len);
             while let Some((_, event)) = events.next_if(|&(of, _)| of == index) {
-                match event {
-                    BlockEvent::Access(access) => sink.data_access(thread, access),
-                    BlockEvent::Conditional(taken) => sink.conditional_branch(thread, addr, taken),
-                    BlockEvent::Indirect(target) => sink.indirect_branch(thread, addr, target),
-                }
+                sink.instruction_event(thread, addr, event);
             }
         }
     }

@@ -38,7 +38,7 @@ pub mod translate;
 pub use error::{Error, Result};
 pub use event::{
     AccessKind, Ahead, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, InstructionCounter,
-    NoAhead, SimulatedBlock, Thread, WholeBlock,
+    Lifecycle, NoAhead, SimulatedBlock, Thread, WholeBlock,
 };
 pub use launch::Command;
 pub use prefetch::prefetch;

@@ -9,7 +9,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Instant;
 
-use cgx_engine::{step, AccessKind, Block, Command, DataAccess, EventSink, RunOptions, Thread};
+use cgx_engine::{
+    step, AccessKind, Block, BlockEvent, Command, DataAccess, EventSink, Lifecycle, RunOptions,
+    Thread,
+};
 use cgx_formats::Record;
 use common::{build, valgrind, Predictor};
 
@@ -100,6 +103,22 @@ impl EventSink for Tally {
         self.trace.push((addr, Vec::new()));
     }
 
+    fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
+        match event {
+            BlockEvent::Access(access) => self.data_access(thread, access),
+            BlockEvent::Conditional(taken) => self.conditional_branch(thread, addr, taken),
+            BlockEvent::Indirect(target) => self.indirect_branch(thread, addr, target),
+        }
+    }
+
+    fn lifecycle(&mut self, thread: Thread, event: Lifecycle<'_>) {
+        if let Lifecycle::SignalReturned = event {
+            self.signal_handler_returned(thread);
+        }
+    }
+}
+
+impl Tally {
     fn data_access(&mut self, thread: Thread, access: DataAccess) {
         // Callgrind counts a modify as a write (Cachegrind as a read).
         let (event, letter) = match access.kind {

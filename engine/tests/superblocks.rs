@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
 use cgx_engine::symbols::{Mapping, Symbols};
-use cgx_engine::{step, Block, Command, EventSink, RunOptions, Thread};
+use cgx_engine::{step, Block, BlockEvent, Command, EventSink, RunOptions, Thread};
 use cgx_formats::Record;
 use common::{valgrind, Predictor};
 use object::read::elf::{FileHeader, ProgramHeader};
@@ -33,6 +33,14 @@ impl EventSink for Branches {
 
     fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {}
 
+    fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
+        if let BlockEvent::Conditional(taken) = event {
+            self.conditional_branch(thread, addr, taken);
+        }
+    }
+}
+
+impl Branches {
     fn conditional_branch(&mut self, _thread: Thread, addr: u64, taken: bool) {
         let miss = self.predictor.mispredicted(addr, taken);
         let counts = self.counts.entry(addr).or_default();

@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::process::Command as Process;
 
-use cgx_engine::{translate, Block, Command, EventSink, Exit, RunOptions, Thread};
+use cgx_engine::{translate, Block, Command, EventSink, Exit, Lifecycle, RunOptions, Thread};
 use common::build;
 
 /// Iterations of each loop of `repeats.c`.
@@ -37,6 +37,14 @@ impl EventSink for Counts {
         }
     }
 
+    fn lifecycle(&mut self, thread: Thread, event: Lifecycle<'_>) {
+        if let Lifecycle::SignalEntered(signal) = event {
+            self.signal_handler_entered(thread, signal);
+        }
+    }
+}
+
+impl Counts {
     fn signal_handler_entered(&mut self, _thread: Thread, _signal: i32) {
         self.handlers += 1;
     }

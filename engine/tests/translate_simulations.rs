@@ -14,7 +14,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use cgx_engine::{
-    step, translate, AccessKind, Block, Command, DataAccess, EventSink, Exit, RunOptions, Thread,
+    step, translate, AccessKind, Block, BlockEvent, Command, DataAccess, EventSink, Exit,
+    RunOptions, Thread,
 };
 use common::{assert_same_events, build, valgrind, Event, Recorder};
 
@@ -131,6 +132,17 @@ impl EventSink for Totals {
     fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {
         self.0[0] += 1;
     }
+
+    fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
+        match event {
+            BlockEvent::Access(access) => self.data_access(thread, access),
+            BlockEvent::Conditional(taken) => self.conditional_branch(thread, addr, taken),
+            BlockEvent::Indirect(target) => self.indirect_branch(thread, addr, target),
+        }
+    }
+}
+
+impl Totals {
     fn data_access(&mut self, _thread: Thread, access: DataAccess) {
         self.0[if access.kind == AccessKind::Write {
             2
@@ -138,9 +150,11 @@ impl EventSink for Totals {
             1
         }] += 1;
     }
+
     fn conditional_branch(&mut self, _thread: Thread, _addr: u64, _taken: bool) {
         self.0[3] += 1;
     }
+
     fn indirect_branch(&mut self, _thread: Thread, _addr: u64, _target: u64) {
         self.0[4] += 1;
     }

@@ -8,7 +8,8 @@
 
 use cgx_callstack::{Collector, Dump, SimulationAhead};
 use cgx_engine::{
-    Block, Command, DataAccess, EventSink, Exit, RunOptions, SimulatedBlocks, Thread, WholeBlocks,
+    Block, BlockEvent, Command, EventSink, Exit, Lifecycle, RunOptions, SimulatedBlocks, Thread,
+    WholeBlocks,
 };
 
 use super::options::Backend;
@@ -193,18 +194,8 @@ impl EventSink for Tap<'_> {
     }
 
     #[inline]
-    fn data_access(&mut self, thread: Thread, access: DataAccess) {
-        self.collector.data_access(thread, access);
-    }
-
-    #[inline]
-    fn conditional_branch(&mut self, thread: Thread, addr: u64, taken: bool) {
-        self.collector.conditional_branch(thread, addr, taken);
-    }
-
-    #[inline]
-    fn indirect_branch(&mut self, thread: Thread, addr: u64, target: u64) {
-        self.collector.indirect_branch(thread, addr, target);
+    fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
+        self.collector.instruction_event(thread, addr, event);
     }
 
     fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {
@@ -213,41 +204,26 @@ impl EventSink for Tap<'_> {
         result
     }
 
-    fn signal_handler_entered(&mut self, thread: Thread, signal: i32) {
-        self.collector.signal_handler_entered(thread, signal);
-    }
-
-    fn signal_handler_returned(&mut self, thread: Thread) {
-        self.collector.signal_handler_returned(thread);
-    }
-
-    fn thread_started(&mut self, thread: Thread) {
-        self.collector.thread_started(thread);
-    }
-
-    fn thread_exited(&mut self, thread: Thread) {
-        self.collector.thread_exited(thread);
-        self.take_dumps();
-    }
-
-    fn forked(&mut self, parent: Thread, child_pid: i32) {
-        // A copy of a running process, not a new start (Valgrind prints no
-        // header for it either).
-        self.started.push(child_pid);
-        self.collector.forked(parent, child_pid);
-    }
-
-    fn exec(&mut self, pid: i32, program: &std::path::Path, traced: bool) {
-        self.collector.exec(pid, program, traced);
-        self.take_dumps();
-        if !traced {
-            self.listener.exec_untraced(pid, program);
+    fn lifecycle(&mut self, thread: Thread, event: Lifecycle<'_>) {
+        if let Lifecycle::Forked(child_pid) = event {
+            // A copy of a running process, not a new start (Valgrind prints
+            // no header for it either).
+            self.started.push(child_pid);
         }
-    }
-
-    fn process_exited(&mut self, pid: i32, exit: Exit) {
-        self.collector.process_exited(pid, exit);
-        self.take_dumps();
-        self.listener.process_exited(pid, exit);
+        self.collector.lifecycle(thread, event);
+        match event {
+            Lifecycle::ThreadExited => self.take_dumps(),
+            Lifecycle::Exec { program, traced } => {
+                self.take_dumps();
+                if !traced {
+                    self.listener.exec_untraced(thread.pid, program);
+                }
+            }
+            Lifecycle::ProcessExited(exit) => {
+                self.take_dumps();
+                self.listener.process_exited(thread.pid, exit);
+            }
+            _ => {}
+        }
     }
 }

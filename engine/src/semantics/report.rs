@@ -8,7 +8,7 @@
 
 use iced_x86::UsedMemory;
 
-use crate::event::{EventSink, Thread};
+use crate::event::{BlockEvent, EventSink, Thread};
 
 use super::accesses::address_in;
 use super::branches::{Branch, RCX};
@@ -79,18 +79,18 @@ pub(crate) fn report<S: EventSink + ?Sized>(
 ) {
     let address = |index: usize, memory: &UsedMemory| dynamic.address(index, memory);
     let Some(pass) = pass else {
-        decoded
-            .accesses
-            .for_each(address, |access| sink.data_access(thread, access));
+        decoded.accesses.for_each(address, |access| {
+            sink.instruction_event(thread, at, BlockEvent::Access(access))
+        });
         if !with_branches {
             return;
         }
         let guard = || dynamic.guard(&decoded.branch);
         if let Some(taken) = decoded.branch.conditional(guard, known, cachegrind) {
-            sink.conditional_branch(thread, at, taken);
+            sink.instruction_event(thread, at, BlockEvent::Conditional(taken));
         }
         if decoded.branch == Branch::Indirect {
-            sink.indirect_branch(thread, at, dynamic.target());
+            sink.instruction_event(thread, at, BlockEvent::Indirect(dynamic.target()));
         }
         return;
     };
@@ -101,15 +101,19 @@ pub(crate) fn report<S: EventSink + ?Sized>(
     // `rep`).
     if known & RCX == 0 && with_branches {
         let inverted = cachegrind || !conditional;
-        sink.conditional_branch(thread, at, pass.iteration == inverted);
+        sink.instruction_event(
+            thread,
+            at,
+            BlockEvent::Conditional(pass.iteration == inverted),
+        );
     }
     if !pass.iteration {
         return;
     }
-    decoded
-        .accesses
-        .for_each(address, |access| sink.data_access(thread, access));
+    decoded.accesses.for_each(address, |access| {
+        sink.instruction_event(thread, at, BlockEvent::Access(access))
+    });
     if conditional && with_branches {
-        sink.conditional_branch(thread, at, pass.condition_held);
+        sink.instruction_event(thread, at, BlockEvent::Conditional(pass.condition_held));
     }
 }

@@ -6,7 +6,7 @@
 use crate::auxv;
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
-use crate::event::{Arrival, Block, EventSink, Exit, Thread};
+use crate::event::{Arrival, Block, EventSink, Exit, Lifecycle, Thread};
 use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
 use crate::jobs::Jobs;
 
@@ -209,7 +209,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 let resumption = state.cursor.resumption();
                 state.signal_frames.push(resumption);
                 state.cursor = BlockCursor::start();
-                self.sink.signal_handler_entered(state.thread, injected);
+                self.sink
+                    .lifecycle(state.thread, Lifecycle::SignalEntered(injected));
                 StepEnd::Nothing
             }
             Some(info) => {
@@ -255,7 +256,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         };
         let mut state = ThreadState::new(thread)?;
         if is_thread {
-            self.sink.thread_started(thread);
+            self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
         } else {
             state.signal_frames = parent.signal_frames.clone();
             // The child's memory is a copy of the parent's.
@@ -266,7 +267,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 .map(|process| process.code.fork())
                 .unwrap_or_default();
             self.tracees.processes.insert(child, Process { code });
-            self.sink.forked(parent_thread, child);
+            self.sink.lifecycle(parent_thread, Lifecycle::Forked(child));
         }
         let stopped_already = self.tracees.early_stops.remove(&child);
         state.awaiting_start = !stopped_already;
@@ -287,7 +288,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         if former != tid {
             // A non-leader thread exec'd: it takes over the leader's id.
             if let Some(leader) = self.tracees.threads.remove(&tid) {
-                self.sink.thread_exited(leader.thread);
+                self.sink.lifecycle(leader.thread, Lifecycle::ThreadExited);
             }
             if let Some(mut state) = self.tracees.threads.remove(&former) {
                 state.thread.tid = tid;
@@ -322,7 +323,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         }
         let program = crate::launch::program_of(tid);
         if self.options.trace_children {
-            self.sink.exec(pid, &program, true);
+            self.sink.lifecycle(
+                Thread::of_process(pid),
+                Lifecycle::Exec {
+                    program: &program,
+                    traced: true,
+                },
+            );
             state.memory = open_memory(tid)?;
             if self.options.valgrind_machine {
                 auxv::hide_vdso(pid, after.rsp)?;
@@ -333,7 +340,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             state.inject = 0;
             return self.advance(tid, true);
         }
-        self.sink.exec(pid, &program, false);
+        self.sink.lifecycle(
+            Thread::of_process(pid),
+            Lifecycle::Exec {
+                program: &program,
+                traced: false,
+            },
+        );
         ptrace::detach(tid)?;
         self.tracees
             .threads
@@ -349,7 +362,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             // The initial process after it was detached (untraced exec).
             if tid == self.initial && self.initial_exit.is_none() {
                 self.initial_exit = Some(exit);
-                self.sink.process_exited(tid, exit);
+                self.sink
+                    .lifecycle(Thread::of_process(tid), Lifecycle::ProcessExited(exit));
             }
             return Ok(());
         };
@@ -376,11 +390,12 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 );
             }
         }
-        self.sink.thread_exited(state.thread);
+        self.sink.lifecycle(state.thread, Lifecycle::ThreadExited);
         let pid = state.thread.pid;
         if tid == pid {
             self.forget(pid);
-            self.sink.process_exited(pid, exit);
+            self.sink
+                .lifecycle(Thread::of_process(pid), Lifecycle::ProcessExited(exit));
             if pid == self.initial {
                 self.initial_exit = Some(exit);
             }
@@ -549,7 +564,7 @@ fn complete<S: EventSink + ?Sized>(
         .superblock
         .executed(&decoded, at, after.rip, superblock_known);
     if decoded.flow == Flow::SystemCall && step.before.rax == SYS_RT_SIGRETURN {
-        sink.signal_handler_returned(state.thread);
+        sink.lifecycle(state.thread, Lifecycle::SignalReturned);
         let arrival = state.signal_frames.pop().unwrap_or(Arrival::FallThrough);
         state.cursor.leave(arrival);
         return;

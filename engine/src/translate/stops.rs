@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
-use crate::event::{EventSink, Thread};
+use crate::event::{EventSink, Lifecycle, Thread};
 use crate::ptrace::{self, Regs};
 
 use super::area::{Area, SAVE_RAX, TARGET};
@@ -326,7 +326,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             })?,
             None => self.drain()?,
         }
-        self.sink.signal_handler_entered(self.state.thread, signal);
+        self.sink
+            .lifecycle(self.state.thread, Lifecycle::SignalEntered(signal));
         let pad = self.space.cache.layout().landing_pad();
         let interrupted_at = signals::redirect_frame(&self.space.memory, regs.rsp, pad)?;
         // The rest of an interrupted block runs from its original code.
@@ -393,7 +394,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         self.drain()?;
         let memory = &self.space.memory;
         self.state.area.restore_scratch(memory, &frame.scratch)?;
-        self.sink.signal_handler_returned(self.state.thread);
+        self.sink
+            .lifecycle(self.state.thread, Lifecycle::SignalReturned);
         self.state.replay.resume(frame.saved);
         regs.rip = frame.resume;
         if let Some(id) = self.space.cache.repeating_holding(frame.resume) {

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use crate::auxv;
 use crate::cpuid::ValgrindCpu;
 use crate::error::{Error, Result};
-use crate::event::{EventSink, Exit, Thread};
+use crate::event::{EventSink, Exit, Lifecycle, Thread};
 use crate::jobs::Jobs;
 use crate::ptrace::{self, Regs};
 use crate::step::RunOptions;
@@ -340,7 +340,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             if let Some(state) = self.threads.get_mut(&tid) {
                 if state.thread.tid != state.thread.pid && !state.exit_reported {
                     state.exit_reported = true;
-                    self.sink.thread_exited(state.thread);
+                    self.sink.lifecycle(state.thread, Lifecycle::ThreadExited);
                 }
             }
         }
@@ -377,7 +377,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             // The creator's events first (a sink numbering threads as they
             // appear numbers them in creation order).
             self.stopped(tid, |stopped| stopped.drain().map(|()| Next::Resumed))?;
-            self.sink.thread_started(thread);
+            self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
             // Its own area is mapped when it stops for its start.
             let mut state = self.thread_state(thread, parent_space, parent_area);
             state.own_area = false;
@@ -390,7 +390,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                         .into(),
                 ));
             }
-            let sink_child = |sink: &mut S| sink.forked(parent_thread, child);
+            let sink_child = |sink: &mut S| sink.lifecycle(parent_thread, Lifecycle::Forked(child));
             let mut report = sink_child;
             self.stopped(tid, |stopped| {
                 stopped
@@ -448,7 +448,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             // A non-leader thread exec'd: it takes over the leader's id.
             if let Some(leader) = self.threads.remove(&tid) {
                 self.retire(&leader);
-                self.sink.thread_exited(leader.thread);
+                self.sink.lifecycle(leader.thread, Lifecycle::ThreadExited);
             }
             if let Some(mut state) = self.threads.remove(&former) {
                 state.thread.tid = tid;
@@ -461,7 +461,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let pid = state.thread.pid;
         let program = crate::launch::program_of(tid);
         if !self.options.trace_children {
-            self.sink.exec(pid, &program, false);
+            self.sink.lifecycle(
+                Thread::of_process(pid),
+                Lifecycle::Exec {
+                    program: &program,
+                    traced: false,
+                },
+            );
             ptrace::detach(tid)?;
             let gone: Vec<i32> = self
                 .threads
@@ -477,7 +483,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             self.drop_unused_spaces();
             return Ok(None);
         }
-        self.sink.exec(pid, &program, true);
+        self.sink.lifecycle(
+            Thread::of_process(pid),
+            Lifecycle::Exec {
+                program: &program,
+                traced: true,
+            },
+        );
         let memory = super::memory::Memory::open(tid)?;
         let mut regs = crate::resume::leave_syscall(tid, memory.file())?;
         let (space, area) = self.new_program(tid, &mut regs)?;
@@ -497,7 +509,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             // The initial process after it was detached (untraced exec).
             if tid == self.initial && self.initial_exit.is_none() {
                 self.initial_exit = Some(exit);
-                self.sink.process_exited(tid, exit);
+                self.sink
+                    .lifecycle(Thread::of_process(tid), Lifecycle::ProcessExited(exit));
             }
             return;
         };
@@ -507,11 +520,12 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             space.cache.seen(tid, std::iter::empty());
         }
         if !state.exit_reported {
-            self.sink.thread_exited(state.thread);
+            self.sink.lifecycle(state.thread, Lifecycle::ThreadExited);
         }
         let pid = state.thread.pid;
         if tid == pid {
-            self.sink.process_exited(pid, exit);
+            self.sink
+                .lifecycle(Thread::of_process(pid), Lifecycle::ProcessExited(exit));
             if pid == self.initial {
                 self.initial_exit = Some(exit);
             }

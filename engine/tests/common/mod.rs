@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
-use cgx_engine::{Block, DataAccess, EventSink, Exit, Thread};
+use cgx_engine::{Block, BlockEvent, DataAccess, EventSink, Exit, Lifecycle, Thread};
 
 /// Builds `programs/NAME.c` (`-static -nostdlib`) with `EXIT_CODE` into `dir`.
 pub fn build(dir: &Path, name: &str, exit_code: i32) -> PathBuf {
@@ -209,38 +209,70 @@ impl EventSink for Recorder {
             .push(Event::ClientRequest(thread, args, default));
         self.answer.unwrap_or(default)
     }
+
+    fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
+        match event {
+            BlockEvent::Access(access) => self.data_access(thread, access),
+            BlockEvent::Conditional(taken) => self.conditional_branch(thread, addr, taken),
+            BlockEvent::Indirect(target) => self.indirect_branch(thread, addr, target),
+        }
+    }
+
+    fn lifecycle(&mut self, thread: Thread, event: Lifecycle<'_>) {
+        match event {
+            Lifecycle::SignalEntered(signal) => self.signal_handler_entered(thread, signal),
+            Lifecycle::SignalReturned => self.signal_handler_returned(thread),
+            Lifecycle::ThreadStarted => self.thread_started(thread),
+            Lifecycle::ThreadExited => self.thread_exited(thread),
+            Lifecycle::Forked(child_pid) => self.forked(thread, child_pid),
+            Lifecycle::Exec { program, traced } => self.exec(thread.pid, program, traced),
+            Lifecycle::ProcessExited(exit) => self.process_exited(thread.pid, exit),
+        }
+    }
+}
+
+impl Recorder {
     fn signal_handler_entered(&mut self, thread: Thread, signal: i32) {
         self.events.push(Event::HandlerEntered(thread, signal));
     }
+
     fn signal_handler_returned(&mut self, thread: Thread) {
         self.events.push(Event::HandlerReturned(thread));
     }
+
     fn thread_started(&mut self, thread: Thread) {
         self.events.push(Event::ThreadStarted(thread));
     }
+
     fn thread_exited(&mut self, thread: Thread) {
         self.events.push(Event::ThreadExited(thread));
     }
+
     fn forked(&mut self, parent: Thread, child_pid: i32) {
         self.events.push(Event::Forked(parent, child_pid));
     }
+
     fn exec(&mut self, pid: i32, program: &std::path::Path, traced: bool) {
         self.events.push(Event::Exec(pid, traced));
         self.exec_programs.push(program.to_path_buf());
     }
+
     fn process_exited(&mut self, pid: i32, exit: Exit) {
         self.events.push(Event::ProcessExited(pid, exit));
     }
+
     fn data_access(&mut self, thread: Thread, access: DataAccess) {
         if self.simulations {
             self.events.push(Event::Access(thread, access));
         }
     }
+
     fn conditional_branch(&mut self, thread: Thread, addr: u64, taken: bool) {
         if self.simulations {
             self.events.push(Event::Conditional(thread, addr, taken));
         }
     }
+
     fn indirect_branch(&mut self, thread: Thread, addr: u64, target: u64) {
         if self.simulations {
             self.events.push(Event::Indirect(thread, addr, target));
