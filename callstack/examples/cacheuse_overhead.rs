@@ -52,7 +52,7 @@ impl EventSink for Recorder {
             Lifecycle::ThreadExited => Lifecycle::ThreadExited,
             Lifecycle::Forked(child) => Lifecycle::Forked(child),
             Lifecycle::ProcessExited(exit) => Lifecycle::ProcessExited(exit),
-            Lifecycle::Exec { .. } => return,
+            Lifecycle::Exec { .. } | Lifecycle::Control => return,
         };
         self.events.push(Event::Life(thread, event));
     }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::ahead::SimulationAhead;
+use crate::control::Control;
 use cgx_engine::{Block, BlockEvent, EventSink, Lifecycle, SimulatedBlocks, Thread, WholeBlocks};
 use cgx_formats::{Part, Profile, TooManyNames};
 
@@ -116,6 +117,15 @@ impl Collector {
 
     /// Turns finished parts of `pid` into dumps (or keeps them for one
     /// combined file).
+    /// Serves `request` from outside the run at a stop of `thread` (see
+    /// [`cgx_engine::control_signal`]); the reply Callgrind's monitor prints.
+    /// A dump it makes is among the next [`Collector::take_dumps`].
+    pub fn control(&mut self, thread: Thread, request: &Control) -> String {
+        let (reply, parts) = self.process(thread.pid).control(thread.tid, request);
+        self.deliver(thread.pid, parts, false);
+        reply
+    }
+
     fn deliver(&mut self, pid: i32, parts: Result<Vec<FinishedPart>, TooManyNames>, last: bool) {
         let parts = match parts {
             Ok(parts) => parts,
@@ -264,6 +274,7 @@ impl EventSink for Collector {
                 self.process(pid);
             }
             Lifecycle::ProcessExited(_) => self.end_process(pid),
+            Lifecycle::Control => {}
         }
     }
 }

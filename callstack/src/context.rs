@@ -36,6 +36,11 @@ pub(crate) struct Contexts {
 const NO_CONTEXT: CxtId = CxtId::MAX;
 
 impl Contexts {
+    /// How many contexts are known.
+    pub fn len(&self) -> usize {
+        self.contexts.len()
+    }
+
     /// The context of the function stack `stack` (innermost last; `None`
     /// separates a signal handler's functions from the interrupted ones):
     /// the innermost function and up to `callers` of its callers.

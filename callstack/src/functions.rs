@@ -86,6 +86,11 @@ pub(crate) struct Functions {
 }
 
 impl Functions {
+    /// How many functions and blocks are known.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.functions.len(), self.blocks.len())
+    }
+
     /// The function numbered `id`.
     pub fn get(&self, id: FnId) -> &Function {
         &self.functions[id as usize]

@@ -30,6 +30,7 @@ mod attribution;
 mod cacheuse;
 mod collector;
 mod context;
+mod control;
 mod costs;
 mod dump;
 mod events;
@@ -44,6 +45,7 @@ mod thread;
 
 pub use ahead::SimulationAhead;
 pub use collector::Collector;
+pub use control::Control;
 
 use cgx_formats::{Profile, TooManyNames};
 

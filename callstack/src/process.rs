@@ -16,6 +16,7 @@ use crate::ahead::{self, Behind, SimulationAhead, StepReport};
 use crate::attribution::{Charged, OwnRun, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Centre, Contexts, CxtId};
+use crate::control::{Control, Status, ThreadStatus};
 use crate::costs::{ArcKey, Costs, Profile};
 use crate::dump::{build_part, Naming, PartInfo};
 use crate::events::{EventSet, MAX_EVENTS};
@@ -49,6 +50,19 @@ pub(crate) struct FinishedPart {
     pub thread: Option<u32>,
     /// Whether the program asked for it (a client request), not its end.
     pub requested: bool,
+}
+
+/// Why a process's profile is dumped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dumped {
+    /// The program asked, from thread `tid` (a client request): a numbered
+    /// dump, with `--separate-threads=yes` of that thread only.
+    Requested(i32),
+    /// A request from outside the run (live control): a numbered dump of
+    /// every thread.
+    Controlled,
+    /// The process ends.
+    Final,
 }
 
 /// The collector's state for one process.
@@ -1167,10 +1181,11 @@ impl Process {
         }
         match args[0] {
             request::RUNNING_ON_VALGRIND => (1, none()),
-            request::DUMP_STATS => (0, self.dump("Client Request", Some(tid))),
+            request::DUMP_STATS => (0, self.dump("Client Request", Dumped::Requested(tid))),
             request::DUMP_STATS_AT => {
                 let text = self.read_string(args[1]);
-                (0, self.dump(&format!("Client Request: {text}"), Some(tid)))
+                let trigger = format!("Client Request: {text}");
+                (0, self.dump(&trigger, Dumped::Requested(tid)))
             }
             request::ZERO_STATS => {
                 self.zero();
@@ -1190,6 +1205,95 @@ impl Process {
                 (0, none())
             }
             _ => (default, none()),
+        }
+    }
+
+    /// Serves `request` from outside the run, stopped at thread `tid`
+    /// (Callgrind's monitor commands): the reply Callgrind's monitor
+    /// prints, and the parts of a dump it made.
+    pub fn control(
+        &mut self,
+        tid: i32,
+        request: &Control,
+    ) -> (String, Result<Vec<FinishedPart>, TooManyNames>) {
+        let none = || Ok(Vec::new());
+        match request {
+            // Every thread, as Callgrind's monitor dumps.
+            Control::Dump { trigger } => (String::new(), self.dump(trigger, Dumped::Controlled)),
+            Control::Zero => {
+                self.zero();
+                (String::new(), none())
+            }
+            Control::Instrumentation(Some(on)) => {
+                self.set_instrumenting(*on);
+                (String::new(), none())
+            }
+            Control::Instrumentation(None) => {
+                let state = if self.instrumenting { "on" } else { "off" };
+                (format!("instrumentation: {state}\n"), none())
+            }
+            Control::Status { .. } if !self.instrumenting => {
+                let internal = matches!(request, Control::Status { internal: true });
+                let text = match internal {
+                    true => "instrumentation: off\n",
+                    false => "No status available as instrumentation is switched off\n",
+                };
+                (text.to_string(), none())
+            }
+            Control::Status { internal: true } => (self.status(tid).text(), none()),
+            Control::Status { internal: false } => (
+                format!("{} thread(s) running.\n", self.threads.len()),
+                none(),
+            ),
+        }
+    }
+
+    /// What the process is doing, for `callgrind_control` (stopped at
+    /// thread `tid`).
+    fn status(&self, tid: i32) -> Status {
+        let (distinct_functions, distinct_blocks) = self.functions.counts();
+        let arcs = self.costs.values().flat_map(|costs| costs.arcs.values());
+        let name = |centre: crate::context::Centre| {
+            let function = self.contexts.function(centre.cxt);
+            self.functions.get(function).name.to_string()
+        };
+        let threads = self
+            .threads
+            .values()
+            .map(|thread| {
+                let key = costs_key(&self.options, thread.number);
+                let calls = thread.active_calls();
+                let frames = calls
+                    .iter()
+                    .map(|(arc, running)| {
+                        let known = self.costs.get(&key).and_then(|costs| costs.arcs.get(arc));
+                        let mut cost = known.map_or_else(Vec::new, |known| known.inclusive.clone());
+                        cost.resize(running.len().max(cost.len()), 0);
+                        for (sum, add) in cost.iter_mut().zip(running) {
+                            *sum = sum.wrapping_add(*add);
+                        }
+                        (name(arc.from), known.map_or(0, |known| known.count), cost)
+                    })
+                    .collect();
+                ThreadStatus {
+                    number: thread.number,
+                    cost: thread.cost_since_dump(),
+                    frames,
+                    innermost: calls.last().map(|(arc, _)| name(arc.to)),
+                }
+            })
+            .collect();
+        Status {
+            executed_blocks: self.blocks,
+            executed_calls: arcs.clone().map(|arc| arc.count).sum(),
+            distinct_blocks,
+            distinct_calls: arcs.count(),
+            distinct_functions,
+            distinct_contexts: self.contexts.len(),
+            events: self.events.names.clone(),
+            part: self.parts_dumped,
+            threads,
+            current: self.threads.get(&tid).map_or(1, |thread| thread.number),
         }
     }
 
@@ -1263,20 +1367,16 @@ impl Process {
         for tid in tids {
             self.thread_exited(tid);
         }
-        self.dump("Program termination", None)
+        self.dump("Program termination", Dumped::Final)
     }
 
     /// Makes the parts of a dump (one, or one per thread) and restarts the
     /// costs. A dump the program asked for (`requester` is its thread) holds,
     /// with `--separate-threads=yes`, only that thread, as in Callgrind.
-    fn dump(
-        &mut self,
-        trigger: &str,
-        requester: Option<i32>,
-    ) -> Result<Vec<FinishedPart>, TooManyNames> {
-        let requested = requester.is_some();
-        let only = match requester {
-            Some(tid) if self.options.separate_threads => {
+    fn dump(&mut self, trigger: &str, why: Dumped) -> Result<Vec<FinishedPart>, TooManyNames> {
+        let requested = why != Dumped::Final;
+        let only = match why {
+            Dumped::Requested(tid) if self.options.separate_threads => {
                 self.threads.get(&tid).map(|thread| thread.number)
             }
             _ => None,

@@ -4,6 +4,7 @@
 
 mod annotate;
 mod cgtools;
+mod control;
 mod convert;
 mod run;
 mod shims;
@@ -34,9 +35,9 @@ enum Command {
     Annotate(annotate::AnnotateArgs),
     /// Convert a Cachegrind or Callgrind profile (plain or .gz) to another format.
     Convert(convert::ConvertArgs),
-    /// Make links to cgx named valgrind, cg_annotate, callgrind_annotate, cg_merge
-    /// and cg_diff in DIR: with DIR first on PATH, scripts and tools that run
-    /// Valgrind run cgx.
+    /// Make links to cgx named valgrind, cg_annotate, callgrind_annotate,
+    /// cg_merge, cg_diff and callgrind_control in DIR: with DIR first on PATH,
+    /// scripts and tools that run Valgrind run cgx.
     Shims(shims::ShimsArgs),
 }
 

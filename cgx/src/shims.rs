@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 
 use crate::run::defaults;
-use crate::{cgtools, run};
+use crate::{cgtools, control, run};
 
 /// The Valgrind release whose behaviour (options, formats, figures) cgx
 /// follows.
@@ -39,16 +39,19 @@ pub enum Personality {
     CgMerge,
     /// `cg_diff`.
     CgDiff,
+    /// `callgrind_control`.
+    CallgrindControl,
 }
 
 impl Personality {
     /// Every command cgx stands in for.
-    pub const ALL: [Personality; 5] = [
+    pub const ALL: [Personality; 6] = [
         Personality::Valgrind,
         Personality::CgAnnotate,
         Personality::CallgrindAnnotate,
         Personality::CgMerge,
         Personality::CgDiff,
+        Personality::CallgrindControl,
     ];
 
     /// The command's name.
@@ -59,6 +62,7 @@ impl Personality {
             Personality::CallgrindAnnotate => "callgrind_annotate",
             Personality::CgMerge => "cg_merge",
             Personality::CgDiff => "cg_diff",
+            Personality::CallgrindControl => "callgrind_control",
         }
     }
 
@@ -124,6 +128,7 @@ pub fn run_as(personality: Personality, args: Vec<OsString>) -> Result<ExitCode>
         Personality::CgAnnotate => cgtools::cg_annotate(&args).map(|()| ExitCode::SUCCESS),
         Personality::CgMerge => cgtools::merge(&args).map(|()| ExitCode::SUCCESS),
         Personality::CgDiff => cgtools::diff(&args).map(|()| ExitCode::SUCCESS),
+        Personality::CallgrindControl => control::client::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -122,7 +122,8 @@ pub enum Lifecycle<'a> {
     /// The thread returned from its innermost signal handler
     /// (`rt_sigreturn`); its next block continues the interrupted code.
     SignalReturned,
-    /// The thread is new (its first block follows).
+    /// The thread is new (its first block follows): a thread the program
+    /// made, or the program's first when the run starts.
     ThreadStarted,
     /// The thread ended (the process goes on, unless it was its last).
     ThreadExited,
@@ -141,6 +142,10 @@ pub enum Lifecycle<'a> {
     },
     /// The process ended.
     ProcessExited(Exit),
+    /// A request from outside the run reached the thread (see
+    /// [`crate::control_signal`]): it is stopped with all its events
+    /// reported, the moment to serve the request.
+    Control,
 }
 
 /// A whole block run in a batch of blocks one thread ran, with what its

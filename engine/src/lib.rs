@@ -19,6 +19,7 @@
 //!   frames, from /proc/PID/maps, ELF symbols and DWARF.
 
 mod auxv;
+mod control;
 pub mod cpuid;
 pub mod error;
 pub mod event;
@@ -35,6 +36,7 @@ pub mod step;
 pub mod symbols;
 pub mod translate;
 
+pub use control::control_signal;
 pub use error::{Error, Result};
 pub use event::{
     AccessKind, Ahead, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, InstructionCounter,

@@ -102,6 +102,8 @@ pub(crate) struct SignalInfo {
     pub code: i32,
     /// `si_addr` (the faulting address of SIGSEGV/SIGBUS).
     pub addr: u64,
+    /// `si_pid`: the process that sent it, for a signal sent by one.
+    pub sender: i32,
 }
 
 /// The signal information of a signal-delivery-stop; `None` for a group-stop
@@ -129,6 +131,7 @@ pub(crate) fn signal_info(tid: i32) -> Result<Option<SignalInfo>> {
         Ok(Some(SignalInfo {
             code: info.si_code,
             addr: info.si_addr() as u64,
+            sender: info.si_pid(),
         }))
     }
 }

@@ -193,6 +193,24 @@ impl ThreadState {
         }
     }
 
+    /// The arcs of the active calls, outermost first, each with the cost
+    /// of its call so far.
+    pub fn active_calls(&self) -> Vec<(CallArc, Vec<u64>)> {
+        let now = &self.state_ref().cost;
+        self.call_stack
+            .iter()
+            .filter_map(|entry| {
+                let (arc, _) = entry.arc?;
+                let cost = now
+                    .iter()
+                    .zip(&entry.enter_cost)
+                    .map(|(now, then)| now.wrapping_sub(*then))
+                    .collect();
+                Some((arc, cost))
+            })
+            .collect()
+    }
+
     /// After a dump or a zeroing: costs restart from here.
     pub fn mark_dumped(&mut self) {
         let now = self.state_ref().cost.clone();

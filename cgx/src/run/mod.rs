@@ -162,6 +162,10 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         command_line.clone(),
         caches.as_ref().map(|setup| setup.config),
     ))?;
+    // As Valgrind's callgrind_control: Callgrind's runs only (and those of
+    // the translate backend, which restarts a wait the control interrupts).
+    let served = options.tool == Tool::Callgrind && options.backend == Backend::Translate;
+    let control = served.then(|| command_line.clone());
     let mut output = Output::new(&options, template, command_line, caches, Log::new(log));
     let command = cgx_engine::Command::new(&options.program).args(&options.args);
     let mut listener = Report {
@@ -184,6 +188,7 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         options.backend,
         collector,
         &mut listener,
+        control,
     );
     let collector_failed = listener.failed;
     output.finish();

@@ -13,6 +13,7 @@ use cgx_engine::{
 };
 
 use super::options::Backend;
+use crate::control::server::{Requests, Server};
 
 /// What the translate backend did, for `-v`: the counts of its
 /// [`cgx_engine::translate::Outcome`] that cgx prints.
@@ -73,7 +74,9 @@ pub trait Listener {
 }
 
 /// Runs `command` under `backend`, collecting with `collector`, and tells
-/// `listener`. The dumps of the processes still known when the engine stops
+/// `listener`; with `control` (the command line to list it under), the run
+/// serves live control requests once its program runs (`callgrind_control`,
+/// see [`crate::control`]). The dumps of the processes still known when the engine stops
 /// (also after an engine error) are handed over before returning, then the
 /// back-dating statistics and the translate backend's. Returns how the
 /// program (the first process) ended.
@@ -83,12 +86,19 @@ pub fn trace(
     backend: Backend,
     collector: Collector,
     listener: &mut dyn Listener,
+    control: Option<String>,
 ) -> Result<Exit, cgx_engine::Error> {
     let mut tap = Tap {
         collector,
         listener,
         last_pid: None,
         started: Vec::new(),
+        control: control.map(|command_line| LiveControl {
+            command_line,
+            requests: Requests::default(),
+            server: None,
+            tried: false,
+        }),
     };
     let (result, translated) = match backend {
         Backend::Step => (
@@ -129,6 +139,20 @@ struct Tap<'a> {
     last_pid: Option<i32>,
     /// The processes seen running.
     started: Vec<i32>,
+    /// Live control of the run, when it is served.
+    control: Option<LiveControl>,
+}
+
+/// Live control of a run (`callgrind_control`): the server of its
+/// program, started when the program runs its first block.
+struct LiveControl {
+    /// The command line the run is listed under.
+    command_line: String,
+    /// The requests the server received.
+    requests: Requests,
+    server: Option<Server>,
+    /// Whether the server was started (or failed to).
+    tried: bool,
 }
 
 impl Tap<'_> {
@@ -146,6 +170,36 @@ impl Tap<'_> {
                 self.started.push(pid);
                 self.listener.process_started(pid);
             }
+        }
+    }
+
+    /// Starts serving live control requests for the program `pid`, when
+    /// the run is served and not yet; a run that cannot goes on without
+    /// (said once, on standard error).
+    fn serve_control(&mut self, pid: i32) {
+        let Some(control) = self.control.as_mut().filter(|control| !control.tried) else {
+            return;
+        };
+        control.tried = true;
+        let requests = control.requests.clone();
+        match Server::start(pid, &control.command_line, requests) {
+            Ok(server) => control.server = Some(server),
+            Err(error) => eprintln!("cgx: no live control for this run: {error:#}"),
+        }
+    }
+
+    /// Serves the live control requests waiting, stopped at `thread`.
+    fn serve_requests(&mut self, thread: Thread) {
+        let Some(control) = self.control.as_ref() else {
+            return;
+        };
+        for request in control.requests.take() {
+            let reply = match crate::control::parse(&request.line) {
+                Some(command) => self.collector.control(thread, &command),
+                None => format!("command '{}' not recognised\n", request.line),
+            };
+            self.take_dumps();
+            request.answer(reply);
         }
     }
 
@@ -222,6 +276,11 @@ impl EventSink for Tap<'_> {
             Lifecycle::ProcessExited(exit) => {
                 self.take_dumps();
                 self.listener.process_exited(thread.pid, exit);
+            }
+            Lifecycle::Control => self.serve_requests(thread),
+            // The run's program starts: its live control with it.
+            Lifecycle::ThreadStarted if thread.tid == thread.pid => {
+                self.serve_control(thread.pid);
             }
             _ => {}
         }

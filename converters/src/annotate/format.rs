@@ -7,7 +7,7 @@ use std::fmt::Write;
 use super::events::EventColumns;
 
 /// `value` with a comma every three digits: `-1,234,567`.
-pub(crate) fn commify(value: i64) -> String {
+pub fn commify(value: i64) -> String {
     let digits = value.unsigned_abs().to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
     if value < 0 {

@@ -13,7 +13,7 @@ mod calltree;
 mod error;
 mod events;
 mod format;
-pub(crate) use format::commify;
+pub use format::commify;
 mod model;
 mod names;
 mod options;

@@ -4,6 +4,7 @@
 //! does not hold up the others.
 
 use crate::auxv;
+use crate::control;
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Lifecycle, Thread};
@@ -90,6 +91,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             tid: self.initial,
         };
         let mut state = ThreadState::new(thread)?;
+        self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
         state.regs = ptrace::regs(thread.tid)?;
         if self.options.valgrind_machine {
             auxv::hide_vdso(thread.pid, state.regs.rsp)?;
@@ -182,6 +184,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         signal: i32,
         info: Option<ptrace::SignalInfo>,
     ) -> Result<()> {
+        if info.is_some_and(|info| control::is_control(signal, &info)) {
+            if let Some(state) = self.tracees.threads.get(&tid) {
+                self.sink.lifecycle(state.thread, Lifecycle::Control);
+            }
+            // The step in flight goes on.
+            return ptrace::single_step(tid, 0);
+        }
         let after = ptrace::regs(tid)?;
         let Some(state) = self.tracees.threads.get_mut(&tid) else {
             return Ok(());

@@ -9,6 +9,7 @@
 
 use std::ops::Range;
 
+use crate::control;
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Lifecycle, Thread};
@@ -120,6 +121,14 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             None
         } else {
             match ptrace::signal_info(tid)? {
+                Some(info) if control::is_control(signal, &info) => {
+                    self.drain()?;
+                    self.sink.lifecycle(self.state.thread, Lifecycle::Control);
+                    if let Some(regs) = control::restarted(&ptrace::regs(tid)?) {
+                        ptrace::set_regs(tid, &regs)?;
+                    }
+                    return Ok(Next::Resume(0));
+                }
                 Some(info) => Some(info.addr),
                 // A group-stop.
                 None => return Ok(Next::Resume(0)),

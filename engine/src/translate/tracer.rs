@@ -110,6 +110,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let (space, area) = self.new_program(pid, &mut regs)?;
         self.threads
             .insert(pid, self.thread_state(thread, space, area));
+        self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
         let next = self.stopped(pid, |stopped| stopped.enter(&mut regs))?;
         self.apply(pid, next)?;
         loop {

@@ -227,6 +227,7 @@ impl EventSink for Recorder {
             Lifecycle::Forked(child_pid) => self.forked(thread, child_pid),
             Lifecycle::Exec { program, traced } => self.exec(thread.pid, program, traced),
             Lifecycle::ProcessExited(exit) => self.process_exited(thread.pid, exit),
+            Lifecycle::Control => {}
         }
     }
 }
