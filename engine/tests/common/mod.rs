@@ -324,6 +324,7 @@ pub fn normalized(events: &[Event]) -> Vec<Event> {
         .map(|event| match event.clone() {
             Event::Block(thread, block) => Event::Block(one(thread), block),
             Event::Instruction(thread, addr, len) => Event::Instruction(one(thread), addr, len),
+            Event::ThreadStarted(thread) => Event::ThreadStarted(one(thread)),
             Event::ThreadExited(thread) => Event::ThreadExited(one(thread)),
             Event::HandlerEntered(thread, signal) => Event::HandlerEntered(one(thread), signal),
             Event::HandlerReturned(thread) => Event::HandlerReturned(one(thread)),
