@@ -5,7 +5,10 @@
 # headless in a D-Bus session), go tool pprof (Debian's golang-go) and Python's
 # jsonschema; tmux (a real terminal for the job-control test); Debian's gzip,
 # python3, sort and sqlite3; and programs that compile code as they run (LuaJIT,
-# node, grep with PCRE2's JIT); and the runners of iai-callgrind and gungraun. npm fetches speedscope's file-format schema when the tests first need it.
+# node, grep with PCRE2's JIT); the runners of iai-callgrind and gungraun; and
+# the other writers of callgrind files whose files cgx reads (PHP with Xdebug,
+# pyprof2calltree; go tool pprof above). npm fetches speedscope's file-format
+# schema when the tests first need it.
 set -euo pipefail
 
 packages=()
@@ -22,12 +25,16 @@ command -v tmux >/dev/null 2>&1 || packages+=(tmux)
 [ -x /usr/bin/luajit ] || packages+=(luajit)
 [ -x /usr/bin/node ] || packages+=(nodejs)
 [ -x /usr/bin/grep ] || packages+=(grep)
+# The other writers of callgrind files (other_writers).
+command -v php >/dev/null 2>&1 || packages+=(php-cli)
+php -m 2>/dev/null | grep -qi '^xdebug$' || packages+=(php-xdebug)
 if ((${#packages[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq "${packages[@]}" >/dev/null
 fi
 command -v gprof2dot >/dev/null 2>&1 || pip install --quiet gprof2dot
+command -v pyprof2calltree >/dev/null 2>&1 || pip install --quiet pyprof2calltree
 # The runners of the benchmark harnesses that tool_drivers runs through cgx's shims.
 command -v iai-callgrind-runner >/dev/null 2>&1 ||
     cargo install --quiet iai-callgrind-runner --version 0.16.1
@@ -37,7 +44,9 @@ python3 -c 'import jsonschema' >/dev/null 2>&1 || pip install --quiet jsonschema
 
 for tool in valgrind gcc callgrind_annotate cg_annotate cg_merge cg_diff gprof2dot \
     kcachegrind dbus-run-session go tmux npm /usr/bin/gzip /usr/bin/sort /usr/bin/python3 /usr/bin/sqlite3 \
-    /usr/bin/luajit /usr/bin/node /usr/bin/grep iai-callgrind-runner gungraun-runner; do
+    /usr/bin/luajit /usr/bin/node /usr/bin/grep iai-callgrind-runner gungraun-runner \
+    php pyprof2calltree; do
     command -v "$tool" >/dev/null 2>&1 || { echo "tests/setup.sh: $tool is missing" >&2; exit 1; }
 done
 python3 -c 'import jsonschema' 2>/dev/null || { echo "tests/setup.sh: python3's jsonschema is missing" >&2; exit 1; }
+php -m | grep -qi '^xdebug$' || { echo "tests/setup.sh: PHP's Xdebug is missing" >&2; exit 1; }

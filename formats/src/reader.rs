@@ -460,7 +460,8 @@ impl Parser {
                     Some(_) => Some(self.parse_position(&mut fields)?),
                     None => None,
                 };
-                self.expect_end(&mut fields, "calls=")?;
+                // More fields, as Xdebug writes them (`calls=1 0 0`), are
+                // ignored, as KCachegrind ignores them.
                 self.pending = Pending::Call {
                     line: self.line,
                     count,
@@ -891,6 +892,33 @@ mod tests {
                 ("b.h", "(below main)")
             ]
         );
+    }
+
+    #[test]
+    fn fields_after_a_call_target_are_ignored_as_kcachegrind_ignores_them() {
+        // Xdebug writes `calls=COUNT 0 0` and its summary after the body.
+        let text = "version: 1\ncreator: xdebug 3.2.0\ncmd: /w.php\npart: 1\npositions: line\n\n\
+                    events: Time_(10ns) Memory_(bytes)\n\nfl=(1) /w.php\nfn=(1) f\n2 5 0\n\n\
+                    fl=(1)\nfn=(2) {main}\n1 3 0\ncfl=(1)\ncfn=(1)\ncalls=1 0 0\n4 5 0\n\n\
+                    summary: 8 0\n";
+        let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
+        let part = &profile.parts[0];
+        assert_eq!(part.summary.as_deref(), Some(&[8, 0][..]));
+        let mut calls = Vec::new();
+        for (_, records) in part.functions() {
+            records.for_each(2, |record| {
+                if let Record::Call {
+                    count,
+                    target,
+                    inclusive,
+                    ..
+                } = record
+                {
+                    calls.push((count, target.line, inclusive.to_vec()));
+                }
+            });
+        }
+        assert_eq!(calls, [(1, 0, vec![5, 0])]);
     }
 
     #[test]

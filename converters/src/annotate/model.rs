@@ -127,6 +127,7 @@ fn add_input(
             });
         }
         describe(&mut info, part);
+        let before = model.totals.clone();
         for (function, records) in part.functions() {
             let name = map.function(function.name, &mut model.names);
             if model.calls.is_some() {
@@ -141,9 +142,24 @@ fn add_input(
                 calls.end();
             }
         }
+        if let Some(stated) = stated_totals(part) {
+            model.totals = before;
+            add_unsigned(&mut model.totals, stated, sign);
+        }
     }
     model.inputs.push(info);
     Ok(())
+}
+
+/// The totals `part` states, when they are not all zero: its `summary:`,
+/// else its `totals:`, as callgrind_annotate takes them (a part that states
+/// none counts what its cost lines add up to). Valgrind's files state the
+/// sum of their cost lines; other writers' may state another figure
+/// (pyprof2calltree's summary is the profile's total time).
+fn stated_totals(part: &Part) -> Option<&[u64]> {
+    let not_zero = |costs: &&[u64]| costs.iter().any(|&cost| cost != 0);
+    let summary = part.summary.as_deref().filter(not_zero);
+    summary.or_else(|| part.totals.as_deref().filter(not_zero))
 }
 
 /// Takes the `desc:` lines (each once) and the first `cmd:` of a part.
@@ -233,4 +249,40 @@ pub(crate) fn has_calls(inputs: &[Input]) -> bool {
     inputs
         .iter()
         .any(|input| input.profile.parts.iter().any(|part| part.has_call_graph()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use super::*;
+
+    /// The totals `aggregate` finds in the callgrind `text`.
+    fn totals(text: &str) -> Vec<i64> {
+        let profile = cgx_formats::read(Cursor::new(text.as_bytes().to_vec()), "test")
+            .expect("the profile reads");
+        let inputs = [Input {
+            path: PathBuf::from("test"),
+            profile,
+        }];
+        let wanted = Wanted {
+            lines: false,
+            inclusive: false,
+            arcs: false,
+        };
+        let model = aggregate(&inputs, false, Rewrites::default(), wanted).expect("a model");
+        model.totals
+    }
+
+    #[test]
+    fn the_totals_are_the_stated_ones_as_callgrind_annotate_takes_them() {
+        let body = "# callgrind format\nevents: Ir\nfl=a.c\nfn=f\n1 10\n2 5\n";
+        // None stated: the sum of the cost lines.
+        assert_eq!(totals(body), [15]);
+        // The summary, as pyprof2calltree states the profile's time.
+        assert_eq!(totals(&format!("{body}summary: 20\n")), [20]);
+        // A zero summary counts as none: the totals line then.
+        assert_eq!(totals(&format!("{body}summary: 0\ntotals: 17\n")), [17]);
+        assert_eq!(totals(&format!("{body}totals: 0\n")), [15]);
+    }
 }
