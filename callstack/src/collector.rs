@@ -109,14 +109,21 @@ impl Collector {
     /// entry API: the common case, per event).
     #[inline]
     fn on_process<R>(&mut self, pid: i32, f: impl FnOnce(&mut Process) -> R) -> R {
-        if let Some(process) = self.processes.get_mut(&pid) {
-            return f(process);
+        let result = match self.processes.get_mut(&pid) {
+            Some(process) => f(process),
+            None => f(self.process(pid)),
+        };
+        // The dumps functions entered or left asked for (`--dump-before` ...).
+        let finished = match self.processes.get_mut(&pid) {
+            Some(process) if process.has_function_triggers() => process.take_finished(),
+            _ => Vec::new(),
+        };
+        for parts in finished {
+            self.deliver(pid, parts, false);
         }
-        f(self.process(pid))
+        result
     }
 
-    /// Turns finished parts of `pid` into dumps (or keeps them for one
-    /// combined file).
     /// Serves `request` from outside the run at a stop of `thread` (see
     /// [`cgx_engine::control_signal`]); the reply Callgrind's monitor prints.
     /// A dump it makes is among the next [`Collector::take_dumps`].
@@ -126,6 +133,8 @@ impl Collector {
         reply
     }
 
+    /// Turns finished parts of `pid` into dumps (or keeps them for one
+    /// combined file).
     fn deliver(&mut self, pid: i32, parts: Result<Vec<FinishedPart>, TooManyNames>, last: bool) {
         let parts = match parts {
             Ok(parts) => parts,
@@ -214,6 +223,12 @@ impl EventSink for Collector {
     }
 
     fn blocks_simulated(&mut self, thread: Thread, blocks: &mut SimulatedBlocks<'_>) {
+        if self.process(thread.pid).has_function_triggers() {
+            // One event at a time: each block's triggers are served before
+            // the next block.
+            cgx_engine::event::report_simulated(self, thread, blocks);
+            return;
+        }
         self.on_process(thread.pid, |process| {
             process.blocks_simulated(thread.tid, blocks)
         });

@@ -61,6 +61,14 @@ pub(crate) struct ArcCost {
     pub inclusive: Vec<u64>,
 }
 
+impl ArcCost {
+    /// Whether a dump writes it (a `calls=` line): when its inclusive cost
+    /// is not zero, as Callgrind writes its call arcs.
+    pub fn dumped(&self) -> bool {
+        self.inclusive.iter().any(|&cost| cost != 0)
+    }
+}
+
 /// The self costs of one block executed in one centre (Callgrind's BBCC):
 /// its instructions in execution order, each with its event counts. A block
 /// always runs the same instructions from its start, so the k-th instruction
@@ -582,6 +590,25 @@ impl Costs {
     }
 
     /// Forgets all costs (after a dump, or `CALLGRIND_ZERO_STATS`).
+    /// After a dump: [`Costs::clear`], but the calls of arcs the dump did
+    /// not write ([`ArcCost::dumped`]: a call that has just begun) are kept
+    /// for the next dump, as Callgrind resets only the call counters it
+    /// writes.
+    pub fn clear_dumped(&mut self) {
+        let kept: Vec<(CallArc, u64)> = self
+            .arcs
+            .iter()
+            .filter(|(_, cost)| cost.count > 0 && !cost.dumped())
+            .map(|(arc, cost)| (*arc, cost.count))
+            .collect();
+        self.clear();
+        for (arc, count) in kept {
+            self.arcs.entry(arc).or_default().count = count;
+        }
+    }
+
+    /// Forgets every cost (a zeroing; see [`Costs::clear_dumped`] for a
+    /// dump).
     pub fn clear(&mut self) {
         self.slot_index.clear();
         self.slot_keys.clear();
@@ -630,5 +657,39 @@ fn add_rows_of<const N: usize>(sums: &mut [u64], costs: &[CostArray]) {
 pub(crate) fn add(sum: &mut [u64], costs: &[u64]) {
     for (total, cost) in sum.iter_mut().zip(costs) {
         *total = total.wrapping_add(*cost);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arc(site: u64) -> CallArc {
+        let centre = |cxt| Centre { cxt, rec: 0 };
+        CallArc {
+            from: centre(0),
+            site,
+            to: centre(1),
+            target: 0x100,
+        }
+    }
+
+    #[test]
+    fn a_dump_keeps_the_calls_it_did_not_write_and_a_zeroing_none() {
+        let mut costs = Costs::default();
+        // A finished call (written by a dump) and one just begun (not).
+        let done = (arc(1), costs.count_call(arc(1)));
+        costs.add_inclusive(done, &[0], &[50]);
+        costs.count_call(arc(2));
+        costs.clear_dumped();
+        let counts: Vec<(u64, u64)> = costs
+            .arcs
+            .iter()
+            .map(|(arc, cost)| (arc.site, cost.count))
+            .collect();
+        assert_eq!(counts, [(2, 1)]);
+        assert!(!costs.arcs[&arc(2)].dumped());
+        costs.clear();
+        assert!(costs.arcs.is_empty());
     }
 }

@@ -181,7 +181,7 @@ pub(crate) fn build_part(
     let mut arcs: Vec<_> = costs
         .arcs
         .iter()
-        .filter(|(_, cost)| cost.inclusive.iter().any(|&c| c != 0))
+        .filter(|(_, cost)| cost.dumped())
         .collect();
     arcs.sort_by_key(|(arc, _)| **arc);
     for (arc, cost) in arcs {

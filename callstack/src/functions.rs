@@ -43,6 +43,12 @@ pub(crate) struct Function {
     pub pop_on_jump: bool,
     /// Entering and leaving it toggles collection (`--toggle-collect`).
     pub toggle_collect: bool,
+    /// Entering it dumps (`--dump-before`).
+    pub dump_before: bool,
+    /// Leaving it dumps (`--dump-after`).
+    pub dump_after: bool,
+    /// Entering it zeroes the costs (`--zero-before`).
+    pub zero_before: bool,
 }
 
 /// The slots of [`Functions`]'s cache of recent blocks (a power of two).
@@ -120,6 +126,9 @@ impl Functions {
             skip: false,
             pop_on_jump: false,
             toggle_collect: false,
+            dump_before: false,
+            dump_after: false,
+            zero_before: false,
         });
         self.instructions.insert(addr, function);
         function
@@ -206,13 +215,17 @@ impl Functions {
         let function = match self.functions.get_index_of(&key) {
             Some(index) => index,
             None => {
-                let skip = (options.skip_plt && section == SectionKind::Plt)
-                    || options.fn_skip.iter().any(|p| matches(p, &name));
+                let named = |patterns: &[String]| patterns.iter().any(|p| matches(p, &name));
+                let skip =
+                    (options.skip_plt && section == SectionKind::Plt) || named(&options.fn_skip);
                 let function = Function {
                     object,
                     file,
                     pop_on_jump: name.starts_with("_dl_runtime_resolve"),
-                    toggle_collect: options.toggle_collect.iter().any(|p| matches(p, &name)),
+                    toggle_collect: named(&options.toggle_collect),
+                    dump_before: named(&options.dump_before),
+                    dump_after: named(&options.dump_after),
+                    zero_before: named(&options.zero_before),
                     name,
                     skip,
                 };

@@ -87,6 +87,12 @@ pub struct Options {
     pub fn_skip: Vec<String>,
     /// `--toggle-collect=PATTERN`: collection toggles while inside these.
     pub toggle_collect: Vec<String>,
+    /// `--dump-before=PATTERN`: a dump when one of these is entered.
+    pub dump_before: Vec<String>,
+    /// `--dump-after=PATTERN`: a dump when one of these is left.
+    pub dump_after: Vec<String>,
+    /// `--zero-before=PATTERN`: costs zeroed when one of these is entered.
+    pub zero_before: Vec<String>,
     /// `--collect-atstart=yes` (default).
     pub collect_atstart: bool,
     /// `--instr-atstart=yes` (default).
@@ -131,6 +137,9 @@ impl Default for Options {
             skip_plt: true,
             fn_skip: Vec::new(),
             toggle_collect: Vec::new(),
+            dump_before: Vec::new(),
+            dump_after: Vec::new(),
+            zero_before: Vec::new(),
             collect_atstart: true,
             instr_atstart: true,
             dump_instr: false,

@@ -25,7 +25,7 @@ use crate::keys::EveryRun;
 use crate::keys::Keys;
 use crate::sequences::Sequences;
 use crate::simulation::{Counts, FetchPoint, RunSink, Simulation, Step};
-use crate::thread::{add_into, Shared, ThreadState};
+use crate::thread::{add_into, Shared, ThreadState, Trigger};
 use crate::Options;
 
 /// Callgrind's client requests (`callgrind.h`), Cachegrind's, and the core's
@@ -113,6 +113,10 @@ pub(crate) struct Process {
     /// Blocks executed so far, and at the last dump (`desc: Timerange`).
     blocks: u64,
     blocks_at_dump: u64,
+    /// Whether functions dump or zero ([`Process::has_function_triggers`]).
+    function_triggers: bool,
+    /// The dumps functions asked for, not yet taken.
+    finished: Vec<Result<Vec<FinishedPart>, TooManyNames>>,
     /// Parts dumped so far.
     parts_dumped: u32,
 }
@@ -126,6 +130,13 @@ impl Process {
         simulation: Simulation,
     ) -> Process {
         let instrumenting = options.instr_atstart;
+        let function_triggers = [
+            &options.dump_before,
+            &options.dump_after,
+            &options.zero_before,
+        ]
+        .iter()
+        .any(|patterns| !patterns.is_empty());
         let forest =
             (events.cacheuse.is_some() && options.cacheuse_inclusive).then(|| Forest::new(4));
         Process {
@@ -155,6 +166,8 @@ impl Process {
             collect_toggled: false,
             blocks: 0,
             blocks_at_dump: 0,
+            function_triggers,
+            finished: Vec::new(),
             parts_dumped: 0,
         }
     }
@@ -193,6 +206,8 @@ impl Process {
             collect_toggled: self.collect_toggled,
             blocks: self.blocks,
             blocks_at_dump: self.blocks_at_dump,
+            function_triggers: self.function_triggers,
+            finished: Vec::new(),
             parts_dumped: self.parts_dumped,
         }
     }
@@ -213,6 +228,56 @@ impl Process {
 
     /// Runs `f` on thread `tid` with the process state it needs.
     fn with_thread<R>(
+        &mut self,
+        tid: i32,
+        f: impl FnOnce(&mut ThreadState, &mut Shared<'_>) -> R,
+    ) -> R {
+        let result = self.with_thread_state(tid, f);
+        if self.function_triggers {
+            self.serve_triggers(tid);
+        }
+        result
+    }
+
+    /// Makes the dumps and zeroings thread `tid` asked for entering or
+    /// leaving functions (`--dump-before`, `--dump-after`,
+    /// `--zero-before`), in order; the dumps' parts wait for
+    /// [`Process::take_finished`].
+    fn serve_triggers(&mut self, tid: i32) {
+        let Some(triggers) = self
+            .threads
+            .get_mut(&tid)
+            .filter(|thread| thread.has_triggers())
+            .map(ThreadState::take_triggers)
+        else {
+            return;
+        };
+        for trigger in triggers {
+            match trigger {
+                Trigger::Dump(trigger) => {
+                    let parts = self.dump(&trigger, Dumped::Requested(tid));
+                    self.finished.push(parts);
+                }
+                Trigger::Zero => self.zero(),
+            }
+        }
+    }
+
+    /// The dumps functions asked for since the last call
+    /// ([`Process::serve_triggers`]).
+    pub fn take_finished(&mut self) -> Vec<Result<Vec<FinishedPart>, TooManyNames>> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Whether entering or leaving functions dumps or zeroes
+    /// (`--dump-before`, `--dump-after`, `--zero-before`): blocks then go
+    /// one by one, each served before the next.
+    pub fn has_function_triggers(&self) -> bool {
+        self.function_triggers
+    }
+
+    /// [`Process::with_thread`] without serving what it asks for.
+    fn with_thread_state<R>(
         &mut self,
         tid: i32,
         f: impl FnOnce(&mut ThreadState, &mut Shared<'_>) -> R,
@@ -270,6 +335,10 @@ impl Process {
         let simulation = &self.simulation;
         let simulates = simulation.simulates_fetches() || simulation.simulates_branches();
         let collection_may_change = !self.options.toggle_collect.is_empty() || self.collect_toggled;
+        if self.function_triggers {
+            // Blocks go one by one (see `has_function_triggers`).
+            return None;
+        }
         if !self.instrumenting
             || (simulation.uses_cache_use() && collection_may_change)
             || !simulates
@@ -358,7 +427,11 @@ impl Process {
             }
             return;
         }
-        if self.options.cachegrind || self.simulation.simulates_fetches() || !self.instrumenting {
+        let one_by_one = self.options.cachegrind
+            || self.simulation.simulates_fetches()
+            || !self.instrumenting
+            || self.function_triggers;
+        if one_by_one {
             for whole in blocks {
                 for block in whole.starts() {
                     self.block_executed(tid, block, whole.instructions);
@@ -1446,7 +1519,7 @@ impl Process {
         self.detach_pending(included);
         for (key, costs) in &mut self.costs {
             if included(*key) {
-                costs.clear();
+                costs.clear_dumped();
             }
         }
         for thread in self.threads.values_mut() {

@@ -40,6 +40,7 @@ mod setup;
 mod signals;
 
 use calls::level_of;
+pub(crate) use calls::Trigger;
 
 /// What a thread's events need from the process.
 pub(crate) struct Shared<'a> {
@@ -219,6 +220,9 @@ pub(crate) struct ThreadState {
     /// Counters of popped calls, for the next calls (no allocation per
     /// call).
     spare_costs: Vec<Vec<u64>>,
+    /// Dumps and zeroings functions entered or left asked for, not yet
+    /// made.
+    triggers: Vec<Trigger>,
 }
 
 impl ThreadState {
@@ -235,6 +239,7 @@ impl ThreadState {
             saved_slot: (None, 0),
             last_dump_cost: vec![0; events],
             spare_costs: Vec::new(),
+            triggers: Vec::new(),
         }
     }
 

@@ -15,6 +15,8 @@
 //! Options covered: `--separate-recs=1` and `=3`, `--separate-callers=2`,
 //! `--fn-skip` (recursive, leaf and mutually recursive functions),
 //! `--toggle-collect` alone and with `--collect-atstart`, `--instr-atstart=no`,
+//! `--dump-before`, `--dump-after` and `--zero-before` (recursive and leaf
+//! functions, a call in progress across a dump),
 //! `--separate-threads=yes` (files `-01`, `-02`, and Valgrind's empty base file),
 //! `--combine-dumps=yes`, `--compress-strings=no --compress-pos=no` (whose files
 //! also read back equal to the compressed ones), `-q` (nothing on stderr), the
@@ -160,6 +162,37 @@ fn toggle_collect_then_collect_atstart_yes_gives_valgrinds_figures() {
     assert!(
         valgrind_total(&runs) > 20_000,
         "Valgrind collected too little"
+    );
+}
+
+/// A dump each time `fib` is entered from outside (not its recursive
+/// calls), after each `step`, and zeroing when `strings` is entered: the
+/// numbered files, their triggers (`--dump-before=fib`, `--dump-after=step`)
+/// and figures are Valgrind's, calls begun before a dump counted in the
+/// next.
+#[test]
+fn dumps_and_zeroing_around_functions_give_valgrinds_files() {
+    let runs = compare_exact(&[
+        "--dump-before=fib",
+        "--dump-after=step",
+        "--zero-before=strings",
+    ]);
+    assert!(
+        runs.valgrind.files.len() > 3,
+        "Valgrind's dumps: {:?}",
+        runs.valgrind.files
+    );
+}
+
+/// Patterns as `--toggle-collect`'s: `is_*` dumps before both of the mutually
+/// recursive functions, each time one is entered with neither active.
+#[test]
+fn dump_before_a_pattern_gives_valgrinds_files() {
+    let runs = compare_exact(&["--dump-before=is_*"]);
+    assert!(
+        runs.valgrind.files.len() > 1,
+        "Valgrind's dumps: {:?}",
+        runs.valgrind.files
     );
 }
 

@@ -14,6 +14,15 @@ pub(super) fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
     &mut active[index]
 }
 
+/// What entering or leaving a function asks of the process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    /// A dump with this trigger (`--dump-before=f`, `--dump-after=f`).
+    Dump(String),
+    /// Zeroing (`--zero-before=f`).
+    Zero,
+}
+
 impl ThreadState {
     /// Pushes a call from `from` to the block `target` in centre `to`.
     pub(super) fn push_call(
@@ -40,7 +49,7 @@ impl ThreadState {
             let depth = level_of(&mut self.active, function);
             *depth += 1;
             if *depth == 1 {
-                self.toggle_if_marked(shared, function);
+                self.function_entered(shared, function);
             }
             (arc, index)
         });
@@ -99,7 +108,7 @@ impl ThreadState {
             self.state().cxt = entry.saved_cxt;
             self.fn_stack.truncate(entry.saved_fn_height + 1);
             if left {
-                self.toggle_if_marked(shared, function);
+                self.function_left(shared, function);
             }
         }
         self.spare_costs.push(entry.enter_cost);
@@ -173,13 +182,54 @@ impl ThreadState {
         }
     }
 
+    /// `function` is entered, with no other instance active (Callgrind's
+    /// `function_entered`): `--dump-before` asks for a dump, else
+    /// `--zero-before` for zeroing ([`ThreadState::take_triggers`]);
+    /// `--toggle-collect` flips collection.
+    pub(super) fn function_entered(&mut self, shared: &Shared<'_>, function: FnId) {
+        let marked = shared.functions.get(function);
+        if marked.dump_before {
+            let trigger = format!("--dump-before={}", marked.name);
+            self.triggers.push(Trigger::Dump(trigger));
+        } else if marked.zero_before {
+            self.triggers.push(Trigger::Zero);
+        }
+        self.toggle_if_marked(shared, function);
+    }
+
+    /// `function` is left, no instance of it active any more (Callgrind's
+    /// `function_left`): `--dump-after` asks for a dump; `--toggle-collect`
+    /// flips collection.
+    pub(super) fn function_left(&mut self, shared: &Shared<'_>, function: FnId) {
+        let marked = shared.functions.get(function);
+        if marked.dump_after {
+            let trigger = format!("--dump-after={}", marked.name);
+            self.triggers.push(Trigger::Dump(trigger));
+        }
+        self.toggle_if_marked(shared, function);
+    }
+
     /// `--toggle-collect`: entering or leaving a marked function flips
     /// collection.
-    pub(super) fn toggle_if_marked(&mut self, shared: &Shared<'_>, function: FnId) {
+    fn toggle_if_marked(&mut self, shared: &Shared<'_>, function: FnId) {
         if shared.functions.get(function).toggle_collect {
             let state = self.state();
             state.collect = !state.collect;
         }
+    }
+
+    /// The dumps and zeroings entering and leaving functions asked for
+    /// since the last call, in order: the process makes them before the
+    /// thread goes on.
+    pub fn take_triggers(&mut self) -> Vec<Trigger> {
+        std::mem::take(&mut self.triggers)
+    }
+
+    /// Whether entering or leaving functions asked for dumps or zeroings
+    /// ([`ThreadState::take_triggers`]).
+    #[inline]
+    pub fn has_triggers(&self) -> bool {
+        !self.triggers.is_empty()
     }
 
     /// Before a dump: adds the cost so far of every active call to its arc.

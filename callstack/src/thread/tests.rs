@@ -13,7 +13,7 @@ use std::sync::Arc;
 use cgx_engine::symbols::SectionKind;
 use cgx_engine::{Arrival, Block};
 
-use super::{Shared, ThreadState};
+use super::{Shared, ThreadState, Trigger};
 use crate::context::Contexts;
 use crate::costs::Costs;
 use crate::events::EventSet;
@@ -30,6 +30,8 @@ struct Func {
     skip: bool,
     /// `--toggle-collect` names it.
     toggle: bool,
+    /// `--dump-before`, `--dump-after`, `--zero-before` name it.
+    dumps: (bool, bool, bool),
 }
 
 /// A function in the main program's text.
@@ -40,6 +42,7 @@ const fn text(name: &'static str, object: u32) -> Func {
         section: SectionKind::Text,
         skip: false,
         toggle: false,
+        dumps: (false, false, false),
     }
 }
 
@@ -81,6 +84,8 @@ struct Case<'a> {
     arcs: &'static [(&'static str, &'static str, u64, u64)],
     /// Self `Ir` of each centre that has some.
     self_ir: &'static [(&'static str, u64)],
+    /// The dumps (by trigger) and zeroings (`zero`) functions asked for.
+    triggers: &'static [&'static str],
 }
 
 const CASE: Case<'static> = Case {
@@ -92,10 +97,15 @@ const CASE: Case<'static> = Case {
     collect_atstart: true,
     arcs: &[],
     self_ir: &[],
+    triggers: &[],
 };
 
-/// The arcs and self costs of `case`'s run.
-type Outcome = (Vec<(String, String, u64, u64)>, Vec<(String, u64)>);
+/// The arcs, self costs and triggers of `case`'s run.
+type Outcome = (
+    Vec<(String, String, u64, u64)>,
+    Vec<(String, u64)>,
+    Vec<String>,
+);
 
 /// Runs `case`'s steps through the rules: each block's start and then its
 /// instructions, or with `whole` each block as one whole run (the path of
@@ -119,6 +129,9 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
                 skip: func.skip,
                 pop_on_jump: func.name.starts_with("_dl_runtime_resolve"),
                 toggle_collect: func.toggle,
+                dump_before: func.dumps.0,
+                dump_after: func.dumps.1,
+                zero_before: func.dumps.2,
             });
             (func.name, (id, func))
         })
@@ -127,6 +140,7 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
     let mut costs = Costs::default();
     let mut thread = ThreadState::new(1, &options, events.len(), None);
     let mut tables = vec![None; case.blocks.len()];
+    let mut triggers = Vec::new();
     for step in case.steps {
         let mut shared = Shared {
             functions: &functions,
@@ -170,6 +184,15 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
             thread.enter_block(&mut shared, addr, sp, arrival, info);
             thread.instructions_ir(&mut shared, &instructions);
         }
+        triggers.extend(
+            thread
+                .take_triggers()
+                .into_iter()
+                .map(|trigger| match trigger {
+                    Trigger::Dump(trigger) => trigger,
+                    Trigger::Zero => "zero".to_string(),
+                }),
+        );
     }
     thread.add_active_calls(&mut costs);
     let mut arcs: Vec<_> = costs
@@ -192,18 +215,15 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
             .or_default() += cost[0];
     }
     let self_ir = self_ir.into_iter().filter(|&(_, ir)| ir > 0).collect();
-    (arcs, self_ir)
+    (arcs, self_ir, triggers)
 }
 
 /// Checks `case`, block by block and in whole runs.
 fn check(case: &Case<'_>) {
-    let (arcs, self_ir) = run(case, false);
-    assert_eq!(
-        run(case, true),
-        (arcs.clone(), self_ir.clone()),
-        "{}: whole runs",
-        case.rule
-    );
+    let (arcs, self_ir, triggers) = run(case, false);
+    let block_by_block = (arcs.clone(), self_ir.clone(), triggers.clone());
+    assert_eq!(run(case, true), block_by_block, "{}: whole runs", case.rule);
+    assert_eq!(triggers, case.triggers, "{}: triggers", case.rule);
     let want_arcs: Vec<_> = case
         .arcs
         .iter()
@@ -465,6 +485,7 @@ const PLT: Func = Func {
     section: SectionKind::Plt,
     skip: true,
     toggle: false,
+    dumps: (false, false, false),
 };
 
 #[test]
@@ -598,6 +619,44 @@ fn a_loop_within_a_function_stays_in_its_context() {
         ],
         arcs: &[("main", "f", 1, 10)],
         self_ir: &[("main", 4), ("f", 10)],
+        ..CASE
+    });
+}
+
+#[test]
+fn entering_and_leaving_a_function_dump_and_zero() {
+    let dumped = Func {
+        dumps: (true, true, false),
+        ..text("f", 0)
+    };
+    let zeroed = Func {
+        dumps: (false, false, true),
+        ..text("g", 0)
+    };
+    check(&Case {
+        rule: "--dump-before=f and --dump-after=f dump when f is entered and left with no \
+               other instance active (not at its recursive call); --zero-before=g zeroes",
+        functions: &[text("main", 0), dumped, zeroed],
+        blocks: &[
+            MAIN[0],
+            MAIN[1],
+            MAIN[2],
+            (0x200, "f", true, 3),
+            (0x203, "f", false, 1),
+            (0x300, "g", true, 2),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x200, 0x7ff0, CALL),
+            Run(0x203, 0x7ff8, RET),
+            Run(0x102, 0x8000, RET),
+            Run(0x300, 0x7ff8, CALL),
+            Run(0x104, 0x8000, RET),
+        ],
+        arcs: &[("main", "f", 1, 7), ("f", "f'2", 1, 3), ("main", "g", 1, 2)],
+        self_ir: &[("main", 4), ("f", 4), ("f'2", 3), ("g", 2)],
+        triggers: &["--dump-before=f", "--dump-after=f", "zero"],
         ..CASE
     });
 }

@@ -105,6 +105,9 @@ Callgrind only:
   --skip-plt=yes|no             PLT stubs' cost goes to their caller [yes]
   --fn-skip=PATTERN             functions whose cost goes to their caller
   --toggle-collect=PATTERN      collection toggles inside these functions
+  --dump-before=PATTERN         a dump when entering these functions
+  --dump-after=PATTERN          a dump when leaving these functions
+  --zero-before=PATTERN         zero the costs when entering these functions
   --collect-atstart=yes|no      collect from the start [yes]
   --instr-atstart=yes|no        instrument from the start [yes]
   --combine-dumps=no|yes        all dumps of a process in one file [no]
@@ -255,6 +258,9 @@ fn collector_options(
         skip_plt: options.skip_plt,
         fn_skip: options.fn_skip.clone(),
         toggle_collect: options.toggle_collect.clone(),
+        dump_before: options.dump_before.clone(),
+        dump_after: options.dump_after.clone(),
+        zero_before: options.zero_before.clone(),
         collect_atstart: options.collect_atstart,
         instr_atstart: options.instr_atstart,
         dump_instr: options.dump_instr,

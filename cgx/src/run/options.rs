@@ -107,6 +107,12 @@ pub struct Options {
     pub fn_skip: Vec<String>,
     /// `--toggle-collect=PATTERN`, in the order given.
     pub toggle_collect: Vec<String>,
+    /// `--dump-before=PATTERN`, in the order given.
+    pub dump_before: Vec<String>,
+    /// `--dump-after=PATTERN`, in the order given.
+    pub dump_after: Vec<String>,
+    /// `--zero-before=PATTERN`, in the order given.
+    pub zero_before: Vec<String>,
     /// `--collect-atstart=no` turns it off.
     pub collect_atstart: bool,
     /// `--instr-atstart=no` turns it off.
@@ -158,6 +164,9 @@ impl Options {
             skip_plt: true,
             fn_skip: Vec::new(),
             toggle_collect: Vec::new(),
+            dump_before: Vec::new(),
+            dump_after: Vec::new(),
+            zero_before: Vec::new(),
             collect_atstart: true,
             instr_atstart: true,
             combine_dumps: false,
@@ -398,6 +407,15 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         }
         ("--skip-plt", Some(value)) if callgrind => options.skip_plt = yes_no(arg, value)?,
         ("--fn-skip", Some(value)) if callgrind => options.fn_skip.push(pattern(arg, value)?),
+        ("--dump-before", Some(value)) if callgrind => {
+            options.dump_before.push(pattern(arg, value)?);
+        }
+        ("--dump-after", Some(value)) if callgrind => {
+            options.dump_after.push(pattern(arg, value)?);
+        }
+        ("--zero-before", Some(value)) if callgrind => {
+            options.zero_before.push(pattern(arg, value)?);
+        }
         ("--toggle-collect", Some(value)) if callgrind => {
             options.toggle_collect.push(pattern(arg, value)?);
             // As in Valgrind: collection then starts off, unless a later
