@@ -49,6 +49,12 @@ pub(crate) struct Function {
     pub dump_after: bool,
     /// Entering it zeroes the costs (`--zero-before`).
     pub zero_before: bool,
+    /// Its recursion levels shown apart (`--separate-recs`, or
+    /// `--separate-recsN=` naming it).
+    pub separate_recursions: u32,
+    /// Its callers in its names (`--separate-callers`, or
+    /// `--separate-callersN=` naming it).
+    pub separate_callers: u32,
 }
 
 /// The slots of [`Functions`]'s cache of recent blocks (a power of two).
@@ -129,6 +135,8 @@ impl Functions {
             dump_before: false,
             dump_after: false,
             zero_before: false,
+            separate_recursions: 0,
+            separate_callers: 0,
         });
         self.instructions.insert(addr, function);
         function
@@ -216,6 +224,12 @@ impl Functions {
             Some(index) => index,
             None => {
                 let named = |patterns: &[String]| patterns.iter().any(|p| matches(p, &name));
+                // The last `(pattern, N)` naming the function sets N (as
+                // Callgrind applies its function configurations in order).
+                let per_function = |default: u32, patterns: &[(String, u32)]| {
+                    let named = patterns.iter().rev().find(|(p, _)| matches(p, &name));
+                    named.map_or(default, |&(_, n)| n)
+                };
                 let skip =
                     (options.skip_plt && section == SectionKind::Plt) || named(&options.fn_skip);
                 let function = Function {
@@ -226,6 +240,14 @@ impl Functions {
                     dump_before: named(&options.dump_before),
                     dump_after: named(&options.dump_after),
                     zero_before: named(&options.zero_before),
+                    separate_recursions: per_function(
+                        options.separate_recursions,
+                        &options.separate_recursions_of,
+                    ),
+                    separate_callers: per_function(
+                        options.separate_callers,
+                        &options.separate_callers_of,
+                    ),
                     name,
                     skip,
                 };

@@ -79,6 +79,12 @@ pub struct Options {
     pub separate_recursions: u32,
     /// `--separate-callers=N` (default 0): caller chains in names, `fn'caller`.
     pub separate_callers: u32,
+    /// `--separate-recsN=PATTERN`: another number of recursion levels for
+    /// these functions (the last pattern that matches counts).
+    pub separate_recursions_of: Vec<(String, u32)>,
+    /// `--separate-callersN=PATTERN`: another number of callers in the names
+    /// of these functions (the last pattern that matches counts).
+    pub separate_callers_of: Vec<(String, u32)>,
     /// `--separate-threads=yes`: one dump per thread.
     pub separate_threads: bool,
     /// `--skip-plt=yes` (default): PLT stubs' cost goes to their caller.
@@ -133,6 +139,8 @@ impl Default for Options {
         Options {
             separate_recursions: 2,
             separate_callers: 0,
+            separate_recursions_of: Vec::new(),
+            separate_callers_of: Vec::new(),
             separate_threads: false,
             skip_plt: true,
             fn_skip: Vec::new(),

@@ -623,13 +623,19 @@ impl ThreadState {
     #[inline]
     fn steady_centre(&self, shared: &Shared<'_>) -> Option<Centre> {
         let cxt = self.state_ref().cxt?;
-        let separate = shared.options.separate_recursions;
         let rec = match self.fn_stack.last().copied().flatten() {
-            Some(function) if separate > 1 => {
-                let level = (*self.active.get(function as usize)?).min(separate);
-                level.checked_sub(1)?
-            }
-            _ => 0,
+            Some(function) => match shared.functions.get(function).separate_recursions {
+                separate if separate > 1 => {
+                    // `centre` would first count an inactive one active.
+                    let level = *self
+                        .active
+                        .get(function as usize)
+                        .filter(|&&level| level > 0)?;
+                    setup::rec_index(level, separate)
+                }
+                _ => 0,
+            },
+            None => 0,
         };
         Some(Centre { cxt, rec })
     }

@@ -15,7 +15,9 @@
 //! Options covered: `--separate-recs=1` and `=3`, `--separate-callers=2`,
 //! `--fn-skip` (recursive, leaf and mutually recursive functions),
 //! `--toggle-collect` alone and with `--collect-atstart`, `--instr-atstart=no`,
-//! `--dump-before`, `--dump-after` and `--zero-before` (recursive and leaf
+//! `--separate-callers2=fib` (and `--separate-recs3=fib`, against cgx's own
+//! figures: Valgrind's are wrong there), `--dump-before`,
+//! `--dump-after` and `--zero-before` (recursive and leaf
 //! functions, a call in progress across a dump),
 //! `--separate-threads=yes` (files `-01`, `-02`, and Valgrind's empty base file),
 //! `--combine-dumps=yes`, `--compress-strings=no --compress-pos=no` (whose files
@@ -163,6 +165,34 @@ fn toggle_collect_then_collect_atstart_yes_gives_valgrinds_figures() {
         valgrind_total(&runs) > 20_000,
         "Valgrind collected too little"
     );
+}
+
+/// `--separate-callers2=fib` names only `fib` after two of its callers.
+#[test]
+fn separate_callers_of_one_function_gives_valgrinds_figures() {
+    let runs = compare_exact(&["--separate-callers2=fib"]);
+    let named = |name: &String| name.starts_with("fib") && name.matches('\'').count() >= 2;
+    assert!(valgrind_functions(&runs).iter().any(named));
+}
+
+/// `--separate-recs3=fib` shows `fib'3`, where Valgrind 3.19 puts that
+/// level's costs into another function (`square`: its recursion array is
+/// sized by the default of 2); all else is Valgrind's.
+#[test]
+fn separate_recs_of_one_function_shows_the_third_level() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("exact.c", Kind::NoLibc, dir.path());
+    let out = format!("--callgrind-out-file={}/cgx.out", dir.path().display());
+    let options = ["-q", &out, "--separate-recs3=fib"];
+    let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
+    assert_status(&cgx, EXACT_STATUS);
+    let costs = cgx_tests::run::self_ir(&read(&dir.path().join("cgx.out")));
+    assert!(costs.get("fib'3").is_some_and(|&ir| ir > 0), "{costs:?}");
+    assert!(costs.get("fib'2").is_some_and(|&ir| ir > 0), "{costs:?}");
+    // Only fib has a third level.
+    assert!(!costs
+        .keys()
+        .any(|name| name.ends_with("'3") && !name.starts_with("fib")));
 }
 
 /// A dump each time `fib` is entered from outside (not its recursive

@@ -229,20 +229,17 @@ impl ThreadState {
     #[inline]
     pub(super) fn centre(&mut self, shared: &Shared<'_>, entering: bool) -> Centre {
         let cxt = self.state_ref().cxt.unwrap_or_default();
-        let separate = shared.options.separate_recursions;
         let top = self.fn_stack.last().copied().flatten();
         let rec = match top {
-            Some(function) if separate > 1 => {
+            Some(function) => {
+                let separate = shared.functions.get(function).separate_recursions;
                 let active = level_of(&mut self.active, function);
-                let mut level = *active + u32::from(entering);
-                level = level.min(separate);
-                if level == 0 {
-                    level = 1;
+                if *active == 0 && !entering && separate > 1 {
                     *active = 1;
                 }
-                level - 1
+                rec_index(*active + u32::from(entering), separate)
             }
-            _ => 0,
+            None => 0,
         };
         Centre { cxt, rec }
     }
@@ -262,11 +259,38 @@ impl ThreadState {
             *level_of(&mut self.active, function) += 1;
         }
         self.fn_stack.push(function);
-        let cxt = function.map(|_| {
-            shared
-                .contexts
-                .of_stack(&self.fn_stack, shared.options.separate_callers)
+        let cxt = function.map(|function| {
+            let callers = shared.functions.get(function).separate_callers;
+            shared.contexts.of_stack(&self.fn_stack, callers)
         });
         self.state().cxt = cxt;
+    }
+}
+
+/// The recursion index of a function `level` deep (its active instances,
+/// counting this one) when `separate` levels are shown apart: `fn'2` is 1;
+/// the deeper ones share the last; with `separate` of 1 or less, 0.
+pub(super) fn rec_index(level: u32, separate: u32) -> u32 {
+    match separate > 1 {
+        true => level.clamp(1, separate) - 1,
+        false => 0,
+    }
+}
+
+#[cfg(test)]
+mod rec_tests {
+    use super::rec_index;
+
+    #[test]
+    fn recursion_levels_up_to_separate() {
+        let levels = |separate| {
+            (0..=4)
+                .map(|level| rec_index(level, separate))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(levels(2), [0, 0, 1, 1, 1]);
+        assert_eq!(levels(3), [0, 0, 1, 2, 2]);
+        assert_eq!(levels(1), [0, 0, 0, 0, 0]);
+        assert_eq!(levels(0), [0, 0, 0, 0, 0]);
     }
 }

@@ -132,6 +132,8 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
                 dump_before: func.dumps.0,
                 dump_after: func.dumps.1,
                 zero_before: func.dumps.2,
+                separate_recursions: options.separate_recursions,
+                separate_callers: options.separate_callers,
             });
             (func.name, (id, func))
         })

@@ -101,6 +101,8 @@ Callgrind only:
   --collect-jumps=no|yes        jump= and jcnd= lines [no]
   --separate-recs=N             recursion levels as fn'2 ... [2]
   --separate-callers=N          callers in names [0]
+  --separate-recsN=PATTERN      N recursion levels for these functions
+  --separate-callersN=PATTERN   N callers in the names of these functions
   --separate-threads=no|yes     one file per thread, NAME-01, NAME-02 ... [no]
   --skip-plt=yes|no             PLT stubs' cost goes to their caller [yes]
   --fn-skip=PATTERN             functions whose cost goes to their caller
@@ -254,6 +256,8 @@ fn collector_options(
     cgx_callstack::Options {
         separate_recursions: options.separate_recs,
         separate_callers: options.separate_callers,
+        separate_recursions_of: options.separate_recs_of.clone(),
+        separate_callers_of: options.separate_callers_of.clone(),
         separate_threads: options.separate_threads,
         skip_plt: options.skip_plt,
         fn_skip: options.fn_skip.clone(),

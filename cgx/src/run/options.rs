@@ -99,6 +99,10 @@ pub struct Options {
     pub separate_recs: u32,
     /// `--separate-callers=N` (default 0).
     pub separate_callers: u32,
+    /// `--separate-recsN=PATTERN`, in the order given: (pattern, N).
+    pub separate_recs_of: Vec<(String, u32)>,
+    /// `--separate-callersN=PATTERN`, in the order given: (pattern, N).
+    pub separate_callers_of: Vec<(String, u32)>,
     /// `--separate-threads=yes`.
     pub separate_threads: bool,
     /// `--skip-plt=no` turns it off.
@@ -160,6 +164,8 @@ impl Options {
             collect_jumps: false,
             separate_recs: 2,
             separate_callers: 0,
+            separate_recs_of: Vec::new(),
+            separate_callers_of: Vec::new(),
             separate_threads: false,
             skip_plt: true,
             fn_skip: Vec::new(),
@@ -396,6 +402,14 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         ("--collect-jumps", Some(value)) if callgrind => {
             options.collect_jumps = yes_no(arg, value)?
         }
+        (name, Some(value)) if callgrind && per_function(name, "--separate-recs").is_some() => {
+            let n = per_function(name, "--separate-recs").unwrap_or_default();
+            options.separate_recs_of.push((pattern(arg, value)?, n));
+        }
+        (name, Some(value)) if callgrind && per_function(name, "--separate-callers").is_some() => {
+            let n = per_function(name, "--separate-callers").unwrap_or_default();
+            options.separate_callers_of.push((pattern(arg, value)?, n));
+        }
         ("--separate-recs", Some(value)) if callgrind => {
             options.separate_recs = number(arg, value)?
         }
@@ -537,6 +551,16 @@ fn file_name(arg: &str, value: &str) -> Result<String, OptionError> {
 }
 
 /// A function name pattern: not empty.
+/// N of an option `NAMEN` (`--separate-recs3` for `--separate-recs`): a
+/// setting for the functions the option's value names.
+fn per_function(option: &str, name: &str) -> Option<u32> {
+    let digits = option.strip_prefix(name)?;
+    match digits.bytes().all(|byte| byte.is_ascii_digit()) && !digits.is_empty() {
+        true => digits.parse().ok(),
+        false => None,
+    }
+}
+
 fn pattern(arg: &str, value: &str) -> Result<String, OptionError> {
     if value.is_empty() {
         return Err(bad(arg, "no pattern given"));
@@ -945,6 +969,21 @@ mod tests {
             "no program specified (usage: cgx run [OPTIONS] PROGRAM [ARGS...])"
         );
         assert_eq!(error(""), error("-v"));
+    }
+
+    #[test]
+    fn options_for_some_functions_carry_their_number() {
+        assert_eq!(per_function("--separate-recs3", "--separate-recs"), Some(3));
+        assert_eq!(
+            per_function("--separate-callers12", "--separate-callers"),
+            Some(12)
+        );
+        assert_eq!(per_function("--separate-recs", "--separate-recs"), None);
+        assert_eq!(per_function("--separate-recsx", "--separate-recs"), None);
+        assert_eq!(per_function("--separate-threads", "--separate-recs"), None);
+        let options = ok("--separate-recs3=fib --separate-callers2=f* x");
+        assert_eq!(options.separate_recs_of, [("fib".to_string(), 3)]);
+        assert_eq!(options.separate_callers_of, [("f*".to_string(), 2)]);
     }
 
     #[test]
