@@ -2,11 +2,14 @@
 //! by default, stdout with `--log-fd=1`, or a file per process named like the
 //! profiles with `--log-file=NAME` (`%p` the process id, `%q{VAR}` an
 //! environment variable), created when the process starts, as Valgrind's.
+//! With `--time-stamp=yes` each message line carries the time since the run
+//! started, as Valgrind's: `==00:00:00:01.234 PID== `.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use super::outfile::{os_message, Template};
 
@@ -26,6 +29,8 @@ pub struct Log {
     destination: Destination,
     /// The files written so far, by name.
     files: HashMap<PathBuf, File>,
+    /// With `--time-stamp=yes`, when the run started.
+    started: Option<Instant>,
 }
 
 impl Log {
@@ -34,7 +39,14 @@ impl Log {
         Log {
             destination,
             files: HashMap::new(),
+            started: None,
         }
+    }
+
+    /// Messages stamped with the time since `started` (`--time-stamp=yes`).
+    pub fn stamped(mut self, started: Instant) -> Log {
+        self.started = Some(started);
+        self
     }
 
     /// Writes `text`, messages about process `pid`. A log file that cannot be
@@ -43,6 +55,14 @@ impl Log {
         if text.is_empty() {
             return;
         }
+        let stamped;
+        let text = match self.started {
+            Some(started) => {
+                stamped = time_stamped(text, started.elapsed());
+                stamped.as_str()
+            }
+            None => text,
+        };
         let template = match &self.destination {
             Destination::Stderr => {
                 eprint!("{text}");
@@ -76,6 +96,27 @@ impl Log {
     }
 }
 
+/// `text` with `elapsed` in each message line, after its first two
+/// characters (`==PID== ` becomes `==DD:HH:MM:SS.mmm PID== `).
+fn time_stamped(text: &str, elapsed: Duration) -> String {
+    let millis = elapsed.as_millis();
+    let seconds = millis / 1000;
+    let stamp = format!(
+        "{:02}:{:02}:{:02}:{:02}.{:03} ",
+        seconds / 86_400,
+        seconds / 3600 % 24,
+        seconds / 60 % 60,
+        seconds % 60,
+        millis % 1000
+    );
+    text.split_inclusive('\n')
+        .map(|line| match line.get(..2) {
+            Some(mark @ ("==" | "--")) => format!("{mark}{stamp}{}", &line[2..]),
+            _ => line.to_string(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +143,19 @@ mod tests {
         let mut log = Log::new(Destination::File(template));
         log.write(1, "==1== message\n");
         assert_eq!(log.destination, Destination::Stderr);
+    }
+
+    #[test]
+    fn time_stamps_go_after_the_mark_as_valgrinds() {
+        let elapsed = Duration::from_millis(90_061_234);
+        assert_eq!(
+            time_stamped("==7== Command: x\n==7== \n--7-- warning\n", elapsed),
+            "==01:01:01:01.234 7== Command: x\n==01:01:01:01.234 7== \n\
+             --01:01:01:01.234 7-- warning\n"
+        );
+        assert_eq!(
+            time_stamped("==7== x", Duration::from_millis(165)),
+            "==00:00:00:00.165 7== x"
+        );
     }
 }

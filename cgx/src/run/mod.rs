@@ -58,6 +58,7 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   -q, --quiet                   print nothing but errors
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
+  --time-stamp=no|yes           messages carry the time since the start [no]
   --error-exitcode=N, --fair-sched=no|yes|try, --num-callers=N, --read-var-info=no|yes,
   --read-inline-info=no|yes, --child-silent-after-fork=no|yes, --vgdb=no|yes|full,
   --vgdb-error=N, --smc-check=none|stack|all|all-non-file
@@ -171,7 +172,11 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
     // the translate backend, which restarts a wait the control interrupts).
     let served = options.tool == Tool::Callgrind && options.backend == Backend::Translate;
     let control = served.then(|| command_line.clone());
-    let mut output = Output::new(&options, template, command_line, caches, Log::new(log));
+    let log = match options.time_stamp {
+        true => Log::new(log).stamped(std::time::Instant::now()),
+        false => Log::new(log),
+    };
+    let mut output = Output::new(&options, template, command_line, caches, log);
     let command = cgx_engine::Command::new(&options.program).args(&options.args);
     let mut listener = Report {
         output: &mut output,

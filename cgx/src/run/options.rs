@@ -75,6 +75,8 @@ pub struct Options {
     /// 1 by default; each `-q` subtracts one, each `-v` adds one. At 0 and below
     /// cgx prints nothing but errors.
     pub verbosity: i32,
+    /// `--time-stamp=yes`: messages carry the time since the start.
+    pub time_stamp: bool,
     /// `--trace-children=yes`: follow `execve` into new programs.
     pub trace_children: bool,
     /// `--machine=host` turns it off: the program sees Valgrind's processor
@@ -153,6 +155,7 @@ impl Options {
             tool: Tool::Callgrind,
             backend: Backend::Translate,
             verbosity: 1,
+            time_stamp: false,
             trace_children: false,
             valgrind_machine: true,
             out_file: None,
@@ -373,6 +376,7 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             one_of(arg, value, &["none", "stack", "all", "all-non-file"])?
         }
         ("--fair-sched", Some(value)) => one_of(arg, value, &["no", "yes", "try"])?,
+        ("--time-stamp", Some(value)) => options.time_stamp = yes_no(arg, value)?,
         ("--machine", Some(value)) => {
             options.valgrind_machine = match value {
                 "valgrind" => true,
