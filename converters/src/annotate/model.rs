@@ -142,7 +142,7 @@ fn add_input(
                 calls.end();
             }
         }
-        if let Some(stated) = stated_totals(part) {
+        if let Some(stated) = stated_totals(part, profile.creator.as_deref()) {
             model.totals = before;
             add_unsigned(&mut model.totals, stated, sign);
         }
@@ -151,12 +151,19 @@ fn add_input(
     Ok(())
 }
 
-/// The totals `part` states, when they are not all zero: its `summary:`,
-/// else its `totals:`, as callgrind_annotate takes them (a part that states
-/// none counts what its cost lines add up to). Valgrind's files state the
-/// sum of their cost lines; other writers' may state another figure
-/// (pyprof2calltree's summary is the profile's total time).
-fn stated_totals(part: &Part) -> Option<&[u64]> {
+/// The totals `part` of a profile by `creator` states, when they are not
+/// all zero and the profile is another profiler's: its `summary:`, else its
+/// `totals:`, as callgrind_annotate takes them; other writers may state a
+/// figure of their own there (pyprof2calltree's summary is the profile's
+/// total time, Xdebug's memory its peak). Callgrind's and cgx's profiles
+/// count what their cost lines add up to: their summary is a running count
+/// that may include costs no line shows (`--collect-systime`) or leave
+/// events out (`--cacheuse=yes`).
+fn stated_totals<'a>(part: &'a Part, creator: Option<&str>) -> Option<&'a [u64]> {
+    let ours = ["callgrind", "cgx"];
+    if creator.is_some_and(|creator| ours.iter().any(|name| creator.starts_with(name))) {
+        return None;
+    }
     let not_zero = |costs: &&[u64]| costs.iter().any(|&cost| cost != 0);
     let summary = part.summary.as_deref().filter(not_zero);
     summary.or_else(|| part.totals.as_deref().filter(not_zero))
@@ -284,5 +291,10 @@ mod tests {
         // A zero summary counts as none: the totals line then.
         assert_eq!(totals(&format!("{body}summary: 0\ntotals: 17\n")), [17]);
         assert_eq!(totals(&format!("{body}totals: 0\n")), [15]);
+        // Callgrind's and cgx's profiles count their lines.
+        let ours = body.replace("events:", "creator: callgrind-3.19.0\nevents:");
+        assert_eq!(totals(&format!("{ours}summary: 30\n")), [15]);
+        let ours = body.replace("events:", "creator: cgx-0.1.0\nevents:");
+        assert_eq!(totals(&format!("{ours}summary: 30\n")), [15]);
     }
 }
