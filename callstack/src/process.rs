@@ -484,8 +484,15 @@ impl Process {
             thread.whole_block_ir(&mut shared, whole.block, known.info, instructions, table);
             if whole.repeats > 0 {
                 *blocks_run += whole.repeats;
-                let runs = (whole.again, whole.repeats);
-                thread.whole_block_ir_again(&mut shared, runs, known.info, instructions, table);
+                let (again, info) = (whole.again, known.info);
+                thread.whole_block_ir_again(
+                    &mut shared,
+                    again,
+                    whole.repeats,
+                    info,
+                    instructions,
+                    table,
+                );
             }
         }
     }
@@ -555,13 +562,20 @@ impl Process {
                 // The block by reference: a copy would load whole what
                 // the iterator has just stored in parts (see
                 // `blocks_executed`).
-                let start = (&simulated.block, known.info);
+                let (block, info) = (&simulated.block, known.info);
                 let cached = &mut known.table;
                 let profile = known
                     .every_run
                     .as_deref()
                     .map(|every_run| &every_run.profile);
-                thread.whole_block_simulated(&mut shared, start, instructions, profile, cached)
+                thread.whole_block_simulated(
+                    &mut shared,
+                    block,
+                    info,
+                    instructions,
+                    profile,
+                    cached,
+                )
             };
             let Some(every_run) = known.every_run.as_deref().filter(|_| run) else {
                 if cacheuse {
@@ -787,14 +801,14 @@ impl Process {
                 false => simulation.step(step, &mut |_| {}),
             };
             for (index, &(addr, len)) in (0u32..).zip(simulated.instructions) {
-                let code = (
-                    &mut *functions,
-                    &mut *symbols,
-                    *pid,
-                    &mut *own_contexts,
-                    &mut *contexts,
-                );
-                let charged = own_charge(recent_slots, (table, key), code, events.len(), addr);
+                let mut own = OwnFunctions {
+                    functions,
+                    symbols,
+                    pid: *pid,
+                    own_contexts,
+                    contexts,
+                };
+                let charged = own_charge(recent_slots, (table, key), &mut own, events.len(), addr);
                 charged_steps.push(charged);
                 *last_charged = Some(charged);
                 let counts = step(simulation, Step::Fetch(addr, len));
@@ -1082,8 +1096,14 @@ impl Process {
             Some(table) => table,
             None => costs.entry(key).or_default(),
         };
-        let code = (functions, symbols, *pid, own_contexts, contexts);
-        let charged = own_charge(recent_slots, (table, key), code, events.len(), addr);
+        let mut own = OwnFunctions {
+            functions,
+            symbols,
+            pid: *pid,
+            own_contexts,
+            contexts,
+        };
+        let charged = own_charge(recent_slots, (table, key), &mut own, events.len(), addr);
         *last_charged = Some(charged);
         let counts = match behind {
             Some(behind) if simulation.simulates_fetches() => {
@@ -1126,9 +1146,14 @@ impl Process {
             costs,
             ..
         } = self;
-        let (number, centre) = sequences.of(instructions, |addr| {
-            own_centre(functions, symbols, *pid, own_contexts, contexts, addr)
-        });
+        let mut own = OwnFunctions {
+            functions,
+            symbols,
+            pid: *pid,
+            own_contexts,
+            contexts,
+        };
+        let (number, centre) = sequences.of(instructions, |addr| own.centre(addr));
         match costs.get_mut(&key) {
             Some(costs) => costs.count_sequence(number, 1),
             None => costs.entry(key).or_default().count_sequence(number, 1),
@@ -1161,14 +1186,19 @@ impl Process {
             ..
         } = self;
         let costs = costs.entry(key).or_default();
+        let mut own = OwnFunctions {
+            functions,
+            symbols,
+            pid: *pid,
+            own_contexts,
+            contexts,
+        };
         let mut ir = 0;
         let mut last = None;
         for whole in blocks {
             let runs = 1 + whole.repeats;
             *blocks_run += runs;
-            let number = sequences.of_key(whole.key, whole.instructions, |addr| {
-                own_centre(functions, symbols, *pid, own_contexts, contexts, addr)
-            });
+            let number = sequences.of_key(whole.key, whole.instructions, |addr| own.centre(addr));
             costs.count_sequence(number, runs);
             ir += whole.instructions.len() as u64 * runs;
             last = whole.instructions.last().map(|&(addr, _)| (number, addr));
@@ -1670,20 +1700,14 @@ fn load_all(
 fn own_charge(
     recent_slots: &mut RecentSlots,
     (table, key): (&mut Costs, u32),
-    (functions, symbols, pid, own_contexts, contexts): (
-        &mut Functions,
-        &mut Symbols,
-        i32,
-        &mut FxHashMap<FnId, CxtId>,
-        &mut Contexts,
-    ),
+    own: &mut OwnFunctions<'_>,
     width: usize,
     addr: u64,
 ) -> Charged {
     if let Some(charged) = recent_slots.get(addr, key, table.generation) {
         return charged;
     }
-    let centre = own_centre(functions, symbols, pid, own_contexts, contexts, addr);
+    let centre = own.centre(addr);
     let slot = table.slot(centre, addr, width);
     let charged = Charged {
         key,
@@ -1737,23 +1761,31 @@ fn costs_key(options: &Options, thread: u32) -> u32 {
     }
 }
 
-/// The centre Cachegrind charges the instruction at `addr` to: its
-/// function's, in a context of its own (kept in `own_contexts`). Asked once
-/// per instruction or block, so out of the way of the paths that run again.
-#[cold]
-fn own_centre(
-    functions: &mut Functions,
-    symbols: &mut Symbols,
+/// What Cachegrind's attribution needs to name an instruction's function:
+/// the process's functions, symbols and contexts, and the context of each
+/// function alone.
+struct OwnFunctions<'a> {
+    functions: &'a mut Functions,
+    symbols: &'a mut Symbols,
     pid: i32,
-    own_contexts: &mut FxHashMap<FnId, CxtId>,
-    contexts: &mut Contexts,
-    addr: u64,
-) -> Centre {
-    let function = functions.of_instruction(addr, symbols, pid);
-    let cxt = *own_contexts
-        .entry(function)
-        .or_insert_with(|| contexts.of_stack(&[None, Some(function)], 0));
-    Centre { cxt, rec: 0 }
+    own_contexts: &'a mut FxHashMap<FnId, CxtId>,
+    contexts: &'a mut Contexts,
+}
+
+impl OwnFunctions<'_> {
+    /// The centre Cachegrind charges the instruction at `addr` to: its
+    /// function's, in a context of its own. Asked once per instruction or
+    /// block, so out of the way of the paths that run again.
+    #[cold]
+    fn centre(&mut self, addr: u64) -> Centre {
+        let function = self.functions.of_instruction(addr, self.symbols, self.pid);
+        let contexts = &mut *self.contexts;
+        let cxt = *self
+            .own_contexts
+            .entry(function)
+            .or_insert_with(|| contexts.of_stack(&[None, Some(function)], 0));
+        Centre { cxt, rec: 0 }
+    }
 }
 
 /// Counts the events of `counts` in `thread`'s own counter: `Ir` alone,

@@ -438,7 +438,7 @@ impl ThreadState {
         instructions: &[(u64, u8)],
         table: &mut Option<RunTable>,
     ) {
-        if !self.continue_run(shared, &block, info, (instructions, None), table) {
+        if !self.continue_run(shared, &block, info, instructions, None, table) {
             self.any_block_ir(shared, block, info, instructions);
         }
     }
@@ -462,7 +462,8 @@ impl ThreadState {
     pub fn whole_block_ir_again(
         &mut self,
         shared: &mut Shared<'_>,
-        (again, repeats): (Block, u64),
+        again: Block,
+        repeats: u64,
         info: BlockInfo,
         instructions: &[(u64, u8)],
         table: &mut Option<RunTable>,
@@ -470,7 +471,7 @@ impl ThreadState {
         let mut left = repeats;
         while left > 0 {
             left -= 1;
-            if self.continue_run(shared, &again, info, (instructions, None), table) {
+            if self.continue_run(shared, &again, info, instructions, None, table) {
                 // The others count the run now pending, and leave it so.
                 let state = self.state();
                 let run = state.block.as_ref().and_then(|block| block.pending.run());
@@ -494,14 +495,14 @@ impl ThreadState {
     pub fn whole_block_simulated(
         &mut self,
         shared: &mut Shared<'_>,
-        (block, info): (&Block, BlockInfo),
+        block: &Block,
+        info: BlockInfo,
         instructions: &[(u64, u8)],
         profile: Option<&Profile>,
         cached: &mut Option<RunTable>,
     ) -> bool {
         if let Some(profile) = profile {
-            let run = (instructions, Some(profile));
-            if self.continue_run(shared, block, info, run, cached) {
+            if self.continue_run(shared, block, info, instructions, Some(profile), cached) {
                 return true;
             }
         }
@@ -551,7 +552,8 @@ impl ThreadState {
         shared: &mut Shared<'_>,
         block: &Block,
         info: BlockInfo,
-        (instructions, profile): (&[(u64, u8)], Option<&Profile>),
+        instructions: &[(u64, u8)],
+        profile: Option<&Profile>,
         cached: &mut Option<RunTable>,
     ) -> bool {
         if shared.options.collect_jumps || !self.keeps_context(block.arrival, block.sp, info) {
