@@ -169,3 +169,33 @@ fn quiet_prints_nothing() {
         );
     }
 }
+
+/// Cachegrind 3.22's `--instr-at-start=no`: nothing is counted until the
+/// program's CACHEGRIND_START_INSTRUMENTATION, and nothing after its
+/// CACHEGRIND_STOP_INSTRUMENTATION; by default, all but what follows the stop.
+#[test]
+fn instr_at_start_no_counts_between_the_requests() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("cg_requests.c", Kind::NoLibc, dir.path());
+    let functions = |extra: &[&str]| {
+        let options: Vec<&str> = ["-q"]
+            .iter()
+            .chain(&OPTIONS)
+            .chain(extra)
+            .copied()
+            .collect();
+        let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
+        assert_status(&cgx, 0);
+        assert_eq!(cgx.files.len(), 1, "{}: files", cgx.command);
+        let counted: Vec<String> = self_ir(&read(&cgx.files[0]))
+            .into_iter()
+            .filter(|(_, ir)| *ir > 0)
+            .map(|(name, _)| name)
+            .filter(|name| ["before", "counted", "after"].contains(&name.as_str()))
+            .collect();
+        std::fs::remove_file(&cgx.files[0]).expect("the file removed");
+        counted
+    };
+    assert_eq!(functions(&["--instr-at-start=no"]), ["counted"]);
+    assert_eq!(functions(&[]), ["before", "counted"]);
+}

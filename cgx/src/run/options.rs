@@ -121,7 +121,8 @@ pub struct Options {
     pub zero_before: Vec<String>,
     /// `--collect-atstart=no` turns it off.
     pub collect_atstart: bool,
-    /// `--instr-atstart=no` turns it off.
+    /// `--instr-atstart=no` (Callgrind) or `--instr-at-start=no`
+    /// (Cachegrind 3.22) turns it off.
     pub instr_atstart: bool,
     /// `--combine-dumps=yes`.
     pub combine_dumps: bool,
@@ -253,6 +254,8 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--skip-plt",
     "--collect-atstart",
     "--instr-atstart",
+    "--instr-at-start",
+    "--time-stamp",
     "--combine-dumps",
     "--cache-sim",
     "--branch-sim",
@@ -444,6 +447,11 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             options.collect_atstart = yes_no(arg, value)?
         }
         ("--instr-atstart", Some(value)) if callgrind => {
+            options.instr_atstart = yes_no(arg, value)?
+        }
+        // Cachegrind 3.22's: instrumentation starts off until the program's
+        // CACHEGRIND_START_INSTRUMENTATION.
+        ("--instr-at-start", Some(value)) if cachegrind => {
             options.instr_atstart = yes_no(arg, value)?
         }
         ("--combine-dumps", Some(value)) if callgrind => {
