@@ -279,8 +279,20 @@ impl EventSink for Collector {
                 self.processes.insert(child_pid, child);
             }
             Lifecycle::Exec { traced: false, .. } => {
-                // The process leaves the run: its profile is complete.
-                self.end_process(pid);
+                // The process leaves the run. A forked copy leaves no
+                // profile, as under Valgrind (whose process becomes the
+                // program); the program itself leaves what it collected.
+                match self
+                    .processes
+                    .get(&pid)
+                    .is_some_and(|process| process.forked)
+                {
+                    true => {
+                        self.processes.remove(&pid);
+                        self.combined.remove(&pid);
+                    }
+                    false => self.end_process(pid),
+                }
             }
             Lifecycle::Exec { traced: true, .. } => {
                 // Valgrind loses what the old program collected.

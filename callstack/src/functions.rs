@@ -12,8 +12,8 @@ use cgx_engine::symbols::{SectionKind, Symbols, UNKNOWN};
 use indexmap::IndexMap;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
-use crate::pattern::matches;
 use crate::Options;
+use cgx_engine::pattern::matches;
 
 /// The number of a function of a process (its index in [`Functions`]).
 pub(crate) type FnId = u32;

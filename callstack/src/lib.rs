@@ -36,7 +36,7 @@ mod dump;
 mod events;
 mod functions;
 mod keys;
-mod pattern;
+
 mod pending;
 mod process;
 mod sequences;

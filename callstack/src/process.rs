@@ -117,6 +117,8 @@ pub(crate) struct Process {
     function_triggers: bool,
     /// The dumps functions asked for, not yet taken.
     finished: Vec<Result<Vec<FinishedPart>, TooManyNames>>,
+    /// Whether it is a copy another process forked.
+    pub forked: bool,
     /// Parts dumped so far.
     parts_dumped: u32,
 }
@@ -168,6 +170,7 @@ impl Process {
             blocks_at_dump: 0,
             function_triggers,
             finished: Vec::new(),
+            forked: false,
             parts_dumped: 0,
         }
     }
@@ -208,6 +211,7 @@ impl Process {
             blocks_at_dump: self.blocks_at_dump,
             function_triggers: self.function_triggers,
             finished: Vec::new(),
+            forked: true,
             parts_dumped: self.parts_dumped,
         }
     }

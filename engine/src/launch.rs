@@ -212,6 +212,18 @@ pub(crate) fn program_of(pid: libc::pid_t) -> PathBuf {
     std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default()
 }
 
+/// The arguments of process `pid`'s program after the first (its
+/// `/proc/PID/cmdline`); none when it cannot be read.
+pub(crate) fn arguments_of(pid: libc::pid_t) -> Vec<String> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    // Each argument ends with a NUL, the last one too.
+    let args = cmdline.strip_suffix(&[0]).unwrap_or(&cmdline);
+    args.split(|&byte| byte == 0)
+        .skip(1)
+        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .collect()
+}
+
 /// A traced child, stopped right after its `execve` (before its first
 /// instruction). Killed and reaped when dropped unless [`Tracee::finished`] was
 /// called.

@@ -26,6 +26,7 @@ pub mod event;
 mod flow;
 mod jobs;
 pub mod launch;
+pub mod pattern;
 mod prefetch;
 mod preflight;
 mod ptrace;

@@ -69,7 +69,7 @@ fn both_rules() -> [RunOptions; 2] {
     };
     let cachegrind = RunOptions {
         superblocks: true,
-        ..callgrind
+        ..callgrind.clone()
     };
     [callgrind, cachegrind]
 }

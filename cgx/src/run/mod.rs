@@ -58,6 +58,8 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   -q, --quiet                   print nothing but errors
   -v, --verbose                 also print the name of every file written
   --trace-children=no|yes       follow execve into new programs [no]
+  --trace-children-skip=PATTERN,...         ... but not into the programs these name
+  --trace-children-skip-by-arg=PATTERN,...  ... nor those with an argument they match
   --time-stamp=no|yes           messages carry the time since the start [no]
   --error-exitcode=N, --fair-sched=no|yes|try, --num-callers=N, --read-var-info=no|yes,
   --read-inline-info=no|yes, --child-silent-after-fork=no|yes, --vgdb=no|yes|full,
@@ -184,6 +186,8 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
     };
     let run_options = cgx_engine::RunOptions {
         trace_children: options.trace_children,
+        trace_children_skip: options.trace_children_skip.clone(),
+        trace_children_skip_by_arg: options.trace_children_skip_by_arg.clone(),
         // Cachegrind's branches are counted on its superblocks.
         superblocks: options.tool == Tool::Cachegrind,
         valgrind_machine: options.valgrind_machine,

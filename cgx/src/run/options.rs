@@ -79,6 +79,11 @@ pub struct Options {
     pub time_stamp: bool,
     /// `--trace-children=yes`: follow `execve` into new programs.
     pub trace_children: bool,
+    /// `--trace-children-skip=PATTERN,...`: programs not followed, by name.
+    pub trace_children_skip: Vec<String>,
+    /// `--trace-children-skip-by-arg=PATTERN,...`: programs not followed, by
+    /// an argument.
+    pub trace_children_skip_by_arg: Vec<String>,
     /// `--machine=host` turns it off: the program sees Valgrind's processor
     /// and no vDSO (cgx's own option, see `cgx_engine::RunOptions`).
     pub valgrind_machine: bool,
@@ -158,6 +163,8 @@ impl Options {
             verbosity: 1,
             time_stamp: false,
             trace_children: false,
+            trace_children_skip: Vec::new(),
+            trace_children_skip_by_arg: Vec::new(),
             valgrind_machine: true,
             out_file: None,
             log: LogOption::Fd(2),
@@ -380,6 +387,12 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         }
         ("--fair-sched", Some(value)) => one_of(arg, value, &["no", "yes", "try"])?,
         ("--time-stamp", Some(value)) => options.time_stamp = yes_no(arg, value)?,
+        ("--trace-children-skip", Some(value)) => {
+            options.trace_children_skip.extend(patterns(value));
+        }
+        ("--trace-children-skip-by-arg", Some(value)) => {
+            options.trace_children_skip_by_arg.extend(patterns(value));
+        }
         ("--machine", Some(value)) => {
             options.valgrind_machine = match value {
                 "valgrind" => true,
@@ -571,6 +584,15 @@ fn per_function(option: &str, name: &str) -> Option<u32> {
         true => digits.parse().ok(),
         false => None,
     }
+}
+
+/// The comma-separated patterns of `value`, as Valgrind splits them (empty
+/// ones left out).
+fn patterns(value: &str) -> impl Iterator<Item = String> + '_ {
+    value
+        .split(',')
+        .filter(|field| !field.is_empty())
+        .map(str::to_string)
 }
 
 fn pattern(arg: &str, value: &str) -> Result<String, OptionError> {

@@ -30,6 +30,8 @@ pub struct Output {
     backend: Backend,
     callgrind: CallgrindOptions,
     verbosity: i32,
+    /// `--trace-children=yes`: an untraced `execve` was skipped on purpose.
+    trace_children: bool,
     command: String,
     simulations: Simulations,
     /// The simulated caches, for the `desc:` lines of Cachegrind files.
@@ -78,6 +80,7 @@ impl Output {
                 compress_positions: options.compress_pos,
             },
             verbosity: options.verbosity,
+            trace_children: options.trace_children,
             command,
             simulations: Simulations {
                 cache: options.cache_sim,
@@ -162,7 +165,8 @@ impl Output {
     /// Process `pid` ran `execve` of `program`, which is not traced: says so
     /// in one line, with the option that follows it.
     pub fn exec_untraced(&mut self, pid: i32, program: &Path) {
-        if self.verbosity > 0 {
+        // With --trace-children=yes the program was skipped as asked.
+        if self.verbosity > 0 && !self.trace_children {
             self.log
                 .write(pid, &format!("{}\n", exec_hint(pid, program)));
         }

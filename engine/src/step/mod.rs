@@ -58,15 +58,23 @@ mod tracer;
 use crate::error::Result;
 use crate::event::{EventSink, Exit};
 use crate::launch::{self, Command, CpuPin};
+use crate::pattern;
 use crate::relay::Relay;
 
 /// Options of a run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunOptions {
     /// Trace processes on across `execve` (Valgrind's `--trace-children`).
     /// When false, a process that calls `execve` is detached and runs the new
     /// program untraced. Forked processes are always traced.
     pub trace_children: bool,
+    /// With `trace_children`, the programs not traced into, by wildcard
+    /// patterns of the name `execve` is given (`--trace-children-skip`).
+    pub trace_children_skip: Vec<String>,
+    /// With `trace_children`, the programs not traced into, by wildcard
+    /// patterns of any of their arguments after the first
+    /// (`--trace-children-skip-by-arg`).
+    pub trace_children_skip_by_arg: Vec<String>,
     /// Report the conditional branches Cachegrind sees instead of
     /// Callgrind's: Cachegrind's VEX settings, where blocks chase direct
     /// jumps and calls, so constants flow further (a `rep stos` whose count
@@ -102,6 +110,29 @@ pub struct RunOptions {
     /// stopped (see `jobs`); the program stays stopped until SIGCONT either
     /// way.
     pub job_control: bool,
+}
+
+impl RunOptions {
+    /// Whether a process that calls `execve` with the program name `name`
+    /// and the arguments `args` (without the first) is traced on: with
+    /// `trace_children`, unless `name` matches a pattern of
+    /// `trace_children_skip` or an argument one of
+    /// `trace_children_skip_by_arg` (Valgrind's
+    /// `should_we_trace_this_child`; an empty name is traced as the others).
+    pub fn traces_child(&self, name: &str, args: &[String]) -> bool {
+        if !self.trace_children || name.is_empty() {
+            return self.trace_children;
+        }
+        let skipped_name = self
+            .trace_children_skip
+            .iter()
+            .any(|p| pattern::matches(p, name));
+        let skipped_arg = |arg: &String| {
+            let patterns = &self.trace_children_skip_by_arg;
+            patterns.iter().any(|p| pattern::matches(p, arg))
+        };
+        !skipped_name && !args.iter().any(skipped_arg)
+    }
 }
 
 /// What a run of the step backend reports besides the events.
@@ -141,9 +172,34 @@ pub fn run<S: EventSink + ?Sized>(
     let mut relay = Relay::install();
     let mut tracee = launch::spawn(command)?;
     relay.target(tracee.pid);
-    let result = tracer::Tracer::new(sink, *options, tracee.pid).run();
+    let result = tracer::Tracer::new(sink, options.clone(), tracee.pid).run();
     if result.is_ok() {
         tracee.finished();
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunOptions;
+
+    #[test]
+    fn children_are_traced_unless_a_pattern_names_them() {
+        let args = |list: &[&str]| list.iter().map(|arg| arg.to_string()).collect::<Vec<_>>();
+        let options = RunOptions {
+            trace_children: true,
+            trace_children_skip: vec!["*/sh".into(), "ls".into()],
+            trace_children_skip_by_arg: vec!["--no-*".into()],
+            ..RunOptions::default()
+        };
+        assert!(options.traces_child("/usr/bin/env", &args(&["x"])));
+        assert!(!options.traces_child("/bin/sh", &args(&["-c", "x"])));
+        assert!(!options.traces_child("ls", &[]));
+        assert!(options.traces_child("/bin/ls", &[]));
+        assert!(!options.traces_child("/bin/env", &args(&["a", "--no-trace"])));
+        assert!(options.traces_child("", &[]));
+        let off = RunOptions::default();
+        assert!(!off.traces_child("/usr/bin/env", &[]));
+        assert!(!off.traces_child("", &[]));
+    }
 }

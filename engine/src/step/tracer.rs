@@ -72,11 +72,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 .valgrind_machine
                 .then(ValgrindCpu::for_host)
                 .flatten(),
+            jobs: Jobs::new(&options, initial),
             options,
             tracees: Tracees::default(),
             initial,
             initial_exit: None,
-            jobs: Jobs::new(&options, initial),
             instructions: 0,
             steps: 0,
             code_dropped: 0,
@@ -331,7 +331,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             process.code.clear();
         }
         let program = crate::launch::program_of(tid);
-        if self.options.trace_children {
+        // The step backend names the program by its file (the translate
+        // backend by the name `execve` was given).
+        let name = program.display().to_string();
+        if self
+            .options
+            .traces_child(&name, &crate::launch::arguments_of(tid))
+        {
             self.sink.lifecycle(
                 Thread::of_process(pid),
                 Lifecycle::Exec {

@@ -11,6 +11,9 @@ pub(super) struct Memory {
     pid: i32,
 }
 
+/// The longest string [`Memory::read_c_string`] reads (Linux's PATH_MAX).
+const MAX_C_STRING: usize = 4096;
+
 impl Memory {
     /// Opens the memory of `pid`.
     pub fn open(pid: i32) -> Result<Memory> {
@@ -70,6 +73,27 @@ impl Memory {
     }
 
     /// Reads the u64 at `addr`.
+    /// The NUL-terminated string at `addr` (up to [`MAX_C_STRING`] bytes,
+    /// as far as it is readable; not UTF-8 replaced).
+    pub fn read_c_string(&self, addr: u64) -> String {
+        let mut text = Vec::new();
+        let mut chunk = [0u8; 256];
+        while text.len() < MAX_C_STRING {
+            let at = addr.wrapping_add(text.len() as u64);
+            let got = self.read_available(at, &mut chunk);
+            let part = &chunk[..got];
+            match part.iter().position(|&byte| byte == 0) {
+                Some(end) => {
+                    text.extend_from_slice(&part[..end]);
+                    break;
+                }
+                None if got == 0 => break,
+                None => text.extend_from_slice(part),
+            }
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
     pub fn read_u64(&self, addr: u64) -> Result<u64> {
         let mut bytes = [0u8; 8];
         self.read(addr, &mut bytes)?;

@@ -61,6 +61,8 @@ pub(super) struct ThreadState {
     /// An `execve` is in flight: where the thread goes on if it fails (the
     /// exit slot after the `syscall` and the original address after it).
     pub exec_resume: Option<(u64, u64)>,
+    /// The program name the thread's pending `execve` was given.
+    pub exec_name: Option<String>,
     /// Its end was reported (at its exit stop: a thread other than the
     /// leader runs nothing after it).
     pub exit_reported: bool,
@@ -235,6 +237,12 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         regs.rip = gadget;
         match call.rax {
             SYS_EXECVE | SYS_EXECVEAT => {
+                let name = if call.rax == SYS_EXECVE {
+                    call.rdi
+                } else {
+                    call.rsi
+                };
+                self.state.exec_name = Some(self.space.memory.read_c_string(name));
                 self.drain()?;
                 ptrace::set_regs(tid, &regs)?;
                 ptrace::cont(tid, 0)?;

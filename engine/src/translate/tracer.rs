@@ -70,7 +70,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         ptrace::set_options(pid, tracing)?;
         Ok(Tracer {
             sink,
-            options: *options,
+            options: options.clone(),
             cpu: options
                 .valgrind_machine
                 .then(ValgrindCpu::for_host)
@@ -242,6 +242,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             awaiting_start: false,
             own_area: true,
             exec_resume: None,
+            exec_name: None,
             exit_reported: false,
         }
     }
@@ -461,7 +462,15 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         };
         let pid = state.thread.pid;
         let program = crate::launch::program_of(tid);
-        if !self.options.trace_children {
+        let name = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|state| state.exec_name.take());
+        let name = name.unwrap_or_else(|| program.display().to_string());
+        let traced = self
+            .options
+            .traces_child(&name, &crate::launch::arguments_of(tid));
+        if !traced {
             self.sink.lifecycle(
                 Thread::of_process(pid),
                 Lifecycle::Exec {

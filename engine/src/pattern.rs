@@ -1,5 +1,6 @@
-//! Valgrind's function-name patterns (`--fn-skip`, `--toggle-collect`): `*`
-//! matches any run of characters, `?` any one character.
+//! Valgrind's wildcard patterns (`--fn-skip`, `--toggle-collect`,
+//! `--trace-children-skip`): `*` matches any run of characters, `?` any one
+//! character.
 
 /// Whether `name` matches the wildcard `pattern`.
 pub fn matches(pattern: &str, name: &str) -> bool {

@@ -1,0 +1,66 @@
+//! Child programs, as Valgrind follows them: a shell (`/bin/sh -c`) that
+//! runs `ls` and `/bin/true` in forked children. Without
+//! `--trace-children=yes` only the shell is profiled (a forked copy that runs
+//! another program leaves no profile); with it, every program but those
+//! `--trace-children-skip` names (by the name given to `execve`) or
+//! `--trace-children-skip-by-arg` matches (by an argument). cgx and Valgrind
+//! write as many files, and print the same.
+
+use std::fs;
+use std::path::Path;
+
+use cgx_tests::run::{run, Profiler};
+
+/// The shell's script.
+const SCRIPT: &str = "ls / > /dev/null; /bin/true; echo done";
+
+/// The files each profiler writes for the script with `options`, and what
+/// it printed (they must agree).
+fn files(options: &[&str], dir: &Path) -> usize {
+    let mut counts = Vec::new();
+    for profiler in [Profiler::Valgrind, Profiler::Cgx] {
+        let out = dir.join(format!("{profiler:?}"));
+        fs::create_dir_all(&out).expect("a folder per profiler");
+        let out_file = format!("--callgrind-out-file={}/callgrind.out.%p", out.display());
+        let mut all: Vec<&str> = vec!["-q", &out_file];
+        all.extend(options);
+        let ran = run(profiler, &all, Path::new("/bin/sh"), &["-c", SCRIPT], dir);
+        assert_eq!(ran.stdout, "done\n", "{}", ran.command);
+        let written = fs::read_dir(&out).expect("the folder").count();
+        counts.push(written);
+    }
+    assert_eq!(
+        counts[0], counts[1],
+        "files of Valgrind and cgx with {options:?}"
+    );
+    counts[1]
+}
+
+#[test]
+fn forked_copies_that_run_other_programs_leave_no_profile() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    assert_eq!(files(&[], dir.path()), 1);
+}
+
+#[test]
+fn trace_children_follows_every_program() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    assert_eq!(files(&["--trace-children=yes"], dir.path()), 3);
+}
+
+#[test]
+fn trace_children_skip_leaves_out_the_programs_it_names() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let options = [
+        "--trace-children=yes",
+        "--trace-children-skip=*ls,*/nothing",
+    ];
+    assert_eq!(files(&options, dir.path()), 2);
+}
+
+#[test]
+fn trace_children_skip_by_arg_leaves_out_the_programs_with_such_an_argument() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let options = ["--trace-children=yes", "--trace-children-skip-by-arg=/"];
+    assert_eq!(files(&options, dir.path()), 2);
+}
