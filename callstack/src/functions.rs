@@ -88,6 +88,9 @@ pub(crate) struct BlockInfo {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Functions {
     functions: IndexMap<FunctionKey, Function, FxBuildHasher>,
+    /// Each function's `separate_recursions`, by number: asked at every
+    /// block run, so kept apart from the functions' other facts.
+    recursions: Vec<u32>,
     objects: IndexMap<Arc<str>, (), FxBuildHasher>,
     blocks: FxHashMap<u64, BlockInfo>,
     /// A direct-mapped cache of `blocks` ([`RECENT`] slots, empty until the
@@ -101,6 +104,25 @@ impl Functions {
     /// How many functions and blocks are known.
     pub fn counts(&self) -> (usize, usize) {
         (self.functions.len(), self.blocks.len())
+    }
+
+    /// The recursion levels shown apart for the function numbered `id`
+    /// ([`Function::separate_recursions`]).
+    #[inline]
+    pub fn separate_recursions(&self, id: FnId) -> u32 {
+        self.recursions.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// Keeps [`Functions::separate_recursions`] of the function numbered
+    /// `index`, just added.
+    fn added(&mut self, index: usize) {
+        if let Some((_, function)) = self.functions.get_index(index) {
+            let levels = function.separate_recursions;
+            if self.recursions.len() <= index {
+                self.recursions.resize(index + 1, 0);
+            }
+            self.recursions[index] = levels;
+        }
     }
 
     /// The function numbered `id`.
@@ -138,6 +160,7 @@ impl Functions {
             separate_recursions: 0,
             separate_callers: 0,
         });
+        self.added(function as usize);
         self.instructions.insert(addr, function);
         function
     }
@@ -251,7 +274,9 @@ impl Functions {
                     name,
                     skip,
                 };
-                self.functions.insert_full(key, function).0
+                let index = self.functions.insert_full(key, function).0;
+                self.added(index);
+                index
             }
         };
         let info = BlockInfo {
@@ -296,6 +321,8 @@ impl Functions {
             function.file.clone(),
             function.name.clone(),
         );
-        self.functions.insert_full(key, function).0 as FnId
+        let index = self.functions.insert_full(key, function).0;
+        self.added(index);
+        index as FnId
     }
 }

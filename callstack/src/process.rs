@@ -25,7 +25,7 @@ use crate::keys::EveryRun;
 use crate::keys::Keys;
 use crate::sequences::Sequences;
 use crate::simulation::{Counts, FetchPoint, RunSink, Simulation, Step};
-use crate::thread::{add_into, Shared, ThreadState, Trigger};
+use crate::thread::{add_into, RunsAgain, Shared, ThreadState, Trigger};
 use crate::Options;
 
 /// Callgrind's client requests (`callgrind.h`), Cachegrind's, and the core's
@@ -488,15 +488,11 @@ impl Process {
             thread.whole_block_ir(&mut shared, whole.block, known.info, instructions, table);
             if whole.repeats > 0 {
                 *blocks_run += whole.repeats;
-                let (again, info) = (whole.again, known.info);
-                thread.whole_block_ir_again(
-                    &mut shared,
-                    again,
-                    whole.repeats,
-                    info,
-                    instructions,
-                    table,
-                );
+                let runs = RunsAgain {
+                    start: whole.again,
+                    times: whole.repeats,
+                };
+                thread.whole_block_ir_again(&mut shared, runs, known.info, instructions, table);
             }
         }
     }

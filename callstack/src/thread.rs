@@ -84,6 +84,16 @@ pub(crate) struct Site {
     return_addr: u64,
 }
 
+/// Runs of a block right after a run of it (a loop of one block): where
+/// each starts, and how many.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunsAgain {
+    /// The start of each run.
+    pub start: Block,
+    /// How many.
+    pub times: u64,
+}
+
 /// Where a block's whole runs are counted: its cost table in one centre,
 /// while the tables are not cleared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -462,8 +472,10 @@ impl ThreadState {
     pub fn whole_block_ir_again(
         &mut self,
         shared: &mut Shared<'_>,
-        again: Block,
-        repeats: u64,
+        RunsAgain {
+            start: again,
+            times: repeats,
+        }: RunsAgain,
         info: BlockInfo,
         instructions: &[(u64, u8)],
         table: &mut Option<RunTable>,
@@ -626,7 +638,7 @@ impl ThreadState {
     fn steady_centre(&self, shared: &Shared<'_>) -> Option<Centre> {
         let cxt = self.state_ref().cxt?;
         let rec = match self.fn_stack.last().copied().flatten() {
-            Some(function) => match shared.functions.get(function).separate_recursions {
+            Some(function) => match shared.functions.separate_recursions(function) {
                 separate if separate > 1 => {
                     // `centre` would first count an inactive one active.
                     let level = *self

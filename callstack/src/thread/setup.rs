@@ -232,7 +232,7 @@ impl ThreadState {
         let top = self.fn_stack.last().copied().flatten();
         let rec = match top {
             Some(function) => {
-                let separate = shared.functions.get(function).separate_recursions;
+                let separate = shared.functions.separate_recursions(function);
                 let active = level_of(&mut self.active, function);
                 if *active == 0 && !entering && separate > 1 {
                     *active = 1;
