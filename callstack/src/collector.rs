@@ -113,13 +113,12 @@ impl Collector {
             Some(process) => f(process),
             None => f(self.process(pid)),
         };
-        // The dumps functions entered or left asked for (`--dump-before` ...).
-        let finished = match self.processes.get_mut(&pid) {
-            Some(process) if process.has_function_triggers() => process.take_finished(),
-            _ => Vec::new(),
-        };
-        for parts in finished {
-            self.deliver(pid, parts, false);
+        if self.options.has_function_triggers() {
+            // The dumps functions entered or left asked for.
+            let finished = self.processes.get_mut(&pid).map(Process::take_finished);
+            for parts in finished.into_iter().flatten() {
+                self.deliver(pid, parts, false);
+            }
         }
         result
     }
@@ -223,7 +222,7 @@ impl EventSink for Collector {
     }
 
     fn blocks_simulated(&mut self, thread: Thread, blocks: &mut SimulatedBlocks<'_>) {
-        if self.process(thread.pid).has_function_triggers() {
+        if self.options.has_function_triggers() {
             // One event at a time: each block's triggers are served before
             // the next block.
             cgx_engine::event::report_simulated(self, thread, blocks);

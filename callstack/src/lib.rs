@@ -134,6 +134,17 @@ pub struct Options {
     pub caches: cgx_sim::CachesConfig,
 }
 
+impl Options {
+    /// Whether entering or leaving functions dumps or zeroes
+    /// (`--dump-before`, `--dump-after`, `--zero-before`): blocks then go
+    /// one by one, each one's dumps made before the next.
+    pub fn has_function_triggers(&self) -> bool {
+        [&self.dump_before, &self.dump_after, &self.zero_before]
+            .iter()
+            .any(|patterns| !patterns.is_empty())
+    }
+}
+
 impl Default for Options {
     fn default() -> Options {
         Options {

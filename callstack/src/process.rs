@@ -113,8 +113,6 @@ pub(crate) struct Process {
     /// Blocks executed so far, and at the last dump (`desc: Timerange`).
     blocks: u64,
     blocks_at_dump: u64,
-    /// Whether functions dump or zero ([`Process::has_function_triggers`]).
-    function_triggers: bool,
     /// The dumps functions asked for, not yet taken.
     finished: Vec<Result<Vec<FinishedPart>, TooManyNames>>,
     /// Whether it is a copy another process forked.
@@ -132,13 +130,6 @@ impl Process {
         simulation: Simulation,
     ) -> Process {
         let instrumenting = options.instr_atstart;
-        let function_triggers = [
-            &options.dump_before,
-            &options.dump_after,
-            &options.zero_before,
-        ]
-        .iter()
-        .any(|patterns| !patterns.is_empty());
         let forest =
             (events.cacheuse.is_some() && options.cacheuse_inclusive).then(|| Forest::new(4));
         Process {
@@ -168,7 +159,6 @@ impl Process {
             collect_toggled: false,
             blocks: 0,
             blocks_at_dump: 0,
-            function_triggers,
             finished: Vec::new(),
             forked: false,
             parts_dumped: 0,
@@ -209,7 +199,6 @@ impl Process {
             collect_toggled: self.collect_toggled,
             blocks: self.blocks,
             blocks_at_dump: self.blocks_at_dump,
-            function_triggers: self.function_triggers,
             finished: Vec::new(),
             forked: true,
             parts_dumped: self.parts_dumped,
@@ -237,7 +226,7 @@ impl Process {
         f: impl FnOnce(&mut ThreadState, &mut Shared<'_>) -> R,
     ) -> R {
         let result = self.with_thread_state(tid, f);
-        if self.function_triggers {
+        if self.options.has_function_triggers() {
             self.serve_triggers(tid);
         }
         result
@@ -271,13 +260,6 @@ impl Process {
     /// ([`Process::serve_triggers`]).
     pub fn take_finished(&mut self) -> Vec<Result<Vec<FinishedPart>, TooManyNames>> {
         std::mem::take(&mut self.finished)
-    }
-
-    /// Whether entering or leaving functions dumps or zeroes
-    /// (`--dump-before`, `--dump-after`, `--zero-before`): blocks then go
-    /// one by one, each served before the next.
-    pub fn has_function_triggers(&self) -> bool {
-        self.function_triggers
     }
 
     /// [`Process::with_thread`] without serving what it asks for.
@@ -339,8 +321,8 @@ impl Process {
         let simulation = &self.simulation;
         let simulates = simulation.simulates_fetches() || simulation.simulates_branches();
         let collection_may_change = !self.options.toggle_collect.is_empty() || self.collect_toggled;
-        if self.function_triggers {
-            // Blocks go one by one (see `has_function_triggers`).
+        if self.options.has_function_triggers() {
+            // Blocks go one by one (see `Options::has_function_triggers`).
             return None;
         }
         if !self.instrumenting
@@ -434,7 +416,7 @@ impl Process {
         let one_by_one = self.options.cachegrind
             || self.simulation.simulates_fetches()
             || !self.instrumenting
-            || self.function_triggers;
+            || self.options.has_function_triggers();
         if one_by_one {
             for whole in blocks {
                 for block in whole.starts() {
@@ -801,13 +783,7 @@ impl Process {
                 false => simulation.step(step, &mut |_| {}),
             };
             for (index, &(addr, len)) in (0u32..).zip(simulated.instructions) {
-                let mut own = OwnFunctions {
-                    functions,
-                    symbols,
-                    pid: *pid,
-                    own_contexts,
-                    contexts,
-                };
+                let mut own = OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
                 let charged = own_charge(recent_slots, (table, key), &mut own, events.len(), addr);
                 charged_steps.push(charged);
                 *last_charged = Some(charged);
@@ -1096,13 +1072,7 @@ impl Process {
             Some(table) => table,
             None => costs.entry(key).or_default(),
         };
-        let mut own = OwnFunctions {
-            functions,
-            symbols,
-            pid: *pid,
-            own_contexts,
-            contexts,
-        };
+        let mut own = OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
         let charged = own_charge(recent_slots, (table, key), &mut own, events.len(), addr);
         *last_charged = Some(charged);
         let counts = match behind {
@@ -1146,13 +1116,7 @@ impl Process {
             costs,
             ..
         } = self;
-        let mut own = OwnFunctions {
-            functions,
-            symbols,
-            pid: *pid,
-            own_contexts,
-            contexts,
-        };
+        let mut own = OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
         let (number, centre) = sequences.of(instructions, |addr| own.centre(addr));
         match costs.get_mut(&key) {
             Some(costs) => costs.count_sequence(number, 1),
@@ -1186,13 +1150,7 @@ impl Process {
             ..
         } = self;
         let costs = costs.entry(key).or_default();
-        let mut own = OwnFunctions {
-            functions,
-            symbols,
-            pid: *pid,
-            own_contexts,
-            contexts,
-        };
+        let mut own = OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
         let mut ir = 0;
         let mut last = None;
         for whole in blocks {
@@ -1772,7 +1730,25 @@ struct OwnFunctions<'a> {
     contexts: &'a mut Contexts,
 }
 
-impl OwnFunctions<'_> {
+impl<'a> OwnFunctions<'a> {
+    /// Names functions with the process's `functions`, `symbols` (of
+    /// process `pid`) and `contexts`, each alone in `own_contexts`.
+    fn new(
+        functions: &'a mut Functions,
+        symbols: &'a mut Symbols,
+        pid: i32,
+        own_contexts: &'a mut FxHashMap<FnId, CxtId>,
+        contexts: &'a mut Contexts,
+    ) -> OwnFunctions<'a> {
+        OwnFunctions {
+            functions,
+            symbols,
+            pid,
+            own_contexts,
+            contexts,
+        }
+    }
+
     /// The centre Cachegrind charges the instruction at `addr` to: its
     /// function's, in a context of its own. Asked once per instruction or
     /// block, so out of the way of the paths that run again.
