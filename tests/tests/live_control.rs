@@ -105,6 +105,25 @@ fn listed_pid(control_command: &Path, command_line: &str) -> u32 {
     }
 }
 
+/// What `callgrind_control -s -b PID` (`control`) prints once the program
+/// of `pid` waits in `epoll_wait`, which it goes on to do after its "ready"
+/// (asked again until it does, for up to 30 seconds).
+fn waiting_status(control_command: &Path, pid: &str) -> String {
+    let waiting = "Backtrace for Thread 1\n   [ 0]  epoll_wait (1 x)\n";
+    let started = Instant::now();
+    loop {
+        let status = control(control_command, &["-s", "-b", pid]);
+        if status.contains(waiting) {
+            return status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the program does not wait in epoll_wait:\n{status}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Valgrind's callgrind_annotate on `file`: what it prints (it must read
 /// the file).
 fn annotate(file: &Path) -> String {
@@ -139,18 +158,8 @@ fn a_run_blocked_in_a_system_call_is_listed_dumped_zeroed_and_switched() {
     let name = format!("PID {pid}: {command_line}\n");
     let by_pid = pid.to_string();
 
-    // The program goes on to wait in epoll_wait after its "ready": the
-    // status shows it there (asked again until it is).
-    let waiting = "Backtrace for Thread 1\n   [ 0]  epoll_wait (1 x)\n";
-    let started = Instant::now();
-    let status = loop {
-        let status = control(&callgrind_control, &["-s", "-b", &by_pid]);
-        if status.contains(waiting) || started.elapsed() > Duration::from_secs(30) {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(status.contains(waiting), "{status}");
+    // The program waits in epoll_wait: the status shows it there.
+    let status = waiting_status(&callgrind_control, &by_pid);
     assert!(
         status.starts_with(&format!(
             "{name}  Number of running threads: 1, thread IDs: 1\n"
@@ -223,6 +232,8 @@ fn kill_ends_the_run_with_its_profile() {
     let mut served = Served::start(&mut valgrind, dir);
     let command_line = program.display().to_string();
     let pid = listed_pid(&callgrind_control, &command_line);
+    // A server waiting for requests is killed.
+    waiting_status(&callgrind_control, &pid.to_string());
     let killed = control(&callgrind_control, &["-k", &pid.to_string()]);
     assert_eq!(killed, format!("PID {pid}: {command_line}\n  OK.\n"));
     let status = served.child.wait().expect("the run ends");
