@@ -267,7 +267,11 @@ impl EventSink for Collector {
                 self.process(pid).signal_handler_entered(tid, signal);
             }
             Lifecycle::SignalReturned => self.process(pid).signal_handler_returned(tid),
-            Lifecycle::ThreadStarted => {}
+            // A process is profiled from its first thread's start, so a
+            // program killed before its first block still leaves a profile.
+            Lifecycle::ThreadStarted => {
+                self.process(pid);
+            }
             Lifecycle::ThreadExited => {
                 if let Some(process) = self.processes.get_mut(&pid) {
                     process.thread_exited(tid);

@@ -175,6 +175,45 @@ pub(crate) fn thread_group(tid: i32) -> Option<i32> {
         .and_then(|value| value.trim().parse().ok())
 }
 
+/// `served`, the outcome of serving thread `tid`, unless it failed
+/// because `tid` is being killed ([`killed`]): the run then goes on, and
+/// `waitpid` reports the thread's end.
+pub(crate) fn unless_killed(tid: i32, served: Result<()>) -> Result<()> {
+    match served {
+        Err(error) if !killed(tid, &error) => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `error`, met while serving thread `tid`, only says that the
+/// thread is being killed (a `SIGKILL` from outside, `callgrind_control
+/// -k`): a ptrace request on it failed with `ESRCH` (a killed tracee leaves
+/// its stop), or the thread is a zombie, gone, or has `SIGKILL` pending.
+/// Its exit status then comes from `waitpid` like any other exit.
+pub(crate) fn killed(tid: i32, error: &Error) -> bool {
+    let esrch =
+        matches!(error, Error::Os { source, .. } if source.raw_os_error() == Some(libc::ESRCH));
+    esrch
+        || std::fs::read_to_string(format!("/proc/{tid}/status")).map_or(true, |text| dying(&text))
+}
+
+/// Whether a `/proc/TID/status` text shows a thread that is ending: state
+/// zombie or dead, or `SIGKILL` pending for it or its process.
+fn dying(status: &str) -> bool {
+    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    status.lines().any(|line| {
+        let (name, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.trim();
+        match name {
+            "State" => value.starts_with('Z') || value.starts_with('X'),
+            "SigPnd" | "ShdPnd" => {
+                u64::from_str_radix(value, 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
+            }
+            _ => false,
+        }
+    })
+}
+
 /// Where thread `tid` is while it does not run (blocked in a system call,
 /// or stopped), from `/proc/TID/syscall`: its instruction pointer; `None`
 /// while it runs or when that cannot be read.
@@ -198,6 +237,45 @@ fn parse_blocked_at(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_is_dying_when_killed_or_a_zombie() {
+        let live = "Name:\tgzip\nState:\tt (tracing stop)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n";
+        assert!(!dying(live));
+        assert!(dying(&live.replace("t (tracing stop)", "Z (zombie)")));
+        assert!(dying(&live.replace("t (tracing stop)", "X (dead)")));
+        // SIGKILL (9) pending for the process or the thread.
+        assert!(dying(&live.replace(
+            "ShdPnd:\t0000000000000000",
+            "ShdPnd:\t0000000000000100"
+        )));
+        assert!(dying(&live.replace(
+            "SigPnd:\t0000000000000000",
+            "SigPnd:\t0000000000000100"
+        )));
+        // SIGTERM (15) pending is no kill yet.
+        assert!(!dying(&live.replace(
+            "ShdPnd:\t0000000000000000",
+            "ShdPnd:\t0000000000004000"
+        )));
+    }
+
+    #[test]
+    fn an_esrch_error_or_a_gone_thread_is_a_kill() {
+        let esrch = Error::Os {
+            operation: "ptrace(PTRACE_SETREGS)",
+            source: io::Error::from_raw_os_error(libc::ESRCH),
+        };
+        let other = Error::Os {
+            operation: "ptrace(PTRACE_SETREGS)",
+            source: io::Error::from_raw_os_error(libc::EIO),
+        };
+        let me = std::process::id() as i32;
+        assert!(killed(me, &esrch));
+        assert!(!killed(me, &other), "this process is alive and not killed");
+        // No such thread: gone.
+        assert!(killed(i32::MAX, &other));
+    }
 
     #[test]
     fn a_blocked_thread_shows_where_it_is() {

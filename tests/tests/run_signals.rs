@@ -11,7 +11,10 @@
 //! `--trace-children=yes` (a launcher script) leaves the profile of what
 //! ran before, and one line on stderr naming the program that took over and
 //! the option. Timer signals that land in the middle of blocks (with the
-//! simulations on) leave the interrupted function's costs Valgrind's.
+//! simulations on) leave the interrupted function's costs Valgrind's. A
+//! program killed with SIGKILL at any moment of its run under cgx, its
+//! start included (as `callgrind_control -k` does), ends the run with
+//! status 137 and a readable profile, never an error of cgx.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -116,6 +119,49 @@ fn signals_sent_to_cgx_end_the_program_and_the_profile_is_written() {
         assert_eq!(stdout, "", "{context}: the program was ended, not told");
         assert_profile_of_main(&run_dir, &context);
         println!("{context}: exit {status}, profile written");
+    }
+}
+
+/// The processes cgx started (the children of any of its threads).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+#[test]
+fn sigkill_to_the_program_at_any_moment_ends_the_run_with_its_profile() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("signals.c", Kind::C, dir.path());
+    for delay_ms in (0..=60).step_by(4) {
+        let run_dir = dir.path().join(delay_ms.to_string());
+        fs::create_dir_all(&run_dir).expect("a folder");
+        let cgx = start_cgx(&program, &[], &run_dir);
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let killed = eventually(|| match children_of(cgx.id()).first() {
+            Some(&pid) => {
+                kill("KILL", pid);
+                true
+            }
+            None => false,
+        });
+        assert!(killed, "cgx started its program");
+        let (status, _, stderr) = finish(cgx);
+        let context = format!("SIGKILL to the program after {delay_ms} ms");
+        assert_eq!(status, 137, "{context}: status\nstderr:\n{stderr}");
+        assert!(!stderr.contains("cgx:"), "{context}: no error\n{stderr}");
+        let file = out_file(&run_dir);
+        assert!(file.exists(), "{context}: no profile");
+        read(&file);
     }
 }
 

@@ -123,7 +123,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     "the traced processes vanished without an exit status".into(),
                 ));
             };
-            self.handle(tid, status)?;
+            let served = self.handle(tid, status);
+            ptrace::unless_killed(tid, served)?;
         }
     }
 

@@ -105,14 +105,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
     /// left.
     pub fn run(mut self) -> Result<Outcome> {
         let pid = self.initial;
-        let mut regs = ptrace::regs(pid)?;
-        let thread = Thread { pid, tid: pid };
-        let (space, area) = self.new_program(pid, &mut regs)?;
-        self.threads
-            .insert(pid, self.thread_state(thread, space, area));
-        self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
-        let next = self.stopped(pid, |stopped| stopped.enter(&mut regs))?;
-        self.apply(pid, next)?;
+        let started = self.start_program(pid);
+        ptrace::unless_killed(pid, started)?;
         loop {
             if let Some(exit) = self.initial_exit {
                 if self.threads.is_empty() {
@@ -126,9 +120,24 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 ));
             };
             self.outcome.stops += 1;
-            let next = self.handle(tid, status)?;
-            self.apply(tid, next)?;
+            let served = self
+                .handle(tid, status)
+                .and_then(|next| self.apply(tid, next));
+            ptrace::unless_killed(tid, served)?;
         }
+    }
+
+    /// Sets up the initial process `pid`, stopped at its first
+    /// instruction, and resumes it in its code cache.
+    fn start_program(&mut self, pid: i32) -> Result<()> {
+        let mut regs = ptrace::regs(pid)?;
+        let thread = Thread { pid, tid: pid };
+        let (space, area) = self.new_program(pid, &mut regs)?;
+        self.threads
+            .insert(pid, self.thread_state(thread, space, area));
+        self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
+        let next = self.stopped(pid, |stopped| stopped.enter(&mut regs))?;
+        self.apply(pid, next)
     }
 
     /// Carries out `next` for `tid`, serving the stops it leads to.
