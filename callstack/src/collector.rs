@@ -113,7 +113,7 @@ impl Collector {
             Some(process) => f(process),
             None => f(self.process(pid)),
         };
-        if self.options.has_function_triggers() {
+        if self.options.has_block_triggers() {
             // The dumps functions entered or left asked for.
             let finished = self.processes.get_mut(&pid).map(Process::take_finished);
             for parts in finished.into_iter().flatten() {
@@ -222,7 +222,7 @@ impl EventSink for Collector {
     }
 
     fn blocks_simulated(&mut self, thread: Thread, blocks: &mut SimulatedBlocks<'_>) {
-        if self.options.has_function_triggers() {
+        if self.options.has_block_triggers() {
             // One event at a time: each block's triggers are served before
             // the next block.
             cgx_engine::event::report_simulated(self, thread, blocks);
@@ -336,6 +336,46 @@ mod tests {
             panic!("the default options are valid");
         };
         collector
+    }
+
+    #[test]
+    fn dump_every_bb_dumps_once_more_than_n_blocks_ran_since_the_last() {
+        let mut collector = match Collector::new(Options {
+            dump_every_bb: 2,
+            ..Options::default()
+        }) {
+            Ok(collector) => collector,
+            Err(error) => panic!("valid options: {error}"),
+        };
+        let triggers = |collector: &mut Collector| -> Vec<(Option<u32>, Vec<String>)> {
+            collector
+                .take_dumps()
+                .into_iter()
+                .map(|dump| (dump.sequence, dump.profile.parts[0].header.desc.clone()))
+                .collect()
+        };
+        // Two blocks: not more than two.
+        run_a_little(&mut collector);
+        assert_eq!(triggers(&mut collector), []);
+        // After the third (of four): a dump of blocks 0 - 3.
+        run_a_little(&mut collector);
+        let dumps = triggers(&mut collector);
+        assert_eq!(dumps.len(), 1, "{dumps:?}");
+        assert_eq!(dumps[0].0, Some(1));
+        assert!(dumps[0]
+            .1
+            .contains(&"Trigger: --dump-every-bb=2".to_string()));
+        assert!(dumps[0]
+            .1
+            .contains(&"Timerange: Basic block 0 - 3".to_string()));
+        // Blocks 4 to 6: the next one, after the sixth.
+        run_a_little(&mut collector);
+        let dumps = triggers(&mut collector);
+        assert_eq!(dumps.len(), 1, "{dumps:?}");
+        assert_eq!(dumps[0].0, Some(2));
+        assert!(dumps[0]
+            .1
+            .contains(&"Timerange: Basic block 3 - 6".to_string()));
     }
 
     #[test]

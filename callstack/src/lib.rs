@@ -99,6 +99,9 @@ pub struct Options {
     pub dump_after: Vec<String>,
     /// `--zero-before=PATTERN`: costs zeroed when one of these is entered.
     pub zero_before: Vec<String>,
+    /// `--dump-every-bb=N` (0: never): a dump once more than N blocks ran
+    /// since the last one it made.
+    pub dump_every_bb: u64,
     /// `--collect-atstart=yes` (default).
     pub collect_atstart: bool,
     /// `--instr-atstart=yes` (default).
@@ -135,13 +138,15 @@ pub struct Options {
 }
 
 impl Options {
-    /// Whether entering or leaving functions dumps or zeroes
-    /// (`--dump-before`, `--dump-after`, `--zero-before`): blocks then go
-    /// one by one, each one's dumps made before the next.
-    pub fn has_function_triggers(&self) -> bool {
-        [&self.dump_before, &self.dump_after, &self.zero_before]
-            .iter()
-            .any(|patterns| !patterns.is_empty())
+    /// Whether blocks may dump or zero as they run (entering or leaving
+    /// functions with `--dump-before`, `--dump-after`, `--zero-before`; a
+    /// number of blocks with `--dump-every-bb`): blocks then go one by
+    /// one, each one's dumps made before the next.
+    pub fn has_block_triggers(&self) -> bool {
+        self.dump_every_bb > 0
+            || [&self.dump_before, &self.dump_after, &self.zero_before]
+                .iter()
+                .any(|patterns| !patterns.is_empty())
     }
 }
 
@@ -159,6 +164,7 @@ impl Default for Options {
             dump_before: Vec::new(),
             dump_after: Vec::new(),
             zero_before: Vec::new(),
+            dump_every_bb: 0,
             collect_atstart: true,
             instr_atstart: true,
             dump_instr: false,

@@ -58,9 +58,9 @@ enum Dumped {
     /// The program asked, from thread `tid` (a client request): a numbered
     /// dump, with `--separate-threads=yes` of that thread only.
     Requested(i32),
-    /// A request from outside the run (live control): a numbered dump of
-    /// every thread.
-    Controlled,
+    /// A request from outside the run (live control), or `--dump-every-bb`:
+    /// a numbered dump of every thread.
+    AllThreads,
     /// The process ends.
     Final,
 }
@@ -113,6 +113,8 @@ pub(crate) struct Process {
     /// Blocks executed so far, and at the last dump (`desc: Timerange`).
     blocks: u64,
     blocks_at_dump: u64,
+    /// The block count at the last dump `--dump-every-bb` made.
+    blocks_at_every_bb_dump: u64,
     /// The dumps functions asked for, not yet taken.
     finished: Vec<Result<Vec<FinishedPart>, TooManyNames>>,
     /// Whether it is a copy another process forked.
@@ -159,6 +161,7 @@ impl Process {
             collect_toggled: false,
             blocks: 0,
             blocks_at_dump: 0,
+            blocks_at_every_bb_dump: 0,
             finished: Vec::new(),
             forked: false,
             parts_dumped: 0,
@@ -199,6 +202,7 @@ impl Process {
             collect_toggled: self.collect_toggled,
             blocks: self.blocks,
             blocks_at_dump: self.blocks_at_dump,
+            blocks_at_every_bb_dump: self.blocks_at_every_bb_dump,
             finished: Vec::new(),
             forked: true,
             parts_dumped: self.parts_dumped,
@@ -226,7 +230,7 @@ impl Process {
         f: impl FnOnce(&mut ThreadState, &mut Shared<'_>) -> R,
     ) -> R {
         let result = self.with_thread_state(tid, f);
-        if self.options.has_function_triggers() {
+        if self.options.has_block_triggers() {
             self.serve_triggers(tid);
         }
         result
@@ -234,9 +238,21 @@ impl Process {
 
     /// Makes the dumps and zeroings thread `tid` asked for entering or
     /// leaving functions (`--dump-before`, `--dump-after`,
-    /// `--zero-before`), in order; the dumps' parts wait for
-    /// [`Process::take_finished`].
+    /// `--zero-before`), in order, then the dump `--dump-every-bb` asks
+    /// for; the dumps' parts wait for [`Process::take_finished`].
     fn serve_triggers(&mut self, tid: i32) {
+        self.serve_function_triggers(tid);
+        let every = self.options.dump_every_bb;
+        if every > 0 && self.blocks - self.blocks_at_every_bb_dump > every {
+            // Callgrind checks between blocks, for all threads.
+            let parts = self.dump(&format!("--dump-every-bb={every}"), Dumped::AllThreads);
+            self.finished.push(parts);
+            self.blocks_at_every_bb_dump = self.blocks;
+        }
+    }
+
+    /// The function triggers of [`Process::serve_triggers`].
+    fn serve_function_triggers(&mut self, tid: i32) {
         let Some(triggers) = self
             .threads
             .get_mut(&tid)
@@ -321,8 +337,8 @@ impl Process {
         let simulation = &self.simulation;
         let simulates = simulation.simulates_fetches() || simulation.simulates_branches();
         let collection_may_change = !self.options.toggle_collect.is_empty() || self.collect_toggled;
-        if self.options.has_function_triggers() {
-            // Blocks go one by one (see `Options::has_function_triggers`).
+        if self.options.has_block_triggers() {
+            // Blocks go one by one (see `Options::has_block_triggers`).
             return None;
         }
         if !self.instrumenting
@@ -416,7 +432,7 @@ impl Process {
         let one_by_one = self.options.cachegrind
             || self.simulation.simulates_fetches()
             || !self.instrumenting
-            || self.options.has_function_triggers();
+            || self.options.has_block_triggers();
         if one_by_one {
             for whole in blocks {
                 for block in whole.starts() {
@@ -1280,7 +1296,7 @@ impl Process {
         let none = || Ok(Vec::new());
         match request {
             // Every thread, as Callgrind's monitor dumps.
-            Control::Dump { trigger } => (String::new(), self.dump(trigger, Dumped::Controlled)),
+            Control::Dump { trigger } => (String::new(), self.dump(trigger, Dumped::AllThreads)),
             Control::Zero => {
                 self.zero();
                 (String::new(), none())

@@ -18,7 +18,10 @@
 //! `--separate-callers2=fib` (and `--separate-recs3=fib`, against cgx's own
 //! figures: Valgrind's are wrong there), `--dump-before`,
 //! `--dump-after` and `--zero-before` (recursive and leaf
-//! functions, a call in progress across a dump),
+//! functions, a call in progress across a dump), `--dump-every-bb` (a dump
+//! each time more than N blocks ran since the last: Valgrind checks only when
+//! its scheduler switches, so its dumps come later and the test compares the
+//! parts' sums with Valgrind's, and each part's block range with N),
 //! `--separate-threads=yes` (files `-01`, `-02`, and Valgrind's empty base file),
 //! `--combine-dumps=yes`, `--compress-strings=no --compress-pos=no` (whose files
 //! also read back equal to the compressed ones), `-q` (nothing on stderr), the
@@ -212,6 +215,58 @@ fn dumps_and_zeroing_around_functions_give_valgrinds_files() {
         "Valgrind's dumps: {:?}",
         runs.valgrind.files
     );
+}
+
+/// `--dump-every-bb=N`: numbered dumps, each with `Trigger: --dump-every-bb=N`
+/// and a time range of N + 1 blocks, then the final one; the parts together
+/// have Valgrind's figures (per function, summed over its own parts).
+#[test]
+fn dump_every_bb_dumps_after_each_n_blocks() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("exact.c", Kind::NoLibc, dir.path());
+    let options = ["-q", OUT_FILE, "--dump-every-bb=1000"];
+    let summed = |run: &Run| {
+        let mut sums = std::collections::BTreeMap::<String, u64>::new();
+        for profile in run.profiles() {
+            for (function, ir) in cgx_tests::run::self_ir(&profile) {
+                *sums.entry(function).or_default() += ir;
+            }
+        }
+        sums
+    };
+    let valgrind = run(Profiler::Valgrind, &options, &program, &[], dir.path());
+    let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
+    assert_status(&cgx, EXACT_STATUS);
+    assert_eq!(
+        summed(&cgx),
+        summed(&valgrind),
+        "self Ir summed over the parts"
+    );
+    let numbered: Vec<_> = cgx
+        .files
+        .iter()
+        .filter(|file| {
+            // callgrind.out.PID.N
+            let name = file.file_name().unwrap_or_default().to_string_lossy();
+            name.strip_prefix(PREFIX)
+                .is_some_and(|rest| rest.contains('.'))
+        })
+        .collect();
+    assert!(numbered.len() >= 3, "dumps: {:?}", cgx.files);
+    for file in numbered {
+        let text = std::fs::read_to_string(file).expect("a profile");
+        assert!(
+            text.contains("desc: Trigger: --dump-every-bb=1000\n"),
+            "{}",
+            file.display()
+        );
+        let range = text
+            .lines()
+            .find_map(|line| line.strip_prefix("desc: Timerange: Basic block "))
+            .and_then(|range| range.split_once(" - "))
+            .and_then(|(from, to)| Some(to.parse::<u64>().ok()? - from.parse::<u64>().ok()?));
+        assert_eq!(range, Some(1001), "{}: blocks in the part", file.display());
+    }
 }
 
 /// Patterns as `--toggle-collect`'s: `is_*` dumps before both of the mutually

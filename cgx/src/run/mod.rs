@@ -113,6 +113,7 @@ Callgrind only:
   --dump-before=PATTERN         a dump when entering these functions
   --dump-after=PATTERN          a dump when leaving these functions
   --zero-before=PATTERN         zero the costs when entering these functions
+  --dump-every-bb=N             a dump every N blocks [0: never]
   --collect-atstart=yes|no      collect from the start [yes]
   --instr-atstart=yes|no        instrument from the start [yes]
   --combine-dumps=no|yes        all dumps of a process in one file [no]
@@ -274,6 +275,7 @@ fn collector_options(
         dump_before: options.dump_before.clone(),
         dump_after: options.dump_after.clone(),
         zero_before: options.zero_before.clone(),
+        dump_every_bb: options.dump_every_bb,
         collect_atstart: options.collect_atstart,
         instr_atstart: options.instr_atstart,
         dump_instr: options.dump_instr,

@@ -124,6 +124,8 @@ pub struct Options {
     pub dump_after: Vec<String>,
     /// `--zero-before=PATTERN`, in the order given.
     pub zero_before: Vec<String>,
+    /// `--dump-every-bb=N` (0, the default: never).
+    pub dump_every_bb: u64,
     /// `--collect-atstart=no` turns it off.
     pub collect_atstart: bool,
     /// `--instr-atstart=no` (Callgrind) or `--instr-at-start=no`
@@ -184,6 +186,7 @@ impl Options {
             dump_before: Vec::new(),
             dump_after: Vec::new(),
             zero_before: Vec::new(),
+            dump_every_bb: 0,
             collect_atstart: true,
             instr_atstart: true,
             combine_dumps: false,
@@ -364,10 +367,10 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             ))
         }
         ("--error-exitcode", Some(value)) => {
-            number(arg, value)?;
+            number::<u32>(arg, value)?;
         }
         ("--num-callers", Some(value)) => {
-            if !(1..=500).contains(&number(arg, value)?) {
+            if !(1..=500).contains(&number::<u32>(arg, value)?) {
                 return Err(bad(arg, "must be between 1 and 500"));
             }
         }
@@ -378,7 +381,7 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         // default starts one that waits for no one).
         ("--vgdb", Some(value)) => one_of(arg, value, &["no", "yes", "full"])?,
         ("--vgdb-error", Some(value)) => {
-            number(arg, value)?;
+            number::<u32>(arg, value)?;
         }
         // cgx checks rewritten code by its own rule (code that may change
         // with no system call: writable, shared or memfd mappings).
@@ -449,6 +452,9 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         }
         ("--zero-before", Some(value)) if callgrind => {
             options.zero_before.push(pattern(arg, value)?);
+        }
+        ("--dump-every-bb", Some(value)) if callgrind => {
+            options.dump_every_bb = number(arg, value)?;
         }
         ("--toggle-collect", Some(value)) if callgrind => {
             options.toggle_collect.push(pattern(arg, value)?);
@@ -555,7 +561,7 @@ fn yes_no(arg: &str, value: &str) -> Result<bool, OptionError> {
 }
 
 /// A decimal number, 0 or more.
-fn number(arg: &str, value: &str) -> Result<u32, OptionError> {
+fn number<N: std::str::FromStr>(arg: &str, value: &str) -> Result<N, OptionError> {
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         if let Ok(number) = value.parse() {
             return Ok(number);
