@@ -249,6 +249,7 @@ impl EventSink for Collector {
             BlockEvent::Access(access) => process.data_access(thread.tid, access),
             BlockEvent::Conditional(taken) => process.conditional_branch(thread.tid, addr, taken),
             BlockEvent::Indirect(target) => process.indirect_branch(thread.tid, addr, target),
+            BlockEvent::Bus => process.bus_locked(thread.tid),
         });
     }
 

@@ -1,7 +1,8 @@
 //! The events a profile holds, and the column of each in a cost vector:
 //! Callgrind's order (`Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim
 //! AcCost1 SpLoss1 AcCost2 SpLoss2`) or Cachegrind's (`Ir I1mr ILmr Dr D1mr
-//! DLmr Dw D1mw DLmw Bc Bcm Bi Bim`), the subsets the options ask for.
+//! DLmr Dw D1mw DLmw Bc Bcm Bi Bim`), the subsets the options ask for, and
+//! Callgrind's global bus events (`Ge`) last.
 
 use crate::Options;
 
@@ -47,8 +48,8 @@ impl UseColumns {
 }
 
 /// The most events a profile holds (`Ir`, the cache simulation's 8, the
-/// branch simulation's 4 and cache use's 4).
-pub(crate) const MAX_EVENTS: usize = 17;
+/// branch simulation's 4, cache use's 4 and `Ge`).
+pub(crate) const MAX_EVENTS: usize = 18;
 
 /// One instruction's event counts in a fixed-width array (the columns
 /// past a profile's events stay 0): made and added without a call.
@@ -62,6 +63,8 @@ pub(crate) struct EventSet {
     pub cache: Option<CacheColumns>,
     pub branch: Option<BranchColumns>,
     pub cacheuse: Option<UseColumns>,
+    /// The column of `Ge` (`--collect-bus=yes`).
+    pub bus: Option<usize>,
 }
 
 impl EventSet {
@@ -106,11 +109,13 @@ impl EventSet {
                 column(&mut names, "SpLoss2"),
             ],
         });
+        let bus = (options.collect_bus && !options.cachegrind).then(|| column(&mut names, "Ge"));
         EventSet {
             names,
             cache,
             branch,
             cacheuse,
+            bus,
         }
     }
 
@@ -136,6 +141,12 @@ mod tests {
             EventSet::new(&options).names.join(" "),
             "Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim AcCost1 SpLoss1 AcCost2 SpLoss2"
         );
+        options.collect_bus = true;
+        let set = EventSet::new(&options);
+        assert_eq!(set.names.len(), MAX_EVENTS);
+        assert_eq!(set.names.last(), Some(&"Ge"));
+        assert_eq!(set.bus, Some(MAX_EVENTS - 1));
+        options.collect_bus = false;
         options.cachegrind = true;
         options.cacheuse = false;
         assert_eq!(

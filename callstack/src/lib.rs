@@ -133,6 +133,8 @@ pub struct Options {
     /// `--cacheuse-inclusive=yes` (default): exact inclusive cache-use costs
     /// from the back-dating tree; `no` leaves them zero, as Valgrind does.
     pub cacheuse_inclusive: bool,
+    /// `--collect-bus=yes`: `Ge`, one per atomic read-modify-write run.
+    pub collect_bus: bool,
     /// The simulated caches (detected, or `--I1`/`--D1`/`--LL`).
     pub caches: cgx_sim::CachesConfig,
 }
@@ -177,6 +179,7 @@ impl Default for Options {
             branch_sim: false,
             cacheuse: false,
             cacheuse_inclusive: true,
+            collect_bus: false,
             caches: cgx_sim::CachesConfig::DEFAULT,
         }
     }

@@ -617,6 +617,14 @@ impl Process {
                             BlockEvent::Indirect(target) if branches => {
                                 Step::Indirect(addr, target)
                             }
+                            BlockEvent::Bus => {
+                                // Every run counts it, without a simulation.
+                                if let Some(column) = events.bus {
+                                    let counts = Counts::one(column);
+                                    charge_step(thread, costs, &mut profile, index, counts);
+                                }
+                                continue;
+                            }
                             _ => continue,
                         };
                         let counts = step(simulation, thread, event);
@@ -902,6 +910,20 @@ impl Process {
         if self.instrumenting && self.simulation.simulates_branches() {
             self.add_to_last(tid, None, Step::Indirect(addr, target));
         }
+    }
+
+    /// The instruction last executed on `tid` was an atomic
+    /// read-modify-write: one `Ge` where its costs go (counted only with
+    /// `--collect-bus=yes`).
+    pub fn bus_locked(&mut self, tid: i32) {
+        let Some(column) = self.events.bus.filter(|_| self.instrumenting) else {
+            return;
+        };
+        self.with_thread_state(tid, |thread, shared| {
+            if let Some(cost) = thread.last_cost(shared.costs) {
+                Counts::one(column).add_to(cost);
+            }
+        });
     }
 
     /// Runs a simulation step for the instruction last executed on `tid` and

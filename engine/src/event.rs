@@ -110,6 +110,10 @@ pub enum BlockEvent {
     Conditional(bool),
     /// The indirect jump or call (not return) went to this target.
     Indirect(u64),
+    /// An atomic read-modify-write of memory ran (a `lock`-prefixed
+    /// instruction, or `xchg` with a memory operand): one of Callgrind's
+    /// global bus events (`Ge`).
+    Bus,
 }
 
 /// What happens to a thread or a process besides running code
@@ -171,7 +175,8 @@ pub struct SimulatedBlock<'a> {
 }
 
 impl<'a> SimulatedBlock<'a> {
-    /// Its data accesses and branches (only with `RunOptions::branches`),
+    /// Its data accesses, atomic read-modify-writes and branches (only
+    /// with `RunOptions::branches`),
     /// each with the number of the instruction (in
     /// [`SimulatedBlock::instructions`]) it follows, in the order
     /// [`EventSink`] reports them.
@@ -181,7 +186,7 @@ impl<'a> SimulatedBlock<'a> {
         self.plan
             .events
             .iter()
-            .filter(move |planned| branches || planned.is_access())
+            .filter(move |planned| branches || !planned.is_branch())
             .map(move |planned| (planned.instruction as usize, planned.event(words)))
     }
 

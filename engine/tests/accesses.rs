@@ -108,6 +108,7 @@ impl EventSink for Tally {
             BlockEvent::Access(access) => self.data_access(thread, access),
             BlockEvent::Conditional(taken) => self.conditional_branch(thread, addr, taken),
             BlockEvent::Indirect(target) => self.indirect_branch(thread, addr, target),
+            BlockEvent::Bus => {}
         }
     }
 

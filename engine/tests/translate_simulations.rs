@@ -138,6 +138,7 @@ impl EventSink for Totals {
             BlockEvent::Access(access) => self.data_access(thread, access),
             BlockEvent::Conditional(taken) => self.conditional_branch(thread, addr, taken),
             BlockEvent::Indirect(target) => self.indirect_branch(thread, addr, target),
+            BlockEvent::Bus => {}
         }
     }
 }

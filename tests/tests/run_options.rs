@@ -22,6 +22,9 @@
 //! each time more than N blocks ran since the last: Valgrind checks only when
 //! its scheduler switches, so its dumps come later and the test compares the
 //! parts' sums with Valgrind's, and each part's block range with N),
+//! `--collect-bus=yes` (`atomics.c`: `Ge` of every instruction, function and
+//! call arc equal to Valgrind's, alone, with the cache and branch simulations,
+//! and with the step backend),
 //! `--separate-threads=yes` (files `-01`, `-02`, and Valgrind's empty base file),
 //! `--combine-dumps=yes`, `--compress-strings=no --compress-pos=no` (whose files
 //! also read back equal to the compressed ones), `-q` (nothing on stderr), the
@@ -215,6 +218,61 @@ fn dumps_and_zeroing_around_functions_give_valgrinds_files() {
         "Valgrind's dumps: {:?}",
         runs.valgrind.files
     );
+}
+
+/// `--collect-bus=yes` on `atomics.c`: `Ge` (and `Ir`) of every instruction,
+/// function and call arc are Valgrind's, alone, with the cache and branch
+/// simulations (fixed caches), and with the step backend.
+#[test]
+fn collect_bus_gives_valgrinds_global_bus_events() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("atomics.c", Kind::NoLibc, dir.path());
+    let bus = ["-q", "--dump-instr=yes", "--collect-bus=yes"];
+    let simulated = [
+        "--cache-sim=yes",
+        "--branch-sim=yes",
+        "--I1=32768,8,64",
+        "--D1=32768,8,64",
+        "--LL=8388608,16,64",
+    ];
+    let with_simulations: Vec<&str> = bus.iter().chain(&simulated).copied().collect();
+    let with_step: Vec<&str> = bus.iter().chain(&["--backend=step"]).copied().collect();
+    for (valgrind_options, cgx_options, events) in [
+        (&bus[..], &bus[..], &["Ir", "Ge"][..]),
+        (
+            &with_simulations,
+            &with_simulations,
+            &["Ir", "Dr", "Dw", "Bc", "Ge"],
+        ),
+        (&bus[..], &with_step, &["Ir", "Ge"]),
+    ] {
+        let run_dir = dir.path().join(cgx_options.len().to_string());
+        let valgrind = run(
+            Profiler::Valgrind,
+            valgrind_options,
+            &program,
+            &[],
+            &run_dir,
+        );
+        let cgx = run(Profiler::Cgx, cgx_options, &program, &[], &run_dir);
+        assert_status(&valgrind, 0);
+        assert_status(&cgx, 0);
+        let expected = valgrind.profile();
+        let ge = expected.parts[0]
+            .events
+            .names
+            .iter()
+            .position(|name| name == "Ge");
+        let total = expected.parts[0]
+            .totals
+            .as_ref()
+            .zip(ge)
+            .map(|(totals, ge)| totals[ge]);
+        // 50 lock add + 50 lock inc + 50 xchg + 17 × (lock cmpxchg, lock xadd).
+        assert_eq!(total, Some(184), "Valgrind's Ge");
+        let context = format!("atomics.c, {cgx_options:?}");
+        cgx_tests::run::assert_same_costs(&expected, &cgx.profile(), events, true, true, &context);
+    }
 }
 
 /// `--dump-every-bb=N`: numbered dumps, each with `Trigger: --dump-every-bb=N`

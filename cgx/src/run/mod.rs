@@ -117,6 +117,7 @@ Callgrind only:
   --collect-atstart=yes|no      collect from the start [yes]
   --instr-atstart=yes|no        instrument from the start [yes]
   --combine-dumps=no|yes        all dumps of a process in one file [no]
+  --collect-bus=no|yes          Ge: atomic read-modify-writes [no]
 The caches' warnings (--PID-- warning: ...) come even with -q, as from Valgrind.
 
 Files: NAME for the profile of each process; NAME.N for the Nth dump a program asked
@@ -288,6 +289,7 @@ fn collector_options(
         branch_sim: options.branch_sim,
         cacheuse: options.cacheuse,
         cacheuse_inclusive: options.cacheuse_inclusive,
+        collect_bus: options.collect_bus,
         caches: caches.unwrap_or_default(),
     }
 }

@@ -144,6 +144,8 @@ pub struct Options {
     /// `--cacheuse-inclusive=no` (Callgrind, cgx's own) leaves the inclusive
     /// cache-use costs zero, as Valgrind does; by default they are exact.
     pub cacheuse_inclusive: bool,
+    /// `--collect-bus=yes`: `Ge`, Callgrind's global bus events.
+    pub collect_bus: bool,
     /// `--I1=size,assoc,line` (checked as Valgrind checks it).
     pub i1: Option<CacheConfig>,
     /// `--D1=size,assoc,line`.
@@ -194,6 +196,7 @@ impl Options {
             branch_sim: false,
             cacheuse: false,
             cacheuse_inclusive: true,
+            collect_bus: false,
             i1: None,
             d1: None,
             ll: None,
@@ -222,9 +225,10 @@ impl Options {
     }
 
     /// Whether a simulation (caches, branches, cache use) needs the data
-    /// accesses and branches of the run.
+    /// accesses and branches of the run, or `--collect-bus` its atomic
+    /// instructions (the engine reports them with those events).
     pub fn simulations(&self) -> bool {
-        self.cache_sim || self.branch_sim || self.cacheuse
+        self.cache_sim || self.branch_sim || self.cacheuse || self.collect_bus
     }
 }
 
@@ -271,6 +275,7 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--branch-sim",
     "--cacheuse",
     "--cacheuse-inclusive",
+    "--collect-bus",
 ];
 
 /// `--log-fd=N` or `--log-file=NAME`.
@@ -489,6 +494,7 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             }
             options.cache_sim = true;
         }
+        ("--collect-bus", Some(value)) if callgrind => options.collect_bus = yes_no(arg, value)?,
         ("--cacheuse-inclusive", Some(value)) if callgrind => {
             options.cacheuse_inclusive = yes_no(arg, value)?
         }

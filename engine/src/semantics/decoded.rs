@@ -3,7 +3,7 @@
 //! accesses, the branch it is for Valgrind and what it does to the
 //! registers holding constants of its block.
 
-use iced_x86::{Instruction, InstructionInfoFactory, Mnemonic};
+use iced_x86::{Instruction, InstructionInfoFactory, Mnemonic, OpKind};
 
 use crate::flow::{is_rep_string, rep_counter_32, rep_while_zero_flag, End, Flow};
 
@@ -39,6 +39,17 @@ pub(crate) struct Decoded {
     pub effect: Effect,
     /// It is `cpuid` (answered by the tracer, see [`crate::cpuid`]).
     pub cpuid: bool,
+    /// It is an atomic read-modify-write of memory ([`is_bus_locked`]).
+    pub bus: bool,
+}
+
+/// Whether `instruction` locks the bus for an atomic read-modify-write of
+/// memory, as VEX translates it to a compare-and-swap: a `lock`-prefixed
+/// instruction, or `xchg` with a memory operand (locked without the
+/// prefix).
+pub(crate) fn is_bus_locked(instruction: &Instruction) -> bool {
+    let memory = (0..instruction.op_count()).any(|op| instruction.op_kind(op) == OpKind::Memory);
+    memory && (instruction.has_lock_prefix() || instruction.mnemonic() == Mnemonic::Xchg)
 }
 
 impl Decoded {
@@ -62,6 +73,7 @@ impl Decoded {
             branch: Branch::of(instruction),
             effect: Effect::of(instruction, &mut factory),
             cpuid: instruction.mnemonic() == Mnemonic::Cpuid,
+            bus: is_bus_locked(instruction),
         }
     }
 
@@ -74,5 +86,37 @@ impl Decoded {
             flow: self.flow,
             rep: self.rep.is_some(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iced_x86::{Decoder, DecoderOptions};
+
+    use super::*;
+
+    fn bus(bytes: &[u8]) -> bool {
+        Decoded::of(&Decoder::new(64, bytes, DecoderOptions::NONE).decode()).bus
+    }
+
+    #[test]
+    fn atomic_read_modify_writes_lock_the_bus() {
+        // lock add [rax], rbx; lock inc dword [rax]; lock cmpxchg [rax], rbx;
+        // lock xadd [rax], rbx
+        assert!(bus(&[0xf0, 0x48, 0x01, 0x18]));
+        assert!(bus(&[0xf0, 0xff, 0x00]));
+        assert!(bus(&[0xf0, 0x48, 0x0f, 0xb1, 0x18]));
+        assert!(bus(&[0xf0, 0x48, 0x0f, 0xc1, 0x18]));
+        // xchg [rax], rbx: locked without the prefix.
+        assert!(bus(&[0x48, 0x87, 0x18]));
+    }
+
+    #[test]
+    fn the_same_without_lock_or_memory_do_not() {
+        // add [rax], rbx; cmpxchg [rax], rbx; xchg rax, rbx; mov [rax], rbx
+        assert!(!bus(&[0x48, 0x01, 0x18]));
+        assert!(!bus(&[0x48, 0x0f, 0xb1, 0x18]));
+        assert!(!bus(&[0x48, 0x87, 0xd8]));
+        assert!(!bus(&[0x48, 0x89, 0x18]));
     }
 }

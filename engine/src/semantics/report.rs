@@ -82,6 +82,9 @@ pub(crate) fn report<S: EventSink + ?Sized>(
         decoded.accesses.for_each(address, |access| {
             sink.instruction_event(thread, at, BlockEvent::Access(access))
         });
+        if decoded.bus {
+            sink.instruction_event(thread, at, BlockEvent::Bus);
+        }
         if !with_branches {
             return;
         }

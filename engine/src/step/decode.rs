@@ -48,6 +48,7 @@ impl Decoded {
                 branch: Branch::None,
                 effect: Effect::unknown(),
                 cpuid: false,
+                bus: false,
             };
             return (Some(decoded), CLIENT_REQUEST_LEN);
         }

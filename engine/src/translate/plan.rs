@@ -121,13 +121,24 @@ enum Planned {
     },
     /// An indirect jump or call to the recorded target.
     Indirect { target: Option<usize> },
+    /// An atomic read-modify-write ([`BlockEvent::Bus`]).
+    Bus,
 }
 
 impl PlannedEvent {
-    /// Whether it is a data access (not a branch).
+    /// Whether it is a data access.
     #[inline]
     pub fn is_access(&self) -> bool {
         matches!(self.what, Planned::Access { .. })
+    }
+
+    /// Whether it is a branch (reported only to a branch simulation).
+    #[inline]
+    pub fn is_branch(&self) -> bool {
+        matches!(
+            self.what,
+            Planned::Conditional { .. } | Planned::Indirect { .. }
+        )
     }
 
     /// The event of a run whose record holds `words`.
@@ -166,6 +177,7 @@ impl PlannedEvent {
                 when_not
             }),
             Planned::Indirect { target } => BlockEvent::Indirect(word(target)),
+            Planned::Bus => BlockEvent::Bus,
         }
     }
 }
@@ -260,6 +272,9 @@ fn events(decoded: &[Decoded], sources: &[Sources], iterates: bool) -> Option<Ve
                     });
                 }
             });
+        if decoded.bus {
+            push(Planned::Bus);
+        }
         if let Some(while_zero_flag) = conditional_rep {
             // The continue condition of REPE/REPNE: ZF after the
             // iteration.
@@ -378,6 +393,33 @@ mod tests {
         );
         let (events, _) = run(&plan, &[0x100, 0x200, 0, 1]);
         assert_eq!(events, [BlockEvent::Conditional(true)]);
+    }
+
+    #[test]
+    fn an_atomic_instruction_is_a_bus_event_after_its_access() {
+        // lock xadd [rax], rbx; add [rax], rbx
+        let sources = [
+            Sources {
+                operands: vec![Source::Word(0)],
+                ..Sources::default()
+            },
+            Sources {
+                operands: vec![Source::Word(1)],
+                ..Sources::default()
+            },
+        ];
+        let bytes = [0xf0, 0x48, 0x0f, 0xc1, 0x18, 0x48, 0x01, 0x18];
+        let plan = plan(&decoded(&bytes), &sources).expect("a plan");
+        let (events, _) = run(&plan, &[0x100, 0x200]);
+        // Once, after the first instruction's events (its access, and the
+        // compare-and-swap's check VEX adds), before the second's access.
+        let at = |wanted: fn(&BlockEvent) -> bool| events.iter().position(wanted);
+        let bus = at(|event| *event == BlockEvent::Bus);
+        let first = at(|event| matches!(event, BlockEvent::Access(a) if a.addr == 0x100));
+        let second = at(|event| matches!(event, BlockEvent::Access(a) if a.addr == 0x200));
+        assert_eq!(events.iter().filter(|&&e| e == BlockEvent::Bus).count(), 1);
+        assert!(first < bus && bus < second, "{events:?}");
+        assert_eq!(second, Some(events.len() - 1), "{events:?}");
     }
 
     #[test]

@@ -149,6 +149,7 @@ pub enum Event {
     Access(Thread, DataAccess),
     Conditional(Thread, u64, bool),
     Indirect(Thread, u64, u64),
+    Bus(Thread, u64),
 }
 
 /// A sink that records every event (data accesses and branches only with
@@ -215,6 +216,11 @@ impl EventSink for Recorder {
             BlockEvent::Access(access) => self.data_access(thread, access),
             BlockEvent::Conditional(taken) => self.conditional_branch(thread, addr, taken),
             BlockEvent::Indirect(target) => self.indirect_branch(thread, addr, target),
+            BlockEvent::Bus => {
+                if self.simulations {
+                    self.events.push(Event::Bus(thread, addr));
+                }
+            }
         }
     }
 
@@ -335,6 +341,7 @@ pub fn normalized(events: &[Event]) -> Vec<Event> {
             Event::Access(thread, access) => Event::Access(one(thread), access),
             Event::Conditional(thread, addr, taken) => Event::Conditional(one(thread), addr, taken),
             Event::Indirect(thread, addr, target) => Event::Indirect(one(thread), addr, target),
+            Event::Bus(thread, addr) => Event::Bus(one(thread), addr),
             other => other,
         })
         .collect()
@@ -388,7 +395,8 @@ fn thread_of(event: &Event) -> Option<Thread> {
         | Event::ThreadExited(thread)
         | Event::Access(thread, _)
         | Event::Conditional(thread, ..)
-        | Event::Indirect(thread, ..) => Some(*thread),
+        | Event::Indirect(thread, ..)
+        | Event::Bus(thread, _) => Some(*thread),
         Event::Forked(..) | Event::Exec(..) | Event::ProcessExited(..) => None,
     }
 }
@@ -453,6 +461,7 @@ pub fn per_thread(events: &[Event]) -> (Vec<Vec<Event>>, Vec<Event>) {
             Event::Access(t, access) => Event::Access(renamed(t), access),
             Event::Conditional(t, addr, taken) => Event::Conditional(renamed(t), addr, taken),
             Event::Indirect(t, addr, target) => Event::Indirect(renamed(t), addr, target),
+            Event::Bus(t, addr) => Event::Bus(renamed(t), addr),
             Event::Forked(t, child) => Event::Forked(renamed(t), pid(child)),
             Event::Exec(p, traced) => Event::Exec(pid(p), traced),
             Event::ProcessExited(p, exit) => Event::ProcessExited(pid(p), exit),
