@@ -251,6 +251,12 @@ fn script_args(args: &[OsString], command: &str) -> Result<Option<ScriptArgs>> {
         if let Some(value) = value(arg, "inclusive").filter(|_| callgrind) {
             parsed.inclusive = yes_no(arg, value)?;
         } else if let Some(value) = value(arg, "threshold") {
+            // cg_annotate takes at most 20%.
+            let most = if callgrind { 100.0 } else { 20.0 };
+            let percent = value.strip_suffix('%').unwrap_or(value).parse::<f64>();
+            if percent.is_ok_and(|percent| percent > most) {
+                bail!("{command}: {arg}: a percentage from 0 to {most}");
+            }
             parsed.threshold = Some(value.to_string());
         } else if let Some(value) = value(arg, "show-percs") {
             parsed.show_percs = yes_no(arg, value)?;

@@ -218,4 +218,29 @@ mod tests {
             Some("b.out:4: bad count 'x'".into())
         );
     }
+
+    #[test]
+    fn the_files_of_functions_over_the_threshold_are_annotated() {
+        let text = "cmd: ./p\nevents: Ir\nfl=/absent/x.c\nfn=a\n3 9000\n\
+                    fl=/absent/y.c\nfn=b\n4 995\nfl=/absent/z.c\nfn=c\n5 5\n\
+                    fl=???\nfn=d\n0 1000\nsummary: 11000\n";
+        let options = Options {
+            threshold: "0.1".into(),
+            show_percs: false,
+            show: Vec::new(),
+            sort: Vec::new(),
+            file_name: "p.out".into(),
+            sources: SourceOptions::default(),
+        };
+        let mut out = Vec::new();
+        cg_annotate(text.as_bytes(), &options, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        // z.c's 0.05% is under the threshold; ??? is never annotated.
+        let missing = format!(
+            "{FANCY}\nThe following files chosen for auto-annotation could not be found:\n\
+             {FANCY}\n  /absent/x.c\n  /absent/y.c\n\n"
+        );
+        assert!(out.ends_with(&missing), "{out}");
+        assert!(out.contains(" ???:d\n") && !out.contains("z.c:c"), "{out}");
+    }
 }

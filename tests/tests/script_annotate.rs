@@ -274,6 +274,7 @@ fn bad_options_fail_with_one_line_as_the_scripts_fail() {
         ("callgrind_annotate", &["--tree=up", "cachegrind.out"][..]),
         ("cg_annotate", &["--context=many", "cachegrind.out"]),
         ("cg_annotate", &["--auto=maybe", "cachegrind.out"]),
+        ("cg_annotate", &["--threshold=50", "cachegrind.out"]),
         ("cg_annotate", &["-I", "cachegrind.out"]),
         ("cg_annotate", &["cachegrind.out", "absent.c"]),
         ("callgrind_annotate", &["cachegrind.out", "absent.c"]),
