@@ -547,4 +547,36 @@ mod tests {
         add(&mut sum, &[4]);
         assert_eq!(sum, vec![7, 3]);
     }
+
+    #[test]
+    fn trees_list_counted_calls_and_a_call_counted_zero_times_is_a_cost() {
+        let text = "events: Ir\nfl=a.c\nfn=main\n1 10\ncfn=f\ncalls=2 5\n2 30\n\
+                    cfn=g\ncalls=0 7\n3 4\nfn=f\n5 30\nfn=g\n7 4\n";
+        let profile =
+            cgx_formats::read(std::io::Cursor::new(text.as_bytes().to_vec()), "t").unwrap();
+        let options = Options {
+            inclusive: false,
+            threshold: "100".into(),
+            show_percs: false,
+            show: Vec::new(),
+            sort: Vec::new(),
+            file_name: "t".into(),
+            cwd: String::new(),
+            tree: Tree::Both,
+            sources: SourceOptions {
+                auto: false,
+                ..SourceOptions::default()
+            },
+        };
+        let mut out = Vec::new();
+        callgrind_annotate(&profile, &options, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        // main's own 10 and the 4 of its call to g counted 0 times; g has
+        // no caller in the tree.
+        let expected = "\n30  < a.c:main (2x) []\n30  *  a.c:f\n\
+                        \n14  *  a.c:main\n30  >   a.c:f (2x) []\n\n 4  *  a.c:g\n\n";
+        assert!(out.ends_with(expected), "{out}");
+        assert_eq!(Tree::parse("calling"), Some(Tree::Calling));
+        assert_eq!(Tree::parse("up"), None);
+    }
 }
