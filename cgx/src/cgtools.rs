@@ -5,10 +5,13 @@
 //! - `cg_merge [-o OUTFILE] FILE...`: the costs of every file added, line by
 //!   line; the `desc:` and `cmd:` of the first. The events must be the same.
 //!   Without `-o`, the result goes to standard output.
-//! - `callgrind_annotate [OPTIONS] [FILE]` and `cg_annotate [OPTIONS]
-//!   [FILE]`: Valgrind 3.19's header and function summary
+//! - `callgrind_annotate [OPTIONS] [FILE [SOURCE...]]` and `cg_annotate
+//!   [OPTIONS] [FILE [SOURCE...]]`: Valgrind 3.19's reports, header,
+//!   function summary (with `--tree`) and annotated sources
 //!   (`cgx_converters::callgrind_annotate`, `cgx_converters::cg_annotate`);
 //!   without a file, the first `callgrind.out*` (`cachegrind.out*`) here.
+//!   A source named must be readable here or under an `--include` folder
+//!   given before it.
 //! - `cg_diff [--mod-filename=s/A/B/] [--mod-funcname=s/A/B/] FILE1 FILE2`:
 //!   per function (after the renames), the second file's costs minus the
 //!   first's, at line 0, on standard output, with `desc: Files compared:` and
@@ -21,6 +24,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use cgx_converters::annotate::Rewrite;
+use cgx_converters::callgrind_annotate::Tree;
+use cgx_converters::SourceOptions;
 use cgx_formats::{cachegrind_part, Part, Profile, Record};
 
 use crate::shims::VALGRIND_VERSION;
@@ -203,6 +208,22 @@ struct ScriptArgs {
     show: Vec<String>,
     sort: Vec<String>,
     file: Option<String>,
+    tree: Tree,
+    sources: SourceOptions,
+}
+
+/// The value of the script's include option in `arg`: `--include=DIR` and
+/// `-I=DIR` for both scripts, `-IDIR` for `cg_annotate` too.
+fn include_value(arg: &str, callgrind: bool) -> Option<&str> {
+    if let Some(dir) = value(arg, "include") {
+        return Some(dir);
+    }
+    let rest = arg.strip_prefix("-I")?;
+    match rest.strip_prefix('=') {
+        Some(dir) => Some(dir),
+        None if !callgrind => Some(rest),
+        None => None,
+    }
 }
 
 /// Parses the arguments of `command` (`callgrind_annotate` or
@@ -217,6 +238,8 @@ fn script_args(args: &[OsString], command: &str) -> Result<Option<ScriptArgs>> {
         show: Vec::new(),
         sort: Vec::new(),
         file: None,
+        tree: Tree::None,
+        sources: SourceOptions::default(),
     };
     let list = |value: &str| value.split(',').map(str::to_owned).collect::<Vec<_>>();
     let yes_no = |arg: &str, value: &str| match value {
@@ -228,6 +251,12 @@ fn script_args(args: &[OsString], command: &str) -> Result<Option<ScriptArgs>> {
         if let Some(value) = value(arg, "inclusive").filter(|_| callgrind) {
             parsed.inclusive = yes_no(arg, value)?;
         } else if let Some(value) = value(arg, "threshold") {
+            // cg_annotate takes at most 20%.
+            let most = if callgrind { 100.0 } else { 20.0 };
+            let percent = value.strip_suffix('%').unwrap_or(value).parse::<f64>();
+            if percent.is_ok_and(|percent| percent > most) {
+                bail!("{command}: {arg}: a percentage from 0 to {most}");
+            }
             parsed.threshold = Some(value.to_string());
         } else if let Some(value) = value(arg, "show-percs") {
             parsed.show_percs = yes_no(arg, value)?;
@@ -235,28 +264,36 @@ fn script_args(args: &[OsString], command: &str) -> Result<Option<ScriptArgs>> {
             parsed.show = list(value);
         } else if let Some(value) = value(arg, "sort") {
             parsed.sort = list(value);
-        } else if value(arg, "auto").is_some()
-            || value(arg, "context").is_some()
-            || value(arg, "include").is_some()
-            || arg.starts_with("-I")
-            || (callgrind && arg == "--tree=none")
-        {
-            // Source files are not annotated here.
+        } else if let Some(value) = value(arg, "auto") {
+            parsed.sources.auto = yes_no(arg, value)?;
+        } else if let Some(value) = value(arg, "context") {
+            parsed.sources.context = value
+                .parse()
+                .with_context(|| format!("{command}: {arg}: a number of lines"))?;
+        } else if let Some(value) = value(arg, "tree").filter(|_| callgrind) {
+            parsed.tree = Tree::parse(value)
+                .with_context(|| format!("{command}: {arg}: none, caller, calling or both"))?;
+        } else if arg == "-I" && !callgrind {
+            bail!("{command}: no space is allowed after a -I flag");
+        } else if let Some(dir) = include_value(arg, callgrind) {
+            parsed.sources.add_include(dir);
         } else if arg == "--version" {
             println!(
                 "{command}-{VALGRIND_VERSION} (cgx {})",
                 env!("CARGO_PKG_VERSION")
             );
             return Ok(None);
-        } else if callgrind && arg.starts_with("--tree=") {
-            bail!(
-                "{command}: {arg}: call trees in this layout are not provided by cgx yet \
-                 (cgx annotate --tree=... has them)"
-            );
         } else if arg.starts_with('-') {
             bail!("{command}: unknown option {arg}");
         } else if parsed.file.is_none() {
             parsed.file = Some(arg.clone());
+        } else if parsed.sources.is_readable(arg) {
+            parsed.sources.user_files.push(arg.clone());
+        } else {
+            bail!(
+                "{command}: File {arg} not found in any of: {}",
+                parsed.sources.searched()
+            );
         }
     }
     Ok(Some(parsed))
@@ -301,6 +338,8 @@ pub fn callgrind_annotate(args: &[OsString]) -> Result<()> {
         cwd: std::env::current_dir()
             .map(|dir| format!("{}/", dir.display()))
             .unwrap_or_default(),
+        tree: parsed.tree,
+        sources: parsed.sources,
     };
     let profile = cgx_formats::read_path(Path::new(&options.file_name))?;
     let mut out = BufWriter::new(io::stdout().lock());
@@ -322,6 +361,7 @@ pub fn cg_annotate(args: &[OsString]) -> Result<()> {
         show: parsed.show,
         sort: parsed.sort,
         file_name,
+        sources: parsed.sources,
     };
     let input = std::fs::File::open(&options.file_name)
         .with_context(|| format!("cg_annotate: {}: cannot be read", options.file_name))?;

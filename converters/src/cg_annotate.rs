@@ -1,5 +1,5 @@
-//! The report of Valgrind 3.19's `cg_annotate` (its header and its summary
-//! of functions) on a Cachegrind file, `cg_diff`'s with negative counts
+//! The report of Valgrind 3.19's `cg_annotate` (its header, its summary of
+//! functions and its annotated source files) on a Cachegrind file, `cg_diff`'s with negative counts
 //! included (which the profile model, unsigned, does not hold: this module
 //! reads the file itself, as the script does).
 //!
@@ -8,13 +8,15 @@
 //! size (absolute value) of the sort events, descending (ties by name here;
 //! the script leaves them in hash order), and each is listed while it alone reaches the threshold
 //! share of an event (`--threshold`, 0.1% by default, for the primary sort
-//! event; 100% for the others). Source files are not annotated (as with
-//! `--auto=no`).
+//! event; 100% for the others). The files of the functions listed (with
+//! `--auto=yes`, the default) and those named are then annotated
+//! (`script_source`), with the counts of the file's `fl=` lines by line.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, Write};
 
 use crate::script_report::{Choice, Report, ScriptError, FANCY};
+use crate::script_source::{file_of, write_sources, FileLines, SourceOptions, Sources};
 
 /// What the report shows.
 #[derive(Clone, Debug)]
@@ -29,6 +31,8 @@ pub struct Options {
     pub sort: Vec<String>,
     /// The file's name as given on the command line.
     pub file_name: String,
+    /// The source files annotated and where they are looked for.
+    pub sources: SourceOptions,
 }
 
 /// A Cachegrind file as the script reads it.
@@ -37,7 +41,19 @@ struct File {
     cmd: String,
     events: Vec<String>,
     functions: HashMap<String, Vec<i64>>,
+    /// The counts by `fl=` file and line.
+    lines: FileLines,
     summary: Vec<i64>,
+}
+
+/// Adds `counts` to `sums`, which grows to fit.
+fn add(sums: &mut Vec<i64>, counts: &[i64]) {
+    if sums.len() < counts.len() {
+        sums.resize(counts.len(), 0);
+    }
+    for (sum, count) in sums.iter_mut().zip(counts) {
+        *sum += count;
+    }
 }
 
 /// Reads the Cachegrind file `input`, named `name` in errors.
@@ -61,6 +77,7 @@ fn read(input: impl BufRead, name: &str) -> Result<File, ScriptError> {
         cmd: String::new(),
         events: Vec::new(),
         functions: HashMap::new(),
+        lines: FileLines::new(),
         summary: Vec::new(),
     };
     let (mut current_file, mut current) = (None::<String>, None::<String>);
@@ -79,6 +96,7 @@ fn read(input: impl BufRead, name: &str) -> Result<File, ScriptError> {
         } else if let Some(events) = line.strip_prefix("events:") {
             file.events = events.split_whitespace().map(str::to_owned).collect();
         } else if let Some(name) = line.strip_prefix("fl=") {
+            file.lines.entry(name.to_string()).or_default();
             current_file = Some(name.to_string());
             current = None;
         } else if let Some(function) = line.strip_prefix("fn=") {
@@ -95,14 +113,13 @@ fn read(input: impl BufRead, name: &str) -> Result<File, ScriptError> {
                 .as_ref()
                 .ok_or_else(|| malformed(number, "a cost line before fn="))?;
             let mut fields = line.splitn(2, char::is_whitespace);
-            fields.next();
+            let line_number = fields.next().and_then(|at| at.parse::<u64>().ok());
             let counts = numbers(fields.next().unwrap_or(""), number)?;
-            let sums = file.functions.entry(function.clone()).or_default();
-            if sums.len() < counts.len() {
-                sums.resize(counts.len(), 0);
-            }
-            for (sum, count) in sums.iter_mut().zip(counts) {
-                *sum += count;
+            add(file.functions.entry(function.clone()).or_default(), &counts);
+            // A negative line (never written) is left out of the sources.
+            if let (Some(at), Some(fl)) = (line_number, current_file.as_ref()) {
+                let lines = file.lines.entry(fl.clone()).or_default();
+                add(lines.entry(at).or_default(), &counts);
             }
         } else {
             return Err(malformed(number, "not a line of the Cachegrind format"));
@@ -135,7 +152,7 @@ pub fn cg_annotate(
     }
     writeln!(out, "Command:          {}", file.cmd)?;
     writeln!(out, "Data file:        {}", options.file_name)?;
-    report.write_header_events(out, "100")?;
+    report.write_header_events(out, "100", &options.sources)?;
     let functions = file.functions.values().map(Vec::as_slice);
     let widths = report.write_totals(out, false, functions)?;
     // By size: a difference's negative counts sort as large ones.
@@ -143,6 +160,7 @@ pub fn cg_annotate(
         .functions
         .iter()
         .map(|(name, costs)| (name, costs.as_slice()));
+    let mut listed = BTreeSet::new();
     for (name, costs) in report.sorted(functions, i64::abs) {
         // Shown while it alone reaches a threshold of an event.
         let shown = report.sort.iter().enumerate().any(|(k, &i)| {
@@ -161,9 +179,19 @@ pub fn cg_annotate(
         }
         report.write_costs(out, costs, &widths)?;
         writeln!(out, " {name}")?;
+        listed.insert(file_of(name).to_string());
     }
     writeln!(out)?;
-    Ok(())
+    let calls = HashMap::new();
+    let sources = Sources {
+        lines: &file.lines,
+        calls: &calls,
+        listed,
+        options: &options.sources,
+        input_file: &options.file_name,
+        total_at_least_printed: false,
+    };
+    write_sources(out, &report, &sources)
 }
 
 #[cfg(test)]
@@ -179,6 +207,8 @@ mod tests {
         assert_eq!(file.functions["x.c:f"], vec![-12, 3]);
         assert_eq!(file.functions["y.c:g"], vec![6, 1]);
         assert_eq!(file.summary, vec![-6, 4]);
+        assert_eq!(file.lines["y.c"][&0], vec![5]);
+        assert_eq!(file.lines["y.c"][&7], vec![1, 1]);
         let bad = read(
             "events: Ir\nfl=x\nfn=f\n1 x\nsummary: 1\n".as_bytes(),
             "b.out",
@@ -187,5 +217,30 @@ mod tests {
             bad.err().map(|e| e.to_string()),
             Some("b.out:4: bad count 'x'".into())
         );
+    }
+
+    #[test]
+    fn the_files_of_functions_over_the_threshold_are_annotated() {
+        let text = "cmd: ./p\nevents: Ir\nfl=/absent/x.c\nfn=a\n3 9000\n\
+                    fl=/absent/y.c\nfn=b\n4 995\nfl=/absent/z.c\nfn=c\n5 5\n\
+                    fl=???\nfn=d\n0 1000\nsummary: 11000\n";
+        let options = Options {
+            threshold: "0.1".into(),
+            show_percs: false,
+            show: Vec::new(),
+            sort: Vec::new(),
+            file_name: "p.out".into(),
+            sources: SourceOptions::default(),
+        };
+        let mut out = Vec::new();
+        cg_annotate(text.as_bytes(), &options, &mut out).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        // z.c's 0.05% is under the threshold; ??? is never annotated.
+        let missing = format!(
+            "{FANCY}\nThe following files chosen for auto-annotation could not be found:\n\
+             {FANCY}\n  /absent/x.c\n  /absent/y.c\n\n"
+        );
+        assert!(out.ends_with(&missing), "{out}");
+        assert!(out.contains(" ???:d\n") && !out.contains("z.c:c"), "{out}");
     }
 }

@@ -23,4 +23,6 @@ pub mod annotate;
 pub mod callgrind_annotate;
 pub mod cg_annotate;
 mod script_report;
+mod script_source;
 pub use script_report::ScriptError;
+pub use script_source::SourceOptions;

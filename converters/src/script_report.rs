@@ -11,6 +11,7 @@ use std::cmp::Ordering;
 use std::io::{self, Write};
 
 use crate::annotate::commify;
+use crate::script_source::SourceOptions;
 
 /// The line between the report's sections.
 pub const FANCY: &str =
@@ -42,6 +43,15 @@ pub enum ScriptError {
         line: usize,
         /// What is wrong.
         reason: String,
+    },
+    /// A source file named on the command line is in none of the folders
+    /// searched.
+    #[error("File {file} not found in any of: {searched}")]
+    SourceNotFound {
+        /// The file.
+        file: String,
+        /// The folders, as the scripts list them.
+        searched: String,
     },
     /// Reading or writing failed.
     #[error(transparent)]
@@ -131,10 +141,37 @@ impl<'a> Report<'a> {
         listed.join(" ")
     }
 
+    /// The totals percentages are of.
+    pub(crate) fn summary(&self) -> &[i64] {
+        self.summary
+    }
+
+    /// The same report with percentages of `summary`.
+    pub(crate) fn with_summary<'b>(&self, summary: &'b [i64]) -> Report<'b>
+    where
+        'a: 'b,
+    {
+        Report {
+            events: self.events,
+            show: self.show.clone(),
+            sort: self.sort.clone(),
+            threshold: self.threshold,
+            threshold_text: self.threshold_text.clone(),
+            show_percs: self.show_percs,
+            summary,
+        }
+    }
+
     /// The header's lines from `Events recorded:` on, and the blank line
     /// after them; sort events after the primary one get the threshold
-    /// `others` (each script has its own).
-    pub fn write_header_events(&self, out: &mut dyn Write, others: &str) -> io::Result<()> {
+    /// `others` (each script has its own); `sources` says which files are
+    /// annotated.
+    pub fn write_header_events(
+        &self,
+        out: &mut dyn Write,
+        others: &str,
+        sources: &SourceOptions,
+    ) -> io::Result<()> {
         let thresholds: Vec<&str> = (0..self.sort.len())
             .map(|i| match i {
                 0 => self.threshold_text.as_str(),
@@ -145,9 +182,7 @@ impl<'a> Report<'a> {
         writeln!(out, "Events shown:     {}", self.names(&self.show))?;
         writeln!(out, "Event sort order: {}", self.names(&self.sort))?;
         writeln!(out, "Thresholds:       {}", thresholds.join(" "))?;
-        writeln!(out, "Include dirs:     ")?;
-        writeln!(out, "User annotated:   ")?;
-        writeln!(out, "Auto-annotation:  off")?;
+        sources.write_header(out)?;
         writeln!(out)
     }
 
@@ -200,7 +235,7 @@ impl<'a> Report<'a> {
     }
 
     /// The width of each event's column for the cost lines `all`.
-    fn widths<'c>(&self, all: impl Iterator<Item = &'c [i64]>) -> Vec<usize> {
+    pub(crate) fn widths<'c>(&self, all: impl Iterator<Item = &'c [i64]>) -> Vec<usize> {
         let mut widths: Vec<usize> = self.events.iter().map(String::len).collect();
         for costs in all {
             for (width, cost) in widths.iter_mut().zip(costs) {
@@ -216,7 +251,7 @@ impl<'a> Report<'a> {
     }
 
     /// The events' names, each padded to its column.
-    fn write_events(&self, out: &mut dyn Write, widths: &[usize]) -> io::Result<()> {
+    pub(crate) fn write_events(&self, out: &mut dyn Write, widths: &[usize]) -> io::Result<()> {
         for &i in &self.show {
             write!(out, "{:<width$} ", self.events[i], width = widths[i])?;
         }

@@ -20,6 +20,7 @@ mod options;
 mod report;
 mod rewrite;
 mod source;
+pub(crate) use source::ranges as line_ranges;
 mod style;
 mod summary;
 mod table;

@@ -335,7 +335,7 @@ fn source_lines(text: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// The ranges of lines to print: each counted line with `context` lines either
 /// side, ranges that touch or overlap merged.
-fn ranges(counted: impl Iterator<Item = u64>, context: u64) -> Vec<(u64, u64)> {
+pub(crate) fn ranges(counted: impl Iterator<Item = u64>, context: u64) -> Vec<(u64, u64)> {
     let mut ranges: Vec<(u64, u64)> = Vec::new();
     for line in counted {
         let low = line.saturating_sub(context).max(1);
