@@ -130,6 +130,10 @@ pub struct Options {
     /// `--cacheuse-inclusive=yes` (default): exact inclusive cache-use costs
     /// from the back-dating tree; `no` leaves them zero, as Valgrind does.
     pub cacheuse_inclusive: bool,
+    /// `--simulate-wb=yes` and `--simulate-hwpref=yes` as given; they apply
+    /// only with the cache simulation and without cache use
+    /// ([`Options::cache_extensions`]).
+    pub extensions: cgx_sim::Extensions,
     /// The simulated caches (detected, or `--I1`/`--D1`/`--LL`).
     pub caches: cgx_sim::CachesConfig,
 }
@@ -142,6 +146,16 @@ impl Options {
         [&self.dump_before, &self.dump_after, &self.zero_before]
             .iter()
             .any(|patterns| !patterns.is_empty())
+    }
+
+    /// The write-back and prefetch behaviours the cache simulation has:
+    /// those asked for, with Callgrind's cache simulation and without cache
+    /// use (Valgrind 3.19 turns them off with `--cacheuse=yes`); `None` when
+    /// none applies.
+    pub fn cache_extensions(&self) -> Option<cgx_sim::Extensions> {
+        let applies = self.cache_sim && !self.cacheuse && !self.cachegrind;
+        let any = self.extensions.write_back || self.extensions.prefetch;
+        (applies && any).then_some(self.extensions)
     }
 }
 
@@ -171,6 +185,7 @@ impl Default for Options {
             branch_sim: false,
             cacheuse: false,
             cacheuse_inclusive: true,
+            extensions: cgx_sim::Extensions::default(),
             caches: cgx_sim::CachesConfig::DEFAULT,
         }
     }

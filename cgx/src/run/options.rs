@@ -8,7 +8,8 @@
 //!
 //! The simulations follow Valgrind 3.19, quirks included: Cachegrind simulates
 //! the caches unless `--cache-sim=no`; Callgrind does not, but any of its cache
-//! options (`--cacheuse=yes|no`, `--I1`, `--D1`, `--LL`) turns the cache
+//! options (`--cacheuse=yes|no`, `--simulate-wb=yes|no`,
+//! `--simulate-hwpref=yes|no`, `--I1`, `--D1`, `--LL`) turns the cache
 //! simulation on, and `--cacheuse=yes` also turns `--dump-instr` on, each at
 //! its place on the command line (a later `--cache-sim=no` or
 //! `--dump-instr=no` wins).
@@ -142,6 +143,12 @@ pub struct Options {
     /// `--cacheuse-inclusive=no` (Callgrind, cgx's own) leaves the inclusive
     /// cache-use costs zero, as Valgrind does; by default they are exact.
     pub cacheuse_inclusive: bool,
+    /// `--simulate-wb=yes` (Callgrind): a write-back LL, counting the LL
+    /// misses that evict a dirty line (`ILdmr DLdmr DLdmw`); off with cache use.
+    pub simulate_wb: bool,
+    /// `--simulate-hwpref=yes` (Callgrind): the stream prefetcher into LL;
+    /// off with cache use.
+    pub simulate_hwpref: bool,
     /// `--I1=size,assoc,line` (checked as Valgrind checks it).
     pub i1: Option<CacheConfig>,
     /// `--D1=size,assoc,line`.
@@ -191,6 +198,8 @@ impl Options {
             branch_sim: false,
             cacheuse: false,
             cacheuse_inclusive: true,
+            simulate_wb: false,
+            simulate_hwpref: false,
             i1: None,
             d1: None,
             ll: None,
@@ -268,6 +277,8 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--branch-sim",
     "--cacheuse",
     "--cacheuse-inclusive",
+    "--simulate-wb",
+    "--simulate-hwpref",
 ];
 
 /// `--log-fd=N` or `--log-file=NAME`.
@@ -485,6 +496,16 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         }
         ("--cacheuse-inclusive", Some(value)) if callgrind => {
             options.cacheuse_inclusive = yes_no(arg, value)?
+        }
+        // Like every cache option of Callgrind, either value turns the
+        // cache simulation on.
+        ("--simulate-wb", Some(value)) if callgrind => {
+            options.simulate_wb = yes_no(arg, value)?;
+            options.cache_sim = true;
+        }
+        ("--simulate-hwpref", Some(value)) if callgrind => {
+            options.simulate_hwpref = yes_no(arg, value)?;
+            options.cache_sim = true;
         }
         ("--I1" | "--D1" | "--LL" | "--L2", Some(value)) => {
             let level = match name {
@@ -771,6 +792,28 @@ mod tests {
         assert_eq!(
             error("--log-file= p"),
             "bad option: --log-file=: no file name given"
+        );
+    }
+
+    #[test]
+    fn write_back_and_prefetch_are_callgrind_cache_options() {
+        let options = ok("--simulate-wb=yes --simulate-hwpref=yes p");
+        assert!(options.simulate_wb && options.simulate_hwpref && options.cache_sim);
+        // Either value turns the cache simulation on, as in Valgrind; a
+        // later --cache-sim=no wins.
+        assert!(ok("--simulate-wb=no p").cache_sim);
+        assert!(ok("--simulate-hwpref=no p").cache_sim);
+        let off = ok("--simulate-wb=yes --cache-sim=no p");
+        assert!(off.simulate_wb && !off.cache_sim);
+        assert_eq!(
+            error("--simulate-wb p"),
+            "unknown option: --simulate-wb (say =yes or =no, as Valgrind)"
+        );
+        assert!(error("--simulate-hwpref=maybe p").starts_with("bad option"));
+        // Cachegrind has neither.
+        assert_eq!(
+            error("--tool=cachegrind --simulate-wb=yes p"),
+            "unknown option: --simulate-wb=yes"
         );
     }
 
