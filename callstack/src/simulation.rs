@@ -7,7 +7,7 @@ use cgx_sim::{
     Owner, UseHierarchy,
 };
 
-use crate::events::{CacheColumns, EventSet};
+use crate::events::{CacheColumns, DirtyColumns, EventSet};
 
 /// The cache model: plain, with write-back or prefetch (chosen once, so
 /// that the plain model's accesses test no option), or with cache-use
@@ -745,7 +745,10 @@ fn run_caches<C: RunCaches, S: RunSink>(
     sink: &mut S,
 ) {
     let fetched = (columns.i1mr, columns.ilmr);
-    let dirty = columns.dirty.unwrap_or_default();
+    let dirty = match C::DIRTY {
+        true => columns.dirty.unwrap_or_default(),
+        false => DirtyColumns::default(),
+    };
     let fetch = |caches: &mut C, tickets: &mut Tickets, point: &FetchPoint, sink: &mut S| {
         let at = point.at();
         if let Some(&instruction) = block.instructions.get(at) {
