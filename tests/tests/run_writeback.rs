@@ -8,6 +8,8 @@
 //!   and inclusive cost, each instruction's cost;
 //! - the options matter on these programs: Valgrind counts dirty misses with
 //!   write-back, and other LL misses with prefetch than without;
+//! - the write-back LL's tags keep no address bits above bit 31, as
+//!   Valgrind's (`far_alias.c`, its own function's figures);
 //! - with `--cacheuse=yes` Valgrind turns both off, with a warning each: cgx
 //!   writes the profile of `--cacheuse=yes` alone and the same warnings.
 //!
@@ -18,7 +20,8 @@ use std::path::Path;
 
 use cgx_formats::Profile;
 use cgx_tests::run::{
-    assert_same_costs, assert_status, build, event_totals, native, run, Kind, Profiler, Run,
+    assert_same_costs, assert_status, build, event_totals, native, run, self_costs_of, Kind,
+    Profiler, Run,
 };
 
 /// The exit status of `exact` without arguments.
@@ -255,4 +258,29 @@ fn cache_use_turns_write_back_and_prefetch_off() {
         assert!(valgrind.stderr.contains(warning), "{}", valgrind.stderr);
         assert!(cgx.stderr.contains(warning), "{context}: {}", cgx.stderr);
     }
+}
+
+#[test]
+fn write_back_tags_drop_the_high_32_bits_as_valgrinds() {
+    // far_alias.c reads 16384 lines at 0x30000000, then 16384 lines 4 GiB
+    // higher (fixed mappings: the same addresses under both): D1 misses
+    // all 32768, the write-back LL only the first 16384.
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("far_alias.c", Kind::C, dir.path());
+    let options = ["-q", "--simulate-wb=yes", "--LL=4194304,16,64"];
+    let valgrind = run(Profiler::Valgrind, &options, &program, &[], dir.path());
+    let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
+    assert_status(&valgrind, 0);
+    assert_status(&cgx, 0);
+    let touch = |run: &Run| {
+        let costs = self_costs_of(&run.profile(), &WB_EVENTS);
+        costs.get("touch").cloned().unwrap_or_default()
+    };
+    let expected = touch(&valgrind);
+    assert_eq!(
+        expected.get(4..8),
+        Some(&[32770, 0, 0, 16384][..]),
+        "Valgrind's D1mr D1mw ILmr DLmr of touch: {expected:?}"
+    );
+    assert_eq!(touch(&cgx), expected, "far_alias.c: touch's {WB_EVENTS:?}");
 }
