@@ -1,8 +1,9 @@
 //! The events a profile holds, and the column of each in a cost vector:
-//! Callgrind's order (`Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim
-//! AcCost1 SpLoss1 AcCost2 SpLoss2`) or Cachegrind's (`Ir I1mr ILmr Dr D1mr
-//! DLmr Dw D1mw DLmw Bc Bcm Bi Bim`), the subsets the options ask for, and
-//! Callgrind's global bus events (`Ge`) last.
+//! Callgrind's order (`Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw ILdmr DLdmr
+//! DLdmw Bc Bcm Bi Bim AcCost1 SpLoss1 AcCost2 SpLoss2 Ge`, the dirty misses
+//! only with write-back and never with cache use, `Ge` with
+//! `--collect-bus=yes`) or Cachegrind's (`Ir I1mr ILmr Dr D1mr DLmr Dw D1mw
+//! DLmw Bc Bcm Bi Bim`), the subsets the options ask for.
 
 use crate::Options;
 
@@ -17,6 +18,17 @@ pub(crate) struct CacheColumns {
     pub ilmr: usize,
     pub dlmr: usize,
     pub dlmw: usize,
+    /// The dirty misses, with a write-back LL.
+    pub dirty: Option<DirtyColumns>,
+}
+
+/// Columns of the write-back simulation's dirty misses: LL misses that
+/// evicted a dirty line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DirtyColumns {
+    pub ildmr: usize,
+    pub dldmr: usize,
+    pub dldmw: usize,
 }
 
 /// Columns of the branch simulation's events.
@@ -48,7 +60,8 @@ impl UseColumns {
 }
 
 /// The most events a profile holds (`Ir`, the cache simulation's 8, the
-/// branch simulation's 4, cache use's 4 and `Ge`).
+/// branch simulation's 4, cache use's 4 and `Ge`; with write-back the
+/// cache simulation's 11, without cache use).
 pub(crate) const MAX_EVENTS: usize = 18;
 
 /// One instruction's event counts in a fixed-width array (the columns
@@ -75,6 +88,9 @@ impl EventSet {
             names.push(name);
             names.len() - 1
         };
+        let write_back = options
+            .cache_extensions()
+            .is_some_and(|extensions| extensions.write_back);
         let cache = options.cache_sim.then(|| {
             let order: [&'static str; 8] = if options.cachegrind {
                 ["I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw"]
@@ -93,6 +109,11 @@ impl EventSet {
                 ilmr: at("ILmr"),
                 dlmr: at("DLmr"),
                 dlmw: at("DLmw"),
+                dirty: write_back.then(|| DirtyColumns {
+                    ildmr: column(&mut names, "ILdmr"),
+                    dldmr: column(&mut names, "DLdmr"),
+                    dldmw: column(&mut names, "DLdmw"),
+                }),
             }
         });
         let branch = options.branch_sim.then(|| BranchColumns {
@@ -170,5 +191,47 @@ mod tests {
             "Ir AcCost1 SpLoss1 AcCost2 SpLoss2",
             "as Valgrind's --cacheuse=yes --cache-sim=no: zero columns"
         );
+    }
+
+    #[test]
+    fn write_back_adds_the_dirty_misses_except_with_cache_use() {
+        let mut options = Options {
+            cache_sim: true,
+            branch_sim: true,
+            extensions: cgx_sim::Extensions {
+                write_back: true,
+                prefetch: true,
+            },
+            ..Options::default()
+        };
+        let events = EventSet::new(&options);
+        assert_eq!(
+            events.names.join(" "),
+            "Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw ILdmr DLdmr DLdmw Bc Bcm Bi Bim"
+        );
+        let dirty = events.cache.and_then(|columns| columns.dirty);
+        assert_eq!(
+            dirty,
+            Some(DirtyColumns {
+                ildmr: 9,
+                dldmr: 10,
+                dldmw: 11
+            })
+        );
+        assert!(events.len() <= MAX_EVENTS);
+        // Prefetch alone adds no events.
+        options.extensions.write_back = false;
+        assert_eq!(EventSet::new(&options).len(), 13);
+        // Valgrind turns write-back off with cache use.
+        options.extensions.write_back = true;
+        options.cacheuse = true;
+        assert_eq!(
+            EventSet::new(&options).names.join(" "),
+            "Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim AcCost1 SpLoss1 AcCost2 SpLoss2"
+        );
+        // And it has nothing to write back without the cache simulation.
+        options.cacheuse = false;
+        options.cache_sim = false;
+        assert_eq!(EventSet::new(&options).names.join(" "), "Ir Bc Bcm Bi Bim");
     }
 }

@@ -135,6 +135,10 @@ pub struct Options {
     pub cacheuse_inclusive: bool,
     /// `--collect-bus=yes`: `Ge`, one per atomic read-modify-write run.
     pub collect_bus: bool,
+    /// `--simulate-wb=yes` and `--simulate-hwpref=yes` as given; they apply
+    /// only with the cache simulation and without cache use
+    /// ([`Options::cache_extensions`]).
+    pub extensions: cgx_sim::Extensions,
     /// The simulated caches (detected, or `--I1`/`--D1`/`--LL`).
     pub caches: cgx_sim::CachesConfig,
 }
@@ -149,6 +153,16 @@ impl Options {
             || [&self.dump_before, &self.dump_after, &self.zero_before]
                 .iter()
                 .any(|patterns| !patterns.is_empty())
+    }
+
+    /// The write-back and prefetch behaviours the cache simulation has:
+    /// those asked for, with Callgrind's cache simulation and without cache
+    /// use (Valgrind 3.19 turns them off with `--cacheuse=yes`); `None` when
+    /// none applies.
+    pub fn cache_extensions(&self) -> Option<cgx_sim::Extensions> {
+        let applies = self.cache_sim && !self.cacheuse && !self.cachegrind;
+        let any = self.extensions.write_back || self.extensions.prefetch;
+        (applies && any).then_some(self.extensions)
     }
 }
 
@@ -180,6 +194,7 @@ impl Default for Options {
             cacheuse: false,
             cacheuse_inclusive: true,
             collect_bus: false,
+            extensions: cgx_sim::Extensions::default(),
             caches: cgx_sim::CachesConfig::DEFAULT,
         }
     }

@@ -3,15 +3,19 @@
 
 use cgx_engine::{AccessKind, BlockEvent, DataAccess, Repeats, SimulatedBlock};
 use cgx_sim::{
-    BranchPredictors, CacheUseError, Charge, Hierarchy, LineChange, Outcome, Owner, UseHierarchy,
+    BranchPredictors, CacheUseError, Charge, ExtendedHierarchy, Hierarchy, LineChange, Outcome,
+    Owner, UseHierarchy,
 };
 
-use crate::events::{CacheColumns, EventSet};
+use crate::events::{CacheColumns, DirtyColumns, EventSet};
 
-/// The cache model: plain, or with cache-use bookkeeping.
+/// The cache model: plain, with write-back or prefetch (chosen once, so
+/// that the plain model's accesses test no option), or with cache-use
+/// bookkeeping.
 #[derive(Clone, Debug)]
 enum Caches {
     Plain(Hierarchy),
+    Extended(Box<ExtendedHierarchy>),
     Use(Box<UseHierarchy>),
 }
 
@@ -41,8 +45,13 @@ impl Simulation {
         events: &EventSet,
         options: &crate::Options,
     ) -> Result<Simulation, cgx_sim::CacheUseError> {
+        let extensions = options.cache_extensions();
         let caches = if events.cacheuse.is_some() && events.cache.is_some() {
             Some(Caches::Use(Box::new(UseHierarchy::new(&options.caches)?)))
+        } else if let (Some(extensions), Some(_)) = (extensions, events.cache) {
+            let hierarchy = ExtendedHierarchy::new(&options.caches, extensions)
+                .map_err(|(level, error)| CacheUseError::Geometry(level, error))?;
+            Some(Caches::Extended(Box::new(hierarchy)))
         } else if events.cache.is_some() {
             let hierarchy = Hierarchy::new(&options.caches)
                 .map_err(|(level, error)| CacheUseError::Geometry(level, error))?;
@@ -52,6 +61,7 @@ impl Simulation {
         };
         let i1_line_size = match &caches {
             Some(Caches::Plain(caches)) => Some(caches.config().i1.line_size),
+            Some(Caches::Extended(caches)) => Some(caches.config().i1.line_size),
             Some(Caches::Use(caches)) => Some(caches.config().i1.line_size),
             None => None,
         };
@@ -154,6 +164,17 @@ impl Simulation {
         let ir = Counts::one(0);
         let outcome = match &mut self.caches {
             Some(Caches::Plain(caches)) => caches.fetch(addr, u32::from(len)),
+            Some(Caches::Extended(caches)) => {
+                let outcome = caches.fetch(addr, u32::from(len));
+                return match self.events.cache {
+                    Some(columns) => {
+                        let dirty = columns.dirty.map(|dirty| dirty.ildmr);
+                        ir.misses(outcome, columns.i1mr, columns.ilmr)
+                            .dirty(outcome, dirty)
+                    }
+                    None => ir,
+                };
+            }
             Some(Caches::Use(caches)) => {
                 let owner = &mut || self.tickets.issue(loaded);
                 caches.fetch_for(addr, u32::from(len), owner)
@@ -176,6 +197,20 @@ impl Simulation {
         let outcome = match &mut self.caches {
             Some(Caches::Plain(caches)) if read => caches.read(access.addr, access.size),
             Some(Caches::Plain(caches)) => caches.write(access.addr, access.size),
+            Some(Caches::Extended(caches)) => {
+                let dirty = columns.dirty;
+                return if read {
+                    let outcome = caches.read(access.addr, access.size);
+                    Counts::one(columns.dr)
+                        .misses(outcome, columns.d1mr, columns.dlmr)
+                        .dirty(outcome, dirty.map(|dirty| dirty.dldmr))
+                } else {
+                    let outcome = caches.write(access.addr, access.size);
+                    Counts::one(columns.dw)
+                        .misses(outcome, columns.d1mw, columns.dlmw)
+                        .dirty(outcome, dirty.map(|dirty| dirty.dldmw))
+                };
+            }
             Some(Caches::Use(caches)) => {
                 let owner = &mut || self.tickets.issue(loaded);
                 caches.data_for(access.addr, access.size, owner)
@@ -242,6 +277,12 @@ impl Simulation {
         let tickets = &mut self.tickets;
         match (&mut self.caches, rules, branches) {
             (Some(Caches::Plain(caches)), (Some(columns), modify_is_read), false) => {
+                let run = (block, fetches);
+                run_caches(caches, tickets, (columns, modify_is_read), run, sink);
+                return;
+            }
+            (Some(Caches::Extended(caches)), (Some(columns), modify_is_read), false) => {
+                let caches = &mut **caches;
                 let run = (block, fetches);
                 run_caches(caches, tickets, (columns, modify_is_read), run, sink);
                 return;
@@ -317,6 +358,11 @@ impl Simulation {
     ) {
         let fetches = match &self.caches {
             Some(Caches::Plain(caches)) if refetches_hit(caches, block.instructions) => &[],
+            Some(Caches::Extended(caches))
+                if refetches_hit_extended(caches, block.instructions) =>
+            {
+                &[]
+            }
             _ => fetches,
         };
         self.run_block(block, fetches, sink);
@@ -344,6 +390,17 @@ impl Simulation {
         match &mut self.caches {
             Some(Caches::Plain(caches)) => {
                 let fetches = match refetches_hit(caches, runs.instructions()) {
+                    true => &[],
+                    false => fetches,
+                };
+                runs.for_each_run(|run| {
+                    run_caches(caches, tickets, rules, (run, fetches), sink);
+                    ended(sink, &[], &[]);
+                });
+            }
+            Some(Caches::Extended(caches)) => {
+                let caches = &mut **caches;
+                let fetches = match refetches_hit_extended(caches, runs.instructions()) {
                     true => &[],
                     false => fetches,
                 };
@@ -453,6 +510,7 @@ impl Simulation {
     pub fn clear(&mut self) {
         match &mut self.caches {
             Some(Caches::Plain(caches)) => caches.clear(),
+            Some(Caches::Extended(caches)) => caches.clear(),
             Some(Caches::Use(caches)) => caches.clear(),
             None => {}
         }
@@ -495,6 +553,16 @@ impl Tickets {
 /// Whether fetching the block of `instructions` again right after a run
 /// of it hits in I1 and changes nothing ([`Hierarchy::refetch_hits`]).
 fn refetches_hit(caches: &Hierarchy, instructions: &[(u64, u8)]) -> bool {
+    match (instructions.first(), instructions.last()) {
+        (Some(&(first, _)), Some(&(addr, len))) => {
+            caches.refetch_hits(first, addr.wrapping_add(u64::from(len).max(1) - 1))
+        }
+        _ => false,
+    }
+}
+
+/// [`refetches_hit`] for the extended model (whose I1 is the plain one).
+fn refetches_hit_extended(caches: &ExtendedHierarchy, instructions: &[(u64, u8)]) -> bool {
     match (instructions.first(), instructions.last()) {
         (Some(&(first, _)), Some(&(addr, len))) => {
             caches.refetch_hits(first, addr.wrapping_add(u64::from(len).max(1) - 1))
@@ -570,6 +638,10 @@ pub(crate) trait RunSink {
 
 /// A cache model as [`run_caches`] drives it.
 trait RunCaches {
+    /// Whether an access can miss LL evicting a dirty line
+    /// ([`Outcome::LlMissDirty`]), which then counts in the dirty columns.
+    const DIRTY: bool = false;
+
     /// Fetches the instruction of `len` bytes at `addr` and the
     /// `followers` after it in its line (count, usage mask), asking
     /// `owner` who loads a line.
@@ -580,8 +652,14 @@ trait RunCaches {
         owner: &mut dyn FnMut() -> Owner,
     ) -> Outcome;
 
-    /// Reads or writes `size` bytes at `addr` (simulated alike).
-    fn access(&mut self, addr: u64, size: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome;
+    /// Reads (`read`) or writes `size` bytes at `addr`.
+    fn access(
+        &mut self,
+        addr: u64,
+        size: u32,
+        read: bool,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome;
 }
 
 impl RunCaches for Hierarchy {
@@ -595,9 +673,38 @@ impl RunCaches for Hierarchy {
         self.fetch(addr, u32::from(len))
     }
 
+    /// A read and a write are simulated alike.
     #[inline(always)]
-    fn access(&mut self, addr: u64, size: u32, _: &mut dyn FnMut() -> Owner) -> Outcome {
+    fn access(&mut self, addr: u64, size: u32, _: bool, _: &mut dyn FnMut() -> Owner) -> Outcome {
         self.read(addr, size)
+    }
+}
+
+impl RunCaches for ExtendedHierarchy {
+    const DIRTY: bool = true;
+
+    #[inline(always)]
+    fn fetch_point(
+        &mut self,
+        (addr, len): (u64, u8),
+        _: (u32, u32),
+        _: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
+        self.fetch(addr, u32::from(len))
+    }
+
+    #[inline(always)]
+    fn access(
+        &mut self,
+        addr: u64,
+        size: u32,
+        read: bool,
+        _: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
+        match read {
+            true => self.read(addr, size),
+            false => self.write(addr, size),
+        }
     }
 }
 
@@ -614,8 +721,15 @@ impl RunCaches for UseHierarchy {
         outcome
     }
 
+    /// A read and a write are simulated alike.
     #[inline(always)]
-    fn access(&mut self, addr: u64, size: u32, owner: &mut dyn FnMut() -> Owner) -> Outcome {
+    fn access(
+        &mut self,
+        addr: u64,
+        size: u32,
+        _: bool,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Outcome {
         self.data_for(addr, size, owner)
     }
 }
@@ -631,6 +745,10 @@ fn run_caches<C: RunCaches, S: RunSink>(
     sink: &mut S,
 ) {
     let fetched = (columns.i1mr, columns.ilmr);
+    let dirty = match C::DIRTY {
+        true => columns.dirty.unwrap_or_default(),
+        false => DirtyColumns::default(),
+    };
     let fetch = |caches: &mut C, tickets: &mut Tickets, point: &FetchPoint, sink: &mut S| {
         let at = point.at();
         if let Some(&instruction) = block.instructions.get(at) {
@@ -638,6 +756,9 @@ fn run_caches<C: RunCaches, S: RunSink>(
             let owner = &mut || tickets.issue(&mut |ticket| sink.loaded(at, ticket));
             let outcome = caches.fetch_point(instruction, followers, owner);
             count_misses(sink, at, outcome, fetched);
+            if C::DIRTY && outcome.dirty_miss() {
+                sink.extra(at, dirty.ildmr);
+            }
         }
     };
     let mut fetches = fetches.iter().peekable();
@@ -647,11 +768,15 @@ fn run_caches<C: RunCaches, S: RunSink>(
         }
         let read = is_read(access.kind, modify_is_read);
         let owner = &mut || tickets.issue(&mut |ticket| sink.loaded(position, ticket));
-        let outcome = caches.access(access.addr, access.size, owner);
+        let outcome = caches.access(access.addr, access.size, read, owner);
         if read {
             count_misses(sink, position, outcome, (columns.d1mr, columns.dlmr));
         } else {
             count_misses(sink, position, outcome, (columns.d1mw, columns.dlmw));
+        }
+        if C::DIRTY && outcome.dirty_miss() {
+            let column = if read { dirty.dldmr } else { dirty.dldmw };
+            sink.extra(position, column);
         }
     }
     for point in fetches {
@@ -677,7 +802,7 @@ fn count_misses(
 }
 
 /// The events one simulation step counts, once each: the columns of an
-/// access and of its misses (at most three), one a byte, each plus 1 (0
+/// access and of its misses (at most three: L1, LL, dirty LL), one a byte, each plus 1 (0
 /// ends them). Added where they go one column at a time, not through a
 /// cost vector made for them: memory just written in parts is slow to
 /// read back whole, so this is a word, in a register.
@@ -705,6 +830,16 @@ impl Counts {
     #[inline]
     fn misses(self, outcome: Outcome, l1: usize, ll: usize) -> Counts {
         self.and(l1, outcome.l1_miss()).and(ll, outcome.ll_miss())
+    }
+
+    /// These and, when `outcome` is a dirty miss, the event in `column`
+    /// (the dirty misses' column, `None` without write-back).
+    #[inline]
+    fn dirty(self, outcome: Outcome, column: Option<usize>) -> Counts {
+        match column {
+            Some(column) => self.and(column, outcome.dirty_miss()),
+            None => self,
+        }
     }
 
     /// Calls `f` with each column counted (the last first).

@@ -2,6 +2,9 @@
 //!
 //! - [`Cache`]: one set-associative true-LRU cache; [`Hierarchy`]: I1, D1 and a
 //!   shared LL as in Cachegrind and Callgrind's `--cache-sim=yes`.
+//! - [`ExtendedHierarchy`]: the same with Callgrind's `--simulate-wb=yes`
+//!   (a [`WriteBackCache`] LL and dirty misses) and `--simulate-hwpref=yes`
+//!   (the stream [`Prefetcher`] into LL).
 //! - [`UseHierarchy`]: Callgrind's `--cacheuse=yes` model, producing
 //!   `AcCost1/SpLoss1/AcCost2/SpLoss2` [`Charge`]s for the owner that loaded each
 //!   evicted line.
@@ -19,7 +22,10 @@ mod caches;
 mod cacheuse;
 mod config;
 pub mod cpuid;
+mod extended;
 mod outcome;
+mod prefetch;
+mod writeback;
 
 pub use branch::{BranchPredictors, CondPredictor, IndirectPredictor};
 pub use cache::Cache;
@@ -30,4 +36,7 @@ pub use cacheuse::{
 pub use config::{
     CacheConfig, CacheLevel, CachesConfig, ConfigError, DescStyle, GeometryError, MIN_LINE_SIZE,
 };
+pub use extended::{ExtendedHierarchy, Extensions};
 pub use outcome::Outcome;
+pub use prefetch::Prefetcher;
+pub use writeback::{LineResult, WriteBackCache};

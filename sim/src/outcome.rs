@@ -9,6 +9,9 @@ pub enum Outcome {
     LlHit,
     /// Missed in L1 and in LL.
     LlMiss,
+    /// Missed in L1 and in LL, and the line LL evicted was dirty (only with
+    /// a write-back LL, see [`crate::ExtendedHierarchy`]).
+    LlMissDirty,
 }
 
 impl Outcome {
@@ -21,6 +24,13 @@ impl Outcome {
     /// True when LL missed too (counts toward `ILmr`, `DLmr` or `DLmw`).
     #[inline]
     pub fn ll_miss(self) -> bool {
-        self == Outcome::LlMiss
+        matches!(self, Outcome::LlMiss | Outcome::LlMissDirty)
+    }
+
+    /// True when LL missed and evicted a dirty line (counts toward
+    /// `ILdmr`, `DLdmr` or `DLdmw`).
+    #[inline]
+    pub fn dirty_miss(self) -> bool {
+        self == Outcome::LlMissDirty
     }
 }

@@ -116,6 +116,17 @@ pub fn configure(detection: &Detection, options: &Options) -> Result<CacheSetup,
             )));
         }
     }
+    // Callgrind then turns these off, saying so at any verbosity.
+    if options.cacheuse && options.simulate_hwpref {
+        messages.push(Message::Debug(
+            "warning: prefetch simulation can not be used with cache usage".to_string(),
+        ));
+    }
+    if options.cacheuse && options.simulate_wb {
+        messages.push(Message::Debug(
+            "warning: write-back simulation can not be used with cache usage".to_string(),
+        ));
+    }
     Ok(CacheSetup { config, messages })
 }
 
@@ -218,6 +229,32 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn cache_use_turns_write_back_and_prefetch_off_with_a_warning() {
+        // `valgrind -v --tool=callgrind --cacheuse=yes --simulate-wb=yes
+        // --simulate-hwpref=yes ./alias`: after the configuration.
+        let both = "-v --cacheuse=yes --simulate-wb=yes --simulate-hwpref=yes p";
+        let setup = configure(&vm_detection(), &options(both)).unwrap();
+        let text = rendered(&setup, 30324);
+        assert!(
+            text.ends_with(
+                "==30324==   LL: 268,435,456 B, 2-way, 64 B lines\n\
+                 --30324-- warning: prefetch simulation can not be used with cache usage\n\
+                 --30324-- warning: write-back simulation can not be used with cache usage\n"
+            ),
+            "{text}"
+        );
+        let quiet = "-q --cacheuse=yes --simulate-wb=yes p";
+        let text = rendered(&configure(&vm_detection(), &options(quiet)).unwrap(), 1);
+        assert!(text
+            .ends_with("--1-- warning: write-back simulation can not be used with cache usage\n"));
+        assert!(!text.contains("prefetch"));
+        // Without cache use, nothing is said.
+        let alone = "--simulate-wb=yes --simulate-hwpref=yes p";
+        let text = rendered(&configure(&vm_detection(), &options(alone)).unwrap(), 1);
+        assert!(!text.contains("cache usage"), "{text}");
     }
 
     #[test]

@@ -97,6 +97,11 @@ Callgrind only:
                                 (and, as there, --cacheuse=no turns the former on)
   --cacheuse-inclusive=yes|no   exact inclusive cache-use costs [yes] (cgx's own;
                                 no gives Valgrind's zero inclusive costs, to compare)
+  --simulate-wb=no|yes          write-back LL: ILdmr DLdmr DLdmw, misses evicting a
+                                dirty line; turns the cache simulation on (either
+                                value), off with --cacheuse=yes, as in Valgrind
+  --simulate-hwpref=no|yes      hardware prefetch of sequential streams into LL;
+                                turns the cache simulation on, off with --cacheuse=yes
   --dump-instr=no|yes           positions by instruction address [no]
   --dump-line=yes|no            positions by source line [yes]
   --compress-strings=yes|no     name compression [yes]
@@ -290,6 +295,10 @@ fn collector_options(
         cacheuse: options.cacheuse,
         cacheuse_inclusive: options.cacheuse_inclusive,
         collect_bus: options.collect_bus,
+        extensions: cgx_sim::Extensions {
+            write_back: options.simulate_wb,
+            prefetch: options.simulate_hwpref,
+        },
         caches: caches.unwrap_or_default(),
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! The simulations follow Valgrind 3.19, quirks included: Cachegrind simulates
 //! the caches unless `--cache-sim=no`; Callgrind does not, but any of its cache
-//! options (`--cacheuse=yes|no`, `--I1`, `--D1`, `--LL`) turns the cache
+//! options (`--cacheuse=yes|no`, `--simulate-wb=yes|no`,
+//! `--simulate-hwpref=yes|no`, `--I1`, `--D1`, `--LL`) turns the cache
 //! simulation on, and `--cacheuse=yes` also turns `--dump-instr` on, each at
 //! its place on the command line (a later `--cache-sim=no` or
 //! `--dump-instr=no` wins).
@@ -146,6 +147,12 @@ pub struct Options {
     pub cacheuse_inclusive: bool,
     /// `--collect-bus=yes`: `Ge`, Callgrind's global bus events.
     pub collect_bus: bool,
+    /// `--simulate-wb=yes` (Callgrind): a write-back LL, counting the LL
+    /// misses that evict a dirty line (`ILdmr DLdmr DLdmw`); off with cache use.
+    pub simulate_wb: bool,
+    /// `--simulate-hwpref=yes` (Callgrind): the stream prefetcher into LL;
+    /// off with cache use.
+    pub simulate_hwpref: bool,
     /// `--I1=size,assoc,line` (checked as Valgrind checks it).
     pub i1: Option<CacheConfig>,
     /// `--D1=size,assoc,line`.
@@ -197,6 +204,8 @@ impl Options {
             cacheuse: false,
             cacheuse_inclusive: true,
             collect_bus: false,
+            simulate_wb: false,
+            simulate_hwpref: false,
             i1: None,
             d1: None,
             ll: None,
@@ -276,6 +285,8 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--cacheuse",
     "--cacheuse-inclusive",
     "--collect-bus",
+    "--simulate-wb",
+    "--simulate-hwpref",
 ];
 
 /// `--log-fd=N` or `--log-file=NAME`.
@@ -497,6 +508,16 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         ("--collect-bus", Some(value)) if callgrind => options.collect_bus = yes_no(arg, value)?,
         ("--cacheuse-inclusive", Some(value)) if callgrind => {
             options.cacheuse_inclusive = yes_no(arg, value)?
+        }
+        // Like every cache option of Callgrind, either value turns the
+        // cache simulation on.
+        ("--simulate-wb", Some(value)) if callgrind => {
+            options.simulate_wb = yes_no(arg, value)?;
+            options.cache_sim = true;
+        }
+        ("--simulate-hwpref", Some(value)) if callgrind => {
+            options.simulate_hwpref = yes_no(arg, value)?;
+            options.cache_sim = true;
         }
         ("--I1" | "--D1" | "--LL" | "--L2", Some(value)) => {
             let level = match name {
@@ -783,6 +804,28 @@ mod tests {
         assert_eq!(
             error("--log-file= p"),
             "bad option: --log-file=: no file name given"
+        );
+    }
+
+    #[test]
+    fn write_back_and_prefetch_are_callgrind_cache_options() {
+        let options = ok("--simulate-wb=yes --simulate-hwpref=yes p");
+        assert!(options.simulate_wb && options.simulate_hwpref && options.cache_sim);
+        // Either value turns the cache simulation on, as in Valgrind; a
+        // later --cache-sim=no wins.
+        assert!(ok("--simulate-wb=no p").cache_sim);
+        assert!(ok("--simulate-hwpref=no p").cache_sim);
+        let off = ok("--simulate-wb=yes --cache-sim=no p");
+        assert!(off.simulate_wb && !off.cache_sim);
+        assert_eq!(
+            error("--simulate-wb p"),
+            "unknown option: --simulate-wb (say =yes or =no, as Valgrind)"
+        );
+        assert!(error("--simulate-hwpref=maybe p").starts_with("bad option"));
+        // Cachegrind has neither.
+        assert_eq!(
+            error("--tool=cachegrind --simulate-wb=yes p"),
+            "unknown option: --simulate-wb=yes"
         );
     }
 
