@@ -93,16 +93,9 @@ impl Collector {
             error,
             ..
         } = self;
-        processes.entry(pid).or_insert_with(|| {
-            let simulation = fresh.take().unwrap_or_else(|| {
-                // Made once already with the same options: it cannot fail.
-                Simulation::new(events, options).unwrap_or_else(|source| {
-                    error.get_or_insert(source.into());
-                    Simulation::without_caches(events, options)
-                })
-            });
-            Process::new(pid, options.clone(), events.clone(), simulation)
-        })
+        processes
+            .entry(pid)
+            .or_insert_with(|| new_process(pid, options.clone(), events, fresh, error))
     }
 
     /// Runs `f` on process `pid`, made if new (a known one without the
@@ -298,16 +291,48 @@ impl EventSink for Collector {
                     false => self.end_process(pid),
                 }
             }
-            Lifecycle::Exec { traced: true, .. } => {
-                // Valgrind loses what the old program collected.
+            Lifecycle::Exec {
+                traced: true,
+                name,
+                args,
+                ..
+            } => {
+                // Valgrind loses what the old program collected; the new
+                // program's files show its command line.
                 self.processes.remove(&pid);
                 self.combined.remove(&pid);
-                self.process(pid);
+                let options = Options {
+                    command: crate::command_line(name, args),
+                    ..(*self.options).clone()
+                };
+                let (events, fresh, error) = (&self.events, &mut self.fresh, &mut self.error);
+                let process = new_process(pid, Arc::new(options), events, fresh, error);
+                self.processes.insert(pid, process);
             }
             Lifecycle::ProcessExited(_) => self.end_process(pid),
             Lifecycle::Control => {}
         }
     }
+}
+
+/// A new process `pid` profiled with `options`: its simulation is `fresh`
+/// (made at the start, once) or a new one; an error making it goes to
+/// `error`.
+fn new_process(
+    pid: i32,
+    options: Arc<Options>,
+    events: &Arc<EventSet>,
+    fresh: &mut Option<Simulation>,
+    error: &mut Option<Error>,
+) -> Process {
+    let simulation = fresh.take().unwrap_or_else(|| {
+        // Made once already with the same options: it cannot fail.
+        Simulation::new(events, &options).unwrap_or_else(|source| {
+            error.get_or_insert(source.into());
+            Simulation::without_caches(events, &options)
+        })
+    });
+    Process::new(pid, options, events.clone(), simulation)
 }
 
 #[cfg(test)]
@@ -385,10 +410,13 @@ mod tests {
         run_a_little(&mut untraced);
         let program = Path::new("/bin/other");
         let process = Thread::of_process(PID);
+        let args = ["-x".to_string(), "file".to_string()];
         untraced.lifecycle(
             process,
             Lifecycle::Exec {
                 program,
+                name: "other",
+                args: &args,
                 traced: false,
             },
         );
@@ -411,6 +439,8 @@ mod tests {
             process,
             Lifecycle::Exec {
                 program,
+                name: "other",
+                args: &args,
                 traced: true,
             },
         );
@@ -423,5 +453,8 @@ mod tests {
             .parts
             .iter()
             .all(|part| part.self_totals().iter().all(|&cost| cost == 0)));
+        // The new program's command line, as execve was given it.
+        let cmd = dumps[0].profile.parts[0].header.cmd.as_deref();
+        assert_eq!(cmd, Some("other -x file"));
     }
 }

@@ -72,6 +72,15 @@ pub enum Error {
     },
 }
 
+/// A command line as Valgrind shows it (`Command:`, `cmd:`): the program
+/// as named and its arguments, joined by spaces.
+pub fn command_line<A: AsRef<str>>(program: &str, args: &[A]) -> String {
+    std::iter::once(program)
+        .chain(args.iter().map(AsRef::as_ref))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Callgrind's collection and dump options, with Valgrind's defaults.
 #[derive(Clone, Debug)]
 pub struct Options {

@@ -141,6 +141,11 @@ pub enum Lifecycle<'a> {
     Exec {
         /// The new program.
         program: &'a std::path::Path,
+        /// The name `execve` was given (the translate backend) or the
+        /// program's file (the step backend).
+        name: &'a str,
+        /// Its arguments after the first.
+        args: &'a [String],
         /// Whether the engine traces it.
         traced: bool,
     },

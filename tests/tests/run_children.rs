@@ -4,7 +4,9 @@
 //! another program leaves no profile); with it, every program but those
 //! `--trace-children-skip` names (by the name given to `execve`) or
 //! `--trace-children-skip-by-arg` matches (by an argument). cgx and Valgrind
-//! write as many files, and print the same.
+//! write as many files, with the same command lines (`cmd:`, an exec'd
+//! program's own: the name given to `execve` and its arguments), and print
+//! the same.
 
 use std::fs;
 use std::path::Path;
@@ -17,7 +19,7 @@ const SCRIPT: &str = "ls / > /dev/null; /bin/true; echo done";
 /// The files each profiler writes for the script with `options`, and what
 /// it printed (they must agree).
 fn files(options: &[&str], dir: &Path) -> usize {
-    let mut counts = Vec::new();
+    let mut counts: Vec<Vec<String>> = Vec::new();
     for profiler in [Profiler::Valgrind, Profiler::Cgx] {
         let out = dir.join(format!("{profiler:?}"));
         fs::create_dir_all(&out).expect("a folder per profiler");
@@ -26,14 +28,24 @@ fn files(options: &[&str], dir: &Path) -> usize {
         all.extend(options);
         let ran = run(profiler, &all, Path::new("/bin/sh"), &["-c", SCRIPT], dir);
         assert_eq!(ran.stdout, "done\n", "{}", ran.command);
-        let written = fs::read_dir(&out).expect("the folder").count();
-        counts.push(written);
+        let mut commands: Vec<String> = fs::read_dir(&out)
+            .expect("the folder")
+            .flatten()
+            .map(|file| {
+                let text = fs::read_to_string(file.path()).expect("a profile");
+                let cmd = text.lines().find_map(|line| line.strip_prefix("cmd:"));
+                // Valgrind writes two spaces after `cmd:`.
+                cmd.unwrap_or("(none)").trim().to_string()
+            })
+            .collect();
+        commands.sort();
+        counts.push(commands);
     }
     assert_eq!(
         counts[0], counts[1],
-        "files of Valgrind and cgx with {options:?}"
+        "the command lines of Valgrind's and cgx's files with {options:?}"
     );
-    counts[1]
+    counts[1].len()
 }
 
 #[test]

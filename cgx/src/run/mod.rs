@@ -249,14 +249,15 @@ fn translate_failure(program: &OsStr, error: &cgx_engine::Error, written: bool) 
     )
 }
 
-/// The command line as Valgrind shows it (`Command:`, `cmd:`): the program and
-/// its arguments as given, joined by spaces.
+/// The command line as Valgrind shows it (`Command:`, `cmd:`): see
+/// [`cgx_callstack::command_line`].
 fn command_line(options: &Options) -> String {
-    std::iter::once(&options.program)
-        .chain(&options.args)
+    let args: Vec<_> = options
+        .args
+        .iter()
         .map(|arg| arg.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect();
+    cgx_callstack::command_line(&options.program.to_string_lossy(), &args)
 }
 
 /// The collector's options for this run, simulating `caches` (when they were

@@ -267,7 +267,9 @@ impl EventSink for Tap<'_> {
         self.collector.lifecycle(thread, event);
         match event {
             Lifecycle::ThreadExited => self.take_dumps(),
-            Lifecycle::Exec { program, traced } => {
+            Lifecycle::Exec {
+                program, traced, ..
+            } => {
                 self.take_dumps();
                 if !traced {
                     self.listener.exec_untraced(thread.pid, program);

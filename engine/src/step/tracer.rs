@@ -335,14 +335,14 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         // The step backend names the program by its file (the translate
         // backend by the name `execve` was given).
         let name = program.display().to_string();
-        if self
-            .options
-            .traces_child(&name, &crate::launch::arguments_of(tid))
-        {
+        let args = crate::launch::arguments_of(tid);
+        if self.options.traces_child(&name, &args) {
             self.sink.lifecycle(
                 Thread::of_process(pid),
                 Lifecycle::Exec {
                     program: &program,
+                    name: &name,
+                    args: &args,
                     traced: true,
                 },
             );
@@ -360,6 +360,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             Thread::of_process(pid),
             Lifecycle::Exec {
                 program: &program,
+                name: &name,
+                args: &args,
                 traced: false,
             },
         );

@@ -476,14 +476,15 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             .get_mut(&tid)
             .and_then(|state| state.exec_name.take());
         let name = name.unwrap_or_else(|| program.display().to_string());
-        let traced = self
-            .options
-            .traces_child(&name, &crate::launch::arguments_of(tid));
+        let args = crate::launch::arguments_of(tid);
+        let traced = self.options.traces_child(&name, &args);
         if !traced {
             self.sink.lifecycle(
                 Thread::of_process(pid),
                 Lifecycle::Exec {
                     program: &program,
+                    name: &name,
+                    args: &args,
                     traced: false,
                 },
             );
@@ -506,6 +507,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             Thread::of_process(pid),
             Lifecycle::Exec {
                 program: &program,
+                name: &name,
+                args: &args,
                 traced: true,
             },
         );

@@ -231,7 +231,9 @@ impl EventSink for Recorder {
             Lifecycle::ThreadStarted => self.thread_started(thread),
             Lifecycle::ThreadExited => self.thread_exited(thread),
             Lifecycle::Forked(child_pid) => self.forked(thread, child_pid),
-            Lifecycle::Exec { program, traced } => self.exec(thread.pid, program, traced),
+            Lifecycle::Exec {
+                program, traced, ..
+            } => self.exec(thread.pid, program, traced),
             Lifecycle::ProcessExited(exit) => self.process_exited(thread.pid, exit),
             Lifecycle::Control => {}
         }
