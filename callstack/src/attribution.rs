@@ -89,7 +89,8 @@ impl OwnRun {
     /// `None` unless every instruction has a slot in the table as it is.
     pub fn new(
         addr: u64,
-        (charged, every): (&[Charged], &[(u32, u32)]),
+        charged: &[Charged],
+        every: &[(u32, u32)],
         table: &Costs,
         fetches: Box<[FetchPoint]>,
     ) -> Option<OwnRun> {

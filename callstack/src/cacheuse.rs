@@ -129,12 +129,10 @@ impl Owners {
                 continue;
             }
             let column = columns.of(charge.event);
-            costs.entry(key).or_default().charge_column(
-                centre,
-                addr,
-                (column, charge.amount),
-                width,
-            );
+            costs
+                .entry(key)
+                .or_default()
+                .charge_column(centre, addr, column, charge.amount, width);
             if let (Some(node), Some(forest)) = (node, forest.as_deref_mut()) {
                 let mut metrics = [0u64; 4];
                 metrics[use_index(charge.event)] = charge.amount;

@@ -228,7 +228,7 @@ impl Costs {
     /// Adds `ir` to the `Ir` (column 0) of the instruction at `addr` in
     /// `centre`, in cost vectors of `width` events.
     pub fn charge_ir(&mut self, centre: Centre, addr: u64, ir: u64, width: usize) {
-        self.charge_column(centre, addr, (0, ir), width);
+        self.charge_column(centre, addr, 0, ir, width);
     }
 
     /// Adds `amount` to `column` of the instruction at `addr` in `centre`,
@@ -237,7 +237,8 @@ impl Costs {
         &mut self,
         centre: Centre,
         addr: u64,
-        (column, amount): (usize, u64),
+        column: usize,
+        amount: u64,
         width: usize,
     ) {
         let slot = self.slot(centre, addr, width);

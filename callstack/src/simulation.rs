@@ -273,24 +273,22 @@ impl Simulation {
         sink: &mut impl RunSink,
     ) {
         let (data, branches) = (self.simulates_data(), self.simulates_branches());
-        let rules = (self.events.cache, self.modify_is_read);
+        let rules = self.events.cache.map(|columns| CacheRules {
+            columns,
+            modify_is_read: self.modify_is_read,
+        });
         let tickets = &mut self.tickets;
         match (&mut self.caches, rules, branches) {
-            (Some(Caches::Plain(caches)), (Some(columns), modify_is_read), false) => {
-                let run = (block, fetches);
-                run_caches(caches, tickets, (columns, modify_is_read), run, sink);
+            (Some(Caches::Plain(caches)), Some(rules), false) => {
+                run_caches(caches, tickets, rules, block, fetches, sink);
                 return;
             }
-            (Some(Caches::Extended(caches)), (Some(columns), modify_is_read), false) => {
-                let caches = &mut **caches;
-                let run = (block, fetches);
-                run_caches(caches, tickets, (columns, modify_is_read), run, sink);
+            (Some(Caches::Extended(caches)), Some(rules), false) => {
+                run_caches(&mut **caches, tickets, rules, block, fetches, sink);
                 return;
             }
-            (Some(Caches::Use(caches)), (Some(columns), modify_is_read), false) => {
-                let caches = &mut **caches;
-                let run = (block, fetches);
-                run_caches(caches, tickets, (columns, modify_is_read), run, sink);
+            (Some(Caches::Use(caches)), Some(rules), false) => {
+                run_caches(&mut **caches, tickets, rules, block, fetches, sink);
                 return;
             }
             _ => {}
@@ -385,7 +383,10 @@ impl Simulation {
         let (Some(columns), false) = (self.events.cache, self.simulates_branches()) else {
             return false;
         };
-        let rules = (columns, self.modify_is_read);
+        let rules = CacheRules {
+            columns,
+            modify_is_read: self.modify_is_read,
+        };
         let tickets = &mut self.tickets;
         match &mut self.caches {
             Some(Caches::Plain(caches)) => {
@@ -394,7 +395,7 @@ impl Simulation {
                     false => fetches,
                 };
                 runs.for_each_run(|run| {
-                    run_caches(caches, tickets, rules, (run, fetches), sink);
+                    run_caches(caches, tickets, rules, run, fetches, sink);
                     ended(sink, &[], &[]);
                 });
             }
@@ -405,7 +406,7 @@ impl Simulation {
                     false => fetches,
                 };
                 runs.for_each_run(|run| {
-                    run_caches(caches, tickets, rules, (run, fetches), sink);
+                    run_caches(caches, tickets, rules, run, fetches, sink);
                     ended(sink, &[], &[]);
                 });
             }
@@ -424,7 +425,7 @@ impl Simulation {
                     _ => fetches,
                 };
                 runs.for_each_run(|run| {
-                    run_caches(caches, tickets, rules, (run, fetches), sink);
+                    run_caches(caches, tickets, rules, run, fetches, sink);
                     if caches.has_reports() {
                         ended(
                             sink,
@@ -642,13 +643,13 @@ trait RunCaches {
     /// ([`Outcome::LlMissDirty`]), which then counts in the dirty columns.
     const DIRTY: bool = false;
 
-    /// Fetches the instruction of `len` bytes at `addr` and the
-    /// `followers` after it in its line (count, usage mask), asking
+    /// Fetches `instruction` (address, length), the instruction of fetch
+    /// point `point`, and the followers after it in its line, asking
     /// `owner` who loads a line.
     fn fetch_point(
         &mut self,
         instruction: (u64, u8),
-        followers: (u32, u32),
+        point: &FetchPoint,
         owner: &mut dyn FnMut() -> Owner,
     ) -> Outcome;
 
@@ -666,10 +667,11 @@ impl RunCaches for Hierarchy {
     #[inline(always)]
     fn fetch_point(
         &mut self,
-        (addr, len): (u64, u8),
-        _: (u32, u32),
+        instruction: (u64, u8),
+        _: &FetchPoint,
         _: &mut dyn FnMut() -> Owner,
     ) -> Outcome {
+        let (addr, len) = instruction;
         self.fetch(addr, u32::from(len))
     }
 
@@ -686,10 +688,11 @@ impl RunCaches for ExtendedHierarchy {
     #[inline(always)]
     fn fetch_point(
         &mut self,
-        (addr, len): (u64, u8),
-        _: (u32, u32),
+        instruction: (u64, u8),
+        _: &FetchPoint,
         _: &mut dyn FnMut() -> Owner,
     ) -> Outcome {
+        let (addr, len) = instruction;
         self.fetch(addr, u32::from(len))
     }
 
@@ -712,12 +715,13 @@ impl RunCaches for UseHierarchy {
     #[inline(always)]
     fn fetch_point(
         &mut self,
-        (addr, len): (u64, u8),
-        (count, mask): (u32, u32),
+        instruction: (u64, u8),
+        point: &FetchPoint,
         owner: &mut dyn FnMut() -> Owner,
     ) -> Outcome {
+        let (addr, len) = instruction;
         let outcome = self.fetch_for(addr, u32::from(len), owner);
-        self.fetch_again(count, mask);
+        self.fetch_again(point.followers, point.mask);
         outcome
     }
 
@@ -734,14 +738,28 @@ impl RunCaches for UseHierarchy {
     }
 }
 
-/// [`Simulation::run_block`] with caches and no branch simulation: each
-/// access's outcome gives its misses directly.
+/// How the caches' outcomes become events: the columns of the misses,
+/// and whether a read-modify-write is read (Cachegrind) or written
+/// (Callgrind).
+#[derive(Clone, Copy, Debug)]
+struct CacheRules {
+    columns: CacheColumns,
+    modify_is_read: bool,
+}
+
+/// [`Simulation::run_block`] of `block`, whose fetch points are `fetches`,
+/// with caches and no branch simulation: each access's outcome gives its
+/// misses directly.
 #[inline(always)]
 fn run_caches<C: RunCaches, S: RunSink>(
     caches: &mut C,
     tickets: &mut Tickets,
-    (columns, modify_is_read): (CacheColumns, bool),
-    (block, fetches): (&SimulatedBlock<'_>, &[FetchPoint]),
+    CacheRules {
+        columns,
+        modify_is_read,
+    }: CacheRules,
+    block: &SimulatedBlock<'_>,
+    fetches: &[FetchPoint],
     sink: &mut S,
 ) {
     let fetched = (columns.i1mr, columns.ilmr);
@@ -752,9 +770,8 @@ fn run_caches<C: RunCaches, S: RunSink>(
     let fetch = |caches: &mut C, tickets: &mut Tickets, point: &FetchPoint, sink: &mut S| {
         let at = point.at();
         if let Some(&instruction) = block.instructions.get(at) {
-            let followers = (point.followers, point.mask);
             let owner = &mut || tickets.issue(&mut |ticket| sink.loaded(at, ticket));
-            let outcome = caches.fetch_point(instruction, followers, owner);
+            let outcome = caches.fetch_point(instruction, point, owner);
             count_misses(sink, at, outcome, fetched);
             if C::DIRTY && outcome.dirty_miss() {
                 sink.extra(at, dirty.ildmr);

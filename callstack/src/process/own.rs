@@ -110,7 +110,7 @@ impl Process {
             };
             for (index, &(addr, len)) in (0u32..).zip(simulated.instructions) {
                 let mut own = OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
-                let charged = own_charge(recent_slots, (table, key), &mut own, events.len(), addr);
+                let charged = own_charge(recent_slots, table, key, &mut own, events.len(), addr);
                 charged_steps.push(charged);
                 *last_charged = Some(charged);
                 let counts = step(simulation, Step::Fetch(addr, len));
@@ -135,8 +135,7 @@ impl Process {
                 }
             }
             let fetches = simulation.fetch_points(simulated.instructions);
-            let steps = (charged_steps.as_slice(), every.as_slice());
-            if let Some(own) = OwnRun::new(block.0, steps, table, fetches) {
+            if let Some(own) = OwnRun::new(block.0, &charged_steps, &every, table, fetches) {
                 if own_runs.len() <= slot {
                     own_runs.resize(slot + 1, None);
                 }
@@ -222,7 +221,7 @@ impl Process {
             None => costs.entry(key).or_default(),
         };
         let mut own = OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
-        let charged = own_charge(recent_slots, (table, key), &mut own, events.len(), addr);
+        let charged = own_charge(recent_slots, table, key, &mut own, events.len(), addr);
         *last_charged = Some(charged);
         let counts = match behind {
             Some(behind) if simulation.simulates_fetches() => {
@@ -354,7 +353,8 @@ impl RunSink for OwnReport<'_> {
 #[inline]
 pub(super) fn own_charge(
     recent_slots: &mut RecentSlots,
-    (table, key): (&mut Costs, u32),
+    table: &mut Costs,
+    key: u32,
     own: &mut OwnFunctions<'_>,
     width: usize,
     addr: u64,

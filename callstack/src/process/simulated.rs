@@ -151,7 +151,7 @@ impl Process {
                 let mut next_event = block_events.next();
                 // With the simulation ahead, the run is one step of it.
                 let report = behind.as_mut().map(Behind::next_step).unwrap_or_default();
-                load_all(&report, (owners, costs_key), thread, instructions);
+                load_all(&report, owners, costs_key, thread, instructions);
                 let mut misses = report
                     .misses
                     .iter()
@@ -161,10 +161,14 @@ impl Process {
                     if ahead {
                         return simulation.every_run(step);
                     }
-                    let owners = (&mut *owners, costs_key);
-                    simulate(simulation, owners, thread, cacheuse, |sim, owner| {
-                        sim.step(step, owner)
-                    })
+                    simulate(
+                        simulation,
+                        owners,
+                        costs_key,
+                        thread,
+                        cacheuse,
+                        |sim, owner| sim.step(step, owner),
+                    )
                 };
                 for (index, &(addr, len)) in instructions.iter().enumerate() {
                     thread.instruction(costs, addr, len);
@@ -207,8 +211,7 @@ impl Process {
                 // block can change the call stack.
                 let report = ahead.then_some(&report);
                 if has_cache_use(report, simulation) {
-                    let report = (report, &mut *simulation);
-                    book_cache_use(false, report, owners, events, tables, forest);
+                    book_cache_use(false, report, simulation, owners, events, tables, forest);
                     let Some(table) = tables.get_mut(&costs_key) else {
                         return;
                     };
@@ -259,7 +262,7 @@ impl Process {
                         StepReport::default()
                     }
                 };
-                load_all(&report, (owners, costs_key), thread, instructions);
+                load_all(&report, owners, costs_key, thread, instructions);
                 for &miss in report.misses {
                     let (position, column) = ahead::position_and_column(miss);
                     thread.count_extra(position, column);
@@ -268,8 +271,7 @@ impl Process {
                 // block can change the call stack.
                 let report = ahead.then_some(&report);
                 if has_cache_use(report, simulation) {
-                    let report = (report, &mut *simulation);
-                    book_cache_use(false, report, owners, events, tables, forest);
+                    book_cache_use(false, report, simulation, owners, events, tables, forest);
                     let Some(table) = tables.get_mut(&costs_key) else {
                         return;
                     };
@@ -380,15 +382,22 @@ impl Process {
             if let Some(last) = thread.last_cost(costs) {
                 ahead::with_misses(simulation.every_run(step), report.misses).add_to(last);
             }
-            let report = (Some(&report), simulation);
-            book_cache_use(false, report, owners, events, tables, forest);
+            book_cache_use(
+                false,
+                Some(&report),
+                simulation,
+                owners,
+                events,
+                tables,
+                forest,
+            );
             return;
         }
         if cacheuse {
             simulation.set_collect(thread.collecting());
         }
         if thread.last_cost(costs).is_some() {
-            let counts = simulate(simulation, (owners, key), thread, cacheuse, |sim, owner| {
+            let counts = simulate(simulation, owners, key, thread, cacheuse, |sim, owner| {
                 sim.step(step, owner)
             });
             if let Some(last) = thread.last_cost(costs) {
@@ -420,7 +429,8 @@ impl Process {
         } = self;
         book_cache_use(
             only_executed,
-            (None, simulation),
+            None,
+            simulation,
             owners,
             events,
             costs,
@@ -468,7 +478,8 @@ pub(super) fn has_cache_use(report: Option<&StepReport<'_>>, simulation: &Simula
 /// [`Owners::settle`] for `only_executed`).
 pub(super) fn book_cache_use(
     only_executed: bool,
-    (report, simulation): (Option<&StepReport<'_>>, &mut Simulation),
+    report: Option<&StepReport<'_>>,
+    simulation: &mut Simulation,
     owners: &Owners,
     events: &EventSet,
     tables: &mut BTreeMap<u32, Costs>,
@@ -493,7 +504,8 @@ pub(super) fn book_cache_use(
 #[inline(always)]
 pub(super) fn simulate(
     simulation: &mut Simulation,
-    (owners, key): (&mut Owners, u32),
+    owners: &mut Owners,
+    key: u32,
     thread: &ThreadState,
     cacheuse: bool,
     step: impl FnOnce(&mut Simulation, &mut dyn FnMut(cgx_sim::Owner)) -> Counts,
@@ -511,7 +523,8 @@ pub(super) fn simulate(
 #[inline]
 pub(super) fn load_all(
     report: &StepReport<'_>,
-    (owners, key): (&mut Owners, u32),
+    owners: &mut Owners,
+    key: u32,
     thread: &ThreadState,
     instructions: &[(u64, u8)],
 ) {
