@@ -31,43 +31,9 @@ use std::io::{self, Write};
 
 use cgx_formats::{Profile, Record};
 
+pub use crate::annotate::Tree;
 use crate::script_report::{Choice, Report, ScriptError, FANCY};
 use crate::script_source::{file_of, write_sources, FileLines, LineCall, SourceOptions, Sources};
-
-/// `--tree`: which calls are listed with each function.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Tree {
-    /// `none`: no calls.
-    #[default]
-    None,
-    /// `caller`: the calls to it.
-    Caller,
-    /// `calling`: the calls it makes.
-    Calling,
-    /// `both`.
-    Both,
-}
-
-impl Tree {
-    /// The tree of `--tree=VALUE`, if VALUE is one.
-    pub fn parse(value: &str) -> Option<Tree> {
-        match value {
-            "none" => Some(Tree::None),
-            "caller" => Some(Tree::Caller),
-            "calling" => Some(Tree::Calling),
-            "both" => Some(Tree::Both),
-            _ => None,
-        }
-    }
-
-    fn callers(self) -> bool {
-        matches!(self, Tree::Caller | Tree::Both)
-    }
-
-    fn callees(self) -> bool {
-        matches!(self, Tree::Calling | Tree::Both)
-    }
-}
 
 /// What the report shows.
 #[derive(Clone, Debug)]

@@ -17,6 +17,18 @@ pub enum Tree {
 }
 
 impl Tree {
+    /// The tree of `--tree=VALUE` (`none`, `caller`, `calling`, `both`), if
+    /// VALUE is one.
+    pub fn parse(value: &str) -> Option<Tree> {
+        match value {
+            "none" => Some(Tree::None),
+            "caller" => Some(Tree::Caller),
+            "calling" => Some(Tree::Calling),
+            "both" => Some(Tree::Both),
+            _ => None,
+        }
+    }
+
     /// Whether callers are listed.
     pub fn callers(self) -> bool {
         matches!(self, Tree::Caller | Tree::Both)
