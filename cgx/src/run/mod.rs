@@ -102,6 +102,8 @@ Callgrind only:
                                 value), off with --cacheuse=yes, as in Valgrind
   --simulate-hwpref=no|yes      hardware prefetch of sequential streams into LL;
                                 turns the cache simulation on, off with --cacheuse=yes
+  --simulate-sectors=no|yes     accepted as by Valgrind, which simulates no sectors:
+                                turns the cache simulation on
   --dump-instr=no|yes           positions by instruction address [no]
   --dump-line=yes|no            positions by source line [yes]
   --compress-strings=yes|no     name compression [yes]

@@ -287,6 +287,7 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--collect-bus",
     "--simulate-wb",
     "--simulate-hwpref",
+    "--simulate-sectors",
 ];
 
 /// `--log-fd=N` or `--log-file=NAME`.
@@ -517,6 +518,12 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         }
         ("--simulate-hwpref", Some(value)) if callgrind => {
             options.simulate_hwpref = yes_no(arg, value)?;
+            options.cache_sim = true;
+        }
+        // Accepted by Callgrind 3.19, which simulates no sectors: it only
+        // turns the cache simulation on, as its other cache options do.
+        ("--simulate-sectors", Some(value)) if callgrind => {
+            yes_no(arg, value)?;
             options.cache_sim = true;
         }
         ("--I1" | "--D1" | "--LL" | "--L2", Some(value)) => {
@@ -815,6 +822,10 @@ mod tests {
         // later --cache-sim=no wins.
         assert!(ok("--simulate-wb=no p").cache_sim);
         assert!(ok("--simulate-hwpref=no p").cache_sim);
+        // Sectors are not simulated: the option only turns the caches on.
+        let sectors = ok("--simulate-sectors=yes p");
+        assert!(sectors.cache_sim && !sectors.simulate_wb && !sectors.simulate_hwpref);
+        assert!(error("--simulate-sectors=maybe p").contains("invalid boolean value"));
         let off = ok("--simulate-wb=yes --cache-sim=no p");
         assert!(off.simulate_wb && !off.cache_sim);
         assert_eq!(
