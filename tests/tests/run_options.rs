@@ -475,8 +475,10 @@ fn quiet_prints_nothing() {
     }
 }
 
-/// Without `-q`, the closing summary: `Events    : Ir`, `Collected : N` and
-/// `I   refs:      N,NNN` with Valgrind's numbers, after `==PID==` with the
+/// Without `-q`, Callgrind's hint `For interactive control, run
+/// 'callgrind_control -h'.` and the closing summary: `Events    : Ir`,
+/// `Collected : N` and `I   refs:      N,NNN` with Valgrind's numbers, after
+/// `==PID==` with the
 /// process id of the file name. On exact.c and on requests.c (whose collected
 /// total is less than its instructions).
 #[test]
@@ -487,10 +489,11 @@ fn the_summary_lines_are_valgrinds() {
         let summary = |profiler| {
             let run = run(profiler, &[OUT_FILE], &program, &[], dir.path());
             assert_status(&run, status);
-            let lines = summary_lines(&run.stderr, &["Events ", "Collected ", "I   refs:"]);
+            let starts = ["For interactive", "Events ", "Collected ", "I   refs:"];
+            let lines = summary_lines(&run.stderr, &starts);
             assert_eq!(
                 lines.len(),
-                3,
+                4,
                 "{}: summary lines in\n{}",
                 run.command,
                 run.stderr

@@ -179,10 +179,7 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         command_line.clone(),
         caches.as_ref().map(|setup| setup.config),
     ))?;
-    // As Valgrind's callgrind_control: Callgrind's runs only (and those of
-    // the translate backend, which restarts a wait the control interrupts).
-    let served = options.tool == Tool::Callgrind && options.backend == Backend::Translate;
-    let control = served.then(|| command_line.clone());
+    let control = options.serves_control().then(|| command_line.clone());
     let log = match options.time_stamp {
         true => Log::new(log).stamped(std::time::Instant::now()),
         false => Log::new(log),

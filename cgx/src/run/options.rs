@@ -233,6 +233,13 @@ impl Options {
         self.tool == Tool::Cachegrind || self.cache_sim
     }
 
+    /// Whether the run serves `callgrind_control`, as Valgrind's Callgrind
+    /// does: Callgrind's runs with the translate backend (which restarts a
+    /// wait the control interrupts).
+    pub fn serves_control(&self) -> bool {
+        self.tool == Tool::Callgrind && self.backend == Backend::Translate
+    }
+
     /// Whether a simulation (caches, branches, cache use) needs the data
     /// accesses and branches of the run, or `--collect-bus` its atomic
     /// instructions (the engine reports them with those events).

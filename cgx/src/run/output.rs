@@ -30,6 +30,8 @@ pub struct Output {
     backend: Backend,
     callgrind: CallgrindOptions,
     verbosity: i32,
+    /// The run serves `callgrind_control` ([`Options::serves_control`]).
+    serves_control: bool,
     /// `--trace-children=yes`: an untraced `execve` was skipped on purpose.
     trace_children: bool,
     command: String,
@@ -80,6 +82,7 @@ impl Output {
                 compress_positions: options.compress_pos,
             },
             verbosity: options.verbosity,
+            serves_control: options.serves_control(),
             trace_children: options.trace_children,
             command,
             simulations: Simulations {
@@ -111,6 +114,12 @@ impl Output {
         }
         for message in std::mem::take(&mut self.startup) {
             text.push_str(&message.render(pid));
+        }
+        if self.verbosity > 0 && self.serves_control {
+            // Callgrind's hint, after the caches' warnings as in Valgrind.
+            text.push_str(&format!(
+                "=={pid}== For interactive control, run 'callgrind_control -h'.\n=={pid}== \n"
+            ));
         }
         text
     }
@@ -580,7 +589,8 @@ mod tests {
             text.ends_with(
                 "==7== Command: ./prog\n==7== \n\
                  --7-- warning: L3 cache found, using its data for the LL simulation.\n\
-                 ==7== Cache configuration used:\n"
+                 ==7== Cache configuration used:\n\
+                 ==7== For interactive control, run 'callgrind_control -h'.\n==7== \n"
             ),
             "{text}"
         );
