@@ -23,13 +23,15 @@ fn both(
     (outcome, fast, step_outcome, reference)
 }
 
-/// Asserts that the translate run (`outcome`, its events) ended with `exit`
-/// and agrees with the step run: instruction count, and each thread's
-/// events.
+/// Asserts that the translate run (`outcome`, its events `fast`) ended with
+/// `exit` and agrees with the step run (`step_outcome`, its events
+/// `reference`): instruction count, and each thread's events.
 fn assert_same_as_step(
     exit: Exit,
-    (outcome, fast): (&translate::Outcome, &Recorder),
-    (step_outcome, reference): (&step::Outcome, &Recorder),
+    outcome: &translate::Outcome,
+    fast: &Recorder,
+    step_outcome: &step::Outcome,
+    reference: &Recorder,
 ) {
     assert_eq!(outcome.exit, exit);
     assert_eq!(outcome.instructions, step_outcome.instructions);
@@ -101,11 +103,7 @@ fn a_forked_process_is_profiled_on_its_own() {
     let program = build(dir.path(), "fork", 0);
     let (outcome, fast, step_outcome, reference) =
         both(&Command::new(&program), &RunOptions::default());
-    assert_same_as_step(
-        Exit::Code(0),
-        (&outcome, &fast),
-        (&step_outcome, &reference),
-    );
+    assert_same_as_step(Exit::Code(0), &outcome, &fast, &step_outcome, &reference);
     // `forked` comes where the step backend reports it in the parent's
     // sequence: before the fork system call's instruction.
     let forked_at = fast
@@ -144,11 +142,7 @@ fn vfork_exec(trace_children: bool) {
         ..RunOptions::default()
     };
     let (outcome, fast, step_outcome, reference) = both(&command, &options);
-    assert_same_as_step(
-        Exit::Code(3),
-        (&outcome, &fast),
-        (&step_outcome, &reference),
-    );
+    assert_same_as_step(Exit::Code(3), &outcome, &fast, &step_outcome, &reference);
     assert!(fast
         .events
         .iter()
@@ -189,11 +183,7 @@ fn exec_of_the_initial_process_traced_on_and_detached() {
             ..RunOptions::default()
         };
         let (outcome, fast, step_outcome, reference) = both(&command, &options);
-        assert_same_as_step(
-            Exit::Code(3),
-            (&outcome, &fast),
-            (&step_outcome, &reference),
-        );
+        assert_same_as_step(Exit::Code(3), &outcome, &fast, &step_outcome, &reference);
     }
 }
 
@@ -231,11 +221,7 @@ fn a_program_that_uses_gs_is_refused_only_when_it_does() {
     let unused = build(dir.path(), "gs", 0);
     let (outcome, fast, step_outcome, reference) =
         both(&Command::new(&unused), &RunOptions::default());
-    assert_same_as_step(
-        Exit::Code(0),
-        (&outcome, &fast),
-        (&step_outcome, &reference),
-    );
+    assert_same_as_step(Exit::Code(0), &outcome, &fast, &step_outcome, &reference);
     let used = build(dir.path(), "gs", 1);
     let error = translate::run(
         &Command::new(&used),
@@ -252,11 +238,7 @@ fn a_failed_exec_goes_on_after_the_call() {
     let exec = build(dir.path(), "exec", 0);
     let command = Command::new(&exec).args(["/nonexistent/cgx-no-such-program"]);
     let (outcome, fast, step_outcome, reference) = both(&command, &RunOptions::default());
-    assert_same_as_step(
-        Exit::Code(127),
-        (&outcome, &fast),
-        (&step_outcome, &reference),
-    );
+    assert_same_as_step(Exit::Code(127), &outcome, &fast, &step_outcome, &reference);
 }
 
 #[test]
@@ -265,11 +247,7 @@ fn threads_one_after_the_other_reuse_one_data_area() {
     let program = build(dir.path(), "threads_serial", 0);
     let (outcome, fast, step_outcome, reference) =
         both(&Command::new(&program), &RunOptions::default());
-    assert_same_as_step(
-        Exit::Code(0),
-        (&outcome, &fast),
-        (&step_outcome, &reference),
-    );
+    assert_same_as_step(Exit::Code(0), &outcome, &fast, &step_outcome, &reference);
     assert_eq!(fast.instructions_per_thread().len(), 4);
     // The main thread's and one for the three others, each gone (reaped by
     // the tracer during the main thread's sleep) before the next starts.

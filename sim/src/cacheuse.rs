@@ -264,18 +264,14 @@ impl UseCache {
 /// (it builds the tables each time).
 pub fn fetch_mask_of(line_size: u32, addr: u64, len: u32) -> u32 {
     let (start_mask, end_mask) = use_masks(line_size);
-    mask_within((&start_mask, &end_mask), line_size, addr, len)
+    mask_within(&start_mask, &end_mask, line_size, addr, len)
 }
 
 /// The usage mask of the bytes `len` bytes at `addr` touch in their line
-/// of `line_size` bytes, with the tables of [`use_masks`].
+/// of `line_size` bytes, with the tables `start_mask` and `end_mask` of
+/// [`use_masks`].
 #[inline]
-fn mask_within(
-    (start_mask, end_mask): (&[u32], &[u32]),
-    line_size: u32,
-    addr: u64,
-    len: u32,
-) -> u32 {
+fn mask_within(start_mask: &[u32], end_mask: &[u32], line_size: u32, addr: u64, len: u32) -> u32 {
     let line_mask = u64::from(line_size - 1);
     let last = addr.wrapping_add(u64::from(len.clamp(1, line_size)) - 1);
     start_mask[(addr & line_mask) as usize] & end_mask[(last & line_mask) as usize]
@@ -512,7 +508,7 @@ impl UseHierarchy {
     /// that line touches, as a usage mask.
     pub fn fetch_mask(&self, addr: u64, len: u32) -> u32 {
         let i1 = &self.i1;
-        mask_within((&i1.start_mask, &i1.end_mask), i1.line_size, addr, len)
+        mask_within(&i1.start_mask, &i1.end_mask, i1.line_size, addr, len)
     }
 
     /// `count` more fetches wholly within the line fetched last, touching

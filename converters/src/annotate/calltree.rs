@@ -56,7 +56,7 @@ pub(crate) fn call_section(
         .filter(|(_, cc)| view.threshold.met_by(cc))
         .map(|(row, cc)| (row, name(row), cc))
         .collect();
-    entries.sort_by(|a, b| by_cost_then_name(view.events, (&a.1, a.2), (&b.1, b.2)));
+    entries.sort_by(|a, b| by_cost_then_name(view.events, &a.1, a.2, &b.1, b.2));
 
     // Callers and callees of every function, by arc slot.
     let mut callers: FxHashMap<Row, Vec<(Row, u32)>> = FxHashMap::default();
@@ -83,8 +83,10 @@ pub(crate) fn call_section(
         arcs.sort_by(|a, b| {
             by_cost_then_name(
                 view.events,
-                (&a.0, graph.arcs.get(a.2)),
-                (&b.0, graph.arcs.get(b.2)),
+                &a.0,
+                graph.arcs.get(a.2),
+                &b.0,
+                graph.arcs.get(b.2),
             )
         });
         arcs

@@ -54,12 +54,15 @@ impl Threshold {
     }
 }
 
-/// Orders costs by the sort events, largest absolute count first, then names in
-/// reverse order (as cg_annotate does).
+/// Orders costs `a` (named `a_name`) and `b` (named `b_name`) by the sort
+/// events, largest absolute count first, then names in reverse order (as
+/// cg_annotate does).
 pub(crate) fn by_cost_then_name(
     events: &EventColumns,
-    (a_name, a): (&str, &[i64]),
-    (b_name, b): (&str, &[i64]),
+    a_name: &str,
+    a: &[i64],
+    b_name: &str,
+    b: &[i64],
 ) -> Ordering {
     for &i in &events.sort {
         let (x, y) = (a[i].unsigned_abs(), b[i].unsigned_abs());
@@ -104,11 +107,7 @@ pub(crate) fn summary(
         .filter(|(_, (_, inner))| !inner.is_empty())
         .map(|(outer, (cost, mut inner))| {
             inner.sort_by(|(a, a_cc), (b, b_cc)| {
-                by_cost_then_name(
-                    events,
-                    (inner_names.get(*a), a_cc),
-                    (inner_names.get(*b), b_cc),
-                )
+                by_cost_then_name(events, inner_names.get(*a), a_cc, inner_names.get(*b), b_cc)
             });
             Entry { outer, cost, inner }
         })
@@ -116,8 +115,10 @@ pub(crate) fn summary(
     entries.sort_by(|a, b| {
         by_cost_then_name(
             events,
-            (outer_names.get(a.outer), &a.cost),
-            (outer_names.get(b.outer), &b.cost),
+            outer_names.get(a.outer),
+            &a.cost,
+            outer_names.get(b.outer),
+            &b.cost,
         )
     });
     entries

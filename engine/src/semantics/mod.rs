@@ -14,5 +14,5 @@ mod superblock;
 pub(crate) use accesses::{address_in, Accesses};
 pub(crate) use branches::{bit as register_bit, Branch, Effect, RCX};
 pub(crate) use decoded::Decoded;
-pub(crate) use report::{report, Dynamic, Pass, Registers};
+pub(crate) use report::{report, BranchRules, Dynamic, InstructionAt, Pass, Registers};
 pub(crate) use superblock::Superblock;

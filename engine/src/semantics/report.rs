@@ -61,22 +61,43 @@ pub(crate) struct Pass {
     pub condition_held: bool,
 }
 
-/// Reports the events of one execution of `decoded` at `at` by `thread`
-/// after its `instruction` event: `pass` for a REP string instruction,
-/// `known` the registers holding constants of the block before it,
-/// `cachegrind` to report outcomes as Cachegrind does (see `branches`),
-/// `with_branches` false to report the data accesses alone.
-#[allow(clippy::too_many_arguments)]
+/// An instruction: its address and its decoding.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InstructionAt<'a> {
+    /// Its address.
+    pub at: u64,
+    /// What the backends know of it.
+    pub decoded: &'a Decoded,
+}
+
+/// Which branch events an execution reports, and by whose rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BranchRules {
+    /// Report outcomes as Cachegrind does (see `branches`), else as
+    /// Callgrind does.
+    pub cachegrind: bool,
+    /// Report branches; false to report the data accesses alone.
+    pub with_branches: bool,
+}
+
+/// Reports the events of one execution of `instruction` by `thread` after
+/// its `instruction` event: `pass` for a REP string instruction, `known`
+/// the registers holding constants of the block before it, `rules` the
+/// branch events to report.
 pub(crate) fn report<S: EventSink + ?Sized>(
     sink: &mut S,
     thread: Thread,
-    at: u64,
-    decoded: &Decoded,
+    instruction: InstructionAt<'_>,
     pass: Option<Pass>,
     known: u16,
-    (cachegrind, with_branches): (bool, bool),
+    rules: BranchRules,
     dynamic: &impl Dynamic,
 ) {
+    let InstructionAt { at, decoded } = instruction;
+    let BranchRules {
+        cachegrind,
+        with_branches,
+    } = rules;
     let address = |index: usize, memory: &UsedMemory| dynamic.address(index, memory);
     let Some(pass) = pass else {
         decoded.accesses.for_each(address, |access| {

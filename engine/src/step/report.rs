@@ -3,7 +3,7 @@
 //! the execution did is read from the registers before and after the step.
 
 use crate::event::{AccessKind, DataAccess, EventSink, Thread};
-use crate::semantics::{self, address_in, Decoded, Pass, Registers};
+use crate::semantics::{self, address_in, BranchRules, Decoded, InstructionAt, Pass, Registers};
 
 use super::decode::Repetitions;
 use crate::ptrace::Regs;
@@ -52,14 +52,21 @@ impl Execution<'_> {
             after: self.after,
             offset: self.offset(index),
         };
+        let instruction = InstructionAt {
+            at: self.at,
+            decoded: self.decoded,
+        };
+        let rules = BranchRules {
+            cachegrind,
+            with_branches: true,
+        };
         semantics::report(
             sink,
             self.thread,
-            self.at,
-            self.decoded,
+            instruction,
             pass,
             known,
-            (cachegrind, true),
+            rules,
             &registers,
         );
     }

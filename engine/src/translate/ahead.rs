@@ -12,9 +12,9 @@ use std::ops::Range;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
 use crate::error::{Error, Result};
-use crate::event::{Ahead, EventSink, Thread};
+use crate::event::{Ahead, EventSink};
 
-use super::buffer::{replay_chunk, Replay, CHUNK_BYTES};
+use super::buffer::{replay_chunk, Replaying, CHUNK_BYTES};
 use super::cache::Cache;
 use super::layout::MAX_RECORD;
 use super::memory::Memory;
@@ -57,16 +57,18 @@ impl Chunk {
 }
 
 /// Replays the records in the tracee's bytes `records` into `ahead` on a
-/// helper thread and into `sink` after it (see the module doc); gives
-/// `ahead` back to `sink` at the end. Returns how many records there were.
+/// helper thread and into `to`'s sink after it (see the module doc); gives
+/// `ahead` back to that sink at the end. Returns how many records there
+/// were.
 pub(super) fn replay_ahead<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
     records: Range<u64>,
-    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    mut to: Replaying<'_, S>,
     ahead: S::Ahead,
 ) -> Result<u64> {
-    let helper_replay = replay.clone();
+    let thread = to.thread;
+    let helper_replay = to.replay.clone();
     let (to_helper, read_chunks) = sync_channel(CHUNKS_AHEAD + 1);
     let (from_helper, replayed_chunks) = channel();
     let tracer_cpu = crate::launch::current_cpu();
@@ -76,12 +78,12 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
             crate::launch::run_beside(tracer_cpu);
             let mut ahead = ahead;
             let mut replay = helper_replay;
-            replay_first(
-                (memory, cache),
-                (&mut replay, &mut ahead, thread),
-                read_chunks,
-                from_helper,
-            );
+            let to = Replaying {
+                replay: &mut replay,
+                sink: &mut ahead,
+                thread,
+            };
+            replay_first(memory, cache, to, read_chunks, from_helper);
             ahead.chunk_done(true);
             ahead
         });
@@ -92,8 +94,14 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
                 return (Err(Error::Os { operation, source }), None);
             }
         };
-        let chunks = (to_helper, replayed_chunks);
-        let replayed = read_and_replay(memory, cache, records, (replay, sink, thread), chunks);
+        let replayed = read_and_replay(
+            memory,
+            cache,
+            records,
+            to.reborrow(),
+            to_helper,
+            replayed_chunks,
+        );
         match helper.join() {
             Ok(ahead) => (replayed, Some(ahead)),
             Err(_) => {
@@ -103,16 +111,18 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
         }
     });
     if let Some(ahead) = ahead {
-        sink.ahead_done(thread, ahead);
+        to.sink.ahead_done(thread, ahead);
     }
     replayed
 }
 
-/// The helper: replays each chunk it gets into `ahead` (reading it first
-/// if the tracer did not) and sends it back (an error ends the chunks).
+/// The helper: replays each chunk it gets into `to`'s sink, the one ahead
+/// (reading the chunk first if the tracer did not), and sends it back (an
+/// error ends the chunks).
 fn replay_first<A: Ahead>(
-    (memory, cache): (&Memory, &Cache),
-    (replay, ahead, thread): (&mut Replay, &mut A, Thread),
+    memory: &Memory,
+    cache: &Cache,
+    mut to: Replaying<'_, A>,
     chunks: Receiver<Chunk>,
     replayed_chunks: Sender<Result<Chunk>>,
 ) {
@@ -126,14 +136,20 @@ fn replay_first<A: Ahead>(
             Some(start) => {
                 chunk.start = start;
                 chunk.words[start..GAP].copy_from_slice(&left);
-                let words = (chunk.records(), &[][..], chunk.more);
-                replay_chunk(cache, words, (&mut *replay, &mut *ahead, thread), &mut None)
+                replay_chunk(
+                    cache,
+                    chunk.records(),
+                    &[],
+                    chunk.more,
+                    to.reborrow(),
+                    &mut None,
+                )
             }
             None => Err(Error::Unexpected(
                 "translate: a record longer than the longest".into(),
             )),
         };
-        ahead.chunk_done(false);
+        to.sink.chunk_done(false);
         let sent = match replayed {
             Ok((at, _, _)) => {
                 left.clear();
@@ -149,14 +165,16 @@ fn replay_first<A: Ahead>(
 }
 
 /// The tracer's side: hands the chunks of `records` to the helper a few
-/// ahead of it (read here while there is nothing to replay), and replays
-/// into `sink` each the helper sends back; how many records there were.
+/// ahead of it (`to_helper`, read here while there is nothing to replay),
+/// and replays into `to`'s sink each the helper sends back
+/// (`replayed_chunks`); how many records there were.
 fn read_and_replay<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
     records: Range<u64>,
-    (replay, sink, thread): (&mut Replay, &mut S, Thread),
-    (to_helper, replayed_chunks): (SyncSender<Chunk>, Receiver<Result<Chunk>>),
+    mut to: Replaying<'_, S>,
+    to_helper: SyncSender<Chunk>,
+    replayed_chunks: Receiver<Result<Chunk>>,
 ) -> Result<u64> {
     let (mut next, end) = (records.start, records.end.max(records.start));
     // The words of replayed chunks, overwritten by the next ones (zeroing
@@ -202,9 +220,14 @@ fn read_and_replay<S: EventSink + ?Sized>(
         };
         let chunk = chunk?;
         in_flight -= 1;
-        let words = (chunk.records(), &[][..], chunk.more);
-        let (_, replayed, _) =
-            replay_chunk(cache, words, (&mut *replay, &mut *sink, thread), &mut None)?;
+        let (_, replayed, _) = replay_chunk(
+            cache,
+            chunk.records(),
+            &[],
+            chunk.more,
+            to.reborrow(),
+            &mut None,
+        )?;
         records += replayed;
         if !chunk.more {
             return Ok(records);

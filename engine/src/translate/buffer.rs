@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, SimulatedBlock, Thread, WholeBlock};
 use crate::flow::{End, ExitRule};
 use crate::ptrace::Regs;
-use crate::semantics::{self, Decoded, Dynamic, Pass, Registers, Superblock};
+use crate::semantics::{self, BranchRules, Dynamic, InstructionAt, Pass, Registers, Superblock};
 use crate::step::RunOptions;
 
 use super::area::{Area, CURSOR};
@@ -72,6 +72,29 @@ pub(super) struct RecordedRun<'a> {
     pub record: RecordInfo<'a>,
     /// The words the run recorded.
     pub words: &'a [u64],
+}
+
+/// A thread whose records are replayed, with what the replay needs of it.
+pub(super) struct Replaying<'a, S: ?Sized> {
+    /// The thread's position in the block sequence.
+    pub replay: &'a mut Replay,
+    /// Where its events go.
+    pub sink: &'a mut S,
+    /// The thread.
+    pub thread: Thread,
+}
+
+impl<S: ?Sized> Replaying<'_, S> {
+    /// The same thread, replaying into the same sink, for a call after
+    /// which this one is used again.
+    #[inline]
+    pub fn reborrow(&mut self) -> Replaying<'_, S> {
+        Replaying {
+            replay: &mut *self.replay,
+            sink: &mut *self.sink,
+            thread: self.thread,
+        }
+    }
 }
 
 /// The block sequence of a thread, saved while it runs a signal handler.
@@ -145,14 +168,14 @@ impl Replay {
         self.previous = Some(ExitRule::of(end, count));
     }
 
-    /// After [`Replay::instruction`] for a single step of `decoded` at
-    /// `at` from `before` to `after`: reports its data accesses and
-    /// branches when the run feeds simulations.
+    /// After [`Replay::instruction`] for a single step of `instruction`
+    /// from `before` to `after`: reports its data accesses and branches
+    /// when the run feeds simulations.
     pub fn stepped<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         thread: Thread,
-        (at, decoded): (u64, &Decoded),
+        instruction: InstructionAt<'_>,
         before: &Regs,
         after: &Regs,
     ) {
@@ -161,7 +184,7 @@ impl Replay {
             after,
             offset: 0,
         };
-        self.executed(sink, thread, (at, decoded), None, after.rip, &registers);
+        self.executed(sink, thread, instruction, None, after.rip, &registers);
     }
 
     /// A client request was served: Cachegrind's superblock ends there.
@@ -169,14 +192,14 @@ impl Replay {
         self.superblock = Superblock::start();
     }
 
-    /// Reports the data accesses and branches of an execution of `decoded`
-    /// at `at` (a REP `pass`) that went to `now`, as `dynamic` says, and
-    /// follows the block's constants and the superblocks.
+    /// Reports the data accesses and branches of an execution of
+    /// `instruction` (a REP `pass`) that went to `now`, as `dynamic` says,
+    /// and follows the block's constants and the superblocks.
     fn executed<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         thread: Thread,
-        (at, decoded): (u64, &Decoded),
+        instruction: InstructionAt<'_>,
         pass: Option<Pass>,
         now: u64,
         dynamic: &impl Dynamic,
@@ -191,16 +214,12 @@ impl Replay {
         } else {
             self.known
         };
-        semantics::report(
-            sink,
-            thread,
-            at,
-            decoded,
-            pass,
-            known,
-            (self.cachegrind, self.branches),
-            dynamic,
-        );
+        let rules = BranchRules {
+            cachegrind: self.cachegrind,
+            with_branches: self.branches,
+        };
+        semantics::report(sink, thread, instruction, pass, known, rules, dynamic);
+        let InstructionAt { at, decoded } = instruction;
         if self.cachegrind {
             let superblock_known = decoded.effect.apply(self.superblock.known);
             self.superblock.executed(decoded, at, now, superblock_known);
@@ -209,17 +228,18 @@ impl Replay {
         }
     }
 
-    /// Reports a whole block executed at `addr` with stack pointer `sp`:
-    /// its instructions `block` (left as `exit` says), in one call; with
+    /// Reports a whole run of the translation `info` with stack pointer
+    /// `sp`: its instructions (left as its exit says), in one call; with
     /// `split`, calls it before the last instruction.
     fn whole_block<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         thread: Thread,
-        (addr, sp): (u64, u64),
-        (block, exit): (&[(u64, u8)], ExitRule),
+        info: &ReplayInfo<'_>,
+        sp: u64,
         split: Option<&mut dyn FnMut(&mut S)>,
     ) {
+        let (addr, block, exit) = (info.addr, info.instructions, info.exit);
         let arrival = self.arrival(addr);
         let block_start = Block { addr, sp, arrival };
         match (split, block.split_last()) {
@@ -253,25 +273,17 @@ impl Replay {
         self.instructions += times * count as u64;
     }
 
-    /// Reports a block executed at `addr` with stack pointer `sp` whose
-    /// record holds `words`: each instruction, then its data accesses and
-    /// branches; with `split`, calls it before the last instruction.
+    /// Reports the block `run`: each instruction, then its data accesses
+    /// and branches; with `split`, calls it before the last instruction.
     fn recorded_block<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         thread: Thread,
-        (addr, sp): (u64, u64),
-        (info, record, words): (&ReplayInfo<'_>, RecordInfo<'_>, &[u64]),
+        run: RecordedRun<'_>,
         split: Option<&mut dyn FnMut(&mut S)>,
     ) {
-        let run = RecordedRun {
-            addr,
-            sp,
-            info,
-            record,
-            words,
-        };
-        self.recorded_part(sink, thread, run, info.instructions.len(), split);
+        let count = run.info.instructions.len();
+        self.recorded_part(sink, thread, run, count, split);
     }
 
     /// Reports the first `executed` instructions of `run` (what ran before
@@ -327,7 +339,8 @@ impl Replay {
                 condition_held: rep.while_zero_flag == Some(recorded.zero_flag()),
             });
             let next = at.wrapping_add(u64::from(len));
-            self.executed(sink, thread, (at, decoded), pass, next, &recorded);
+            let instruction = InstructionAt { at, decoded };
+            self.executed(sink, thread, instruction, pass, next, &recorded);
         }
         self.instructions += count as u64;
         self.previous = match (count == info.instructions.len(), count.checked_sub(1)) {
@@ -699,7 +712,7 @@ pub(super) fn drain_interrupted<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
     area: &Area,
-    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    mut to: Replaying<'_, S>,
     interruption: Interruption,
 ) -> Result<u64> {
     let Interruption { id, executed, .. } = interruption;
@@ -729,10 +742,10 @@ pub(super) fn drain_interrupted<S: EventSink + ?Sized>(
     let Some(start) = start.filter(|_| found) else {
         // Not the last record (it went with a full half): the whole block
         // was reported.
-        return drain(memory, cache, area, (replay, sink, thread), None);
+        return drain(memory, cache, area, to, None);
     };
     memory.write_u64(area.at(CURSOR), start)?;
-    let drained = drain(memory, cache, area, (replay, sink, thread), None)?;
+    let drained = drain(memory, cache, area, to.reborrow(), None)?;
     let sp = words.last().copied().unwrap_or_default();
     let run = RecordedRun {
         addr: info.addr,
@@ -741,12 +754,13 @@ pub(super) fn drain_interrupted<S: EventSink + ?Sized>(
         record,
         words: record_words(&words),
     };
-    replay.interrupted_block(sink, thread, run, executed);
+    to.replay
+        .interrupted_block(to.sink, to.thread, run, executed);
     Ok(drained + 1)
 }
 
-/// Replays the records in `area`'s buffer into `sink` as `thread`'s and
-/// empties the buffer; returns how many records there were. With `split`,
+/// Replays the records in `area`'s buffer as `to`'s thread's and empties
+/// the buffer; returns how many records there were. With `split`,
 /// calls it before the last instruction of the last record (a `fork`
 /// system call: the step backend reports the child's creation before the
 /// call completes in the parent), or after all records when there is none.
@@ -754,23 +768,17 @@ pub(super) fn drain<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
     area: &Area,
-    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    mut to: Replaying<'_, S>,
     split: Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<u64> {
     let (_, records) = records_in(memory, area)?;
-    let mut counts = std::mem::take(&mut replay.counts);
+    let mut counts = std::mem::take(&mut to.replay.counts);
     counts.clear();
-    if replay.counts_only && !area.take_counts(memory, cache.translations(), &mut counts)? {
+    if to.replay.counts_only && !area.take_counts(memory, cache.translations(), &mut counts)? {
         counts.clear();
     }
-    let replayed = replay_records(
-        memory,
-        cache,
-        (records, &counts),
-        (replay, sink, thread),
-        split,
-    );
-    replay.counts = counts;
+    let replayed = replay_records(memory, cache, records, &counts, to.reborrow(), split);
+    to.replay.counts = counts;
     let (records, open) = replayed?;
     area.reset(memory)?;
     if let Some((id, sp)) = open {
@@ -802,16 +810,22 @@ type OpenRecord = Option<(u32, u64)>;
 pub(super) const CHUNK_BYTES: u64 = 256 << 10;
 
 /// The run `counts` of translations and the records in the tracee's bytes
-/// `records` of a buffer, replayed into `sink` as `thread`'s (see [`drain`]
-/// for `split`): how many records and counted runs there were, and the
+/// `records` of a buffer, replayed as `to`'s thread's (see [`drain`] for
+/// `split`): how many records and counted runs there were, and the
 /// last record if it counts its runs (translation, stack pointer).
 pub(super) fn replay_records<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
-    (records, counts): (Range<u64>, &[u64]),
-    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    records: Range<u64>,
+    counts: &[u64],
+    to: Replaying<'_, S>,
     mut split: Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<(u64, OpenRecord)> {
+    let Replaying {
+        replay,
+        sink,
+        thread,
+    } = to;
     // A split hands the simulation to a child mid-drain: not ahead; nor
     // a drain of one chunk, which the two threads would replay in turn.
     let chunks = records
@@ -820,13 +834,12 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         .div_ceil(CHUNK_BYTES);
     if split.is_none() && counts.is_empty() && replay.simulations && chunks > 1 {
         if let Some(ahead) = sink.ahead(thread) {
-            let replayed = super::ahead::replay_ahead(
-                memory,
-                cache,
-                records,
-                (&mut *replay, &mut *sink, thread),
-                ahead,
-            );
+            let to = Replaying {
+                replay: &mut *replay,
+                sink: &mut *sink,
+                thread,
+            };
+            let replayed = super::ahead::replay_ahead(memory, cache, records, to, ahead);
             return replayed.map(|records| (records, None));
         }
     }
@@ -843,9 +856,12 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         memory.read_bulk(next, bytemuck::cast_slice_mut(&mut words[left..]))?;
         next += bytes;
         let more = next < end;
-        let chunk = (words.as_slice(), counts, more);
-        let (at, records, last) =
-            replay_chunk(cache, chunk, (&mut *replay, &mut *sink, thread), &mut split)?;
+        let to = Replaying {
+            replay: &mut *replay,
+            sink: &mut *sink,
+            thread,
+        };
+        let (at, records, last) = replay_chunk(cache, &words, counts, more, to, &mut split)?;
         if records > 0 {
             (replayed, open) = (replayed + records, last);
         }
@@ -862,18 +878,25 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
     Ok((replayed, open))
 }
 
-/// [`replay_records`] of one chunk: the records in `words` (the run
-/// `counts` first), the last one cut short when `more` follow; where the
+/// [`replay_records`] of one chunk, as `to`'s thread's: the records in
+/// `words` (the run `counts` first), the last one cut short when `more`
+/// follow; where the
 /// records left for the next chunk start, how many there were, and the
 /// last if it counts its runs.
 pub(super) fn replay_chunk<S: EventSink + ?Sized>(
     cache: &Cache,
-    chunk: (&[u64], &[u64], bool),
-    (replay, sink, thread): (&mut Replay, &mut S, Thread),
+    words: &[u64],
+    counts: &[u64],
+    more: bool,
+    to: Replaying<'_, S>,
     split: &mut Option<&mut dyn FnMut(&mut S)>,
 ) -> Result<(usize, u64, OpenRecord)> {
+    let Replaying {
+        replay,
+        sink,
+        thread,
+    } = to;
     let header = (RECORD_HEADER / 8) as usize;
-    let (words, counts, more) = chunk;
     let mut at = 0;
     let mut records = 0;
     let mut open = None;
@@ -952,10 +975,15 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
             let record = cache.record_info(id).ok_or_else(|| {
                 Error::Unexpected(format!("translate: a record of unknown translation {id}"))
             })?;
-            let info = (&info, record, recorded);
-            replay.recorded_block(sink, thread, (info.0.addr, sp), info, last);
+            let run = RecordedRun {
+                addr: info.addr,
+                sp,
+                info: &info,
+                record,
+                words: recorded,
+            };
+            replay.recorded_block(sink, thread, run, last);
         } else {
-            let block = (info.instructions, info.exit);
             let runs = match (info.repeats, recorded.first()) {
                 (true, Some(&runs)) => runs,
                 _ => 1,
@@ -963,7 +991,7 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
             let mut last = last;
             for run in 1..=runs {
                 let split = if run == runs { last.take() } else { None };
-                replay.whole_block(sink, thread, (info.addr, sp), block, split);
+                replay.whole_block(sink, thread, &info, sp, split);
             }
             *split = split.take().or(last);
         }

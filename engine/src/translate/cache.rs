@@ -478,7 +478,8 @@ impl Cache {
     pub fn follow_exit(
         &mut self,
         memory: &Memory,
-        (id, exit): (u32, usize),
+        id: u32,
+        exit: usize,
         budget: usize,
         protection: &Protection,
     ) -> Result<u64> {

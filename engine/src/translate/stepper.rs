@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::event::{EventSink, Thread};
 
 use crate::flow::{exit, Flow, CLIENT_REQUEST_LEN};
-use crate::semantics::Decoded;
+use crate::semantics::{Decoded, InstructionAt};
 
 use super::blocks::DecodedBlock;
 use super::buffer::Replay;
@@ -82,7 +82,11 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
             ptrace::set_regs(thread.tid, regs)?;
             replay.instruction(sink, thread, insn.end(), count);
             let decoded = Decoded::of(instruction);
-            replay.stepped(sink, thread, (insn.addr, &decoded), &before, regs);
+            let instruction = InstructionAt {
+                at: insn.addr,
+                decoded: &decoded,
+            };
+            replay.stepped(sink, thread, instruction, &before, regs);
         } else {
             if insn.rep {
                 return Err(Error::Unexpected(format!(
@@ -108,7 +112,11 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
             replay.instruction(sink, thread, insn.end(), count);
             if let Some(instruction) = &insn.instruction {
                 let decoded = Decoded::of(instruction);
-                replay.stepped(sink, thread, (insn.addr, &decoded), &before, regs);
+                let instruction = InstructionAt {
+                    at: insn.addr,
+                    decoded: &decoded,
+                };
+                replay.stepped(sink, thread, instruction, &before, regs);
             }
             if signalled {
                 return Ok(Stepped::Signalled(status));

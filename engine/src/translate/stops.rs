@@ -16,7 +16,7 @@ use crate::event::{EventSink, Lifecycle, Thread};
 use crate::ptrace::{self, Regs};
 
 use super::area::{Area, SAVE_RAX, TARGET};
-use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Saved};
+use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Replaying, Saved};
 use super::cache::{Cache, Stub};
 use super::inject;
 use super::invalidate::{self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT};
@@ -166,7 +166,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     let space = &mut *self.space;
                     regs.rip = space.cache.follow_exit(
                         &space.memory,
-                        (id, exit),
+                        id,
+                        exit,
                         AHEAD,
                         &space.protection,
                     )?;
@@ -560,11 +561,17 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     /// Replays the records `records` a full buffer half handed off
     /// ([`hand_off`]), the thread running.
     fn replay_handed_off(&mut self, records: Range<u64>) -> Result<()> {
+        let to = Replaying {
+            replay: &mut self.state.replay,
+            sink: self.sink,
+            thread: self.state.thread,
+        };
         let (records, _) = replay_records(
             &self.space.memory,
             &self.space.cache,
-            (records, &[]),
-            (&mut self.state.replay, self.sink, self.state.thread),
+            records,
+            &[],
+            to,
             None,
         )?;
         self.outcome.drains += 1;
@@ -587,9 +594,13 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     /// kind), counting the drain and its records.
     fn replay_buffer(
         &mut self,
-        how: impl FnOnce(&Memory, &Cache, &Area, (&mut Replay, &mut S, Thread)) -> Result<u64>,
+        how: impl FnOnce(&Memory, &Cache, &Area, Replaying<'_, S>) -> Result<u64>,
     ) -> Result<()> {
-        let to = (&mut self.state.replay, &mut *self.sink, self.state.thread);
+        let to = Replaying {
+            replay: &mut self.state.replay,
+            sink: &mut *self.sink,
+            thread: self.state.thread,
+        };
         let records = how(&self.space.memory, &self.space.cache, &self.state.area, to)?;
         self.outcome.drains += 1;
         self.outcome.records += records;
