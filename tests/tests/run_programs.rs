@@ -31,7 +31,8 @@ use cgx_tests::run::{
 /// returns the Valgrind and cgx runs.
 fn run_all(
     program: &Path,
-    (options, cgx_options): (&[&str], &[&str]),
+    options: &[&str],
+    cgx_options: &[&str],
     status: i32,
     dir: &Path,
 ) -> (Run, Run) {
@@ -89,7 +90,7 @@ fn mixed(backend: &[&str]) {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build("mixed.c", Kind::C, dir.path());
     let options = ["-q", "--callgrind-out-file={out}/out.%p"];
-    let (valgrind, cgx) = run_all(&program, (&options, backend), 3, dir.path());
+    let (valgrind, cgx) = run_all(&program, &options, backend, 3, dir.path());
     assert_eq!(
         valgrind.files.len(),
         2,
@@ -137,7 +138,7 @@ fn mixed(backend: &[&str]) {
 fn cxx_program_with_exceptions() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build("exceptions.cc", Kind::Cxx, dir.path());
-    let (valgrind, cgx) = run_all(&program, (&["-q"], &[]), 5, dir.path());
+    let (valgrind, cgx) = run_all(&program, &["-q"], &[], 5, dir.path());
     let (expected, actual) = (valgrind.profile(), cgx.profile());
     let own = own_functions(&expected, "exceptions.cc");
     println!("own functions of exceptions.cc: {own:?}");

@@ -623,7 +623,8 @@ const LONG_STATUS: i32 = 5;
 fn a_long_run_equals_valgrind(
     valgrind_options: &[&str],
     cgx_options: &[&str],
-    (events, callgrind): (&[&str], bool),
+    events: &[&str],
+    callgrind: bool,
 ) {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build("long.c", Kind::NoLibc, dir.path());
@@ -658,14 +659,14 @@ fn a_long_run_equals_valgrind(
 #[test]
 fn a_long_run_with_cache_and_branch_simulation_equals_valgrind() {
     let options = ["--cache-sim=yes", "--branch-sim=yes", "--dump-instr=yes"];
-    a_long_run_equals_valgrind(&options, &options, (&CALLGRIND_EVENTS, true));
+    a_long_run_equals_valgrind(&options, &options, &CALLGRIND_EVENTS, true);
 }
 
 #[test]
 fn a_long_run_with_cache_simulation_alone_equals_valgrind() {
     // Without branch simulation the loops of one block take their own path.
     let options = ["--cache-sim=yes", "--dump-instr=yes"];
-    a_long_run_equals_valgrind(&options, &options, (&CACHE_EVENTS, true));
+    a_long_run_equals_valgrind(&options, &options, &CACHE_EVENTS, true);
 }
 
 #[test]
@@ -676,11 +677,7 @@ fn a_long_run_with_cache_use_equals_valgrind() {
         "--dump-instr=yes",
     ];
     let valgrind_options = ["--cacheuse=yes", "--dump-instr=yes"];
-    a_long_run_equals_valgrind(
-        &valgrind_options,
-        &cgx_options,
-        (&ALL_CACHEUSE_EVENTS, true),
-    );
+    a_long_run_equals_valgrind(&valgrind_options, &cgx_options, &ALL_CACHEUSE_EVENTS, true);
 }
 
 #[test]
@@ -691,5 +688,5 @@ fn a_long_run_under_cachegrind_equals_valgrind() {
         "--branch-sim=yes",
         "--cachegrind-out-file={out}/cachegrind.out",
     ];
-    a_long_run_equals_valgrind(&options, &options, (&CACHEGRIND_EVENTS, false));
+    a_long_run_equals_valgrind(&options, &options, &CACHEGRIND_EVENTS, false);
 }

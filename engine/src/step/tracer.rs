@@ -240,9 +240,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 &mut self.instructions,
                 state,
                 code,
-                &step,
-                &after,
-                end,
+                StepDone {
+                    step: &step,
+                    after: &after,
+                    end,
+                },
                 self.options.superblocks,
             );
         }
@@ -322,9 +324,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 &mut self.instructions,
                 state,
                 None,
-                &step,
-                &executed,
-                StepEnd::Trap,
+                StepDone {
+                    step: &step,
+                    after: &executed,
+                    end: StepEnd::Trap,
+                },
                 self.options.superblocks,
             );
         }
@@ -401,9 +405,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     &mut self.instructions,
                     &mut state,
                     None,
-                    &step,
-                    &executed,
-                    StepEnd::Trap,
+                    StepDone {
+                        step: &step,
+                        after: &executed,
+                        end: StepEnd::Trap,
+                    },
                     self.options.superblocks,
                 );
             }
@@ -460,9 +466,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                         &mut self.instructions,
                         state,
                         Some(&mut process.code),
-                        &step,
-                        &after,
-                        StepEnd::Trap,
+                        StepDone {
+                            step: &step,
+                            after: &after,
+                            end: StepEnd::Trap,
+                        },
                         self.options.superblocks,
                     );
                     continue;
@@ -500,20 +508,27 @@ fn open_block<S: EventSink + ?Sized>(sink: &mut S, state: &mut ThreadState, at: 
     }
 }
 
-/// Turns the step `step` of `state`, which ended as `end` with registers
-/// `after`, into events, and drops from `code` (the process's decoded
-/// instructions) what the step's stores or system call may have changed.
+/// A step of a thread and how it ended.
+struct StepDone<'a> {
+    /// The step.
+    step: &'a Step,
+    /// The registers after it.
+    after: &'a Regs,
+    /// How it ended.
+    end: StepEnd,
+}
+
+/// Turns the step of `state` that is done into events, and drops from
+/// `code` (the process's decoded instructions) what the step's stores or
+/// system call may have changed.
 /// `superblocks`: report the conditional branches Cachegrind sees
 /// ([`RunOptions::superblocks`]).
-#[allow(clippy::too_many_arguments)]
 fn complete<S: EventSink + ?Sized>(
     sink: &mut S,
     instructions: &mut u64,
     state: &mut ThreadState,
     code: Option<&mut CodeCache>,
-    step: &Step,
-    after: &Regs,
-    end: StepEnd,
+    StepDone { step, after, end }: StepDone<'_>,
     superblocks: bool,
 ) {
     let at = step.at;

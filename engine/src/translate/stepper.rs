@@ -7,13 +7,13 @@
 
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
-use crate::event::{EventSink, Thread};
+use crate::event::EventSink;
 
 use crate::flow::{exit, Flow, CLIENT_REQUEST_LEN};
 use crate::semantics::{Decoded, InstructionAt};
 
 use super::blocks::DecodedBlock;
-use super::buffer::Replay;
+use super::buffer::Replaying;
 use super::memory::Memory;
 use crate::ptrace::{self, Regs};
 
@@ -31,19 +31,22 @@ pub(super) enum Stepped {
 }
 
 /// Steps `block` (`None`: bytes that do not decode) from `regs` (at its
-/// first instruction); counts each stop in `steps`. A `cpuid` is answered
+/// first instruction), its events replayed as `replaying` says; counts
+/// each stop in `steps`. A `cpuid` is answered
 /// as `cpu` (when given) instead of stepped.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn step_block<S: EventSink + ?Sized>(
-    sink: &mut S,
-    thread: Thread,
+    replaying: Replaying<'_, S>,
     memory: &Memory,
-    replay: &mut Replay,
     block: Option<&DecodedBlock>,
     regs: &mut Regs,
     steps: &mut u64,
     cpu: Option<&ValgrindCpu>,
 ) -> Result<Stepped> {
+    let Replaying {
+        replay,
+        sink,
+        thread,
+    } = replaying;
     let addr = regs.rip;
     replay.block(sink, thread, addr, regs.rsp);
     let Some(block) = block else {

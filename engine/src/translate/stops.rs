@@ -468,11 +468,14 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 (block.addr, block.last().next())
             });
             self.set_executable(regs, span, true)?;
+            let replaying = Replaying {
+                replay: &mut self.state.replay,
+                sink: &mut *self.sink,
+                thread: self.state.thread,
+            };
             let stepped = step_block(
-                self.sink,
-                self.state.thread,
+                replaying,
                 &self.space.memory,
-                &mut self.state.replay,
                 block.as_ref(),
                 regs,
                 &mut self.outcome.steps,
