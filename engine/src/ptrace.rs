@@ -180,21 +180,23 @@ pub(crate) fn thread_group(tid: i32) -> Option<i32> {
 /// `waitpid` reports the thread's end.
 pub(crate) fn unless_killed(tid: i32, served: Result<()>) -> Result<()> {
     match served {
-        Err(error) if !killed(tid, &error) => Err(error),
+        Err(error) if !killed(tid) => Err(error),
         _ => Ok(()),
     }
 }
 
-/// Whether `error`, met while serving thread `tid`, only says that the
-/// thread is being killed (a `SIGKILL` from outside, `callgrind_control
-/// -k`): a ptrace request on it failed with `ESRCH` (a killed tracee leaves
-/// its stop), or the thread is a zombie, gone, or has `SIGKILL` pending.
-/// Its exit status then comes from `waitpid` like any other exit.
-pub(crate) fn killed(tid: i32, error: &Error) -> bool {
-    let esrch =
-        matches!(error, Error::Os { source, .. } if source.raw_os_error() == Some(libc::ESRCH));
-    esrch
-        || std::fs::read_to_string(format!("/proc/{tid}/status")).map_or(true, |text| dying(&text))
+/// Whether thread `tid`, whose service just failed, is being killed (a
+/// `SIGKILL` from outside, `callgrind_control -k`): it is gone, a zombie,
+/// exiting, or has `SIGKILL` pending. Its exit status then comes from
+/// `waitpid` like any other exit; an error serving a thread that lives
+/// fails the run.
+pub(crate) fn killed(tid: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"));
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat"));
+    match (status, stat) {
+        (Ok(status), Ok(stat)) => dying(&status) || exiting(&stat),
+        _ => true,
+    }
 }
 
 /// Whether a `/proc/TID/status` text shows a thread that is ending: state
@@ -212,6 +214,22 @@ fn dying(status: &str) -> bool {
             _ => false,
         }
     })
+}
+
+/// Whether a `/proc/TID/stat` text shows a thread in its exit (the
+/// kernel's `PF_EXITING` in the flags, the ninth field).
+fn exiting(stat: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    // The command name, in parentheses, may hold spaces: fields count
+    // from after its closing one.
+    let Some((_, after_name)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    after_name
+        .split_whitespace()
+        .nth(6)
+        .and_then(|flags| flags.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0)
 }
 
 /// Where thread `tid` is while it does not run (blocked in a system call,
@@ -261,20 +279,19 @@ mod tests {
     }
 
     #[test]
-    fn an_esrch_error_or_a_gone_thread_is_a_kill() {
-        let esrch = Error::Os {
-            operation: "ptrace(PTRACE_SETREGS)",
-            source: io::Error::from_raw_os_error(libc::ESRCH),
-        };
-        let other = Error::Os {
-            operation: "ptrace(PTRACE_SETREGS)",
-            source: io::Error::from_raw_os_error(libc::EIO),
-        };
-        let me = std::process::id() as i32;
-        assert!(killed(me, &esrch));
-        assert!(!killed(me, &other), "this process is alive and not killed");
+    fn an_exiting_thread_shows_in_its_stat_flags() {
+        // pid (comm) state ppid pgrp session tty tpgid flags ...
+        let running = "123 (a (b) c) R 1 123 123 0 -1 4194560 0 0";
+        assert!(!exiting(running));
+        assert!(exiting(&running.replace("4194560", "4194564")));
+        assert!(!exiting("garbage"));
+    }
+
+    #[test]
+    fn only_a_thread_that_is_gone_or_ending_counts_as_killed() {
+        assert!(!killed(std::process::id() as i32), "this process lives");
         // No such thread: gone.
-        assert!(killed(i32::MAX, &other));
+        assert!(killed(i32::MAX));
     }
 
     #[test]
