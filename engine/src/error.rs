@@ -39,6 +39,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The program was killed by `signal` before its first instruction
+    /// (during `execve`); nothing ran, nothing is profiled.
+    #[error("{}: killed by signal {signal} before it started", path.display())]
+    KilledAtStart {
+        /// The program.
+        path: PathBuf,
+        /// The signal.
+        signal: i32,
+    },
     /// A system call of the tracer failed.
     #[error("{operation} failed: {source}")]
     Os {
@@ -56,7 +65,7 @@ impl Error {
     /// The exit status for this error when it starts a program: as a shell
     /// gives it, 127 for a missing program, 126 for one that cannot be
     /// executed; 1 for one that cannot be traced (as Valgrind for a program
-    /// it cannot run); `None` for errors that are not about starting the
+    /// it cannot run); 128 + N for one signal N killed as it started; `None` for errors that are not about starting the
     /// program.
     pub fn shell_exit_code(&self) -> Option<i32> {
         match self {
@@ -68,6 +77,8 @@ impl Error {
                 126
             }),
             Error::Untraceable { .. } => Some(1),
+            // As a shell reports a process a signal killed.
+            Error::KilledAtStart { signal, .. } => Some(128 + signal),
             Error::Os { .. } | Error::Unexpected(_) => None,
         }
     }
@@ -83,3 +94,21 @@ impl Error {
 
 /// The engine's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_killed_as_it_starts_exits_as_a_shell_says() {
+        let killed = Error::KilledAtStart {
+            path: PathBuf::from("./prog"),
+            signal: libc::SIGKILL,
+        };
+        assert_eq!(killed.shell_exit_code(), Some(137));
+        assert_eq!(
+            killed.to_string(),
+            "./prog: killed by signal 9 before it started"
+        );
+    }
+}

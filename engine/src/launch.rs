@@ -382,8 +382,15 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
     // The exec event stop (PTRACE_O_TRACEEXEC), before the first
     // instruction of the new program.
     let status = wait(pid)?;
+    if libc::WIFSIGNALED(status) {
+        tracee.finished();
+        return Err(Error::KilledAtStart {
+            path,
+            signal: libc::WTERMSIG(status),
+        });
+    }
     if !(libc::WIFSTOPPED(status) && libc::WSTOPSIG(status) == libc::SIGTRAP) {
-        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+        if libc::WIFEXITED(status) {
             tracee.finished();
         }
         return Err(Error::Unexpected(format!(
@@ -391,8 +398,23 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
         )));
     }
     // The backends start from a stop before the first instruction.
-    crate::resume::leave_syscall(pid, &crate::ptrace::open_memory(pid, true)?)?;
-    Ok(tracee)
+    let left = crate::ptrace::open_memory(pid, true)
+        .and_then(|memory| crate::resume::leave_syscall(pid, &memory));
+    match left {
+        Err(_) if crate::ptrace::killed(pid) => {
+            // Let go of it, or it may not act on its SIGKILL; its end may
+            // have been reported to the failed request already.
+            let _ = crate::ptrace::cont(pid, 0);
+            let signal = match wait(pid) {
+                Ok(status) if libc::WIFSIGNALED(status) => libc::WTERMSIG(status),
+                _ => libc::SIGKILL,
+            };
+            tracee.finished();
+            Err(Error::KilledAtStart { path, signal })
+        }
+        Err(error) => Err(error),
+        Ok(_) => Ok(tracee),
+    }
 }
 
 /// A close-on-exec pipe: its read and write ends.

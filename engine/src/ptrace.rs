@@ -176,12 +176,37 @@ pub(crate) fn thread_group(tid: i32) -> Option<i32> {
 }
 
 /// `served`, the outcome of serving thread `tid`, unless it failed
-/// because `tid` is being killed ([`killed`]): the run then goes on, and
-/// `waitpid` reports the thread's end.
-pub(crate) fn unless_killed(tid: i32, served: Result<()>) -> Result<()> {
+/// because `tid` is being killed ([`killed`]): the thread is then let go
+/// (a thread left in a ptrace stop may not act on its `SIGKILL`), the run
+/// goes on, and `waitpid` reports the thread's end (unless the failed
+/// service took that report: [`Kills::vanished`]). Whether it was killed.
+pub(crate) fn unless_killed(tid: i32, served: Result<()>) -> Result<bool> {
     match served {
         Err(error) if !killed(tid) => Err(error),
-        _ => Ok(()),
+        Err(_) => {
+            // It may already be on its way out: then there is nothing to
+            // resume.
+            let _ = cont(tid, 0);
+            Ok(true)
+        }
+        Ok(()) => Ok(false),
+    }
+}
+
+/// The end of a run whose traced processes are all gone (`waitpid` has no
+/// child left) while the initial process's end is unknown: a run in which
+/// a thread was killed while served ([`unless_killed`]) ends as killed by
+/// `SIGKILL` (the service took the report of the end), any other is an
+/// error.
+pub(crate) fn vanished(killed: bool) -> Result<crate::Exit> {
+    match killed {
+        true => Ok(crate::Exit::Signal {
+            signal: libc::SIGKILL,
+            core_dumped: false,
+        }),
+        false => Err(Error::Unexpected(
+            "the traced processes vanished without an exit status".into(),
+        )),
     }
 }
 
@@ -285,6 +310,18 @@ mod tests {
         assert!(!exiting(running));
         assert!(exiting(&running.replace("4194560", "4194564")));
         assert!(!exiting("garbage"));
+    }
+
+    #[test]
+    fn a_run_whose_processes_vanished_was_killed_only_if_a_kill_was_seen() {
+        assert!(matches!(
+            vanished(true),
+            Ok(crate::Exit::Signal {
+                signal: libc::SIGKILL,
+                core_dumped: false
+            })
+        ));
+        assert!(vanished(false).is_err());
     }
 
     #[test]

@@ -101,9 +101,23 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             .processes
             .insert(thread.pid, Process::default());
         self.advance(thread.tid, false)?;
+        let mut killed = false;
         loop {
-            if let Some(exit) = self.initial_exit {
-                if self.tracees.threads.is_empty() {
+            let ended = match self.initial_exit {
+                Some(exit) if self.tracees.threads.is_empty() => Some(exit),
+                _ => None,
+            };
+            let stop = match ended {
+                Some(_) => None,
+                None => ptrace::wait_any()?,
+            };
+            let (tid, status) = match (ended, stop) {
+                (None, Some(stop)) => stop,
+                (ended, _) => {
+                    let exit = match ended {
+                        Some(exit) => exit,
+                        None => ptrace::vanished(killed)?,
+                    };
                     let alive: u64 = self
                         .tracees
                         .processes
@@ -117,14 +131,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                         code_dropped: self.code_dropped + alive,
                     });
                 }
-            }
-            let Some((tid, status)) = ptrace::wait_any()? else {
-                return Err(Error::Unexpected(
-                    "the traced processes vanished without an exit status".into(),
-                ));
             };
             let served = self.handle(tid, status);
-            ptrace::unless_killed(tid, served)?;
+            killed |= ptrace::unless_killed(tid, served)?;
         }
     }
 

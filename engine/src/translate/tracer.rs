@@ -106,7 +106,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
     pub fn run(mut self) -> Result<Outcome> {
         let pid = self.initial;
         let started = self.start_program(pid);
-        ptrace::unless_killed(pid, started)?;
+        let mut killed = ptrace::unless_killed(pid, started)?;
         loop {
             if let Some(exit) = self.initial_exit {
                 if self.threads.is_empty() {
@@ -115,27 +115,28 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 }
             }
             let Some((tid, status)) = ptrace::wait_any()? else {
-                return Err(Error::Unexpected(
-                    "the traced processes vanished without an exit status".into(),
-                ));
+                self.outcome.exit = ptrace::vanished(killed)?;
+                return Ok(self.outcome);
             };
             self.outcome.stops += 1;
             let served = self
                 .handle(tid, status)
                 .and_then(|next| self.apply(tid, next));
-            ptrace::unless_killed(tid, served)?;
+            killed |= ptrace::unless_killed(tid, served)?;
         }
     }
 
     /// Sets up the initial process `pid`, stopped at its first
     /// instruction, and resumes it in its code cache.
     fn start_program(&mut self, pid: i32) -> Result<()> {
-        let mut regs = ptrace::regs(pid)?;
         let thread = Thread { pid, tid: pid };
+        // First: killed while its code cache is set up, it still leaves a
+        // profile.
+        self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
+        let mut regs = ptrace::regs(pid)?;
         let (space, area) = self.new_program(pid, &mut regs)?;
         self.threads
             .insert(pid, self.thread_state(thread, space, area));
-        self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
         let next = self.stopped(pid, |stopped| stopped.enter(&mut regs))?;
         self.apply(pid, next)
     }
