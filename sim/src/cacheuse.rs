@@ -20,7 +20,8 @@
 //!   non-zero and it has an owner, the owner is charged `AcCost2`/`SpLoss2`; the
 //!   new line starts with count 0 and an empty mask, owned by the instruction whose
 //!   L1 miss brought it in.
-//! - The tags compared are the address bits above the set index; every tag starts
+//! - The tags compared are the address bits above the set index and below bit
+//!   32 (Valgrind's mask is 32 bits wide: lines 4 GiB apart share a tag); every tag starts
 //!   as 0. So at the start all lines whose address is below `sets × line` (the
 //!   cache size divided by the associativity) hit. With a huge LL this covers the
 //!   usual executable and loader addresses, which is why Callgrind reports
@@ -162,7 +163,9 @@ impl UseCache {
             line_size: config.line_size,
             line_bits,
             set_mask: sets as u64 - 1,
-            tag_mask: !(limit - 1),
+            // Valgrind's `~((1 << shift) - 1)`: a 32-bit mask, widened with
+            // zeros, so lines 4 GiB apart share a tag.
+            tag_mask: u64::from(!(1u32.wrapping_shl(tag_shift).wrapping_sub(1))),
             assoc,
             tags: vec![0; sets * assoc].into_boxed_slice(),
             usage: vec![UNUSED; sets * assoc].into_boxed_slice(),

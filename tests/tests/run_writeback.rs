@@ -284,3 +284,30 @@ fn write_back_tags_drop_the_high_32_bits_as_valgrinds() {
     );
     assert_eq!(touch(&cgx), expected, "far_alias.c: touch's {WB_EVENTS:?}");
 }
+
+#[test]
+fn cache_use_tags_drop_the_high_32_bits_as_valgrinds() {
+    // far_alias.c under --cacheuse=yes: the cache-use model's tags are
+    // Valgrind's 32-bit ones too, so the second 16384 lines hit in LL.
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("far_alias.c", Kind::C, dir.path());
+    let options = ["-q", "--cacheuse=yes", "--LL=4194304,16,64"];
+    // The misses (the cache-use charges of this libc program depend on
+    // what its exit code evicts; they are compared exactly on exact.c).
+    let events = CACHE_EVENTS;
+    let valgrind = run(Profiler::Valgrind, &options, &program, &[], dir.path());
+    let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
+    assert_status(&valgrind, 0);
+    assert_status(&cgx, 0);
+    let touch = |run: &Run| {
+        let costs = self_costs_of(&run.profile(), &events);
+        costs.get("touch").cloned().unwrap_or_default()
+    };
+    let expected = touch(&valgrind);
+    assert_eq!(
+        expected.get(7),
+        Some(&16384),
+        "Valgrind's DLmr of touch: {expected:?}"
+    );
+    assert_eq!(touch(&cgx), expected, "far_alias.c: touch's {events:?}");
+}
