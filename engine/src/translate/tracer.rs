@@ -177,6 +177,10 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let signal = libc::WSTOPSIG(status);
         let event = status >> 16;
         let Some(state) = self.threads.get_mut(&tid) else {
+            if event == libc::PTRACE_EVENT_EXIT {
+                // A thread never set up (killed while it was): it ends.
+                return Ok(Some(Next::Resume(0)));
+            }
             // A new thread or process stopped before its creator's event
             // stop.
             self.early_stops.insert(tid);
