@@ -107,7 +107,8 @@ impl Collector {
             None => f(self.process(pid)),
         };
         if self.options.has_block_triggers() {
-            // The dumps functions entered or left asked for.
+            // The dumps blocks asked for (functions entered or left, a
+            // number of blocks run).
             let finished = self.processes.get_mut(&pid).map(Process::take_finished);
             for parts in finished.into_iter().flatten() {
                 self.deliver(pid, parts, false);

@@ -345,7 +345,7 @@ impl Simulation {
     /// [`Simulation::run_block`] for a run of `block` right after a run of
     /// it (a loop of one block): with the plain hierarchy its fetches then
     /// hit and change nothing when its lines fit in I1's sets
-    /// ([`Hierarchy::refetch_hits`]), so only its other events are
+    /// ([`cgx_sim::CacheConfig::refetch_hits`]), so only its other events are
     /// simulated.
     #[inline]
     pub fn run_block_again(
@@ -355,9 +355,13 @@ impl Simulation {
         sink: &mut impl RunSink,
     ) {
         let fetches = match &self.caches {
-            Some(Caches::Plain(caches)) if refetches_hit(caches, block.instructions) => &[],
+            Some(Caches::Plain(caches))
+                if refetches_hit(&caches.config().i1, block.instructions) =>
+            {
+                &[]
+            }
             Some(Caches::Extended(caches))
-                if refetches_hit_extended(caches, block.instructions) =>
+                if refetches_hit(&caches.config().i1, block.instructions) =>
             {
                 &[]
             }
@@ -390,7 +394,7 @@ impl Simulation {
         let tickets = &mut self.tickets;
         match &mut self.caches {
             Some(Caches::Plain(caches)) => {
-                let fetches = match refetches_hit(caches, runs.instructions()) {
+                let fetches = match refetches_hit(&caches.config().i1, runs.instructions()) {
                     true => &[],
                     false => fetches,
                 };
@@ -401,7 +405,7 @@ impl Simulation {
             }
             Some(Caches::Extended(caches)) => {
                 let caches = &mut **caches;
-                let fetches = match refetches_hit_extended(caches, runs.instructions()) {
+                let fetches = match refetches_hit(&caches.config().i1, runs.instructions()) {
                     true => &[],
                     false => fetches,
                 };
@@ -552,21 +556,12 @@ impl Tickets {
 }
 
 /// Whether fetching the block of `instructions` again right after a run
-/// of it hits in I1 and changes nothing ([`Hierarchy::refetch_hits`]).
-fn refetches_hit(caches: &Hierarchy, instructions: &[(u64, u8)]) -> bool {
+/// of it hits in an I1 of geometry `i1` and changes nothing
+/// ([`cgx_sim::CacheConfig::refetch_hits`]).
+fn refetches_hit(i1: &cgx_sim::CacheConfig, instructions: &[(u64, u8)]) -> bool {
     match (instructions.first(), instructions.last()) {
         (Some(&(first, _)), Some(&(addr, len))) => {
-            caches.refetch_hits(first, addr.wrapping_add(u64::from(len).max(1) - 1))
-        }
-        _ => false,
-    }
-}
-
-/// [`refetches_hit`] for the extended model (whose I1 is the plain one).
-fn refetches_hit_extended(caches: &ExtendedHierarchy, instructions: &[(u64, u8)]) -> bool {
-    match (instructions.first(), instructions.last()) {
-        (Some(&(first, _)), Some(&(addr, len))) => {
-            caches.refetch_hits(first, addr.wrapping_add(u64::from(len).max(1) - 1))
+            i1.refetch_hits(first, addr.wrapping_add(u64::from(len).max(1) - 1))
         }
         _ => false,
     }

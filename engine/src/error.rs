@@ -65,8 +65,8 @@ impl Error {
     /// The exit status for this error when it starts a program: as a shell
     /// gives it, 127 for a missing program, 126 for one that cannot be
     /// executed; 1 for one that cannot be traced (as Valgrind for a program
-    /// it cannot run); 128 + N for one signal N killed as it started; `None` for errors that are not about starting the
-    /// program.
+    /// it cannot run); 128 + N for one signal N killed as it started;
+    /// `None` for errors that are not about starting the program.
     pub fn shell_exit_code(&self) -> Option<i32> {
         match self {
             Error::NotFound { .. } => Some(127),

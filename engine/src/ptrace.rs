@@ -179,7 +179,7 @@ pub(crate) fn thread_group(tid: i32) -> Option<i32> {
 /// because `tid` is being killed ([`killed`]): the thread is then let go
 /// (a thread left in a ptrace stop may not act on its `SIGKILL`), the run
 /// goes on, and `waitpid` reports the thread's end (unless the failed
-/// service took that report: [`Kills::vanished`]). Whether it was killed.
+/// service took that report: [`vanished`]). Whether it was killed.
 pub(crate) fn unless_killed(tid: i32, served: Result<()>) -> Result<bool> {
     match served {
         Err(error) if !killed(tid) => Err(error),

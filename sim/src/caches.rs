@@ -80,15 +80,6 @@ impl Hierarchy {
         self.fetch_beyond_last_line(addr, len, last)
     }
 
-    /// Whether fetching the bytes `first..=last` again, in order, right
-    /// after they were all fetched in order, hits in I1 and changes
-    /// nothing: each of their lines is then still the most recently used of
-    /// its set, as they span no more lines than I1 has sets.
-    pub fn refetch_hits(&self, first: u64, last: u64) -> bool {
-        let lines = (last >> self.i1_line_bits).wrapping_sub(first >> self.i1_line_bits);
-        first <= last && lines < u64::from(self.config.i1.sets())
-    }
-
     /// [`Hierarchy::fetch`] past its inline checks; `last` is the line the
     /// fetch ends in.
     #[inline(never)]
@@ -198,7 +189,7 @@ mod tests {
             };
             fetch_all();
             let missed_again = fetch_all();
-            assert_eq!(h.refetch_hits(0x100, end - 1), lines <= 2);
+            assert_eq!(h.config().i1.refetch_hits(0x100, end - 1), lines <= 2);
             assert_eq!(missed_again == 0, lines <= 2, "{lines} lines");
         }
     }

@@ -132,6 +132,17 @@ impl CacheConfig {
         self.size / self.line_size / self.assoc
     }
 
+    /// For an LRU I1 of this geometry: whether fetching the bytes
+    /// `first..=last` again, in order, right after they were all fetched in
+    /// order, hits and changes nothing: each of their lines is then still
+    /// the most recently used of its set, as they span no more lines than
+    /// the cache has sets.
+    pub fn refetch_hits(&self, first: u64, last: u64) -> bool {
+        let bits = self.line_size.trailing_zeros();
+        let lines = (last >> bits).wrapping_sub(first >> bits);
+        first <= last && lines < u64::from(self.sets())
+    }
+
     /// Checks that the simulator can handle this geometry, with Valgrind's rules in
     /// Valgrind's order.
     pub fn check(&self) -> Result<(), GeometryError> {

@@ -80,7 +80,6 @@ pub struct ExtendedHierarchy {
     ll: LastLevel,
     prefetcher: Option<Prefetcher>,
     min_line: u32,
-    i1_line_bits: u32,
 }
 
 impl ExtendedHierarchy {
@@ -107,7 +106,6 @@ impl ExtendedHierarchy {
                 .prefetch
                 .then(|| Prefetcher::new(config.ll.line_size)),
             min_line: config.min_line_size(),
-            i1_line_bits: config.i1.line_size.trailing_zeros(),
         })
     }
 
@@ -135,12 +133,6 @@ impl ExtendedHierarchy {
         if let Some(prefetcher) = &mut self.prefetcher {
             prefetcher.clear();
         }
-    }
-
-    /// As [`crate::Hierarchy::refetch_hits`] (I1 is the same cache).
-    pub fn refetch_hits(&self, first: u64, last: u64) -> bool {
-        let lines = (last >> self.i1_line_bits).wrapping_sub(first >> self.i1_line_bits);
-        first <= last && lines < u64::from(self.config.i1.sets())
     }
 
     /// Shows `addr` to the prefetcher, which may prefetch into LL.

@@ -20,8 +20,8 @@ use std::path::Path;
 
 use cgx_formats::Profile;
 use cgx_tests::run::{
-    assert_same_costs, assert_status, build, event_totals, native, run, self_costs_of, Kind,
-    Profiler, Run,
+    assert_same_costs, assert_status, build, event_totals, run, run_alone_and_profiled,
+    self_costs_of, Kind, Profiler, Run,
 };
 
 /// The exit status of `exact` without arguments.
@@ -74,14 +74,8 @@ fn with<'a>(options: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
 /// statuses and that cgx's stdout is the program's. Returns both runs.
 fn run_both(source: &str, status: i32, options: &[&str], dir: &Path) -> (Run, Run) {
     let program = build(source, Kind::NoLibc, dir);
-    let alone = native(&program, &[], dir);
-    assert_status(&alone, status);
     let options = with(&["-q"], options);
-    let valgrind = run(Profiler::Valgrind, &options, &program, &[], dir);
-    assert_status(&valgrind, status);
-    let cgx = run(Profiler::Cgx, &options, &program, &[], dir);
-    assert_status(&cgx, status);
-    assert_eq!(cgx.stdout, alone.stdout, "{}: stdout", cgx.command);
+    let (_, valgrind, cgx) = run_alone_and_profiled(&program, &options, status, 0, dir);
     (valgrind, cgx)
 }
 

@@ -28,7 +28,7 @@ impl Process {
     }
 
     /// The function triggers of [`Process::serve_triggers`].
-    pub(super) fn serve_function_triggers(&mut self, tid: i32) {
+    fn serve_function_triggers(&mut self, tid: i32) {
         let Some(triggers) = self
             .threads
             .get_mut(&tid)
@@ -48,7 +48,7 @@ impl Process {
         }
     }
 
-    /// The dumps functions asked for since the last call
+    /// The dumps the blocks' triggers asked for since the last call
     /// ([`Process::serve_triggers`]).
     pub fn take_finished(&mut self) -> Vec<Result<Vec<FinishedPart>, TooManyNames>> {
         std::mem::take(&mut self.finished)

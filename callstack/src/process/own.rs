@@ -328,7 +328,7 @@ impl Process {
 /// Where a whole run of a block reports under Cachegrind's attribution:
 /// each miss in its instruction's slot (`slots`) of `table` and in the
 /// thread's total.
-pub(super) struct OwnReport<'a> {
+struct OwnReport<'a> {
     thread: &'a mut ThreadState,
     table: &'a mut Costs,
     slots: &'a [usize],
@@ -351,7 +351,7 @@ impl RunSink for OwnReport<'_> {
 /// among the recent ones or made with `code` (cost vectors of `width`
 /// events).
 #[inline]
-pub(super) fn own_charge(
+fn own_charge(
     recent_slots: &mut RecentSlots,
     table: &mut Costs,
     key: u32,
@@ -377,12 +377,7 @@ pub(super) fn own_charge(
 /// Adds the events `counts` where Cachegrind charged an instruction
 /// (`charged`, in `table`) and to `thread`'s total.
 #[inline]
-pub(super) fn charge_own(
-    thread: &mut ThreadState,
-    table: &mut Costs,
-    charged: Charged,
-    counts: Counts,
-) {
+fn charge_own(thread: &mut ThreadState, table: &mut Costs, charged: Charged, counts: Counts) {
     if let Some((_, slot)) = charged.slot {
         counts.for_each(|column| table.count_in_slot(slot, column));
     }
@@ -392,7 +387,7 @@ pub(super) fn charge_own(
 /// What Cachegrind's attribution needs to name an instruction's function:
 /// the process's functions, symbols and contexts, and the context of each
 /// function alone.
-pub(super) struct OwnFunctions<'a> {
+struct OwnFunctions<'a> {
     functions: &'a mut Functions,
     symbols: &'a mut Symbols,
     pid: i32,
@@ -446,7 +441,7 @@ pub(super) fn count(thread: &mut ThreadState, counts: Counts) {
 /// other as a vector up to its column that holds 1 there, read from a
 /// constant).
 #[inline]
-pub(super) fn count_column(thread: &mut ThreadState, column: usize) {
+fn count_column(thread: &mut ThreadState, column: usize) {
     /// Zeros and a last 1: its last `n + 1` columns count column `n`.
     const ONE_LAST: [u64; MAX_EVENTS] = {
         let mut cost = [0; MAX_EVENTS];

@@ -107,7 +107,7 @@ impl Process {
 
     /// What the process is doing, for `callgrind_control` (stopped at
     /// thread `tid`).
-    pub(super) fn status(&self, tid: i32) -> Status {
+    fn status(&self, tid: i32) -> Status {
         let (distinct_functions, distinct_blocks) = self.functions.counts();
         let arcs = self.costs.values().flat_map(|costs| costs.arcs.values());
         let name = |centre: crate::context::Centre| {
@@ -156,7 +156,7 @@ impl Process {
 
     /// Switches instrumentation: every thread's calls are popped and its
     /// counter restarts (Callgrind's `set_instrument_state`).
-    pub(super) fn set_instrumenting(&mut self, on: bool) {
+    fn set_instrumenting(&mut self, on: bool) {
         if self.instrumenting == on {
             return;
         }
@@ -196,7 +196,7 @@ impl Process {
     }
 
     /// A NUL-terminated string of the tracee (at most 4 KiB), lossily.
-    pub(super) fn read_string(&self, addr: u64) -> String {
+    fn read_string(&self, addr: u64) -> String {
         let mut bytes = vec![0u8; 4096];
         let read = File::open(format!("/proc/{}/mem", self.pid))
             .and_then(|memory| memory.read_at(&mut bytes, addr))

@@ -342,7 +342,7 @@ impl Process {
     /// its tables. With the simulation ahead, the step's misses come from
     /// it.
     #[inline]
-    pub(super) fn add_to_pending(&mut self, tid: i32, executed: Option<(u64, u8)>, step: Step) {
+    fn add_to_pending(&mut self, tid: i32, executed: Option<(u64, u8)>, step: Step) {
         let cacheuse = self.events.cacheuse.is_some();
         let Process {
             threads,
@@ -441,7 +441,7 @@ impl Process {
 
 /// Where a whole run of a block reports ([`RunSink`]): the thread running
 /// it, and the owners of the lines it loads in cost table `costs_key`.
-pub(super) struct RunReport<'a> {
+struct RunReport<'a> {
     thread: &'a mut ThreadState,
     owners: &'a mut Owners,
     costs_key: u32,
@@ -465,7 +465,7 @@ impl RunSink for RunReport<'_> {
 /// to book: those of `report` when the simulation runs ahead, else the
 /// simulation's own.
 #[inline]
-pub(super) fn has_cache_use(report: Option<&StepReport<'_>>, simulation: &Simulation) -> bool {
+fn has_cache_use(report: Option<&StepReport<'_>>, simulation: &Simulation) -> bool {
     report.map_or_else(
         || simulation.has_cache_use(),
         |report| report.has_cache_use(),
@@ -476,7 +476,7 @@ pub(super) fn has_cache_use(report: Option<&StepReport<'_>>, simulation: &Simula
 /// steps: those of `report` when the simulation runs ahead, else the
 /// simulation's own, which it then forgets (the cost tables may grow; see
 /// [`Owners::settle`] for `only_executed`).
-pub(super) fn book_cache_use(
+fn book_cache_use(
     only_executed: bool,
     report: Option<&StepReport<'_>>,
     simulation: &mut Simulation,
@@ -502,7 +502,7 @@ pub(super) fn book_cache_use(
 /// use, the owner of a line it loads is that instruction's site in the
 /// cost table `key` (see [`ThreadState::load_site`]).
 #[inline(always)]
-pub(super) fn simulate(
+fn simulate(
     simulation: &mut Simulation,
     owners: &mut Owners,
     key: u32,
@@ -521,7 +521,7 @@ pub(super) fn simulate(
 /// loaded (its step `report` of the simulation ahead), in cost table
 /// `key`.
 #[inline]
-pub(super) fn load_all(
+fn load_all(
     report: &StepReport<'_>,
     owners: &mut Owners,
     key: u32,
@@ -540,7 +540,7 @@ pub(super) fn load_all(
 /// cost, also counting the step's own event in `profile` (made by this
 /// run; dropped if a step has nowhere to go).
 #[inline(always)]
-pub(super) fn charge_step(
+fn charge_step(
     thread: &mut ThreadState,
     costs: &Costs,
     profile: &mut Option<Profile>,

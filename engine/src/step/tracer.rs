@@ -103,37 +103,33 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         self.advance(thread.tid, false)?;
         let mut killed = false;
         loop {
-            let ended = match self.initial_exit {
-                Some(exit) if self.tracees.threads.is_empty() => Some(exit),
-                _ => None,
-            };
-            let stop = match ended {
-                Some(_) => None,
-                None => ptrace::wait_any()?,
-            };
-            let (tid, status) = match (ended, stop) {
-                (None, Some(stop)) => stop,
-                (ended, _) => {
-                    let exit = match ended {
-                        Some(exit) => exit,
-                        None => ptrace::vanished(killed)?,
-                    };
-                    let alive: u64 = self
-                        .tracees
-                        .processes
-                        .values()
-                        .map(|process| process.code.dropped())
-                        .sum();
-                    return Ok(Outcome {
-                        exit,
-                        instructions: self.instructions,
-                        steps: self.steps,
-                        code_dropped: self.code_dropped + alive,
-                    });
+            if let Some(exit) = self.initial_exit {
+                if self.tracees.threads.is_empty() {
+                    return Ok(self.outcome(exit));
                 }
+            }
+            let Some((tid, status)) = ptrace::wait_any()? else {
+                return Ok(self.outcome(ptrace::vanished(killed)?));
             };
             let served = self.handle(tid, status);
             killed |= ptrace::unless_killed(tid, served)?;
+        }
+    }
+
+    /// The outcome of the run, which ended with the initial process's
+    /// `exit`.
+    fn outcome(&self, exit: Exit) -> Outcome {
+        let alive: u64 = self
+            .tracees
+            .processes
+            .values()
+            .map(|process| process.code.dropped())
+            .sum();
+        Outcome {
+            exit,
+            instructions: self.instructions,
+            steps: self.steps,
+            code_dropped: self.code_dropped + alive,
         }
     }
 
