@@ -228,11 +228,11 @@ impl EventSink for Collector {
     }
 
     fn ahead(&mut self, thread: Thread) -> Option<SimulationAhead> {
-        self.on_process(thread.pid, Process::ahead)
+        self.on_process(thread.pid, |process| process.ahead(thread.tid))
     }
 
     fn ahead_done(&mut self, thread: Thread, ahead: SimulationAhead) {
-        if !self.on_process(thread.pid, |process| process.ahead_done(ahead)) {
+        if !self.on_process(thread.pid, |process| process.ahead_done(thread.tid, ahead)) {
             let pid = thread.pid;
             self.error.get_or_insert(Error::OutOfStep { pid });
         }

@@ -41,6 +41,7 @@ mod pending;
 mod process;
 mod sequences;
 mod simulation;
+mod tally;
 mod thread;
 
 pub use ahead::SimulationAhead;

@@ -681,6 +681,18 @@ fn a_long_run_with_cache_use_equals_valgrind() {
 }
 
 #[test]
+fn a_long_run_under_cachegrind_with_cache_simulation_alone_equals_valgrind() {
+    // Without branch simulation the runs of blocks already charged once
+    // are counted on the simulation's thread (tallies), not replayed twice.
+    let options = [
+        "--tool=cachegrind",
+        "--cache-sim=yes",
+        "--cachegrind-out-file={out}/cachegrind.out",
+    ];
+    a_long_run_equals_valgrind(&options, &options, &CACHE_EVENTS, false);
+}
+
+#[test]
 fn a_long_run_under_cachegrind_equals_valgrind() {
     let options = [
         "--tool=cachegrind",
