@@ -90,7 +90,7 @@ fn logs_name_cgx(dir: &Path) -> bool {
             return logs_name_cgx(&path);
         }
         path.extension().is_some_and(|extension| extension == "log")
-            && fs::read_to_string(&path).is_ok_and(|text| text.contains("== cgx-"))
+            && fs::read_to_string(&path).is_ok_and(|text| text.contains("== Using cgx-"))
     })
 }
 

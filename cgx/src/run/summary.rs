@@ -22,13 +22,22 @@
 //! over all dumps of the process. With `--cache-sim=yes` and `--branch-sim=yes`
 //! the miss and misprediction lines follow, as [`summary`] shows.
 //!
-//! The header is cgx's own (Valgrind's names the tool, its copyright and the
-//! command): `==PID== cgx-0.1.0 callgrind, step backend`, `==PID== Command: …`,
-//! then a blank line.
+//! The header has the lines of Valgrind's in their places, in cgx's words:
+//! the tool, who made the profiler, what it is in place of, then
+//! `==PID== Command: …` and a blank line:
+//!
+//! ```text
+//! ==6741== Callgrind, a call-graph and cache profiler (cgx 0.1.0, translate backend)
+//! ==6741== cgx: Valgrind's profiles without Valgrind; MIT OR Apache-2.0
+//! ==6741== Using cgx-0.1.0 in place of Valgrind-3.19.0; rerun with -h for help
+//! ==6741== Command: ./prog
+//! ==6741==
+//! ```
 
 use cgx_formats::Profile;
 
 use super::options::{Backend, Tool};
+use crate::shims::VALGRIND_VERSION;
 
 /// The summed costs of the dumps of one process, by event name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,12 +79,19 @@ impl Totals {
 
 /// The lines cgx prints when process `pid` starts.
 pub fn header(pid: i32, tool: Tool, backend: Backend, command: &str) -> String {
+    let tool = match tool {
+        Tool::Callgrind => "Callgrind, a call-graph and cache profiler",
+        Tool::Cachegrind => "Cachegrind, a cache and branch profiler",
+    };
     format!(
-        "=={pid}== cgx-{version} {tool}, {backend} backend\n\
+        "=={pid}== {tool} (cgx {version}, {backend} backend)\n\
+         =={pid}== cgx: Valgrind's profiles without Valgrind; {license}\n\
+         =={pid}== Using cgx-{version} in place of Valgrind-{VALGRIND_VERSION}; \
+         rerun with -h for help\n\
          =={pid}== Command: {command}\n\
          =={pid}== \n",
         version = env!("CARGO_PKG_VERSION"),
-        tool = tool.name(),
+        license = env!("CARGO_PKG_LICENSE"),
         backend = backend.name(),
     )
 }
@@ -641,15 +657,21 @@ mod tests {
         assert_eq!(
             header(7, Tool::Cachegrind, Backend::Translate, "p"),
             format!(
-                "==7== cgx-{version} cachegrind, translate backend\n==7== Command: p\n==7== \n"
+                "==7== Cachegrind, a cache and branch profiler (cgx {version}, translate backend)\n\
+                 ==7== cgx: Valgrind's profiles without Valgrind; MIT OR Apache-2.0\n\
+                 ==7== Using cgx-{version} in place of Valgrind-3.19.0; rerun with -h for help\n\
+                 ==7== Command: p\n==7== \n"
             )
         );
+        let callgrind = header(42, Tool::Callgrind, Backend::Step, "./prog a b");
+        let lines: Vec<&str> = callgrind.lines().collect();
         assert_eq!(
-            header(42, Tool::Callgrind, Backend::Step, "./prog a b"),
+            lines[0],
             format!(
-                "==42== cgx-{version} callgrind, step backend\n==42== Command: ./prog a b\n==42== \n"
+                "==42== Callgrind, a call-graph and cache profiler (cgx {version}, step backend)"
             )
         );
+        assert_eq!(lines[3..], ["==42== Command: ./prog a b", "==42== "]);
         assert_eq!(
             termination(6810, 11),
             "==6810== Process terminating with default action of signal 11 (SIGSEGV)\n"
