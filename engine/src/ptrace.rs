@@ -17,6 +17,57 @@ pub(crate) fn open_memory(tid: i32, write: bool) -> Result<std::fs::File> {
         })
 }
 
+/// The longest string [`read_c_string`] reads (Linux's PATH_MAX).
+const MAX_C_STRING: usize = 4096;
+
+/// Reads as many bytes at `addr` of a tracee's `memory` (its
+/// [`open_memory`]) as are mapped (code may end at a page before an
+/// unmapped one); returns how many were read.
+pub(crate) fn read_available(memory: &std::fs::File, addr: u64, buffer: &mut [u8]) -> usize {
+    use std::os::unix::fs::FileExt;
+    let mut got = 0;
+    while got < buffer.len() {
+        match memory.read_at(&mut buffer[got..], addr.wrapping_add(got as u64)) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    got
+}
+
+/// The NUL-terminated string at `addr` of a tracee's `memory` (up to
+/// [`MAX_C_STRING`] bytes, as far as it is readable; not UTF-8 replaced).
+pub(crate) fn read_c_string(memory: &std::fs::File, addr: u64) -> String {
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 256];
+    while text.len() < MAX_C_STRING {
+        let at = addr.wrapping_add(text.len() as u64);
+        let got = read_available(memory, at, &mut chunk);
+        let part = &chunk[..got];
+        match part.iter().position(|&byte| byte == 0) {
+            Some(end) => {
+                text.extend_from_slice(&part[..end]);
+                break;
+            }
+            None if got == 0 => break,
+            None => text.extend_from_slice(part),
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// The program name a thread about to make the system call of `regs`
+/// gives `execve` or `execveat` (read from its `memory`); `None` for any
+/// other system call.
+pub(crate) fn exec_name(memory: &std::fs::File, regs: &Regs) -> Option<String> {
+    let name = match i64::try_from(regs.rax).ok()? {
+        libc::SYS_execve => regs.rdi,
+        libc::SYS_execveat => regs.rsi,
+        _ => return None,
+    };
+    Some(read_c_string(memory, name))
+}
+
 /// Registers of a stopped thread.
 pub(crate) type Regs = libc::user_regs_struct;
 

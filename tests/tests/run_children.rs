@@ -19,6 +19,11 @@ const SCRIPT: &str = "ls / > /dev/null; /bin/true; echo done";
 /// The files each profiler writes for the script with `options`, and what
 /// it printed (they must agree).
 fn files(options: &[&str], dir: &Path) -> usize {
+    files_with(options, &[], dir)
+}
+
+/// [`files`], cgx given `cgx_options` too.
+fn files_with(options: &[&str], cgx_options: &[&str], dir: &Path) -> usize {
     let mut counts: Vec<Vec<String>> = Vec::new();
     for profiler in [Profiler::Valgrind, Profiler::Cgx] {
         let out = dir.join(format!("{profiler:?}"));
@@ -26,6 +31,9 @@ fn files(options: &[&str], dir: &Path) -> usize {
         let out_file = format!("--callgrind-out-file={}/callgrind.out.%p", out.display());
         let mut all: Vec<&str> = vec!["-q", &out_file];
         all.extend(options);
+        if profiler == Profiler::Cgx {
+            all.extend(cgx_options);
+        }
         let ran = run(profiler, &all, Path::new("/bin/sh"), &["-c", SCRIPT], dir);
         assert_eq!(ran.stdout, "done\n", "{}", ran.command);
         let mut commands: Vec<String> = fs::read_dir(&out)
@@ -58,6 +66,13 @@ fn forked_copies_that_run_other_programs_leave_no_profile() {
 fn trace_children_follows_every_program() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     assert_eq!(files(&["--trace-children=yes"], dir.path()), 3);
+}
+
+#[test]
+fn the_step_backend_names_exec_d_programs_as_execve_was_given_them() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let options = ["--trace-children=yes"];
+    assert_eq!(files_with(&options, &["--backend=step"], dir.path()), 3);
 }
 
 #[test]

@@ -4,7 +4,6 @@
 //! instructions in a step.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 
 use iced_x86::{Decoder, DecoderOptions};
 
@@ -113,18 +112,7 @@ impl Decoded {
     }
 }
 
-/// Reads as many bytes at `addr` as are mapped (code may end at a page before an
-/// unmapped one); returns how many were read.
-pub(super) fn read_available(memory: &File, addr: u64, buffer: &mut [u8]) -> usize {
-    let mut got = 0;
-    while got < buffer.len() {
-        match memory.read_at(&mut buffer[got..], addr.wrapping_add(got as u64)) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got += n,
-        }
-    }
-    got
-}
+pub(super) use crate::ptrace::read_available;
 
 #[cfg(test)]
 mod tests {

@@ -48,6 +48,8 @@ pub(super) struct ThreadState {
     pub signal_frames: Vec<Arrival>,
     /// A new thread whose initial SIGSTOP has not been seen yet.
     pub awaiting_start: bool,
+    /// The program name given to the `execve` it is making.
+    pub exec_name: Option<String>,
 }
 
 impl ThreadState {
@@ -63,6 +65,7 @@ impl ThreadState {
             cursor: BlockCursor::start(),
             signal_frames: Vec::new(),
             awaiting_start: false,
+            exec_name: None,
         })
     }
 }

@@ -341,9 +341,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             process.code.clear();
         }
         let program = crate::launch::program_of(tid);
-        // The step backend names the program by its file (the translate
-        // backend by the name `execve` was given).
-        let name = program.display().to_string();
+        let name = state.exec_name.take();
+        let name = name.unwrap_or_else(|| program.display().to_string());
         let args = crate::launch::arguments_of(tid);
         if self.options.traces_child(&name, &args) {
             self.sink.lifecycle(
@@ -480,6 +479,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     );
                     continue;
                 }
+            }
+            if decoded.is_some_and(|decoded| decoded.flow == Flow::SystemCall) {
+                state.exec_name = ptrace::exec_name(&state.memory, &state.regs);
             }
             ptrace::single_step(tid, state.inject)?;
             self.steps += 1;

@@ -11,9 +11,6 @@ pub(super) struct Memory {
     pid: i32,
 }
 
-/// The longest string [`Memory::read_c_string`] reads (Linux's PATH_MAX).
-const MAX_C_STRING: usize = 4096;
-
 impl Memory {
     /// Opens the memory of `pid`.
     pub fn open(pid: i32) -> Result<Memory> {
@@ -28,17 +25,7 @@ impl Memory {
 
     /// Reads as many bytes at `addr` as are mapped; returns how many.
     pub fn read_available(&self, addr: u64, buffer: &mut [u8]) -> usize {
-        let mut got = 0;
-        while got < buffer.len() {
-            match self
-                .file
-                .read_at(&mut buffer[got..], addr.wrapping_add(got as u64))
-            {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got += n,
-            }
-        }
-        got
+        crate::ptrace::read_available(&self.file, addr, buffer)
     }
 
     /// Reads exactly `buffer.len()` bytes at `addr`.
@@ -72,28 +59,13 @@ impl Memory {
         self.read(addr, buffer)
     }
 
-    /// Reads the u64 at `addr`.
-    /// The NUL-terminated string at `addr` (up to [`MAX_C_STRING`] bytes,
-    /// as far as it is readable; not UTF-8 replaced).
-    pub fn read_c_string(&self, addr: u64) -> String {
-        let mut text = Vec::new();
-        let mut chunk = [0u8; 256];
-        while text.len() < MAX_C_STRING {
-            let at = addr.wrapping_add(text.len() as u64);
-            let got = self.read_available(at, &mut chunk);
-            let part = &chunk[..got];
-            match part.iter().position(|&byte| byte == 0) {
-                Some(end) => {
-                    text.extend_from_slice(&part[..end]);
-                    break;
-                }
-                None if got == 0 => break,
-                None => text.extend_from_slice(part),
-            }
-        }
-        String::from_utf8_lossy(&text).into_owned()
+    /// The name a thread about to make the system call of `regs` gives
+    /// `execve` ([`crate::ptrace::exec_name`]).
+    pub fn exec_name(&self, regs: &crate::ptrace::Regs) -> Option<String> {
+        crate::ptrace::exec_name(&self.file, regs)
     }
 
+    /// Reads the u64 at `addr`.
     pub fn read_u64(&self, addr: u64) -> Result<u64> {
         let mut bytes = [0u8; 8];
         self.read(addr, &mut bytes)?;

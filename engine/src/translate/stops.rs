@@ -238,12 +238,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         regs.rip = gadget;
         match call.rax {
             SYS_EXECVE | SYS_EXECVEAT => {
-                let name = if call.rax == SYS_EXECVE {
-                    call.rdi
-                } else {
-                    call.rsi
-                };
-                self.state.exec_name = Some(self.space.memory.read_c_string(name));
+                self.state.exec_name = self.space.memory.exec_name(&call);
                 self.drain()?;
                 ptrace::set_regs(tid, &regs)?;
                 ptrace::cont(tid, 0)?;
