@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use crate::ahead::SimulationAhead;
 use crate::control::Control;
-use cgx_engine::{Block, BlockEvent, EventSink, Lifecycle, SimulatedBlocks, Thread, WholeBlocks};
+use cgx_engine::{
+    Block, BlockEvent, EventSink, Lifecycle, SimulatedBlocks, SystemCall, Thread, WholeBlocks,
+};
 use cgx_formats::{Part, Profile, TooManyNames};
 
 use crate::events::EventSet;
@@ -245,6 +247,10 @@ impl EventSink for Collector {
             BlockEvent::Indirect(target) => process.indirect_branch(thread.tid, addr, target),
             BlockEvent::Bus => process.bus_locked(thread.tid),
         });
+    }
+
+    fn system_call(&mut self, thread: Thread, call: SystemCall) {
+        self.on_process(thread.pid, |process| process.system_call(thread.tid, &call));
     }
 
     fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cgx_engine::symbols::Symbols;
 use cgx_formats::{
-    Events, FunctionId, NameId, Names, Part, PartHeader, Position, PositionKinds, Record,
+    EventDef, Events, FunctionId, NameId, Names, Part, PartHeader, Position, PositionKinds, Record,
     TooManyNames,
 };
 use cgx_sim::DescStyle;
@@ -79,7 +79,20 @@ pub(crate) fn build_part(
         instr: options.dump_instr,
         line: options.dump_line || !options.dump_instr,
     };
-    let mut part = Part::new(Events::new(events.names.iter().copied()), positions);
+    let mut part_events = Events::new(events.names.iter().copied());
+    if events.system.is_some() {
+        part_events.defs = options
+            .collect_systime
+            .long_names()
+            .iter()
+            .map(|&(name, long_name)| EventDef {
+                name: name.to_string(),
+                formula: None,
+                long_name: Some(long_name.to_string()),
+            })
+            .collect();
+    }
+    let mut part = Part::new(part_events, positions);
     let caches = if events.cache.is_some() {
         options
             .caches

@@ -59,10 +59,19 @@ impl UseColumns {
     }
 }
 
+/// Columns of the system calls' events (`--collect-systime`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SystemColumns {
+    pub count: usize,
+    pub time: usize,
+    /// `sysCpuTime`, with `nsec`.
+    pub cpu: Option<usize>,
+}
+
 /// The most events a profile holds (`Ir`, the cache simulation's 8, the
-/// branch simulation's 4, cache use's 4 and `Ge`; with write-back the
-/// cache simulation's 11, without cache use).
-pub(crate) const MAX_EVENTS: usize = 18;
+/// branch simulation's 4, cache use's 4, `Ge` and the system calls' 3;
+/// with write-back the cache simulation's 11, without cache use).
+pub(crate) const MAX_EVENTS: usize = 21;
 
 /// One instruction's event counts in a fixed-width array (the columns
 /// past a profile's events stay 0): made and added without a call.
@@ -78,6 +87,9 @@ pub(crate) struct EventSet {
     pub cacheuse: Option<UseColumns>,
     /// The column of `Ge` (`--collect-bus=yes`).
     pub bus: Option<usize>,
+    /// The columns of `sysCount sysTime [sysCpuTime]`
+    /// (`--collect-systime`).
+    pub system: Option<SystemColumns>,
 }
 
 impl EventSet {
@@ -131,12 +143,23 @@ impl EventSet {
             ],
         });
         let bus = (options.collect_bus && !options.cachegrind).then(|| column(&mut names, "Ge"));
+        let system_time = options.collect_systime;
+        let system = (system_time.on() && !options.cachegrind).then(|| {
+            let start = names.len();
+            names.extend(system_time.events());
+            SystemColumns {
+                count: start,
+                time: start + 1,
+                cpu: (system_time.events().len() > 2).then_some(start + 2),
+            }
+        });
         EventSet {
             names,
             cache,
             branch,
             cacheuse,
             bus,
+            system,
         }
     }
 
@@ -164,9 +187,31 @@ mod tests {
         );
         options.collect_bus = true;
         let set = EventSet::new(&options);
-        assert_eq!(set.names.len(), MAX_EVENTS);
+        assert_eq!(set.names.len(), 18);
         assert_eq!(set.names.last(), Some(&"Ge"));
-        assert_eq!(set.bus, Some(MAX_EVENTS - 1));
+        assert_eq!(set.bus, Some(17));
+        options.collect_systime = crate::SystemTime::Nsec;
+        let set = EventSet::new(&options);
+        assert_eq!(set.names.len(), MAX_EVENTS);
+        assert_eq!(
+            set.names[17..].join(" "),
+            "Ge sysCount sysTime sysCpuTime",
+            "Callgrind's order"
+        );
+        assert_eq!(
+            set.system,
+            Some(SystemColumns {
+                count: 18,
+                time: 19,
+                cpu: Some(20)
+            })
+        );
+        options.collect_systime = crate::SystemTime::Usec;
+        options.collect_bus = false;
+        let set = EventSet::new(&options);
+        assert_eq!(set.names.len(), 19);
+        assert_eq!(set.system.and_then(|columns| columns.cpu), None);
+        options.collect_systime = crate::SystemTime::No;
         options.collect_bus = false;
         options.cachegrind = true;
         options.cacheuse = false;

@@ -41,12 +41,14 @@ mod pending;
 mod process;
 mod sequences;
 mod simulation;
+mod system_time;
 mod tally;
 mod thread;
 
 pub use ahead::SimulationAhead;
 pub use collector::Collector;
 pub use control::Control;
+pub use system_time::SystemTime;
 
 use cgx_formats::{Profile, TooManyNames};
 
@@ -145,6 +147,9 @@ pub struct Options {
     pub cacheuse_inclusive: bool,
     /// `--collect-bus=yes`: `Ge`, one per atomic read-modify-write run.
     pub collect_bus: bool,
+    /// `--collect-systime`: `sysCount sysTime` (and `sysCpuTime`), each
+    /// system call's count and time.
+    pub collect_systime: SystemTime,
     /// `--simulate-wb=yes` and `--simulate-hwpref=yes` as given; they apply
     /// only with the cache simulation and without cache use
     /// ([`Options::cache_extensions`]).
@@ -204,6 +209,7 @@ impl Default for Options {
             cacheuse: false,
             cacheuse_inclusive: true,
             collect_bus: false,
+            collect_systime: SystemTime::No,
             extensions: cgx_sim::Extensions::default(),
             caches: cgx_sim::CachesConfig::DEFAULT,
         }

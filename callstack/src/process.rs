@@ -9,6 +9,7 @@ mod own;
 mod requests;
 mod run;
 mod simulated;
+mod system_calls;
 
 use dumps::Dumped;
 pub(crate) use dumps::FinishedPart;

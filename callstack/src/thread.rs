@@ -342,6 +342,18 @@ impl ThreadState {
         block.pending.last_cost(events, costs)
     }
 
+    /// Adds `charges` (column, value) to the running cost of the current
+    /// state alone, as costs charged after the thread's last block
+    /// (counted in the `summary:` line, in no cost line).
+    pub fn add_to_running(&mut self, charges: &[(usize, u64)]) {
+        let cost = &mut self.state().cost;
+        for &(column, value) in charges {
+            if let Some(total) = cost.get_mut(column) {
+                *total += value;
+            }
+        }
+    }
+
     /// Before the thread's tables are cleared (a dump, a zeroing): pending
     /// runs of their blocks become lists of instructions.
     pub fn detach_pending(&mut self, costs: &Costs) {

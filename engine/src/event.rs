@@ -116,6 +116,43 @@ pub enum BlockEvent {
     Bus,
 }
 
+/// One system call the program made, timed ([`EventSink::system_call`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SystemCall {
+    /// Its number (rax at the `syscall`).
+    pub number: u64,
+    /// `CLOCK_MONOTONIC` when it started, in nanoseconds; 0 when it was
+    /// not measured: by the translate backend, a call whose record was
+    /// replayed before it returned (`fork`, `vfork` and `clone`, replayed
+    /// at their event stop) or that does not return to its block
+    /// (`rt_sigreturn`, `exit`, a successful `execve`).
+    pub wall_start_ns: u64,
+    /// `CLOCK_MONOTONIC` when it ended, in nanoseconds; 0 when it was not
+    /// measured.
+    pub wall_end_ns: u64,
+    /// The CPU time the thread ran during it, in nanoseconds (0 unless the
+    /// run reads it, `SystemCallClocks::WallAndCpu`).
+    pub cpu_ns: u64,
+}
+
+impl SystemCall {
+    /// The call `number` between two readings of the clocks (the end's
+    /// earlier than the start's, as a thread's CPU time read from two
+    /// sources may be, counts as no time).
+    pub(crate) fn between(
+        number: u64,
+        start: crate::system_time::Reading,
+        end: crate::system_time::Reading,
+    ) -> SystemCall {
+        SystemCall {
+            number,
+            wall_start_ns: start.wall_ns,
+            wall_end_ns: end.wall_ns.max(start.wall_ns),
+            cpu_ns: end.cpu_ns.saturating_sub(start.cpu_ns),
+        }
+    }
+}
+
 /// What happens to a thread or a process besides running code
 /// ([`EventSink::lifecycle`]).
 #[derive(Clone, Copy, Debug)]
@@ -320,6 +357,13 @@ pub trait EventSink {
     /// instrumentation sees them), a conditional branch's outcome or an
     /// indirect jump's target (see [`BlockEvent`]).
     fn instruction_event(&mut self, _thread: Thread, _addr: u64, _event: BlockEvent) {}
+
+    /// `thread` made the system call `call` with the `syscall` instruction
+    /// last reported (the last of its block), with the times the run's
+    /// `RunOptions::system_calls` asks for; reported after that
+    /// instruction's events and before what the call makes happen
+    /// ([`EventSink::lifecycle`]). Only when the run asks for them.
+    fn system_call(&mut self, _thread: Thread, _call: SystemCall) {}
 
     /// A Valgrind client request (the special instruction sequence): `args` are
     /// the six words rax points to (`[request, arg1..arg5]`), `default` the

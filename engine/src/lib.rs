@@ -35,15 +35,17 @@ mod resume;
 mod semantics;
 pub mod step;
 pub mod symbols;
+pub mod system_time;
 pub mod translate;
 
 pub use control::control_signal;
 pub use error::{Error, Result};
 pub use event::{
     AccessKind, Ahead, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, InstructionCounter,
-    Lifecycle, NoAhead, SimulatedBlock, Thread, WholeBlock,
+    Lifecycle, NoAhead, SimulatedBlock, SystemCall, Thread, WholeBlock,
 };
 pub use launch::Command;
 pub use prefetch::prefetch;
 pub use step::{Outcome, RunOptions};
+pub use system_time::SystemCallClocks;
 pub use translate::{Repeats, SimulatedBlocks, WholeBlocks};

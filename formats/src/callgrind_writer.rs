@@ -206,6 +206,10 @@ impl<'a, W: Write> PartWriter<'a, W> {
         for desc in &header.desc {
             writeln!(self.out, "desc: {desc}")?;
         }
+        // Valgrind writes the positions before the events' long names.
+        if !positions_first {
+            writeln!(self.out, "positions: {positions}")?;
+        }
         for def in &self.part.events.defs {
             write!(self.out, "event: {}", def.name)?;
             if let Some(formula) = &def.formula {
@@ -215,9 +219,6 @@ impl<'a, W: Write> PartWriter<'a, W> {
                 write!(self.out, " : {long_name}")?;
             }
             writeln!(self.out)?;
-        }
-        if !positions_first {
-            writeln!(self.out, "positions: {positions}")?;
         }
         writeln!(self.out, "events: {}", self.part.events.names.join(" "))?;
         if let Some(summary) = &self.part.summary {

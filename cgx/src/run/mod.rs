@@ -125,6 +125,10 @@ Callgrind only:
   --instr-atstart=yes|no        instrument from the start [yes]
   --combine-dumps=no|yes        all dumps of a process in one file [no]
   --collect-bus=no|yes          Ge: atomic read-modify-writes [no]
+  --collect-systime=no|yes|msec|usec|nsec
+                                sysCount sysTime: system calls and their wall
+                                time in the unit (yes: msec); nsec adds
+                                sysCpuTime, the thread's CPU time [no]
 The caches' warnings (--PID-- warning: ...) come even with -q, as from Valgrind.
 
 Files: NAME for the profile of each process; NAME.N for the Nth dump a program asked
@@ -201,6 +205,7 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         branches: options.branch_sim,
         counts_only: options.tool == Tool::Cachegrind && !options.simulations(),
         job_control: true,
+        system_calls: options.collect_systime.clocks(),
     };
     let result = trace::trace(
         &command,
@@ -295,6 +300,7 @@ fn collector_options(
         cacheuse: options.cacheuse,
         cacheuse_inclusive: options.cacheuse_inclusive,
         collect_bus: options.collect_bus,
+        collect_systime: options.collect_systime,
         extensions: cgx_sim::Extensions {
             write_back: options.simulate_wb,
             prefetch: options.simulate_hwpref,

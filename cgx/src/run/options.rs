@@ -147,6 +147,9 @@ pub struct Options {
     pub cacheuse_inclusive: bool,
     /// `--collect-bus=yes`: `Ge`, Callgrind's global bus events.
     pub collect_bus: bool,
+    /// `--collect-systime=no|yes|msec|usec|nsec` (Callgrind): each system
+    /// call's count and time (`sysCount sysTime`, `sysCpuTime` with `nsec`).
+    pub collect_systime: cgx_callstack::SystemTime,
     /// `--simulate-wb=yes` (Callgrind): a write-back LL, counting the LL
     /// misses that evict a dirty line (`ILdmr DLdmr DLdmw`); off with cache use.
     pub simulate_wb: bool,
@@ -204,6 +207,7 @@ impl Options {
             cacheuse: false,
             cacheuse_inclusive: true,
             collect_bus: false,
+            collect_systime: cgx_callstack::SystemTime::No,
             simulate_wb: false,
             simulate_hwpref: false,
             i1: None,
@@ -292,6 +296,7 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--cacheuse",
     "--cacheuse-inclusive",
     "--collect-bus",
+    "--collect-systime",
     "--simulate-wb",
     "--simulate-hwpref",
     "--simulate-sectors",
@@ -514,6 +519,9 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             options.cache_sim = true;
         }
         ("--collect-bus", Some(value)) if callgrind => options.collect_bus = yes_no(arg, value)?,
+        ("--collect-systime", Some(value)) if callgrind => {
+            options.collect_systime = system_time(arg, value)?
+        }
         ("--cacheuse-inclusive", Some(value)) if callgrind => {
             options.cacheuse_inclusive = yes_no(arg, value)?
         }
@@ -597,6 +605,21 @@ fn yes_no(arg: &str, value: &str) -> Result<bool, OptionError> {
         _ => Err(bad(
             arg,
             format!("invalid boolean value '{value}' (should be 'yes' or 'no')"),
+        )),
+    }
+}
+
+/// The unit of `--collect-systime` (`yes` is `msec`, as in Valgrind 3.19).
+fn system_time(arg: &str, value: &str) -> Result<cgx_callstack::SystemTime, OptionError> {
+    use cgx_callstack::SystemTime;
+    match value {
+        "no" => Ok(SystemTime::No),
+        "yes" | "msec" => Ok(SystemTime::Msec),
+        "usec" => Ok(SystemTime::Usec),
+        "nsec" => Ok(SystemTime::Nsec),
+        _ => Err(bad(
+            arg,
+            format!("invalid value '{value}' (should be 'no', 'yes', 'msec', 'usec' or 'nsec')"),
         )),
     }
 }

@@ -8,8 +8,8 @@
 
 use cgx_callstack::{Collector, Dump, SimulationAhead};
 use cgx_engine::{
-    Block, BlockEvent, Command, EventSink, Exit, Lifecycle, RunOptions, SimulatedBlocks, Thread,
-    WholeBlocks,
+    Block, BlockEvent, Command, EventSink, Exit, Lifecycle, RunOptions, SimulatedBlocks,
+    SystemCall, Thread, WholeBlocks,
 };
 
 use super::options::Backend;
@@ -250,6 +250,10 @@ impl EventSink for Tap<'_> {
     #[inline]
     fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
         self.collector.instruction_event(thread, addr, event);
+    }
+
+    fn system_call(&mut self, thread: Thread, call: SystemCall) {
+        self.collector.system_call(thread, call);
     }
 
     fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {

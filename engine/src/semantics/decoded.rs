@@ -41,6 +41,9 @@ pub(crate) struct Decoded {
     pub cpuid: bool,
     /// It is an atomic read-modify-write of memory ([`is_bus_locked`]).
     pub bus: bool,
+    /// It is `syscall` (timed when the run reports system calls,
+    /// `RunOptions::system_calls`).
+    pub syscall: bool,
 }
 
 /// Whether `instruction` locks the bus for an atomic read-modify-write of
@@ -74,6 +77,7 @@ impl Decoded {
             effect: Effect::of(instruction, &mut factory),
             cpuid: instruction.mnemonic() == Mnemonic::Cpuid,
             bus: is_bus_locked(instruction),
+            syscall: instruction.mnemonic() == Mnemonic::Syscall,
         }
     }
 

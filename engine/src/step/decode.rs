@@ -48,6 +48,7 @@ impl Decoded {
                 effect: Effect::unknown(),
                 cpuid: false,
                 bus: false,
+                syscall: false,
             };
             return (Some(decoded), CLIENT_REQUEST_LEN);
         }

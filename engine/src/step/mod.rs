@@ -110,6 +110,10 @@ pub struct RunOptions {
     /// stopped (see `jobs`); the program stays stopped until SIGCONT either
     /// way.
     pub job_control: bool,
+    /// Report each system call the program makes with `syscall`, timed
+    /// with these clocks ([`crate::EventSink::system_call`], Callgrind's
+    /// `--collect-systime`).
+    pub system_calls: crate::SystemCallClocks,
 }
 
 impl RunOptions {

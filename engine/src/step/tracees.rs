@@ -27,6 +27,9 @@ pub(super) struct Step {
     /// The step resumes from an exec event stop: its first trap may be the
     /// report of the end of `execve`, with nothing executed.
     pub after_exec: bool,
+    /// For a `syscall` the run times (`RunOptions::system_calls`): the
+    /// clocks read right before the step.
+    pub timing: Option<crate::system_time::Reading>,
 }
 
 /// A traced thread.

@@ -7,9 +7,10 @@ use crate::auxv;
 use crate::control;
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
-use crate::event::{Arrival, Block, EventSink, Exit, Lifecycle, Thread};
+use crate::event::{Arrival, Block, EventSink, Exit, Lifecycle, SystemCall, Thread};
 use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
 use crate::jobs::Jobs;
+use crate::system_time::{self, Reading};
 
 use super::blocks::BlockCursor;
 use super::code::CodeCache;
@@ -461,6 +462,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                         before: state.regs,
                         injected: 0,
                         after_exec,
+                        timing: None,
                     };
                     cpuid::execute(cpu, &mut state.regs, decoded.len);
                     ptrace::set_regs(tid, &state.regs)?;
@@ -483,6 +485,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             if decoded.is_some_and(|decoded| decoded.flow == Flow::SystemCall) {
                 state.exec_name = ptrace::exec_name(&state.memory, &state.regs);
             }
+            let clocks = self.options.system_calls;
+            let timing = (clocks.on()
+                && decoded.is_some_and(|decoded| decoded.syscall)
+                && system_time::reported(state.regs.rax))
+            .then(|| Reading::now(clocks, state.thread.pid, tid));
             ptrace::single_step(tid, state.inject)?;
             self.steps += 1;
             state.step = Some(Step {
@@ -491,6 +498,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 before: state.regs,
                 injected: state.inject,
                 after_exec,
+                timing,
             });
             state.inject = 0;
             return Ok(());
@@ -585,6 +593,11 @@ fn complete<S: EventSink + ?Sized>(
                 execution.report(sink, index, state.cursor.known, false);
             }
         }
+    }
+    if let Some(start) = step.timing {
+        let end = Reading::now(start.clocks, state.thread.pid, state.thread.tid);
+        let call = SystemCall::between(step.before.rax, start, end);
+        sink.system_call(state.thread, call);
     }
     *instructions += executions;
     state.cursor.count += 1;

@@ -64,6 +64,17 @@ pub(super) const CAPTURE_RBX: u64 = 72;
 /// of a translation that records words or counts its runs, read when it
 /// records a word or counts a run).
 pub(super) const RECORD: u64 = 80;
+/// Scratch slots of the code timing a `syscall` (`timing`): the tracee's
+/// rax, rdi, rsi and r11. They are never live at a safe point (no signal
+/// handler runs while they hold a value), so they are not kept across a
+/// handler.
+pub(super) const TIMING_RAX: u64 = 88;
+/// See [`TIMING_RAX`].
+pub(super) const TIMING_RDI: u64 = 96;
+/// See [`TIMING_RAX`].
+pub(super) const TIMING_RSI: u64 = 104;
+/// See [`TIMING_RAX`].
+pub(super) const TIMING_R11: u64 = 112;
 /// Bytes of the scratch slots, from the start of the area to `RECORD`.
 const SCRATCH: usize = (RECORD + 8) as usize;
 

@@ -432,7 +432,9 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 return self.fail(format!("translate: a record of unknown translation {id}"));
             };
             let end = self.at + (RECORD_HEADER / 8) as usize + info.words;
-            if self.kept == Some(end) {
+            // A timed system call is reported after its block, by the
+            // caller.
+            if self.kept == Some(end) || info.system_call.is_some() {
                 return None;
             }
             let (Some(&runs), Some(&sp)) = (self.words.get(self.at + 1), self.words.get(end - 1))
@@ -645,7 +647,10 @@ impl<'a> Iterator for SimulatedBlocks<'a> {
             )));
             return None;
         };
-        let plan = info.plan.filter(|_| !info.repeats)?;
+        // A timed system call is reported after its block, by the caller.
+        let plan = info
+            .plan
+            .filter(|_| !info.repeats && info.system_call.is_none())?;
         let end = self.at + (RECORD_HEADER / 8) as usize + info.words;
         if self.kept == Some(end) {
             return None;
@@ -902,34 +907,42 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
     let mut open = None;
     // A record cut at the end of a chunk waits for the next.
     let kept = (split.is_some() && !more).then_some(words.len());
-    if !replay.simulations {
-        // All records but one kept for `split` go to the sink in one call.
-        let mut blocks = WholeBlocks {
-            counts,
-            counted: 0,
-            words,
-            at: 0,
-            kept,
-            more,
-            cache,
-            replay,
-            error: None,
-            records: 0,
-            open: None,
-        };
-        sink.blocks_executed(thread, &mut blocks);
-        // What the sink did not take goes one block at a time.
-        for whole in &mut blocks {
-            for block in whole.starts() {
-                sink.block_executed(thread, block, whole.instructions);
+    let mut counts = counts;
+    loop {
+        if !replay.simulations {
+            // All records up to one kept for `split` or a timed system
+            // call go to the sink in one call.
+            let mut blocks = WholeBlocks {
+                counts,
+                counted: 0,
+                words,
+                at,
+                kept,
+                more,
+                cache,
+                replay: &mut *replay,
+                error: None,
+                records: 0,
+                open: None,
+            };
+            sink.blocks_executed(thread, &mut blocks);
+            // What the sink did not take goes one block at a time.
+            for whole in &mut blocks {
+                for block in whole.starts() {
+                    sink.block_executed(thread, block, whole.instructions);
+                }
+            }
+            if let Some(error) = blocks.error {
+                return Err(error);
+            }
+            counts = &[];
+            if blocks.records > 0 {
+                (at, records, open) = (blocks.at, records + blocks.records, blocks.open);
             }
         }
-        if let Some(error) = blocks.error {
-            return Err(error);
-        }
-        (at, records, open) = (blocks.at, blocks.records, blocks.open);
-    }
-    while let Some(&id) = words.get(at) {
+        let Some(&id) = words.get(at) else {
+            break;
+        };
         // A plan follows Callgrind's rules, which give Cachegrind's data
         // accesses but not its branches.
         if replay.simulations && (!replay.cachegrind || !replay.branches) {
@@ -994,6 +1007,12 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
                 replay.whole_block(sink, thread, &info, sp, split);
             }
             *split = split.take().or(last);
+        }
+        if let Some(words) = info.system_call {
+            let call = words.read(recorded);
+            if crate::system_time::reported(call.number) {
+                sink.system_call(thread, call);
+            }
         }
         open = u32::try_from(id)
             .ok()

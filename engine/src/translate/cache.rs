@@ -20,6 +20,7 @@ use super::memory::Memory;
 use super::plan::{self, Plan};
 use super::protect::Protection;
 use super::retire::Retiring;
+use super::timing::SystemCallWords;
 use super::translator::{self, ExitSlot, Refusal, Target};
 use super::writes::Writes;
 
@@ -76,6 +77,8 @@ struct Replayed {
     /// The events of its runs, when recorded words describe them and a
     /// plan can (`plan`).
     plan: Option<Plan>,
+    /// Where its record holds the time of its `syscall` (`timing`).
+    system_call: Option<SystemCallWords>,
 }
 
 /// A translated block as the replay needs it.
@@ -93,6 +96,8 @@ pub(super) struct ReplayInfo<'a> {
     pub words: usize,
     /// Whether the first of them counts its runs.
     pub repeats: bool,
+    /// Where its record holds the time of its `syscall` (`timing`).
+    pub system_call: Option<SystemCallWords>,
 }
 
 /// What the replay of a record needs beyond [`ReplayInfo`] when its events
@@ -300,6 +305,7 @@ impl Cache {
             plan: t.plan.as_ref(),
             words: t.words as usize,
             repeats: t.repeats,
+            system_call: t.system_call,
         })
     }
 
@@ -654,6 +660,7 @@ impl Cache {
             repeats: emitted.repeats,
             instructions: block.insns.iter().map(|i| (i.addr, i.len)).collect(),
             plan,
+            system_call: emitted.system_call,
         };
         let translation = Translation {
             block,

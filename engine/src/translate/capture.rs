@@ -25,9 +25,11 @@
 use iced_x86::{Code, ConditionCode, Instruction, MemoryOperand, Register, UsedMemory};
 
 use crate::semantics::{register_bit, Accesses, Branch, Decoded, Dynamic};
+use crate::system_time::SystemCallClocks;
 
 use super::area::{slot, CAPTURE_RAX, CAPTURE_RBX, RECORD};
 use super::layout::{MAX_RECORD, RECORD_HEADER};
+use super::timing::SystemCallWords;
 use super::translator::Refusal;
 
 /// `AT_HWCAP2` bit: the kernel lets user code use `rdfsbase` and friends.
@@ -69,18 +71,22 @@ pub(super) struct Capture {
     /// `rdfsbase` may be used (else `fs` operands are
     /// refused).
     pub fsgsbase: bool,
+    /// How a block's `syscall` is timed (`timing`).
+    pub system_calls: SystemCallClocks,
 }
 
 impl Capture {
-    /// Recording as `enabled` and `counting` say, with what this machine
-    /// allows (the tracee runs on the tracer's kernel and CPU).
-    pub fn new(enabled: bool, counting: bool) -> Capture {
+    /// Recording as `enabled` and `counting` say, timing system calls with
+    /// `system_calls`, with what this machine allows (the tracee runs on
+    /// the tracer's kernel and CPU).
+    pub fn new(enabled: bool, counting: bool, system_calls: SystemCallClocks) -> Capture {
         // SAFETY: getauxval only reads the process's auxiliary vector.
         let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
         Capture {
             enabled,
             counting: counting && !enabled,
             fsgsbase: hwcap2 & HWCAP2_FSGSBASE != 0,
+            system_calls,
         }
     }
 }
@@ -373,6 +379,23 @@ impl Recorder {
     }
 }
 
+impl Recorder {
+    /// The words of the block's `syscall` when the run times system calls
+    /// (`timing`), recorded whether or not the run records other words.
+    pub fn system_call(&mut self) -> Result<Option<SystemCallWords>, Refusal> {
+        let clocks = self.capture.system_calls;
+        if !clocks.on() {
+            return Ok(None);
+        }
+        let cpu = clocks.cpu();
+        let first = self.words;
+        for _ in 0..SystemCallWords::len(cpu) {
+            self.word()?;
+        }
+        Ok(Some(SystemCallWords { first, cpu }))
+    }
+}
+
 /// The `setcc r/m8` of `condition`.
 fn set_code(condition: ConditionCode) -> Option<Code> {
     Some(match condition {
@@ -455,6 +478,7 @@ mod tests {
             enabled: true,
             counting: false,
             fsgsbase: false,
+            system_calls: SystemCallClocks::Off,
         };
         let mut recorder = Recorder::new(capture);
         let mut code = Vec::new();

@@ -125,6 +125,7 @@ mod signals;
 mod space;
 mod stepper;
 mod stops;
+mod timing;
 mod tracer;
 mod translator;
 mod writes;

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::event::{EventSink, Lifecycle, Thread};
 use crate::ptrace::{self, Regs};
 
-use super::area::{Area, SAVE_RAX, TARGET};
+use super::area::{Area, RECORD, SAVE_RAX, TARGET};
 use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Replaying, Saved};
 use super::cache::{Cache, Stub};
 use super::inject;
@@ -25,7 +25,9 @@ use super::protect::Injector;
 use super::signals::{self, Frame};
 use super::space::Space;
 use super::stepper::{step_block, Stepped};
+use super::timing::SystemCallWords;
 use super::Outcome;
+use crate::system_time::Reading;
 
 /// Most blocks translated ahead per stop. Fewer translations cost more
 /// stops, and a stop costs about two or three translations: on `ls` a
@@ -236,8 +238,18 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         let gadget = self.space.cache.layout().gadget();
         let mut regs = call;
         regs.rip = gadget;
+        let timed = self
+            .space
+            .cache
+            .replay_info(u64::from(id))
+            .and_then(|info| info.system_call);
         match call.rax {
             SYS_EXECVE | SYS_EXECVEAT => {
+                if let Some(words) = timed {
+                    // Untimed, and not reported (`system_time::reported`).
+                    let none = Reading::default();
+                    self.write_system_call(&words, call.rax, none, none)?;
+                }
                 self.state.exec_name = self.space.memory.exec_name(&call);
                 self.drain()?;
                 ptrace::set_regs(tid, &regs)?;
@@ -255,7 +267,11 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             _ => {}
         }
         ptrace::set_regs(tid, &regs)?;
+        let Thread { pid, .. } = self.state.thread;
+        let clocks = timed.map(|words| words.clocks());
+        let start = clocks.map(|clocks| Reading::now(clocks, pid, tid));
         let status = crate::resume::until_trap(tid, true)?;
+        let end = clocks.map(|clocks| Reading::now(clocks, pid, tid));
         self.outcome.stops += 1;
         if !(libc::WIFSTOPPED(status)
             && libc::WSTOPSIG(status) == libc::SIGTRAP
@@ -264,6 +280,9 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             return Err(Error::Unexpected(format!(
                 "translate: a watched system call stopped with status {status:#x}"
             )));
+        }
+        if let (Some(words), Some(start), Some(end)) = (timed, start, end) {
+            self.write_system_call(&words, call.rax, start, end)?;
         }
         let mut regs = ptrace::regs(tid)?;
         regs.rcx = next;
@@ -284,6 +303,24 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             self.protect(&regs)?;
         }
         Ok(Next::Resume(0))
+    }
+
+    /// Writes the number and times of a system call the tracer ran (between
+    /// the readings `start` and `end`) into the thread's open record, where
+    /// `words` says (see `timing`).
+    fn write_system_call(
+        &self,
+        words: &SystemCallWords,
+        number: u64,
+        start: Reading,
+        end: Reading,
+    ) -> Result<()> {
+        let memory = &self.space.memory;
+        let record = memory.read_u64(self.state.area.at(RECORD))?;
+        for (word, value) in words.write(number, start, end) {
+            memory.write_u64(record + 8 * (1 + word as u64), value)?;
+        }
+        Ok(())
     }
 
     /// Takes PROT_EXEC from the executable mappings not protected yet,

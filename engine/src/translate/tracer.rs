@@ -75,7 +75,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 .valgrind_machine
                 .then(ValgrindCpu::for_host)
                 .flatten(),
-            capture: Capture::new(options.simulations, options.counts_only),
+            capture: Capture::new(
+                options.simulations,
+                options.counts_only,
+                options.system_calls,
+            ),
             spaces: HashMap::new(),
             next_space: 0,
             threads: HashMap::new(),

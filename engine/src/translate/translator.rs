@@ -23,7 +23,9 @@
 //!           preceded by the code recording its words (`capture`; only
 //!           when the run feeds simulations)
 //!           the block's end, rewritten (below), leaving through the exit
-//!           slots or the lookup routine
+//!           slots or the lookup routine; a `syscall` between the code
+//!           reading the clocks before and after it when the run times
+//!           system calls (`timing`)
 //! ```
 //!
 //! Ends: a `jcc` goes to slot 0 (taken) or slot 1; a direct `jmp` to slot
@@ -75,6 +77,7 @@ use super::area::{
 use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
+use super::timing::{self, SystemCallWords};
 
 /// Why a block is not translated (it is stepped instead).
 pub(super) type Refusal = String;
@@ -95,8 +98,11 @@ const SLOT_STRIDE: u64 = 8;
 const SLOT_JUMP: u64 = SLOT_STRIDE - SLOT_LEN;
 /// Labels: fake addresses of instructions of a translation (no copied
 /// instruction has them; `encode` resolves branches to instruction
-/// addresses). The system call label is 1.
+/// addresses).
 const REPEAT: u64 = 2;
+/// The label of a `syscall` (or of the code timing it) after its number's
+/// check.
+const SYSCALL: u64 = 1;
 const BODY: u64 = 3;
 /// The stale path of a translation that checks its code (see [`check`]);
 /// the checks of its chunks go on at labels from `CHECKED`.
@@ -128,6 +134,9 @@ pub(super) struct Emitted {
     /// The `int3` taken before a watched system call (a block ending in
     /// `syscall`).
     pub syscall_trap: Option<u64>,
+    /// Where its record holds the time of its `syscall`, when the run
+    /// times system calls (`timing`).
+    pub system_call: Option<SystemCallWords>,
     /// The `int3`s that stand for its `cpuid`s (see [`Target::cpuid_trap`]).
     pub cpuid_traps: Vec<u64>,
     /// The `int3` taken when its original code changed (see
@@ -469,6 +478,7 @@ pub(super) fn translate(
         .collect::<Option<_>>()
         .ok_or_else(|| "client request".to_string())?;
     let mut recorder = Recorder::new(capture);
+    let mut system_call = None;
     let mut code = Emitter::new();
     code.cpuid_trap = cpuid_trap;
     let (body, last) = block.insns.split_at(block.insns.len() - 1);
@@ -566,11 +576,14 @@ pub(super) fn translate(
                 code.jump(Code::Jmp_rel32_64, lookup)?;
             }
             Flow::SystemCall => {
+                let timed = match syscall_trap {
+                    Some(_) => recorder.system_call()?,
+                    None => None,
+                };
                 if let Some(trap) = syscall_trap {
                     // rcx and r11 are free (the kernel overwrites them):
                     // trap when the filter has a 1 at the number's low 16
                     // bits (no flag changed: `jrcxz`).
-                    const SYSCALL: u64 = 1;
                     code.push(Instruction::with2(
                         Code::Movzx_r32_rm16,
                         Register::ECX,
@@ -590,9 +603,23 @@ pub(super) fn translate(
                     code.jump(Code::Jmp_rel32_64, trap)?;
                     instruction.set_ip(SYSCALL);
                 }
+                if let Some(words) = &timed {
+                    // The clocks right before and right after the call; the
+                    // filter's jump lands on the first.
+                    let mut before = timing::before(words)?;
+                    if let Some(first) = before.first_mut() {
+                        first.set_ip(SYSCALL);
+                    }
+                    instruction.set_ip(0);
+                    code.list.append(&mut before);
+                }
                 // The kernel leaves the address after the `syscall` in rcx:
                 // the program sees its original one.
                 code.program(instruction);
+                if let Some(words) = &timed {
+                    code.list.append(&mut timing::after(words)?);
+                }
+                system_call = timed;
                 code.push(Instruction::with2(
                     Code::Lea_r64_m,
                     Register::RCX,
@@ -667,6 +694,7 @@ pub(super) fn translate(
         entry,
         exits,
         syscall_trap,
+        system_call,
         cpuid_traps,
         stale_trap,
         decoded,

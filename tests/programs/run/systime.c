@@ -1,0 +1,76 @@
+/* System calls in known functions, for --collect-systime: `quick` makes
+   getpid 5 times and write once, `sleepy` one nanosleep of 20 ms and getpid
+   twice, `start` calls each once and a thread (clone) makes getpid 3 times
+   in `in_thread`; every call completes (exit_group, the thread's exit and
+   the wait on it excepted). */
+#include "nolibc.h"
+
+#define CLONE_FLAGS                                                              \
+    (0x100 /* VM */ | 0x200 /* FS */ | 0x400 /* FILES */ | 0x800 /* SIGHAND */ \
+     | 0x10000 /* THREAD */ | 0x40000 /* SYSVSEM */ | 0x200000 /* CHILD_CLEARTID */)
+
+static char thread_stack[16384] __attribute__((aligned(16)));
+static volatile int child_tid = 1;
+
+/* clone(flags, stack_top, 0, ctid, 0); the new thread calls fn, then exit(0). */
+long spawn_thread(long flags, void *stack_top, volatile int *ctid, void (*fn)(void));
+__asm__(".text\n"
+        ".globl spawn_thread\n"
+        ".type spawn_thread,@function\n"
+        "spawn_thread:\n"
+        "  mov %rcx, %r9\n"
+        "  mov %rdx, %r10\n"
+        "  xor %edx, %edx\n"
+        "  xor %r8d, %r8d\n"
+        "  mov $56, %eax\n"
+        "  syscall\n"
+        "  test %rax, %rax\n"
+        "  jnz 1f\n"
+        "  call *%r9\n"
+        "  mov $60, %eax\n"
+        "  xor %edi, %edi\n"
+        "  syscall\n"
+        "1: ret\n"
+        ".size spawn_thread, .-spawn_thread\n");
+
+__attribute__((noipa)) static void quick(void)
+{
+    for (int i = 0; i < 5; i++)
+        sys3(39 /* getpid */, 0, 0, 0);
+    put_str("quick\n");
+}
+
+__attribute__((noipa)) static void sleepy(void)
+{
+    long duration[2] = {0, 20 * 1000 * 1000};
+    sys3(35 /* nanosleep */, (long)duration, 0, 0);
+    sys3(39, 0, 0, 0);
+    sys3(39, 0, 0, 0);
+}
+
+__attribute__((noipa)) static void in_thread(void)
+{
+    for (int i = 0; i < 3; i++)
+        sys3(39, 0, 0, 0);
+}
+
+__attribute__((noreturn)) void start(long *stack)
+{
+    (void)stack;
+    quick();
+    sleepy();
+    long tid = spawn_thread(CLONE_FLAGS, thread_stack + sizeof thread_stack, &child_tid,
+                            in_thread);
+    if (tid < 0)
+        sys_exit(1);
+    /* FUTEX_WAIT while child_tid == 1: returns at once if it is 0 already. */
+    register long timeout __asm__("r10") = 0;
+    long result;
+    while (child_tid) {
+        __asm__ volatile("syscall"
+                         : "=a"(result)
+                         : "a"(202), "D"(&child_tid), "S"(0), "d"(1), "r"(timeout)
+                         : "rcx", "r11", "memory");
+    }
+    sys_exit(0);
+}
