@@ -584,7 +584,7 @@ mod tests {
             Log::new(Destination::Stderr),
         );
         let text = out.start_text(7);
-        assert!(text.starts_with("==7== cgx-"), "{text}");
+        assert!(text.starts_with("==7== Callgrind, "), "{text}");
         assert!(
             text.ends_with(
                 "==7== Command: ./prog\n==7== \n\
