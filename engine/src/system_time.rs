@@ -144,12 +144,18 @@ mod tests {
         // SAFETY: getpid and gettid take no arguments.
         let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
         let before = thread_cpu_ns(pid, tid).expect("schedstat");
+        // The kernel adds a running thread's time at scheduler ticks and
+        // when it is switched out: work for 50 ms, then sleep once.
+        let start = std::time::Instant::now();
         let mut x = 0u64;
-        for i in 0..2_000_000u64 {
-            x = std::hint::black_box(x.wrapping_add(i));
+        while start.elapsed() < std::time::Duration::from_millis(50) {
+            for i in 0..10_000u64 {
+                x = std::hint::black_box(x.wrapping_add(i));
+            }
         }
+        std::thread::sleep(std::time::Duration::from_millis(1));
         let after = thread_cpu_ns(pid, tid).expect("schedstat");
-        assert!(after > before);
+        assert!(after > before, "{before} then {after}");
     }
 
     #[test]
