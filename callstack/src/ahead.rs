@@ -13,19 +13,13 @@
 //! call loaded each ticket's line when it takes the step that loaded it.
 //! Only the collection state is the collector's: with the cache-use model
 //! the simulation runs ahead only while collection cannot change.
-//!
-//! Under Cachegrind's attribution the runs of blocks the collector
-//! already charges from a list are not steps: the simulation counts them
-//! itself ([`crate::tally`]) and sends the counts with the chunk's report.
 
-use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, Sender};
 
 use cgx_engine::{Ahead, Block, BlockEvent, EventSink, NoAhead, SimulatedBlocks, Thread};
 use cgx_sim::{Charge, LineChange, Owner};
 
 use crate::simulation::{Counts, FetchPoint, RunSink, Simulation, Step};
-use crate::tally::{Tallied, Tally, Tallying};
 
 /// What the simulation steps of one chunk of records did, in order; each
 /// entry tagged with its step ([`tag`]).
@@ -43,8 +37,6 @@ struct ChunkReport {
     /// The cache-use line changes, and the step of each.
     changes: Vec<LineChange>,
     change_steps: Vec<u64>,
-    /// The runs counted instead of stepped, and their misses.
-    tally: Tally,
 }
 
 /// Step `step` of a chunk, the instruction at `position` of its run and
@@ -95,9 +87,6 @@ pub struct SimulationAhead {
     /// ([`Simulation::fetch_points`]).
     fetch_points: Vec<Option<Box<[FetchPoint]>>>,
     chunk: ChunkReport,
-    /// Under Cachegrind's attribution, the runs counted instead of
-    /// stepped.
-    tallying: Option<Tallying>,
     /// To the collector, until the drain's last chunk.
     sender: Option<Sender<ChunkReport>>,
 }
@@ -107,13 +96,7 @@ pub struct SimulationAhead {
 #[derive(Debug)]
 pub(crate) struct Behind {
     receiver: Receiver<ChunkReport>,
-    /// Reports received before their steps were asked for, in order.
-    queue: VecDeque<ChunkReport>,
     chunk: ChunkReport,
-    /// The blocks whose runs are tallied, not stepped.
-    tallied: Option<Tallied>,
-    /// The tallies received and not yet taken.
-    tallies: Vec<Tally>,
     /// The next step of `chunk`, and where its entries start in the four
     /// lists.
     step: u64,
@@ -126,27 +109,21 @@ pub(crate) struct Behind {
 }
 
 /// A simulation to run ahead, with `fetch_points` known from earlier
-/// drains, and the collector's side of it; the runs of the blocks of
-/// `tallied` are counted, not stepped.
+/// drains, and the collector's side of it.
 pub(crate) fn split(
     simulation: Simulation,
     fetch_points: Vec<Option<Box<[FetchPoint]>>>,
-    tallied: Option<Tallied>,
 ) -> (SimulationAhead, Behind) {
     let (sender, receiver) = channel();
     let ahead = SimulationAhead {
         simulation,
         fetch_points,
         chunk: ChunkReport::default(),
-        tallying: tallied.clone().map(Tallying::new),
         sender: Some(sender),
     };
     let behind = Behind {
         receiver,
-        queue: VecDeque::new(),
         chunk: ChunkReport::default(),
-        tallied,
-        tallies: Vec::new(),
         step: 0,
         at: [0; 4],
         next_busy: u64::MAX,
@@ -216,22 +193,6 @@ struct RunReport<'a> {
     chunk: &'a mut ChunkReport,
 }
 
-/// Where [`Simulation::run_block`] reports a tallied run of the block of
-/// `key`: its misses only (Cachegrind has no cache-use model).
-struct TallyReport<'a> {
-    tallying: &'a mut Tallying,
-    key: u32,
-}
-
-impl RunSink for TallyReport<'_> {
-    fn loaded(&mut self, _: usize, _: Owner) {}
-
-    #[inline]
-    fn extra(&mut self, position: usize, column: usize) {
-        self.tallying.missed(self.key, position, column);
-    }
-}
-
 impl RunSink for RunReport<'_> {
     #[inline]
     fn loaded(&mut self, position: usize, ticket: Owner) {
@@ -277,7 +238,6 @@ impl EventSink for SimulationAhead {
             simulation,
             fetch_points,
             chunk,
-            tallying,
             ..
         } = self;
         while let Some(run) = blocks.next() {
@@ -287,26 +247,6 @@ impl EventSink for SimulationAhead {
             }
             let points =
                 fetch_points[slot].get_or_insert_with(|| simulation.fetch_points(run.instructions));
-            let (key, addr, count) = (run.key, run.block.addr, run.instructions.len());
-            if let Some(tallying) = tallying
-                .as_mut()
-                .filter(|tallying| tallying.covers(key, addr, count))
-            {
-                simulation.run_block(&run, points, &mut TallyReport { tallying, key });
-                let mut runs = 1;
-                if let Some(repeats) = blocks.repeats(&run) {
-                    let report = &mut TallyReport { tallying, key };
-                    if !simulation.run_again(&repeats, points, report, |_, _, _| {}) {
-                        repeats.for_each_run(|again| {
-                            simulation.run_block_again(again, points, report);
-                        });
-                    }
-                    runs += repeats.len() as u64;
-                    blocks.skip(&repeats);
-                }
-                tallying.ran(key, runs);
-                continue;
-            }
             simulation.run_block(&run, points, &mut RunReport { chunk });
             chunk.end_step(simulation);
             // A loop of one block: its runs right after this one, each a
@@ -330,10 +270,7 @@ impl EventSink for SimulationAhead {
 
 impl Ahead for SimulationAhead {
     fn chunk_done(&mut self, last: bool) {
-        let mut chunk = std::mem::take(&mut self.chunk);
-        if let Some(tallying) = &mut self.tallying {
-            chunk.tally = tallying.take();
-        }
+        let chunk = std::mem::take(&mut self.chunk);
         if let Some(sender) = &self.sender {
             // The collector may be gone (an error ended the drain).
             let _ = sender.send(chunk);
@@ -364,12 +301,12 @@ impl Behind {
     #[inline(never)]
     fn busy_step(&mut self) -> StepReport<'_> {
         while self.step >= self.chunk.steps {
-            match self.next_chunk() {
-                Some(chunk) => {
+            match self.receiver.try_recv() {
+                Ok(chunk) => {
                     (self.chunk, self.step, self.at) = (chunk, 0, [0; 4]);
                     self.next_busy = first_busy(&self.chunk, &self.at);
                 }
-                None => {
+                Err(_) => {
                     self.overrun = true;
                     return StepReport::default();
                 }
@@ -405,50 +342,11 @@ impl Behind {
         report
     }
 
-    /// The next chunk's report, if the simulation sent it: its tally is
-    /// kept for [`Behind::take_tallies`].
-    fn next_chunk(&mut self) -> Option<ChunkReport> {
-        if let Some(chunk) = self.queue.pop_front() {
-            return Some(chunk);
-        }
-        let mut chunk = self.receiver.try_recv().ok()?;
-        self.keep_tally(&mut chunk);
-        Some(chunk)
-    }
-
-    /// Keeps the tally of `chunk`, if any.
-    fn keep_tally(&mut self, chunk: &mut ChunkReport) {
-        if !chunk.tally.is_empty() {
-            self.tallies.push(std::mem::take(&mut chunk.tally));
-        }
-    }
-
-    /// Whether the runs of the block of `key` at `addr` with `count`
-    /// instructions are counted by the simulation, not stepped.
-    #[inline]
-    pub fn tallies(&self, key: u32, addr: u64, count: usize) -> bool {
-        self.tallied
-            .as_ref()
-            .is_some_and(|tallied| tallied.covers(key, addr, count))
-    }
-
-    /// The tallies of the chunks the simulation has sent so far, once
-    /// each.
-    pub fn take_tallies(&mut self) -> Vec<Tally> {
-        if self.tallied.is_some() {
-            while let Ok(mut chunk) = self.receiver.try_recv() {
-                self.keep_tally(&mut chunk);
-                self.queue.push_back(chunk);
-            }
-        }
-        std::mem::take(&mut self.tallies)
-    }
-
     /// Whether every step the simulation ran was taken, and no other.
     pub fn all_taken(&mut self) -> bool {
         !self.overrun
             && self.step >= self.chunk.steps
-            && std::iter::from_fn(|| self.next_chunk()).all(|chunk| chunk.steps == 0)
+            && std::iter::from_fn(|| self.receiver.try_recv().ok()).all(|chunk| chunk.steps == 0)
     }
 }
 

@@ -130,11 +130,6 @@ impl OwnRun {
         })
     }
 
-    /// The block it describes: its address and instruction count.
-    pub fn block(&self) -> (u64, usize) {
-        (self.addr, self.count)
-    }
-
     /// Whether it describes a block at `addr` of `count` instructions
     /// charged in `table` (numbered `key`) as it is now.
     #[inline]

@@ -230,11 +230,11 @@ impl EventSink for Collector {
     }
 
     fn ahead(&mut self, thread: Thread) -> Option<SimulationAhead> {
-        self.on_process(thread.pid, |process| process.ahead(thread.tid))
+        self.on_process(thread.pid, Process::ahead)
     }
 
     fn ahead_done(&mut self, thread: Thread, ahead: SimulationAhead) {
-        if !self.on_process(thread.pid, |process| process.ahead_done(thread.tid, ahead)) {
+        if !self.on_process(thread.pid, |process| process.ahead_done(ahead)) {
             let pid = thread.pid;
             self.error.get_or_insert(Error::OutOfStep { pid });
         }

@@ -42,7 +42,6 @@ mod process;
 mod sequences;
 mod simulation;
 mod system_time;
-mod tally;
 mod thread;
 
 pub use ahead::SimulationAhead;

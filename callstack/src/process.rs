@@ -58,9 +58,6 @@ pub(crate) struct Process {
     /// With Cachegrind's attribution and simulation: what every run of a
     /// block charges, by block key.
     own_runs: Vec<Option<Box<OwnRun>>>,
-    /// Whether every tally of the simulation ahead found the blocks it
-    /// counted, since the drain started (see [`crate::tally`]).
-    tallies_complete: bool,
     /// With Cachegrind's attribution: each function's context.
     own_contexts: FxHashMap<FnId, CxtId>,
     /// With Cachegrind's attribution: the whole blocks run.
@@ -118,7 +115,6 @@ impl Process {
             last_charged: None,
             recent_slots: RecentSlots::default(),
             own_runs: Vec::new(),
-            tallies_complete: true,
             own_contexts: FxHashMap::default(),
             sequences: Sequences::default(),
             symbols: Symbols::new(),
@@ -160,7 +156,6 @@ impl Process {
             last_charged: None,
             recent_slots: RecentSlots::default(),
             own_runs: Vec::new(),
-            tallies_complete: true,
             own_contexts: self.own_contexts.clone(),
             sequences: self.sequences.clone(),
             symbols: Symbols::new(),

@@ -682,8 +682,8 @@ fn a_long_run_with_cache_use_equals_valgrind() {
 
 #[test]
 fn a_long_run_under_cachegrind_with_cache_simulation_alone_equals_valgrind() {
-    // Without branch simulation the runs of blocks already charged once
-    // are counted on the simulation's thread (tallies), not replayed twice.
+    // Without branch simulation the runs go through the planned path
+    // (`SimulatedBlocks`), with the simulation ahead of the collector.
     let options = [
         "--tool=cachegrind",
         "--cache-sim=yes",

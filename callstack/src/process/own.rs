@@ -15,7 +15,6 @@ use crate::costs::Costs;
 use crate::events::MAX_EVENTS;
 use crate::functions::{FnId, Functions};
 use crate::simulation::{Counts, RunSink, Simulation, Step};
-use crate::tally::TallySink;
 use crate::thread::ThreadState;
 
 impl Process {
@@ -41,7 +40,6 @@ impl Process {
             options,
             events,
             blocks: blocks_run,
-            tallies_complete,
             ..
         } = self;
         let Some(thread) = threads.get_mut(&tid) else {
@@ -56,18 +54,6 @@ impl Process {
             let block = (simulated.block.addr, simulated.instructions.len());
             let slot = simulated.key as usize;
             let known = own_runs.get(slot).and_then(Option::as_deref);
-            let tallied = |behind: &Behind| behind.tallies(simulated.key, block.0, block.1);
-            if behind.as_ref().is_some_and(tallied) {
-                // Charged with the simulation's tally of the chunk.
-                if let Some(repeats) = blocks.repeats(&simulated) {
-                    blocks.skip(&repeats);
-                    *blocks_run += repeats.len() as u64;
-                }
-                if let Some(own) = known {
-                    *last_charged = Some(own.last);
-                }
-                continue;
-            }
             if let Some(own) = known.filter(|own| own.fits(block, key, table)) {
                 // This run and those that repeat it right away: every
                 // run's events, then the misses.
@@ -156,39 +142,6 @@ impl Process {
                 own_runs[slot] = Some(Box::new(own));
             }
         }
-        if let Some(behind) = behind {
-            for tally in behind.take_tallies() {
-                let charged = tally.charge(own_runs, &mut OwnTally { thread, table });
-                *tallies_complete &= charged;
-            }
-        }
-    }
-
-    /// The tallies of the simulation that ran ahead of a drain of thread
-    /// `tid` that are left in `behind` at its end, charged; whether every
-    /// tally of the drain found the blocks it counted.
-    pub(super) fn charge_last_tallies(&mut self, tid: i32, behind: &mut Behind) -> bool {
-        let tallies = behind.take_tallies();
-        let Process {
-            threads,
-            costs,
-            own_runs,
-            options,
-            tallies_complete,
-            ..
-        } = self;
-        let complete = std::mem::replace(tallies_complete, true);
-        if tallies.is_empty() {
-            return complete;
-        }
-        let Some(thread) = threads.get_mut(&tid) else {
-            return false;
-        };
-        let table = costs.entry(costs_key(options, thread.number)).or_default();
-        let mut sink = OwnTally { thread, table };
-        tallies.iter().fold(complete, |complete, tally| {
-            tally.charge(own_runs, &mut sink) & complete
-        })
     }
 
     /// [`Process::add_to_last`] with Cachegrind's attribution: the events
@@ -387,29 +340,6 @@ impl RunSink for OwnReport<'_> {
     #[inline]
     fn extra(&mut self, position: usize, column: usize) {
         if let Some(&slot) = self.slots.get(position) {
-            self.table.count_in_slot(slot, column);
-        }
-        count_column(self.thread, column);
-    }
-}
-
-/// Where a simulation's tallies are charged under Cachegrind's
-/// attribution: the drained thread's cost table and own counter.
-struct OwnTally<'a> {
-    thread: &'a mut ThreadState,
-    table: &'a mut Costs,
-}
-
-impl TallySink for OwnTally<'_> {
-    #[inline]
-    fn runs(&mut self, own: &OwnRun, runs: u64) {
-        own.charge(self.table, runs);
-        self.thread.count_each(&own.total, runs);
-    }
-
-    #[inline]
-    fn extra(&mut self, own: &OwnRun, position: usize, column: usize) {
-        if let Some(&slot) = own.slots.get(position) {
             self.table.count_in_slot(slot, column);
         }
         count_column(self.thread, column);

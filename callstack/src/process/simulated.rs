@@ -16,7 +16,6 @@ use crate::costs::{ArcKey, Costs, Profile};
 use crate::events::{EventSet, MAX_EVENTS};
 use crate::keys::EveryRun;
 use crate::simulation::{Counts, RunSink, Simulation, Step};
-use crate::tally::Tallied;
 use crate::thread::{Shared, ThreadState};
 
 impl Process {
@@ -24,7 +23,7 @@ impl Process {
     /// [`crate::ahead`]); `None` when it may not: with nothing to simulate,
     /// while not instrumenting, or with the cache-use model when
     /// collection may change (`--toggle-collect`, a toggle requested).
-    pub fn ahead(&mut self, tid: i32) -> Option<SimulationAhead> {
+    pub fn ahead(&mut self) -> Option<SimulationAhead> {
         let simulation = &self.simulation;
         let simulates = simulation.simulates_fetches() || simulation.simulates_branches();
         let collection_may_change = !self.options.toggle_collect.is_empty() || self.collect_toggled;
@@ -39,45 +38,22 @@ impl Process {
         {
             return None;
         }
-        // Under Cachegrind's attribution the simulation counts the runs of
-        // the blocks whose charges are known (see `crate::tally`).
-        let tallied = match (self.options.cachegrind, simulation.uses_cache_use()) {
-            (true, false) => {
-                let Process {
-                    threads,
-                    costs,
-                    own_runs,
-                    options,
-                    ..
-                } = self;
-                let thread = threads.get(&tid).map_or(0, |thread| thread.number);
-                let key = costs_key(options, thread);
-                costs
-                    .get(&key)
-                    .map(|table| Tallied::new(own_runs, key, table))
-            }
-            _ => None,
-        };
-        let detached = self.simulation.detached();
+        let detached = simulation.detached();
         let mut simulation = std::mem::replace(&mut self.simulation, detached);
         simulation.set_collect(self.options.collect_atstart);
         let fetch_points = std::mem::take(&mut self.ahead_fetch_points);
-        let (ahead, behind) = ahead::split(simulation, fetch_points, tallied);
+        let (ahead, behind) = ahead::split(simulation, fetch_points);
         self.behind = Some(behind);
         Some(ahead)
     }
 
-    /// The simulation [`Process::ahead`] made for a drain of thread `tid`,
-    /// back after the drain; whether the collector took exactly the steps
-    /// it ran and charged all it counted.
-    pub fn ahead_done(&mut self, tid: i32, ahead: SimulationAhead) -> bool {
-        let in_step = match self.behind.take() {
-            Some(mut behind) => {
-                let in_step = behind.all_taken();
-                self.charge_last_tallies(tid, &mut behind) && in_step
-            }
-            None => false,
-        };
+    /// The simulation [`Process::ahead`] made, back after the drain;
+    /// whether the collector took exactly the steps it ran.
+    pub fn ahead_done(&mut self, ahead: SimulationAhead) -> bool {
+        let in_step = self
+            .behind
+            .take()
+            .is_some_and(|mut behind| behind.all_taken());
         (self.simulation, self.ahead_fetch_points) = ahead.into_parts();
         in_step
     }
