@@ -951,3 +951,13 @@ impl Cache {
 fn align(addr: u64) -> u64 {
     (addr + 15) & !15
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_replay_data_of_a_translation_stays_within_two_cache_lines() {
+        // Read for every record replayed.
+        let size = std::mem::size_of::<super::Replayed>();
+        assert!(size <= 128, "{size} bytes");
+    }
+}

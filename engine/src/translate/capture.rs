@@ -388,7 +388,7 @@ impl Recorder {
             return Ok(None);
         }
         let cpu = clocks.cpu();
-        let first = self.words;
+        let first = u16::try_from(self.words).map_err(|_| "too many recorded words")?;
         for _ in 0..SystemCallWords::len(cpu) {
             self.word()?;
         }

@@ -53,8 +53,9 @@ const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SystemCallWords {
     /// The first word (the number), counted from the record's first word
-    /// after the translation id.
-    pub first: usize,
+    /// after the translation id (small: it stays within the padding of the
+    /// replay's data of a translation, read for every record).
+    pub first: u16,
     /// Whether the thread's CPU time is read too.
     pub cpu: bool,
 }
@@ -70,7 +71,7 @@ impl SystemCallWords {
     /// the call, of the CPU clock (`cpu`) or the wall clock.
     fn timespec(&self, after: bool, cpu: bool) -> usize {
         let per_end = 2 * (1 + usize::from(self.cpu));
-        self.first + 1 + usize::from(after) * per_end + 2 * usize::from(cpu)
+        usize::from(self.first) + 1 + usize::from(after) * per_end + 2 * usize::from(cpu)
     }
 
     /// The call recorded in `words` (a record's words after its id); its
@@ -81,7 +82,7 @@ impl SystemCallWords {
             let at = self.timespec(after, cpu);
             (word(at), word(at + 1))
         };
-        let number = word(self.first);
+        let number = word(usize::from(self.first));
         let returned = clock(true, false) != (0, 0);
         if !returned {
             return SystemCall {
@@ -107,7 +108,7 @@ impl SystemCallWords {
     /// The words (index, value) of the call `number` the tracer ran
     /// between the readings `start` and `end`.
     pub fn write(&self, number: u64, start: Reading, end: Reading) -> Vec<(usize, u64)> {
-        let mut words = vec![(self.first, number)];
+        let mut words = vec![(usize::from(self.first), number)];
         for (after, reading) in [(false, start), (true, end)] {
             let mut clocks = vec![(false, reading.wall_ns)];
             if self.cpu {
@@ -209,7 +210,7 @@ pub(super) fn before(words: &SystemCallWords) -> Result<Vec<Instruction>, Refusa
     code.restore(Register::RSI, RECORD)?;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
-        MemoryOperand::with_base_displ(Register::RSI, displacement(words.first)),
+        MemoryOperand::with_base_displ(Register::RSI, displacement(usize::from(words.first))),
         Register::RAX,
     ))?;
     let after = words.timespec(true, false);
