@@ -61,8 +61,11 @@ struct Translation {
 
 /// What the replay of a translation's records needs in the common case,
 /// kept apart from the rest of the translation so that replaying millions
-/// of records reads little memory.
+/// of records reads little memory: in field order, what every record
+/// needs first, in the first cache line of the entry (the one
+/// [`Cache::prefetch_replay`] asks for), then the plan of simulated runs.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 struct Replayed {
     /// The block's address.
     addr: u64,
@@ -72,13 +75,13 @@ struct Replayed {
     words: u32,
     /// Whether the first of them counts its runs (see `translator`).
     repeats: bool,
+    /// Where its record holds the time of its `syscall` (`timing`).
+    system_call: Option<SystemCallWords>,
     /// Its instructions' addresses and lengths.
     instructions: Box<[(u64, u8)]>,
     /// The events of its runs, when recorded words describe them and a
     /// plan can (`plan`).
     plan: Option<Plan>,
-    /// Where its record holds the time of its `syscall` (`timing`).
-    system_call: Option<SystemCallWords>,
 }
 
 /// A translated block as the replay needs it.
@@ -959,5 +962,13 @@ mod tests {
         // Read for every record replayed.
         let size = std::mem::size_of::<super::Replayed>();
         assert!(size <= 128, "{size} bytes");
+        // What every record needs is in the first.
+        let plan = std::mem::offset_of!(super::Replayed, plan);
+        assert!(plan <= 64, "the plan at {plan}");
+        let system_call = std::mem::offset_of!(super::Replayed, system_call);
+        assert!(
+            system_call < plan,
+            "the system call's words at {system_call}"
+        );
     }
 }
