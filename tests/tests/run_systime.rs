@@ -144,6 +144,37 @@ fn system_calls_are_counted_where_valgrind_counts_them() {
     assert_eq!(events(&cgx.profile()).0, ["Ir"]);
 }
 
+/// With collection on only in `sleepy` (`--toggle-collect=sleepy`), the cost
+/// lines have `sleepy`'s system calls alone, as Valgrind's; the `summary:` line
+/// still counts every call, collected or not, as Valgrind's does (the same
+/// count as with collection all along).
+#[test]
+fn system_calls_outside_collection_count_in_the_summary_alone() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("systime.c", Kind::NoLibc, dir.path());
+    let all = ["-q", "--collect-systime=msec"];
+    let toggled = ["-q", "--collect-systime=msec", "--toggle-collect=sleepy"];
+    let valgrind = run(Profiler::Valgrind, &toggled, &program, &[], dir.path());
+    assert_status(&valgrind, 0);
+    let cgx = run(
+        Profiler::Cgx,
+        &toggled,
+        &program,
+        &[],
+        &dir.path().join("cgx"),
+    );
+    assert_status(&cgx, 0);
+    let (expected, actual) = (valgrind.profile(), cgx.profile());
+    assert_eq!(counts(&actual), counts(&expected), "sysCount");
+    assert_eq!(self_cost(&actual, "sleepy", "sysCount"), 3);
+    let (summary, total) = summary_and_total(&actual, "sysCount");
+    assert_eq!(total, 3, "only sleepy's calls are collected");
+    let everything = run(Profiler::Cgx, &all, &program, &[], &dir.path().join("all"));
+    assert_status(&everything, 0);
+    let (summary_of_all, _) = summary_and_total(&everything.profile(), "sysCount");
+    assert_eq!(summary, summary_of_all, "the summary counts every call");
+}
+
 #[test]
 fn a_timed_system_call_keeps_the_program_s_registers_flags_and_red_zone() {
     let dir = tempfile::tempdir().expect("a temporary folder");

@@ -9,8 +9,10 @@ use crate::system_time::ends_thread;
 impl Process {
     /// Thread `tid` made the system call `call` with the instruction it
     /// executed last: one `sysCount` and its times where that
-    /// instruction's costs go, or, for a call that ends the thread, in its
-    /// running cost alone (counted only with `--collect-systime`).
+    /// instruction's costs go, or in the thread's running cost alone (the
+    /// `summary:` line) for a call that ends the thread and for any call
+    /// while the thread does not collect, as Callgrind counts them
+    /// (counted only with `--collect-systime`).
     pub fn system_call(&mut self, tid: i32, call: &SystemCall) {
         let Some(columns) = self.events.system.filter(|_| self.instrumenting) else {
             return;
@@ -22,7 +24,7 @@ impl Process {
         }
         let ends = ends_thread(call.number);
         self.with_thread_state(tid, |thread, shared| {
-            if ends {
+            if ends || !thread.collecting() {
                 thread.add_to_running(&charges);
             } else if let Some(cost) = thread.last_cost(shared.costs) {
                 for &(column, value) in &charges {
