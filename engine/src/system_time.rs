@@ -72,9 +72,10 @@ const SYS_EXECVE: u64 = 59;
 /// `execveat`'s number.
 const SYS_EXECVEAT: u64 = 322;
 
-/// Whether system call `number` is reported: all but `execve` and
-/// `execveat`, which Callgrind times only when they fail, and which the
-/// translate backend runs after replaying the records (so it cannot tell).
+/// Whether system call `number` is reported when its block's record is
+/// replayed, or its step completes: all but `execve` and `execveat`,
+/// which Callgrind counts only when they fail, and which the backends
+/// report then, when the thread goes on in the same program.
 pub(crate) fn reported(number: u64) -> bool {
     !matches!(number, SYS_EXECVE | SYS_EXECVEAT)
 }

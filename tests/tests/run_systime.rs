@@ -9,7 +9,9 @@
 //! the thread (a futex call) runs under Valgrind while the other thread holds
 //! Valgrind's lock, and Valgrind charges it to no function (only to its
 //! `summary:`), while cgx runs both threads at once and charges it to
-//! `start`; the `summary:` line counts `exit` and `exit_group` besides the
+//! `start`; a failed `execve` counts (`no_program`), as Valgrind counts it
+//! (a successful one does not); the `summary:` line counts `exit` and
+//! `exit_group` besides the
 //! totals, as Valgrind's does; the times are plausible: the function that
 //! sleeps 20 ms has a `sysTime` of at least 20 ms in the unit (less than a
 //! second), the others less, and its `sysCpuTime` (`nsec`) is small. With
@@ -26,7 +28,7 @@ use cgx_tests::run::{arc_costs, assert_status, build, run, self_costs_of, Kind, 
 
 /// Functions of `systime.c` whose system calls both profilers charge alike
 /// (see the module's comment for `start`).
-const COMPARED: [&str; 4] = ["quick", "sleepy", "in_thread", "spawn_thread"];
+const COMPARED: [&str; 5] = ["quick", "sleepy", "no_program", "in_thread", "spawn_thread"];
 
 /// The `sysCount` of each function of [`COMPARED`] (self).
 fn counts(profile: &Profile) -> BTreeMap<String, u64> {
@@ -112,6 +114,8 @@ fn system_calls_are_counted_where_valgrind_counts_them() {
             let context = format!("systime.c, {cgx_options:?}");
             assert_eq!(events(&actual), events(&expected), "{context}: events");
             assert_eq!(counts(&actual), counts(&expected), "{context}: sysCount");
+            let failed = self_cost(&actual, "no_program", "sysCount");
+            assert_eq!(failed, 2, "{context}: the failed execve calls");
             assert_eq!(
                 arc_counts(&actual),
                 arc_counts(&expected),

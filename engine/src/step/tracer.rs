@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Lifecycle, SystemCall, Thread};
 use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
 use crate::jobs::Jobs;
-use crate::system_time::{self, Reading};
+use crate::system_time::Reading;
 
 use super::blocks::BlockCursor;
 use super::code::CodeCache;
@@ -318,8 +318,10 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             return Ok(());
         };
         let pid = state.thread.pid;
-        // The `execve` itself completed.
-        if let Some(step) = state.step.take() {
+        // The `execve` itself completed (and is not reported: Callgrind
+        // counts a failed one, see `crate::system_time::reported`).
+        if let Some(mut step) = state.step.take() {
+            step.timing = None;
             let before = step.before;
             let mut executed = before;
             executed.rip = step
@@ -486,10 +488,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 state.exec_name = ptrace::exec_name(&state.memory, &state.regs);
             }
             let clocks = self.options.system_calls;
-            let timing = (clocks.on()
-                && decoded.is_some_and(|decoded| decoded.syscall)
-                && system_time::reported(state.regs.rax))
-            .then(|| Reading::now(clocks, state.thread.pid, tid));
+            // An `execve` too: reported if it fails (see `executed`).
+            let timing = (clocks.on() && decoded.is_some_and(|decoded| decoded.syscall))
+                .then(|| Reading::now(clocks, state.thread.pid, tid));
             ptrace::single_step(tid, state.inject)?;
             self.steps += 1;
             state.step = Some(Step {

@@ -12,7 +12,7 @@ use std::ops::Range;
 use crate::control;
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
-use crate::event::{EventSink, Lifecycle, Thread};
+use crate::event::{EventSink, Lifecycle, SystemCall, Thread};
 use crate::ptrace::{self, Regs};
 
 use super::area::{Area, RECORD, SAVE_RAX, TARGET};
@@ -65,6 +65,9 @@ pub(super) struct ThreadState {
     pub exec_resume: Option<(u64, u64)>,
     /// The program name the thread's pending `execve` was given.
     pub exec_name: Option<String>,
+    /// With timed system calls, the pending `execve`'s number and the
+    /// clocks when it started: reported if it fails.
+    pub exec_timing: Option<(u64, Reading)>,
     /// Its end was reported (at its exit stop: a thread other than the
     /// leader runs nothing after it).
     pub exit_reported: bool,
@@ -150,6 +153,12 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     // The `execve` failed (its `int3` after the gadget's
                     // `syscall`): go on after it.
                     self.state.exec_resume = None;
+                    if let Some((number, start)) = self.state.exec_timing.take() {
+                        let thread = self.state.thread;
+                        let end = Reading::now(start.clocks, thread.pid, tid);
+                        let call = SystemCall::between(number, start, end);
+                        self.sink.system_call(thread, call);
+                    }
                     regs.rcx = next;
                     regs.rip = slot;
                     ptrace::set_regs(tid, &regs)?;
@@ -246,13 +255,18 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         match call.rax {
             SYS_EXECVE | SYS_EXECVEAT => {
                 if let Some(words) = timed {
-                    // Untimed, and not reported (`system_time::reported`).
+                    // Reported only if it fails, below (`system_time::reported`).
                     let none = Reading::default();
                     self.write_system_call(&words, call.rax, none, none)?;
                 }
                 self.state.exec_name = self.space.memory.exec_name(&call);
                 self.drain()?;
                 ptrace::set_regs(tid, &regs)?;
+                let pid = self.state.thread.pid;
+                self.state.exec_timing = timed.map(|words| {
+                    let start = Reading::now(words.clocks(), pid, tid);
+                    (call.rax, start)
+                });
                 ptrace::cont(tid, 0)?;
                 self.state.exec_resume = Some((slot, next));
                 return Ok(Next::Resumed);

@@ -261,6 +261,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             own_area: true,
             exec_resume: None,
             exec_name: None,
+            exec_timing: None,
             exit_reported: false,
         }
     }

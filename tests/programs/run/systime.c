@@ -1,6 +1,7 @@
 /* System calls in known functions, for --collect-systime: `quick` makes
    getpid 5 times and write once, `sleepy` one nanosleep of 20 ms and getpid
-   twice, `start` calls each once and a thread (clone) makes getpid 3 times
+   twice, `no_program` two execve of a program that does not exist (they
+   fail), `start` calls each once and a thread (clone) makes getpid 3 times
    in `in_thread`; every call completes (exit_group, the thread's exit and
    the wait on it excepted). */
 #include "nolibc.h"
@@ -21,6 +22,14 @@ __attribute__((noipa)) static void sleepy(void)
     sys3(39, 0, 0, 0);
 }
 
+__attribute__((noipa)) static void no_program(void)
+{
+    static char path[] = "/nonexistent/program";
+    char *argv[] = {path, 0};
+    for (int i = 0; i < 2; i++)
+        sys3(59 /* execve */, (long)path, (long)argv, 0);
+}
+
 __attribute__((noipa)) static void in_thread(void)
 {
     for (int i = 0; i < 3; i++)
@@ -32,6 +41,7 @@ __attribute__((noreturn)) void start(long *stack)
     (void)stack;
     quick();
     sleepy();
+    no_program();
     long tid = spawn_thread(CLONE_FLAGS, thread_stack + sizeof thread_stack, &child_tid,
                             in_thread);
     if (tid < 0)
