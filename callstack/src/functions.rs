@@ -253,8 +253,9 @@ impl Functions {
                     let named = patterns.iter().rev().find(|(p, _)| matches(p, &name));
                     named.map_or(default, |&(_, n)| n)
                 };
-                let skip =
-                    (options.skip_plt && section == SectionKind::Plt) || named(&options.fn_skip);
+                let skip = (options.skip_plt && section == SectionKind::Plt)
+                    || named(&options.fn_skip)
+                    || skips_object(&options.obj_skip, &object);
                 let function = Function {
                     object,
                     file,
@@ -311,6 +312,15 @@ fn unknown_name(addr: u64, section: SectionKind) -> String {
     format!("0x{addr:016x}{kind}")
 }
 
+/// Whether `--obj-skip` `patterns` name `object` (a path): by the whole
+/// path or by its file name.
+fn skips_object(patterns: &[String], object: &str) -> bool {
+    let file_name = object.rsplit('/').next().unwrap_or(object);
+    patterns
+        .iter()
+        .any(|pattern| matches(pattern, object) || matches(pattern, file_name))
+}
+
 #[cfg(test)]
 impl Functions {
     /// Adds `function`, known without symbols (for tests of the rules that
@@ -324,5 +334,24 @@ impl Functions {
         let index = self.functions.insert_full(key, function).0;
         self.added(index);
         index as FnId
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::skips_object;
+
+    #[test]
+    fn obj_skip_names_an_object_by_its_path_or_its_file_name() {
+        let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+        let patterns =
+            |patterns: &[&str]| patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert!(skips_object(&patterns(&["libc.so.6"]), libc));
+        assert!(skips_object(&patterns(&[libc]), libc));
+        assert!(skips_object(&patterns(&["libc.so*"]), libc));
+        assert!(skips_object(&patterns(&["*/x86_64-linux-gnu/*"]), libc));
+        assert!(!skips_object(&patterns(&["libm.so.6"]), libc));
+        assert!(!skips_object(&patterns(&["x86_64-linux-gnu"]), libc));
+        assert!(!skips_object(&[], libc));
     }
 }

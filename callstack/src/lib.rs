@@ -102,6 +102,9 @@ pub struct Options {
     pub skip_plt: bool,
     /// `--fn-skip=PATTERN`: functions whose cost goes to their caller.
     pub fn_skip: Vec<String>,
+    /// `--obj-skip=PATTERN`: objects (by path or file name) all of whose
+    /// functions' cost goes to their callers, as with `--fn-skip`.
+    pub obj_skip: Vec<String>,
     /// `--toggle-collect=PATTERN`: collection toggles while inside these.
     pub toggle_collect: Vec<String>,
     /// `--dump-before=PATTERN`: a dump when one of these is entered.
@@ -190,6 +193,7 @@ impl Default for Options {
             separate_threads: false,
             skip_plt: true,
             fn_skip: Vec::new(),
+            obj_skip: Vec::new(),
             toggle_collect: Vec::new(),
             dump_before: Vec::new(),
             dump_after: Vec::new(),

@@ -14,6 +14,7 @@
 //!
 //! Options covered: `--separate-recs=1` and `=3`, `--separate-callers=2`,
 //! `--fn-skip` (recursive, leaf and mutually recursive functions),
+//! `--obj-skip` (cgx's: every function of an object, as `--fn-skip` of each),
 //! `--toggle-collect` alone and with `--collect-atstart`, `--instr-atstart=no`,
 //! `--separate-callers2=fib` (and `--separate-recs3=fib`, against cgx's own
 //! figures: Valgrind's are wrong there), `--dump-before`,
@@ -150,6 +151,50 @@ fn fn_skip_of_mutually_recursive_functions_gives_valgrinds_figures() {
     assert!(!valgrind_functions(&runs)
         .iter()
         .any(|name| name.starts_with("is_")));
+}
+
+/// `--obj-skip=libc.so.6` (cgx's; Valgrind 3.19 refuses it) skips every
+/// function of libc, as `--fn-skip` would each: `libc_work.c`'s calls of
+/// `qsort` and `printf` leave no libc function in the profile, their cost
+/// goes to `main`, and the total stays the same.
+#[test]
+fn obj_skip_skips_every_function_of_the_object() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("libc_work.c", Kind::C, dir.path());
+    let profile = |skip: &[&str], folder: &str| {
+        let options: Vec<&str> = ["-q", OUT_FILE].iter().chain(skip).copied().collect();
+        let ran = run(
+            Profiler::Cgx,
+            &options,
+            &program,
+            &[],
+            &dir.path().join(folder),
+        );
+        assert_status(&ran, 0);
+        assert_eq!(ran.files.len(), 1, "{}: files", ran.command);
+        cgx_tests::run::self_ir(&read(&ran.files[0]))
+    };
+    let plain = profile(&[], "plain");
+    let skipped = profile(&["--obj-skip=libc.so.6"], "skipped");
+    for libc in ["qsort", "printf"] {
+        assert!(
+            plain.keys().any(|name| name.contains(libc)),
+            "{libc} in {plain:?}"
+        );
+        assert!(
+            !skipped.keys().any(|name| name.contains(libc)),
+            "{libc} in {skipped:?}"
+        );
+    }
+    assert!(
+        skipped["main"] > plain["main"],
+        "main: {} then {}",
+        plain["main"],
+        skipped["main"]
+    );
+    let total = |table: &std::collections::BTreeMap<String, u64>| table.values().sum::<u64>();
+    assert_eq!(total(&skipped), total(&plain));
+    assert_eq!(skipped, profile(&["--obj-skip=*/libc.so.6"], "by-path"));
 }
 
 /// Valgrind: `--toggle-collect` sets `--collect-atstart=no` (clo.c), so only the

@@ -116,6 +116,8 @@ Callgrind only:
   --separate-threads=no|yes     one file per thread, NAME-01, NAME-02 ... [no]
   --skip-plt=yes|no             PLT stubs' cost goes to their caller [yes]
   --fn-skip=PATTERN             functions whose cost goes to their caller
+  --obj-skip=PATTERN            every function of these objects (path or file
+                                name), as --fn-skip (not in Valgrind 3.19)
   --toggle-collect=PATTERN      collection toggles inside these functions
   --dump-before=PATTERN         a dump when entering these functions
   --dump-after=PATTERN          a dump when leaving these functions
@@ -282,6 +284,7 @@ fn collector_options(
         separate_threads: options.separate_threads,
         skip_plt: options.skip_plt,
         fn_skip: options.fn_skip.clone(),
+        obj_skip: options.obj_skip.clone(),
         toggle_collect: options.toggle_collect.clone(),
         dump_before: options.dump_before.clone(),
         dump_after: options.dump_after.clone(),

@@ -117,6 +117,8 @@ pub struct Options {
     pub skip_plt: bool,
     /// `--fn-skip=PATTERN`, in the order given.
     pub fn_skip: Vec<String>,
+    /// `--obj-skip=PATTERN`, in the order given.
+    pub obj_skip: Vec<String>,
     /// `--toggle-collect=PATTERN`, in the order given.
     pub toggle_collect: Vec<String>,
     /// `--dump-before=PATTERN`, in the order given.
@@ -194,6 +196,7 @@ impl Options {
             separate_threads: false,
             skip_plt: true,
             fn_skip: Vec::new(),
+            obj_skip: Vec::new(),
             toggle_collect: Vec::new(),
             dump_before: Vec::new(),
             dump_after: Vec::new(),
@@ -473,6 +476,7 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         }
         ("--skip-plt", Some(value)) if callgrind => options.skip_plt = yes_no(arg, value)?,
         ("--fn-skip", Some(value)) if callgrind => options.fn_skip.push(pattern(arg, value)?),
+        ("--obj-skip", Some(value)) if callgrind => options.obj_skip.push(pattern(arg, value)?),
         ("--dump-before", Some(value)) if callgrind => {
             options.dump_before.push(pattern(arg, value)?);
         }
