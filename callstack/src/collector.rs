@@ -371,6 +371,50 @@ mod tests {
         collector
     }
 
+    /// The `sysCount` of the summary and of the totals after two blocks,
+    /// three system calls (getpid, write, exit_group) and two more blocks
+    /// (the block of the calls is charged when the next one starts), with
+    /// `collect_atstart`.
+    fn system_call_counts(collect_atstart: bool) -> (u64, u64) {
+        let options = Options {
+            collect_systime: crate::SystemTime::Msec,
+            collect_atstart,
+            ..Options::default()
+        };
+        let mut collector = match Collector::new(options) {
+            Ok(collector) => collector,
+            Err(error) => panic!("valid options: {error}"),
+        };
+        run_a_little(&mut collector);
+        let thread = Thread { pid: PID, tid: PID };
+        for number in [39, 1, 231] {
+            let call = SystemCall {
+                number,
+                wall_start_ns: 1_000_000,
+                wall_end_ns: 3_000_000,
+                cpu_ns: 0,
+            };
+            collector.system_call(thread, call);
+        }
+        run_a_little(&mut collector);
+        let dumps = match collector.finish() {
+            Ok(dumps) => dumps,
+            Err(error) => panic!("no error: {error}"),
+        };
+        let part = &dumps[0].profile.parts[0];
+        let count = |costs: &Option<Vec<u64>>| costs.as_ref().map_or(0, |costs| costs[1]);
+        (count(&part.summary), count(&part.totals))
+    }
+
+    #[test]
+    fn a_system_call_counts_where_collected_and_always_in_the_summary() {
+        // getpid and write at the last instruction; exit_group in the
+        // summary alone.
+        assert_eq!(system_call_counts(true), (3, 2));
+        // Not collecting: all three in the summary alone.
+        assert_eq!(system_call_counts(false), (3, 0));
+    }
+
     #[test]
     fn dump_every_bb_dumps_once_more_than_n_blocks_ran_since_the_last() {
         let mut collector = match Collector::new(Options {

@@ -125,7 +125,7 @@ pub struct SystemCall {
     /// not measured: by the translate backend, a call whose record was
     /// replayed before it returned (`fork`, `vfork` and `clone`, replayed
     /// at their event stop) or that does not return to its block
-    /// (`rt_sigreturn`, `exit`, a successful `execve`).
+    /// (`rt_sigreturn`, `exit`; a successful `execve` is not reported).
     pub wall_start_ns: u64,
     /// `CLOCK_MONOTONIC` when it ended, in nanoseconds; 0 when it was not
     /// measured.

@@ -332,6 +332,47 @@ fn parse_blocked_at(text: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// This process's memory, as a tracer reads a tracee's.
+    fn own_memory() -> std::fs::File {
+        // SAFETY: getpid takes no arguments.
+        let pid = unsafe { libc::getpid() };
+        match open_memory(pid, false) {
+            Ok(memory) => memory,
+            Err(error) => panic!("/proc/PID/mem of this process: {error}"),
+        }
+    }
+
+    #[test]
+    fn a_c_string_ends_at_its_nul_or_where_memory_ends() {
+        let memory = own_memory();
+        let text = b"/bin/true\0after";
+        assert_eq!(read_c_string(&memory, text.as_ptr() as u64), "/bin/true");
+        // Address 0 is never mapped: nothing.
+        assert_eq!(read_c_string(&memory, 0), "");
+        let mut bytes = [0u8; 4];
+        assert_eq!(read_available(&memory, text.as_ptr() as u64, &mut bytes), 4);
+        assert_eq!(&bytes, b"/bin");
+        assert_eq!(read_available(&memory, 0, &mut bytes), 0);
+    }
+
+    #[test]
+    fn execve_and_execveat_name_their_program_and_other_calls_none() {
+        let memory = own_memory();
+        let name = b"./prog\0";
+        // SAFETY: user_regs_struct is plain data; all zeros is valid.
+        let mut regs: Regs = unsafe { std::mem::zeroed() };
+        regs.rax = libc::SYS_execve as u64;
+        regs.rdi = name.as_ptr() as u64;
+        assert_eq!(exec_name(&memory, &regs).as_deref(), Some("./prog"));
+        // execveat(dirfd, pathname, ...): the name is its second argument.
+        regs.rax = libc::SYS_execveat as u64;
+        regs.rsi = name.as_ptr() as u64;
+        regs.rdi = 3;
+        assert_eq!(exec_name(&memory, &regs).as_deref(), Some("./prog"));
+        regs.rax = libc::SYS_getpid as u64;
+        assert_eq!(exec_name(&memory, &regs), None);
+    }
+
     #[test]
     fn a_thread_is_dying_when_killed_or_a_zombie() {
         let live = "Name:\tgzip\nState:\tt (tracing stop)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n";

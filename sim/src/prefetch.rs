@@ -99,8 +99,9 @@ mod tests {
         let base = 0x10_0000;
         assert_eq!(p.observe(base), None); // from block 0: no run
         assert_eq!(p.observe(base + 64), None); // run 1
-        assert_eq!(p.observe(base + 128 + 8), Some(base + 128 + 8 + 5 * 64)); // run 2
-                                                                              // The same block again changes nothing.
+                                                // Run 2: five lines ahead of the address.
+        assert_eq!(p.observe(base + 128 + 8), Some(base + 128 + 8 + 5 * 64));
+        // The same block again changes nothing.
         assert_eq!(p.observe(base + 128), None);
         assert_eq!(p.observe(base + 192), Some(base + 192 + 320));
         assert_eq!(p.counts(), (2, 0));

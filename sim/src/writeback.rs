@@ -147,22 +147,25 @@ impl WriteBackCache {
 
     /// Whether the line holding `addr` is resident (LRU order unchanged).
     pub fn contains(&self, addr: u64) -> bool {
-        let set = (addr >> self.line_bits) & self.set_mask;
-        let start = set as usize * self.assoc;
-        let tag = addr & self.tag_mask;
-        self.words
-            .get(start..start + self.assoc)
-            .is_some_and(|ways| ways.iter().any(|&word| word & !DIRTY == tag))
+        let (ways, tag) = self.ways_of(addr);
+        ways.iter().any(|&word| word & !DIRTY == tag)
     }
 
     /// Whether the line holding `addr` is resident and dirty.
     pub fn is_dirty(&self, addr: u64) -> bool {
+        let (ways, tag) = self.ways_of(addr);
+        ways.contains(&(tag | DIRTY))
+    }
+
+    /// The words of the set the line holding `addr` maps to, and its tag.
+    fn ways_of(&self, addr: u64) -> (&[u64], u64) {
         let set = (addr >> self.line_bits) & self.set_mask;
         let start = set as usize * self.assoc;
-        let tag = addr & self.tag_mask;
-        self.words
+        let ways = self
+            .words
             .get(start..start + self.assoc)
-            .is_some_and(|ways| ways.contains(&(tag | DIRTY)))
+            .unwrap_or_default();
+        (ways, addr & self.tag_mask)
     }
 }
 

@@ -11,11 +11,12 @@
 //! `summary:`), while cgx runs both threads at once and charges it to
 //! `start`; a failed `execve` counts (`no_program`), as Valgrind counts it
 //! (a successful one does not); the `summary:` line counts `exit` and
-//! `exit_group` besides the
-//! totals, as Valgrind's does; the times are plausible: the function that
-//! sleeps 20 ms has a `sysTime` of at least 20 ms in the unit (less than a
-//! second), the others less, and its `sysCpuTime` (`nsec`) is small. With
-//! `no` the events are Valgrind's default ones.
+//! `exit_group` besides the totals, as Valgrind's does; the times are
+//! plausible: the function that sleeps 20 ms has a `sysTime` of at least
+//! 20 ms in the unit (less than a second), the others less, and its
+//! `sysCpuTime` (`nsec`) is small. With `no` the events are Valgrind's
+//! default ones. With collection only in `sleepy`, the cost lines have its
+//! calls alone, as Valgrind's, and the `summary:` line every call.
 //!
 //! `syscall_registers.c` checks that the program computes what it computes
 //! natively around a timed `syscall`: rax, rcx (the address after it), r11
