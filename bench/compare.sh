@@ -21,6 +21,10 @@
 #             cachegrind-cache (Cachegrind with its cache simulation, the
 #             default of valgrind 3.19)
 #   CGX       a cgx binary to use instead of building target/release/cgx
+#   MEMORY    yes (default): one more run of each tool per workload and mode
+#             measures its peak memory (bench/peak_memory.py: the sum of the
+#             peak resident sets of the tool's processes and the program's);
+#             no: times only
 #
 # Needs valgrind, gcc, gzip, sort, python3 (/usr/bin/python3) and sqlite3
 # (Debian packages valgrind gcc gzip coreutils python3 sqlite3). A workload
@@ -34,6 +38,7 @@ BACKEND="${BACKEND:-translate}"
 MAX_STEP_INSTRUCTIONS="${MAX_STEP_INSTRUCTIONS:-2000000}"
 WORKLOADS="${WORKLOADS:-true ls compute gzip python3 sort sqlite3}"
 MODES="${MODES:-cachegrind callgrind callgrind-cache callgrind-cacheuse}"
+MEMORY="${MEMORY:-yes}"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/cgx-compare.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
@@ -172,6 +177,18 @@ time_once() {
     rm -f "$WORK"/*.out.*
 }
 
+# Runs "$@" once under bench/peak_memory.py and prints the peak memory of
+# its processes together in MB, or "fail".
+peak_once() {
+    local kb
+    if kb=$(python3 bench/peak_memory.py "$@" 2> "$WORK/run.err"); then
+        awk -v kb="$kb" 'BEGIN { printf "%.1f\n", kb * 1024 / 1e6 }'
+    else
+        echo fail
+    fi
+    rm -f "$WORK"/*.out.*
+}
+
 # Prints the median of its arguments, or "fail" if any is "fail".
 median() {
     printf '%s\n' "$@" | sort -g | awk '
@@ -196,6 +213,13 @@ time_mode() {
     done
     VG_MEDIAN=$(median "${vg_times[@]}")
     CGX_MEDIAN=$(median "${cgx_times[@]}")
+    VG_MB=–
+    CGX_MB=–
+    if [ "$MEMORY" = yes ]; then
+        VG_MB=$(peak_once valgrind -q "${options[@]}" "$out_option/vg.out.%p" "${CMD[@]}")
+        CGX_MB=$(peak_once "$CGX" run -q --backend="$BACKEND" "${options[@]}" \
+                     "$out_option/cgx.out.%p" "${CMD[@]}")
+    fi
 }
 
 # Prints cgx/valgrind of two medians.
@@ -238,7 +262,7 @@ report_workload() {
     for mode in $MODES; do
         echo "measuring $name, $mode ..." >&2
         time_mode "$mode"
-        echo "| $label | $(thousands "$instructions") | $mode | $VG_MEDIAN | $CGX_MEDIAN | $(ratio "$VG_MEDIAN" "$CGX_MEDIAN") |"
+        echo "| $label | $(thousands "$instructions") | $mode | $VG_MEDIAN | $CGX_MEDIAN | $(ratio "$VG_MEDIAN" "$CGX_MEDIAN") | $VG_MB | $CGX_MB |"
     done
 }
 
@@ -248,8 +272,8 @@ main() {
     build_programs
     prepare_inputs
     print_machine
-    echo "| workload | instructions | mode | valgrind s | cgx s | cgx/valgrind |"
-    echo "|---|---:|---|---:|---:|---:|"
+    echo "| workload | instructions | mode | valgrind s | cgx s | cgx/valgrind | valgrind MB | cgx MB |"
+    echo "|---|---:|---|---:|---:|---:|---:|---:|"
     SKIPPED=()
     local name
     for name in $WORKLOADS; do

@@ -259,7 +259,7 @@ int main(int argc, char **argv) {
 "#;
 
 #[test]
-fn inlined_frames() {
+fn inlined_code_has_its_symbols_function_and_the_inlined_line() {
     let dir = tempfile::tempdir().unwrap();
     let prog = gcc(
         dir.path(),
@@ -282,12 +282,6 @@ fn inlined_frames() {
         assert_eq!(loc.function_name(), "outer");
         assert_eq!(loc.function.as_ref().unwrap().start, start + bias);
         assert_eq!((loc.file_name(), loc.line), (&*fr[0].1, fr[0].2));
-        let inlined = syms.inlined(addr + bias);
-        assert_eq!(inlined.len(), 1, "{addr:#x}: {loc:?} {inlined:?}");
-        let inl = &inlined[0];
-        assert_eq!(&*inl.function, "helper");
-        assert_eq!(inl.call_file.as_deref(), Some(&*fr[1].1));
-        assert_eq!(inl.call_line, fr[1].2);
         checked += 1;
     }
     assert!(checked > 0, "no inlined address found in outer: {frames:?}");

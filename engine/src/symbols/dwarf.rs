@@ -1,5 +1,5 @@
-//! Loading an object's DWARF for line and inline lookups: only the sections
-//! `addr2line` reads, compressed ones inflated straight into their final
+//! Loading an object's DWARF for line lookups: only the sections the
+//! [`LineTables`] read, compressed ones inflated straight into their final
 //! buffers, `.debug_info` (the largest) on a second thread.
 
 use std::borrow::Cow;
@@ -8,11 +8,13 @@ use std::sync::Arc;
 use gimli::SectionId;
 use object::{CompressionFormat, Object, ObjectSection};
 
+use super::lines::LineTables;
+
 /// The reader of the DWARF sections.
 pub(super) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
-/// The sections `addr2line` reads (units, their abbreviations and ranges,
-/// line programs, strings). Location lists, macros and type units are
+/// The sections the line tables read (units, their abbreviations and
+/// ranges, line programs, strings). Location lists, macros and type units are
 /// left out: nothing looks at them.
 const NEEDED: [SectionId; 10] = [
     SectionId::DebugAbbrev,
@@ -37,9 +39,14 @@ enum Raw<'data> {
     Other(object::read::CompressedData<'data>),
 }
 
-/// The DWARF of `file` as an `addr2line` context. A section that cannot be
-/// read or inflated is empty (lookups in it find nothing).
-pub(super) fn load(file: &object::File) -> Result<addr2line::Context<Reader>, gimli::Error> {
+/// The line tables of `file`'s DWARF. A section that cannot be read or
+/// inflated is empty (lookups in it find nothing).
+pub(super) fn load(file: &object::File) -> Result<LineTables, gimli::Error> {
+    LineTables::load(&sections(file)?)
+}
+
+/// The DWARF sections of `file` the line tables read.
+pub(super) fn sections(file: &object::File) -> Result<gimli::Dwarf<Reader>, gimli::Error> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -70,15 +77,13 @@ pub(super) fn load(file: &object::File) -> Result<addr2line::Context<Reader>, gi
         loaded.extend(info.join().unwrap_or_default());
         loaded
     });
-    let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
+    gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
         let bytes = loaded
             .iter()
             .find(|(loaded, _)| *loaded == id)
             .map_or_else(|| Arc::from(&[][..]), |(_, bytes)| bytes.clone());
         Ok(Reader::new(bytes, endian))
-    })?;
-    drop(loaded);
-    addr2line::Context::from_dwarf(dwarf)
+    })
 }
 
 /// The section `id` of `file`, if it has one.

@@ -9,7 +9,8 @@ use object::read::elf::{FileHeader, ProgramHeader};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 use super::demangle::demangle;
-use super::dwarf::{self, Reader};
+use super::dwarf;
+use super::lines::LineTables;
 use super::{SectionKind as CodeSection, SymbolsError};
 
 /// A `PT_LOAD` program header.
@@ -37,17 +38,13 @@ pub(super) struct Resolved {
     pub line: u32,
 }
 
-/// A function inlined at an address (innermost first): (inlined function,
-/// call file, call line).
-pub(super) type Inlined = (Arc<str>, Option<Arc<str>>, u32);
-
 /// A parsed object file.
 pub(super) struct ElfObject {
     segments: Vec<Segment>,
     /// File address ranges of `.text` and `.plt`: (start, end, kind).
     sections: Vec<(u64, u64, CodeSection)>,
     symbols: Vec<Sym>,
-    dwarf: Option<addr2line::Context<Reader>>,
+    lines: Option<LineTables>,
 }
 
 impl ElfObject {
@@ -102,7 +99,7 @@ impl ElfObject {
                 segments,
                 sections,
                 symbols,
-                dwarf: context,
+                lines: context,
             },
             problem,
         ))
@@ -158,40 +155,11 @@ impl ElfObject {
             function: self.symbol(addr),
             ..Resolved::default()
         };
-        let Some(ctx) = &self.dwarf else { return r };
-        if let Ok(Some(location)) = ctx.find_location(addr) {
-            r.file = location.file.map(Arc::<str>::from);
-            r.line = location.line.unwrap_or(0);
+        if let Some((file, line)) = self.lines.as_ref().and_then(|lines| lines.find(addr)) {
+            r.file = file;
+            r.line = line;
         }
         r
-    }
-
-    /// The functions inlined at the file address `addr`, innermost first,
-    /// each with its call site (in the next outer function).
-    pub fn inlined(&self, addr: u64) -> Vec<Inlined> {
-        let Some(ctx) = &self.dwarf else {
-            return Vec::new();
-        };
-        let Ok(mut frames) = ctx.find_frames(addr).skip_all_loads() else {
-            return Vec::new();
-        };
-        // Frames come innermost first; each frame's location is the position in
-        // that function, so an inlined frame's call site is the next frame's location.
-        let mut list = Vec::new();
-        while let Ok(Some(frame)) = frames.next() {
-            let name = frame.function.as_ref().and_then(|f| {
-                let raw = f.raw_name().ok()?;
-                Some(Arc::<str>::from(demangle(&raw)))
-            });
-            let (file, line) = match &frame.location {
-                Some(loc) => (loc.file.map(Arc::<str>::from), loc.line.unwrap_or(0)),
-                None => (None, 0),
-            };
-            list.push((name, file, line));
-        }
-        list.windows(2)
-            .filter_map(|w| Some((w[0].0.clone()?, w[1].1.clone(), w[1].2)))
-            .collect()
     }
 }
 
@@ -288,13 +256,13 @@ fn symbols(files: &[&object::File]) -> Vec<Sym> {
     out
 }
 
-fn has_dwarf(file: &object::File) -> bool {
+pub(super) fn has_dwarf(file: &object::File) -> bool {
     file.section_by_name(".debug_info")
         .is_some_and(|s| s.size() > 0)
 }
 
 /// `/usr/lib/debug/.build-id/xx/yyyy.debug` when it exists.
-fn separate_debug_file(file: &object::File) -> Option<PathBuf> {
+pub(super) fn separate_debug_file(file: &object::File) -> Option<PathBuf> {
     let id = file.build_id().ok()??;
     let (first, rest) = id.split_first()?;
     let hex: String = rest.iter().map(|b| format!("{b:02x}")).collect();

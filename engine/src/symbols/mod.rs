@@ -1,13 +1,13 @@
-//! Symbolization: maps a tracee's code addresses to object, function, source file,
-//! line and inlined frames.
+//! Symbolization: maps a tracee's code addresses to object, function, source file
+//! and line.
 //!
 //! [`Symbols`] holds the executable mappings of one process (from
 //! `/proc/PID/maps`, re-read with [`Symbols::refresh`] whenever the address space
 //! may have changed, e.g. after `dlopen`) and a cache of parsed object files keyed
 //! by path, device, inode and modification time, so each library is parsed once
 //! even across processes. Function names come from the ELF `.symtab` and
-//! `.dynsym` (demangled); file, line and inlined frames from DWARF (through the
-//! `addr2line` crate). What is unknown is written `???`, as Valgrind does.
+//! `.dynsym` (demangled); file and line from DWARF line tables (read with
+//! `gimli`, a unit's table when an address first falls in it). What is unknown is written `???`, as Valgrind does.
 //! [`prefetch`] parses an object on a thread of its own as soon as it is
 //! mapped, for the `Symbols` that needs it later.
 
@@ -17,6 +17,7 @@ mod demangle;
 mod dwarf;
 mod elf;
 mod error;
+mod lines;
 mod maps;
 mod prefetch;
 
@@ -61,17 +62,6 @@ pub enum SectionKind {
     Plt,
     /// Anything else: other sections, anonymous memory, unknown objects.
     Other,
-}
-
-/// A function inlined at the looked-up address.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InlinedFrame {
-    /// The inlined function's (demangled) name.
-    pub function: Arc<str>,
-    /// The source file of the call site it was inlined at, if known.
-    pub call_file: Option<Arc<str>>,
-    /// The line of that call site, 0 if unknown.
-    pub call_line: u32,
 }
 
 /// Where an address is.
@@ -307,8 +297,7 @@ impl Symbols {
             .map_or_else(|| Arc::from(UNKNOWN), |r| r.object.clone())
     }
 
-    /// The object, function and source position of `addr` (see
-    /// [`Symbols::inlined`] for the functions inlined there).
+    /// The object, function and source position of `addr`.
     pub fn lookup(&self, addr: u64) -> Location {
         let Some(region) = self.region(addr) else {
             return Location {
@@ -334,23 +323,6 @@ impl Symbols {
             loc.line = r.line;
         }
         loc
-    }
-
-    /// The functions inlined at `addr`, innermost first; each one's call
-    /// site is in the next outer one, the last one's in the function of
-    /// [`Symbols::lookup`]. Empty without DWARF.
-    pub fn inlined(&self, addr: u64) -> Vec<InlinedFrame> {
-        let Some((obj, bias)) = self.region(addr).and_then(|region| region.elf.as_ref()) else {
-            return Vec::new();
-        };
-        obj.inlined(addr.wrapping_sub(*bias))
-            .into_iter()
-            .map(|(function, call_file, call_line)| InlinedFrame {
-                function,
-                call_file,
-                call_line,
-            })
-            .collect()
     }
 }
 

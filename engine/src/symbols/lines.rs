@@ -1,0 +1,583 @@
+//! The source line of an address, from an object's DWARF, kept small: the
+//! units' address ranges are read once, when the object is loaded, and a
+//! unit's line table is decoded the first time an address falls in it.
+//! What stays in memory is the line programs, their strings and the tables
+//! decoded so far; `.debug_info` and the units' abbreviations (the bulk of
+//! a library's DWARF) are read for the ranges and dropped.
+//!
+//! The answers are those of `addr2line::Context::find_location` on the same
+//! sections: the same units for an address (their `DW_AT_ranges`, then
+//! `.debug_aranges`, then `DW_AT_low_pc`/`DW_AT_high_pc`, then the line
+//! program's sequences), tried in the same order, the same row of the
+//! same sequence, and file names rendered the same way.
+
+use std::cell::OnceCell;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use gimli::{
+    AttributeValue, DebugLineOffset, DebugStrOffsetsBase, Reader as _, Section, SectionId,
+};
+
+use super::dwarf::Reader;
+
+/// The line tables of one object.
+pub(super) struct LineTables {
+    /// The sections a line program reads: `.debug_line` and the string
+    /// sections (the rest are empty).
+    sections: gimli::Dwarf<Reader>,
+    units: Box<[LineUnit]>,
+    /// The units' address ranges, sorted by end.
+    ranges: Box<[UnitRange]>,
+}
+
+/// An address range of a unit.
+struct UnitRange {
+    begin: u64,
+    end: u64,
+    /// The lowest `begin` of this range and all later ones in the sorted
+    /// list: a probe below it is in none of them.
+    min_begin: u64,
+    unit: usize,
+}
+
+/// What decoding a unit's line program needs, and its table once decoded.
+struct LineUnit {
+    program: Option<DebugLineOffset>,
+    address_size: u8,
+    format: gimli::Format,
+    str_offsets_base: DebugStrOffsetsBase,
+    /// `DW_AT_comp_dir`, in a buffer of its own.
+    comp_dir: Option<Reader>,
+    /// `DW_AT_name`, in a buffer of its own.
+    name: Option<Reader>,
+    lines: OnceCell<Result<Lines, gimli::Error>>,
+}
+
+/// A unit's decoded line table.
+struct Lines {
+    /// The rendered file names, by file index.
+    files: Box<[Arc<str>]>,
+    /// Sorted by start.
+    sequences: Box<[Sequence]>,
+}
+
+/// The rows of one sequence of a line program, `start..end`.
+struct Sequence {
+    start: u64,
+    end: u64,
+    /// Sorted by address, one per address (the last row given for it).
+    rows: Box<[Row]>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    address: u64,
+    file: u32,
+    line: u32,
+}
+
+/// The source position of an address: its file (`None` when the row names
+/// no file the table has) and line (0 when unknown).
+pub(super) type SourceLine = (Option<Arc<str>>, u32);
+
+/// The root attributes of a unit that give its address ranges.
+#[derive(Default)]
+struct RangeAttributes {
+    low_pc: Option<u64>,
+    high_pc: Option<u64>,
+    size: Option<u64>,
+    ranges: Option<gimli::RangeListsOffset>,
+}
+
+impl LineTables {
+    /// Reads the units of `dwarf`: their ranges and what their line
+    /// programs need. Fails as `addr2line::Context::from_dwarf` fails (a
+    /// malformed `.debug_aranges`, unit list or root entry); a unit that
+    /// cannot be parsed is left out.
+    pub(super) fn load(dwarf: &gimli::Dwarf<Reader>) -> Result<LineTables, gimli::Error> {
+        let empty = Reader::new(Arc::from(&[][..]), dwarf.debug_line.reader().endian());
+        let mut sections = gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
+            Ok(match id {
+                SectionId::DebugLine => dwarf.debug_line.reader(),
+                SectionId::DebugLineStr => dwarf.debug_line_str.reader(),
+                SectionId::DebugStr => dwarf.debug_str.reader(),
+                SectionId::DebugStrOffsets => dwarf.debug_str_offsets.reader(),
+                _ => &empty,
+            }
+            .clone())
+        })?;
+        sections.file_type = dwarf.file_type;
+        let mut aranges = Vec::new();
+        let mut headers = dwarf.debug_aranges.headers();
+        while let Some(header) = headers.next()? {
+            aranges.push((header.debug_info_offset(), header.offset()));
+        }
+        aranges.sort_by_key(|arange| arange.0);
+
+        let mut units = Vec::new();
+        let mut ranges = Vec::new();
+        let mut headers = dwarf.units();
+        while let Some(header) = headers.next()? {
+            let Some(offset) = header.offset().as_debug_info_offset() else {
+                continue;
+            };
+            // Type units have no code; partial units no ranges of their own.
+            let mut need_ranges = match header.type_() {
+                gimli::UnitType::Type { .. } | gimli::UnitType::SplitType { .. } => continue,
+                gimli::UnitType::Partial => false,
+                _ => true,
+            };
+            let Ok(unit) = dwarf.unit(header) else {
+                continue;
+            };
+            let id = units.len();
+            let mut push = |begin: u64, end: u64| {
+                ranges.push(UnitRange {
+                    begin,
+                    end,
+                    min_begin: 0,
+                    unit: id,
+                })
+            };
+            if need_ranges {
+                let unit = unit.unit_ref(dwarf);
+                let Some(attributes) = range_attributes(unit)? else {
+                    continue;
+                };
+                // DW_AT_ranges first, then .debug_aranges, then low/high pc.
+                let listed = match attributes.ranges {
+                    Some(_) => None,
+                    None => aranges.binary_search_by_key(&offset, |a| a.0).ok(),
+                };
+                if let Some(mut i) = listed {
+                    // Several sets for one unit happen (a compiler bug).
+                    while i > 0 && aranges[i - 1].0 == offset {
+                        i -= 1;
+                    }
+                    for (_, set) in aranges[i..].iter().take_while(|a| a.0 == offset) {
+                        let mut entries = dwarf.debug_aranges.header(*set)?.entries();
+                        while let Some(arange) = entries.next()? {
+                            if arange.length() != 0 {
+                                let range = arange.range();
+                                push(range.begin, range.end);
+                                need_ranges = false;
+                            }
+                        }
+                    }
+                } else {
+                    need_ranges &= !attributes.for_each_range(unit, &mut push)?;
+                }
+            }
+            let line_unit = LineUnit::of(&unit)?;
+            if need_ranges {
+                // No ranges declared: the line program's sequences are.
+                if let Ok(lines) = line_unit.lines(&sections) {
+                    for sequence in lines.sequences.iter() {
+                        push(sequence.start, sequence.end);
+                    }
+                }
+            }
+            units.push(line_unit);
+        }
+        ranges.sort_by_key(|range| range.end);
+        let mut min = u64::MAX;
+        for range in ranges.iter_mut().rev() {
+            min = min.min(range.begin);
+            range.min_begin = min;
+        }
+        Ok(LineTables {
+            sections,
+            units: units.into_boxed_slice(),
+            ranges: ranges.into_boxed_slice(),
+        })
+    }
+
+    /// The source position of the file address `probe`: the first unit
+    /// covering it whose line table has a row for it. `None` when no unit
+    /// has one, or when a table on the way cannot be decoded.
+    pub(super) fn find(&self, probe: u64) -> Option<SourceLine> {
+        // The first range ending after the probe.
+        let first = self.ranges.partition_point(|range| range.end <= probe);
+        for range in self.ranges[first..]
+            .iter()
+            .take_while(|range| probe >= range.min_begin)
+        {
+            if probe < range.begin || probe >= range.end {
+                continue;
+            }
+            let lines = self.units[range.unit].lines(&self.sections).ok()?;
+            if let Some(found) = lines.find(probe) {
+                return Some(found);
+            }
+        }
+        None
+    }
+}
+
+/// The range attributes of `unit`'s root entry; `None` when the unit has
+/// no root entry.
+fn range_attributes(unit: gimli::UnitRef<Reader>) -> Result<Option<RangeAttributes>, gimli::Error> {
+    let mut entries = unit.entries_raw(None)?;
+    let Some(abbreviation) = entries.read_abbreviation()? else {
+        return Ok(None);
+    };
+    let mut found = RangeAttributes::default();
+    for spec in abbreviation.attributes() {
+        let attribute = entries.read_attribute(*spec)?;
+        let address = |value| match value {
+            AttributeValue::Addr(address) => Ok(Some(address)),
+            AttributeValue::DebugAddrIndex(index) => unit.address(index).map(Some),
+            _ => Ok(None),
+        };
+        match attribute.name() {
+            gimli::DW_AT_low_pc => {
+                if let Some(low) = address(attribute.value())? {
+                    found.low_pc = Some(low);
+                }
+            }
+            gimli::DW_AT_high_pc => match attribute.value() {
+                AttributeValue::Udata(size) => found.size = Some(size),
+                value => {
+                    if let Some(high) = address(value)? {
+                        found.high_pc = Some(high);
+                    }
+                }
+            },
+            gimli::DW_AT_ranges => found.ranges = unit.attr_ranges_offset(attribute.value())?,
+            _ => {}
+        }
+    }
+    Ok(Some(found))
+}
+
+impl RangeAttributes {
+    /// Gives each non-empty range of the unit to `push`; whether there was one.
+    fn for_each_range(
+        &self,
+        unit: gimli::UnitRef<Reader>,
+        push: &mut impl FnMut(u64, u64),
+    ) -> Result<bool, gimli::Error> {
+        let mut any = false;
+        let mut add = |begin: u64, end: u64| {
+            if begin < end {
+                push(begin, end);
+                any = true;
+            }
+        };
+        if let Some(offset) = self.ranges {
+            let mut list = unit.ranges(offset)?;
+            while let Some(range) = list.next()? {
+                add(range.begin, range.end);
+            }
+        } else if let (Some(begin), Some(end)) = (self.low_pc, self.high_pc) {
+            add(begin, end);
+        } else if let (Some(begin), Some(size)) = (self.low_pc, self.size) {
+            // A -1 tombstone wraps to an empty range.
+            add(begin, begin.wrapping_add(size));
+        }
+        Ok(any)
+    }
+}
+
+impl LineUnit {
+    /// What `unit`'s line program needs, its strings copied out of the
+    /// sections that are dropped.
+    fn of(unit: &gimli::Unit<Reader>) -> Result<LineUnit, gimli::Error> {
+        let own = |reader: &Option<Reader>| -> Result<Option<Reader>, gimli::Error> {
+            reader
+                .as_ref()
+                .map(|r| Ok(Reader::new(Arc::from(&*r.to_slice()?), r.endian())))
+                .transpose()
+        };
+        Ok(LineUnit {
+            program: unit.line_program.as_ref().map(|p| p.header().offset()),
+            address_size: unit.header.address_size(),
+            format: unit.header.format(),
+            str_offsets_base: unit.str_offsets_base,
+            comp_dir: own(&unit.comp_dir)?,
+            name: own(&unit.name)?,
+            lines: OnceCell::new(),
+        })
+    }
+
+    /// The unit's line table, decoded on first use (an empty one when the
+    /// unit has no line program).
+    fn lines(&self, sections: &gimli::Dwarf<Reader>) -> Result<&Lines, gimli::Error> {
+        self.lines
+            .get_or_init(|| self.decode(sections))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn decode(&self, sections: &gimli::Dwarf<Reader>) -> Result<Lines, gimli::Error> {
+        let Some(offset) = self.program else {
+            return Ok(Lines {
+                files: Box::new([]),
+                sequences: Box::new([]),
+            });
+        };
+        let program = sections.debug_line.program(
+            offset,
+            self.address_size,
+            self.comp_dir.clone(),
+            self.name.clone(),
+        )?;
+        let mut sequences = Vec::new();
+        let mut current: Vec<Row> = Vec::new();
+        let mut rows = program.rows();
+        while let Some((_, row)) = rows.next_row()? {
+            if row.end_sequence() {
+                if let Some(start) = current.first().map(|r| r.address) {
+                    sequences.push(Sequence {
+                        start,
+                        end: row.address(),
+                        rows: std::mem::take(&mut current).into_boxed_slice(),
+                    });
+                }
+                continue;
+            }
+            let next = Row {
+                address: row.address(),
+                file: u32::try_from(row.file_index()).unwrap_or(u32::MAX),
+                // As addr2line keeps it: the low 32 bits.
+                line: row.line().map_or(0, NonZeroU64::get) as u32,
+            };
+            match current.last_mut() {
+                Some(last) if last.address == next.address => *last = next,
+                _ => current.push(next),
+            }
+        }
+        sequences.sort_by_key(|s| s.start);
+        let header = rows.header();
+        let mut files = vec![match header.file(0) {
+            Some(file) => self.render(sections, file, header)?,
+            // DWARF 4 and older may have no file 0.
+            None => Arc::from(""),
+        }];
+        let mut index = 1;
+        while let Some(file) = header.file(index) {
+            files.push(self.render(sections, file, header)?);
+            index += 1;
+        }
+        Ok(Lines {
+            files: files.into_boxed_slice(),
+            sequences: sequences.into_boxed_slice(),
+        })
+    }
+
+    /// A file's path: the unit's directory, the file's directory and its
+    /// name, each replacing what came before when it is absolute.
+    fn render(
+        &self,
+        sections: &gimli::Dwarf<Reader>,
+        file: &gimli::FileEntry<Reader>,
+        header: &gimli::LineProgramHeader<Reader>,
+    ) -> Result<Arc<str>, gimli::Error> {
+        let mut path = match &self.comp_dir {
+            Some(dir) => dir.to_string_lossy()?.into_owned(),
+            None => String::new(),
+        };
+        // Directory 0 is the unit's own.
+        if file.directory_index() != 0 {
+            if let Some(directory) = file.directory(header) {
+                push_path(
+                    &mut path,
+                    &self.string(sections, directory)?.to_string_lossy()?,
+                );
+            }
+        }
+        push_path(
+            &mut path,
+            &self.string(sections, file.path_name())?.to_string_lossy()?,
+        );
+        Ok(Arc::from(path))
+    }
+
+    /// The string an attribute value of this unit's line program names.
+    fn string(
+        &self,
+        sections: &gimli::Dwarf<Reader>,
+        value: AttributeValue<Reader>,
+    ) -> Result<Reader, gimli::Error> {
+        match value {
+            AttributeValue::String(string) => Ok(string),
+            AttributeValue::DebugStrRef(offset) => sections.string(offset),
+            AttributeValue::DebugLineStrRef(offset) => sections.line_string(offset),
+            AttributeValue::DebugStrOffsetsIndex(index) => {
+                let offset = sections.debug_str_offsets.get_str_offset(
+                    self.format,
+                    self.str_offsets_base,
+                    index,
+                )?;
+                sections.string(offset)
+            }
+            _ => Err(gimli::Error::ExpectedStringAttributeValue),
+        }
+    }
+}
+
+impl Lines {
+    /// The row of `probe`: in the sequence holding it, the last row at or
+    /// before it.
+    fn find(&self, probe: u64) -> Option<SourceLine> {
+        let sequence = self
+            .sequences
+            .binary_search_by(|s| {
+                if probe < s.start {
+                    std::cmp::Ordering::Greater
+                } else if probe >= s.end {
+                    std::cmp::Ordering::Less
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            })
+            .ok()?;
+        let rows = &self.sequences[sequence].rows;
+        let row = match rows.binary_search_by_key(&probe, |r| r.address) {
+            Ok(i) => rows[i],
+            Err(0) => return None,
+            Err(i) => rows[i - 1],
+        };
+        let file = self.files.get(row.file as usize).cloned();
+        Some((file, row.line))
+    }
+}
+
+/// Appends `part` to `path` with a `/`, or replaces `path` when `part` is
+/// absolute (a Unix or Windows root).
+fn push_path(path: &mut String, part: &str) {
+    let windows_root = |p: &str| p.starts_with('\\') || p.get(1..3) == Some(":\\");
+    if part.starts_with('/') || windows_root(part) {
+        *path = part.to_owned();
+    } else {
+        let separator = if windows_root(path) { '\\' } else { '/' };
+        if !path.is_empty() && !path.ends_with(separator) {
+            path.push(separator);
+        }
+        path.push_str(part);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_join_with_a_slash_and_restart_at_a_root() {
+        let cases = [
+            ("", "a.c", "a.c"),
+            ("/src", "a.c", "/src/a.c"),
+            ("/src/", "a.c", "/src/a.c"),
+            ("/src", "/usr/include/stdio.h", "/usr/include/stdio.h"),
+            ("C:\\src", "a.c", "C:\\src\\a.c"),
+            ("/src", "C:\\a.c", "C:\\a.c"),
+        ];
+        for (path, part, joined) in cases {
+            let mut path = path.to_owned();
+            push_path(&mut path, part);
+            assert_eq!(path, joined, "{part}");
+        }
+    }
+
+    #[test]
+    fn a_probe_takes_the_last_row_at_or_before_it_within_its_sequence() {
+        let row = |address, line| Row {
+            address,
+            file: 1,
+            line,
+        };
+        let lines = Lines {
+            files: vec![Arc::from(""), Arc::from("/a.c")].into_boxed_slice(),
+            sequences: vec![
+                Sequence {
+                    start: 0x100,
+                    end: 0x120,
+                    rows: vec![row(0x100, 1), row(0x110, 2)].into_boxed_slice(),
+                },
+                Sequence {
+                    start: 0x200,
+                    end: 0x210,
+                    rows: vec![Row {
+                        address: 0x200,
+                        file: 7,
+                        line: 9,
+                    }]
+                    .into_boxed_slice(),
+                },
+            ]
+            .into_boxed_slice(),
+        };
+        let at = |probe| {
+            lines
+                .find(probe)
+                .map(|(file, line)| (file.map(|f| f.to_string()), line))
+        };
+        assert_eq!(at(0xff), None);
+        assert_eq!(at(0x100), Some((Some("/a.c".into()), 1)));
+        assert_eq!(at(0x10f), Some((Some("/a.c".into()), 1)));
+        assert_eq!(at(0x11f), Some((Some("/a.c".into()), 2)));
+        assert_eq!(at(0x120), None, "a sequence's end is outside it");
+        // A file index the table does not have names no file.
+        assert_eq!(at(0x205), Some((None, 9)));
+    }
+
+    /// The DWARF files to compare on: this test's own executable, and the
+    /// libc it runs with (its separate debug file when it has one).
+    fn objects() -> Vec<std::path::PathBuf> {
+        let mut files = Vec::new();
+        files.extend(std::env::current_exe().ok());
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+        let libc = maps
+            .lines()
+            .filter_map(|line| line.split_whitespace().nth(5))
+            .find(|path| path.contains("/libc.so"));
+        if let Some(libc) = libc {
+            let data = std::fs::read(libc).unwrap();
+            let file = object::File::parse(&*data).unwrap();
+            files.extend(super::super::elf::separate_debug_file(&file));
+            files.push(libc.into());
+        }
+        files
+    }
+
+    #[test]
+    fn every_address_finds_what_addr2line_finds() {
+        use object::{Object, ObjectSection};
+        let mut compared = 0;
+        for path in objects() {
+            let data = std::fs::read(&path).unwrap();
+            let file = object::File::parse(&*data).unwrap();
+            if !super::super::elf::has_dwarf(&file) {
+                continue;
+            }
+            let dwarf = super::super::dwarf::sections(&file).unwrap();
+            let ours = LineTables::load(&dwarf).unwrap();
+            let context = addr2line::Context::from_dwarf(dwarf).unwrap();
+            // Every address of the code, and a little either side.
+            let (low, high) = ours.ranges.iter().fold((u64::MAX, 0), |(low, high), r| {
+                (low.min(r.begin), high.max(r.end))
+            });
+            let text = file
+                .section_by_name(".text")
+                .map(|t| (t.address(), t.address() + t.size()));
+            let (low, high) =
+                text.map_or((low, high), |(start, end)| (low.min(start), high.max(end)));
+            // Every address up to a million, evenly spread beyond.
+            let step = ((high.saturating_sub(low)) / 1_000_000).max(1) | 1;
+            let mut probe = low.saturating_sub(16);
+            while probe < high.saturating_add(16) {
+                let theirs = context
+                    .find_location(probe)
+                    .ok()
+                    .flatten()
+                    .map(|l| (l.file.map(str::to_owned), l.line.unwrap_or(0)));
+                let found = ours.find(probe).map(|(f, l)| (f.map(|f| f.to_string()), l));
+                assert_eq!(found, theirs, "{}: {probe:#x}", path.display());
+                compared += usize::from(found.is_some());
+                probe += step;
+            }
+        }
+        assert!(compared > 10_000, "only {compared} addresses had a line");
+    }
+}
