@@ -58,7 +58,7 @@ pub(crate) fn client_request_prefix(bytes: &[u8]) -> usize {
 }
 
 /// How an instruction may transfer control, as VEX ends its blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Flow {
     /// Continues with the next instruction; the block goes on.
     Next,

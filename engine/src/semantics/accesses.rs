@@ -32,7 +32,7 @@ use crate::ptrace::Regs;
 const MAX_LISTED: usize = 3;
 
 /// One access of an instruction: its operand, size and kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Template {
     memory: UsedMemory,
     size: u32,
@@ -40,7 +40,7 @@ pub(crate) struct Template {
 }
 
 /// The data accesses of a decoded instruction, in Valgrind's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Accesses {
     /// Up to [`MAX_LISTED`] accesses.
     List([Option<Template>; MAX_LISTED]),

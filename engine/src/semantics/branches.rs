@@ -51,7 +51,7 @@ use crate::ptrace::Regs;
 pub(crate) const RCX: u16 = 1 << 1;
 
 /// The branch an instruction is for Valgrind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Branch {
     /// None (REP string instructions are handled per iteration).
     None,
@@ -240,7 +240,7 @@ fn evaluate(condition: ConditionCode, flags: u64) -> (bool, bool) {
 /// What an instruction does to the set of general-purpose registers that
 /// hold constants of the current block (bit i: register i in encoding
 /// order, rax = 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Effect {
     /// Registers written.
     writes: u16,

@@ -11,7 +11,7 @@ use super::accesses::Accesses;
 use super::branches::{Branch, Effect};
 
 /// The REP behaviour of a string instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Rep {
     /// `Some(true)`: repeat while ZF = 1 (REPE cmps/scas); `Some(false)`: while
     /// ZF = 0 (REPNE); `None`: only the count ends it.
@@ -21,7 +21,7 @@ pub(crate) struct Rep {
 }
 
 /// What the backend keeps of a decoded instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Decoded {
     /// Length in bytes.
     pub len: u8,

@@ -97,16 +97,20 @@ impl DecodedBlock {
         })
     }
 
-    /// Whether `other` has the same instructions at the same addresses,
-    /// doing the same kinds of things (lengths, control flow, data
-    /// accesses): the records of translations of either mean the same.
-    /// Immediates and branch targets may differ.
-    pub fn same_code(&self, other: &DecodedBlock) -> bool {
-        let decoded = |insn: &Insn| insn.instruction.as_ref().map(Decoded::of);
-        self.insns.len() == other.insns.len()
-            && self.insns.iter().zip(&other.insns).all(|(a, b)| {
-                (a.addr, a.len, a.flow, a.rep) == (b.addr, b.len, b.flow, b.rep)
-                    && decoded(a) == decoded(b)
+    /// Whether `other` (the address and decoding of each of its
+    /// `other_len` instructions) has the same instructions at the same
+    /// addresses, doing the same kinds of things (lengths, control flow,
+    /// data accesses): the records of translations of either mean the
+    /// same. Immediates and branch targets may differ.
+    pub fn same_code<'a>(
+        &self,
+        other: impl Iterator<Item = (u64, &'a Decoded)>,
+        other_len: usize,
+    ) -> bool {
+        self.insns.len() == other_len
+            && self.insns.iter().zip(other).all(|(insn, (addr, decoded))| {
+                insn.addr == addr
+                    && insn.instruction.as_ref().map(Decoded::of).as_ref() == Some(decoded)
             })
     }
 
@@ -347,8 +351,19 @@ mod tests {
         let load = block(&[0xb8, 5, 0, 0, 0, 0x8b, 0x07, 0xc3]);
         // xor eax, eax; add al, 7; ret: other lengths.
         let lengths = block(&[0x31, 0xc0, 0x04, 0x07, 0xc3]);
-        assert!(five.same_code(&six));
-        assert!(!five.same_code(&load));
-        assert!(!five.same_code(&lengths));
+        let same = |one: &DecodedBlock, other: &DecodedBlock| {
+            let kept: Vec<(u64, Decoded)> = other
+                .insns
+                .iter()
+                .map(|insn| (insn.addr, Decoded::of(insn.instruction.as_ref().unwrap())))
+                .collect();
+            one.same_code(
+                kept.iter().map(|(addr, decoded)| (*addr, decoded)),
+                kept.len(),
+            )
+        };
+        assert!(same(&five, &six));
+        assert!(!same(&five, &load));
+        assert!(!same(&five, &lengths));
     }
 }

@@ -322,7 +322,7 @@ impl Replay {
             words,
         } = run;
         self.block(sink, thread, addr, sp);
-        let decoded = info.instructions.iter().zip(record.decoded).take(count);
+        let decoded = info.instructions.iter().zip(record.decoded()).take(count);
         for (index, (&(at, len), decoded)) in decoded.enumerate() {
             if index + 1 == count {
                 if let Some(split) = split.take() {
@@ -346,7 +346,9 @@ impl Replay {
         self.previous = match (count == info.instructions.len(), count.checked_sub(1)) {
             (false, Some(last)) => {
                 let at = info.instructions[last].0;
-                Some(ExitRule::of(record.decoded[last].end(at), count as u32))
+                record
+                    .decoded_at(last)
+                    .map(|decoded| ExitRule::of(decoded.end(at), count as u32))
             }
             _ => Some(info.exit),
         };

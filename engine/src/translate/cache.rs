@@ -10,11 +10,12 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 
-use crate::flow::ExitRule;
+use crate::flow::{End, ExitRule};
 use crate::semantics::Decoded;
 
 use super::blocks::{self, CodeWindow, DecodedBlock};
 use super::capture::{Capture, Sources};
+use super::decodings::Decodings;
 use super::layout::Layout;
 use super::memory::Memory;
 use super::plan::{self, Plan};
@@ -32,12 +33,11 @@ const REACH: u64 = 0x7000_0000;
 /// One translation.
 #[derive(Clone, Debug)]
 struct Translation {
-    /// The block it translates.
-    block: DecodedBlock,
     /// Its exits through slots.
     exits: Vec<ExitSlot>,
-    /// What the backends know of its instructions.
-    decoded: Vec<Decoded>,
+    /// What the backends know of its instructions, by their numbers in
+    /// the cache's [`Decodings`].
+    decoded: Box<[u32]>,
     /// Where the replay finds what each instruction did (empty without
     /// recorded words).
     sources: Vec<Sources>,
@@ -107,11 +107,24 @@ pub(super) struct ReplayInfo<'a> {
 /// are worked out one instruction at a time.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RecordInfo<'a> {
-    /// What the backends know of its instructions.
-    pub decoded: &'a [Decoded],
+    /// The numbers of its instructions' decodings in `decodings`.
+    decoded: &'a [u32],
+    decodings: &'a Decodings,
     /// Where the replay finds what each instruction did (empty without
     /// recorded words).
     pub sources: &'a [Sources],
+}
+
+impl<'a> RecordInfo<'a> {
+    /// What the backends know of its instructions, in order.
+    pub fn decoded(&self) -> impl Iterator<Item = &'a Decoded> + 'a {
+        self.decodings.of(self.decoded)
+    }
+
+    /// What the backends know of its instruction `index`.
+    pub fn decoded_at(&self, index: usize) -> Option<&'a Decoded> {
+        self.decodings.get(*self.decoded.get(index)?)
+    }
 }
 
 /// Where a signal interrupted a run of a translated block
@@ -205,6 +218,8 @@ pub(super) struct Cache {
     translations: Vec<Translation>,
     /// What the replay needs of each translation, by id.
     replayed: Vec<Replayed>,
+    /// The decodings of the translations' instructions.
+    decodings: Decodings,
     /// Entry of each translated original address.
     entries: HashMap<u64, u64>,
     /// Translation id by entry (to find the translation holding an address).
@@ -245,6 +260,7 @@ impl Cache {
             regions: vec![Region::new(layout, memory)?],
             translations: Vec::new(),
             replayed: Vec::new(),
+            decodings: Decodings::default(),
             entries: HashMap::new(),
             by_entry: BTreeMap::new(),
             traps: HashMap::new(),
@@ -318,6 +334,7 @@ impl Cache {
         let index = usize::try_from(id).ok()?;
         self.translations.get(index).map(|t| RecordInfo {
             decoded: &t.decoded,
+            decodings: &self.decodings,
             sources: &t.sources,
         })
     }
@@ -366,7 +383,12 @@ impl Cache {
             return None;
         }
         let executed = translation.safe.binary_search(&addr).ok()?;
-        let next = translation.block.insns.get(executed)?.addr;
+        let next = self
+            .replayed
+            .get(id as usize)?
+            .instructions
+            .get(executed)?
+            .0;
         Some(Interruption { id, executed, next })
     }
 
@@ -550,8 +572,15 @@ impl Cache {
         // A released translation of this address gives its space, and its
         // number when its records would mean the same.
         let released = self.reusable.remove(&addr);
-        let reused_id =
-            released.filter(|&old| self.translations[old as usize].block.same_code(&block));
+        let reused_id = released.filter(|&old| {
+            let (translation, replayed) = (
+                &self.translations[old as usize],
+                &self.replayed[old as usize],
+            );
+            let addresses = replayed.instructions.iter().map(|&(addr, _)| addr);
+            let decoded = self.decodings.of(&translation.decoded);
+            block.same_code(addresses.zip(decoded), translation.decoded.len())
+        });
         let id = match reused_id {
             Some(id) => id,
             None => u32::try_from(self.translations.len())
@@ -665,10 +694,13 @@ impl Cache {
             plan,
             system_call: emitted.system_call,
         };
+        let decoded = self
+            .decodings
+            .intern(&emitted.decoded)
+            .ok_or_else(|| Error::Unexpected("translate: too many distinct instructions".into()))?;
         let translation = Translation {
-            block,
             exits: emitted.exits,
-            decoded: emitted.decoded,
+            decoded,
             sources: emitted.sources,
             linked,
             alive: true,
@@ -750,7 +782,7 @@ impl Cache {
             self.traps.remove(trap);
         }
         self.by_entry.remove(&translation.code.start);
-        self.reusable.insert(translation.block.addr, id);
+        self.reusable.insert(self.replayed[id as usize].addr, id);
     }
 
     /// Whether the space of translation `id` holds `addr`.
@@ -823,9 +855,10 @@ impl Cache {
                 .filter(|&(index, _)| !translation.linked[index])
                 .map(|(index, exit)| (Some(index), exit.target))
                 .collect();
-            let last = translation.block.last().end();
-            if last.flow == crate::flow::Flow::Call {
-                next.push((None, last.next()));
+            if let Some(last) = self.last_end(id) {
+                if last.flow == crate::flow::Flow::Call {
+                    next.push((None, last.next()));
+                }
             }
             for (exit, target) in next {
                 let known = self.entries.contains_key(&target);
@@ -860,8 +893,16 @@ impl Cache {
     /// The original code translation `id` translates: its first address
     /// and the address after it.
     pub fn span(&self, id: u32) -> Option<(u64, u64)> {
-        let block = &self.translations.get(id as usize)?.block;
-        Some((block.addr, block.last().next()))
+        let replayed = self.replayed.get(id as usize)?;
+        let &(last, len) = replayed.instructions.last()?;
+        Some((replayed.addr, last.wrapping_add(u64::from(len))))
+    }
+
+    /// How translation `id`'s last instruction ends its block.
+    fn last_end(&self, id: u32) -> Option<End> {
+        let &(at, _) = self.replayed.get(id as usize)?.instructions.last()?;
+        let &number = self.translations.get(id as usize)?.decoded.last()?;
+        Some(self.decodings.get(number)?.end(at))
     }
 
     /// Where translation `id`, ending in `syscall`, goes on after it: its
@@ -877,17 +918,13 @@ impl Cache {
     /// linked to them go back to their stubs, so the next execution there
     /// translates the code anew. Returns how many translations it dropped.
     pub fn invalidate(&mut self, memory: &Memory, start: u64, end: u64) -> Result<usize> {
-        let overlaps = |block: &DecodedBlock| block.addr < end && block.last().next() > start;
+        let overlaps = |(first, after): (u64, u64)| first < end && after > start;
         self.refused.retain(|&addr, (block, _)| match block {
-            Some(block) => !overlaps(block),
+            Some(block) => !overlaps((block.addr, block.last().next())),
             None => !(start..end).contains(&addr),
         });
-        let dead: Vec<usize> = self
-            .translations
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.alive && overlaps(&t.block))
-            .map(|(id, _)| id)
+        let dead: Vec<usize> = (0..self.translations.len())
+            .filter(|&id| self.translations[id].alive && self.span(id as u32).is_some_and(overlaps))
             .collect();
         let mask = super::layout::TABLE_ENTRIES - 1;
         for &id in &dead {
@@ -895,7 +932,7 @@ impl Cache {
             // Its links are no longer undone when their targets go (its
             // space may hold another translation by then).
             self.translations[id].linked.fill(false);
-            let addr = self.translations[id].block.addr;
+            let addr = self.replayed[id].addr;
             self.entries.remove(&addr);
             if self.table.get(&(addr & mask)) == Some(&addr) {
                 self.table.remove(&(addr & mask));

@@ -112,6 +112,7 @@ mod buffer;
 pub use buffer::{Repeats, SimulatedBlocks, WholeBlocks};
 mod cache;
 mod capture;
+mod decodings;
 mod encode;
 mod inject;
 mod invalidate;
