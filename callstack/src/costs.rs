@@ -177,6 +177,22 @@ impl BlockCosts {
     }
 }
 
+/// The self costs of a dump by centre and instruction address, in that
+/// order: one row of counts (all of one width) per instruction.
+#[derive(Debug)]
+pub(crate) struct SelfCosts {
+    keys: Vec<(Centre, u64)>,
+    costs: Vec<u64>,
+    width: usize,
+}
+
+impl SelfCosts {
+    /// Each centre and instruction address with its counts, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&(Centre, u64), &[u64])> {
+        self.keys.iter().zip(self.costs.chunks_exact(self.width))
+    }
+}
+
 /// Self and inclusive costs of one process (or one thread with
 /// `--separate-threads=yes`).
 #[derive(Clone, Debug, Default)]
@@ -481,35 +497,46 @@ impl Costs {
     }
 
     /// All self costs by centre and instruction, in order.
-    pub fn self_costs_by_instruction(&self) -> std::collections::BTreeMap<(Centre, u64), Vec<u64>> {
-        let mut all: std::collections::BTreeMap<(Centre, u64), Vec<u64>> = self
+    pub fn self_costs_by_instruction(&self) -> SelfCosts {
+        let slots = self
             .slot_keys
             .iter()
-            .zip(self.slot_costs.chunks_exact(self.slot_width.max(1)))
-            .map(|(key, cost)| (*key, cost.to_vec()))
-            .collect();
-        for block in &self.blocks {
-            let width = block.width();
-            if width == 0 {
-                continue;
-            }
+            .zip(self.slot_costs.chunks_exact(self.slot_width.max(1)));
+        let blocks = self.blocks.iter().filter(|block| block.width() > 0);
+        let width = blocks
+            .clone()
+            .map(BlockCosts::width)
+            .fold(self.slot_width, usize::max)
+            .max(1);
+        let mut keys: Vec<(Centre, u64)> = self.slot_keys.clone();
+        for block in blocks.clone() {
+            keys.extend(block.addrs.iter().map(|&addr| (block.centre, addr)));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        keys.shrink_to_fit();
+        let mut costs = vec![0u64; keys.len() * width];
+        // Every key is in `keys`.
+        let row = |key: (Centre, u64)| {
+            let index = keys.binary_search(&key).unwrap_or_default();
+            index * width..(index + 1) * width
+        };
+        for (key, cost) in slots {
+            add(&mut costs[row(*key)], cost);
+        }
+        for block in blocks {
             for (position, (addr, cost)) in block
                 .addrs
                 .iter()
-                .zip(block.costs.chunks_exact(width))
+                .zip(block.costs.chunks_exact(block.width()))
                 .enumerate()
             {
-                let sum = all
-                    .entry((block.centre, *addr))
-                    .or_insert_with(|| vec![0; width]);
-                if sum.len() < width {
-                    sum.resize(width, 0);
-                }
+                let sum = &mut costs[row((block.centre, *addr))];
                 add(sum, cost);
                 block.add_runs_of(position, block.runs, sum);
             }
         }
-        all
+        SelfCosts { keys, costs, width }
     }
 
     /// Counts one call along `arc`; returns the arc's number, for

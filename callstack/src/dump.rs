@@ -3,7 +3,6 @@
 //! for every arc with a non-zero inclusive cost, and the jumps taken.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use cgx_engine::symbols::Symbols;
 use cgx_formats::{
@@ -44,26 +43,6 @@ pub(crate) struct Naming<'a> {
     pub functions: &'a Functions,
     /// Its symbols, for the source positions of instructions.
     pub symbols: &'a Symbols,
-}
-
-/// Source positions of instructions, looked up once.
-struct SourcePositions<'a> {
-    symbols: &'a Symbols,
-    cache: FxHashMap<u64, (Option<Arc<str>>, u64)>,
-}
-
-impl SourcePositions<'_> {
-    /// The source file (if known) and line (0 if unknown) of `addr`.
-    fn of(&mut self, addr: u64) -> (Option<Arc<str>>, u64) {
-        let symbols = self.symbols;
-        self.cache
-            .entry(addr)
-            .or_insert_with(|| {
-                let location = symbols.lookup(addr);
-                (location.file, u64::from(location.line))
-            })
-            .clone()
-    }
 }
 
 /// Builds the part for `costs`, interning names into `names`.
@@ -123,9 +102,10 @@ pub(crate) fn build_part(
         functions,
         symbols,
     } = *naming;
-    let mut sources = SourcePositions {
-        symbols,
-        cache: FxHashMap::default(),
+    // The source file (if known) and line (0 if unknown) of an instruction.
+    let source = |addr: u64| {
+        let (file, line) = symbols.source_line(addr);
+        (file, u64::from(line))
     };
     let mut function_ids: FxHashMap<Centre, FunctionId> = FxHashMap::default();
     let mut function_of = |names: &mut Names, centre: Centre| -> Result<FunctionId, TooManyNames> {
@@ -146,10 +126,10 @@ pub(crate) fn build_part(
     let self_costs = costs.self_costs_by_instruction();
     let mut totals = vec![0u64; events.len()];
     let mut by_line: BTreeMap<(Centre, NameId, u64), Vec<u64>> = BTreeMap::new();
-    for (&(centre, addr), cost) in &self_costs {
+    for (&(centre, addr), cost) in self_costs.iter() {
         add(&mut totals, cost);
         let function = function_of(names, centre)?;
-        let (file, line) = sources.of(addr);
+        let (file, line) = source(addr);
         let file = match file {
             Some(file) => names.intern(&file)?,
             None => function.file,
@@ -200,12 +180,12 @@ pub(crate) fn build_part(
     for (arc, cost) in arcs {
         let caller = function_of(names, arc.from)?;
         let callee = function_of(names, arc.to)?;
-        let (site_file, site_line) = sources.of(arc.site);
+        let (site_file, site_line) = source(arc.site);
         let file = match site_file {
             Some(file) => names.intern(&file)?,
             None => caller.file,
         };
-        let (_, target_line) = sources.of(arc.target);
+        let (_, target_line) = source(arc.target);
         let position = |instr: u64, line: u64| Position {
             instr: if positions.instr { instr } else { 0 },
             line: if positions.line { line } else { 0 },
@@ -227,12 +207,12 @@ pub(crate) fn build_part(
     let mut jumps: Vec<_> = costs.jumps.iter().collect();
     jumps.sort_by_key(|(jump, _)| **jump);
     for (jump, count) in jumps {
-        let (target_file, target_line) = sources.of(jump.target);
+        let (target_file, target_line) = source(jump.target);
         if !options.dump_instr && target_line == 0 {
             continue;
         }
         let function = function_of(names, jump.from)?;
-        let (site_file, site_line) = sources.of(jump.site);
+        let (site_file, site_line) = source(jump.site);
         let file = match site_file {
             Some(file) => names.intern(&file)?,
             None => function.file,

@@ -211,7 +211,7 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
         .collect();
     arcs.sort();
     let mut self_ir: BTreeMap<String, u64> = BTreeMap::new();
-    for ((centre, _), cost) in costs.self_costs_by_instruction() {
+    for (&(centre, _), cost) in costs.self_costs_by_instruction().iter() {
         *self_ir
             .entry(contexts.name(centre, &functions))
             .or_default() += cost[0];

@@ -51,6 +51,13 @@ impl ElfObject {
     /// Reads and parses `path`. A broken DWARF section is reported in the second
     /// value and leaves the symbols usable.
     pub fn load(path: &Path) -> Result<(ElfObject, Option<SymbolsError>), SymbolsError> {
+        let loaded = Self::read(path);
+        release_free_memory();
+        loaded
+    }
+
+    /// [`ElfObject::load`] but for giving the memory back.
+    fn read(path: &Path) -> Result<(ElfObject, Option<SymbolsError>), SymbolsError> {
         let shown = path.display().to_string();
         let data = std::fs::read(path).map_err(|source| SymbolsError::Io {
             path: shown.clone(),
@@ -155,11 +162,27 @@ impl ElfObject {
             function: self.symbol(addr),
             ..Resolved::default()
         };
-        if let Some((file, line)) = self.lines.as_ref().and_then(|lines| lines.find(addr)) {
-            r.file = file;
-            r.line = line;
-        }
+        (r.file, r.line) = self.source_line(addr);
         r
+    }
+
+    /// The source file and line of the file address `addr` (`None` and 0
+    /// when unknown).
+    pub fn source_line(&self, addr: u64) -> (Option<Arc<str>>, u32) {
+        self.lines
+            .as_ref()
+            .and_then(|lines| lines.find(addr))
+            .unwrap_or((None, 0))
+    }
+}
+
+/// Gives the memory the allocator holds free back to the system: loading
+/// an object's DWARF allocates and frees tens of megabytes on the thread
+/// that parses it, whose allocator arena would otherwise keep them.
+fn release_free_memory() {
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

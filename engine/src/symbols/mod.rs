@@ -258,6 +258,15 @@ impl Symbols {
         (addr < r.end).then_some(r)
     }
 
+    /// The source file (if known) and line (0 if unknown) of `addr`, as
+    /// [`Symbols::lookup`] gives them, without the function.
+    pub fn source_line(&self, addr: u64) -> (Option<Arc<str>>, u32) {
+        let Some((obj, bias)) = self.region(addr).and_then(|region| region.elf.as_ref()) else {
+            return (None, 0);
+        };
+        obj.source_line(addr.wrapping_sub(*bias))
+    }
+
     /// The function (symbol) containing `addr`, without the DWARF lookup: cheap
     /// enough to ask for every jump target.
     pub fn function(&self, addr: u64) -> Option<Function> {
