@@ -104,6 +104,9 @@ pub(super) fn slot(offset: u64) -> MemoryOperand {
 pub(super) struct Area {
     /// First address of the area (the thread's GS base).
     pub base: u64,
+    /// Bytes of each buffer half in use (at most [`BUFFER_SIZE`], a
+    /// multiple of [`PAGE`]); the rest of a half's space is never touched.
+    half: u64,
 }
 
 impl Area {
@@ -128,7 +131,7 @@ impl Area {
     }
     /// The guard page after buffer half `half`.
     pub fn guard(&self, half: u64) -> u64 {
-        self.buffer(half) + BUFFER_SIZE
+        self.buffer(half) + self.half
     }
 
     /// The buffer half whose records end at `cursor`, if it is a record
@@ -146,13 +149,15 @@ impl Area {
     }
 
     /// Maps an area into stopped `tid` (registers `regs`) after the
-    /// region `layout` (or as near as it can), with an empty buffer and the
-    /// region's indirect-branch table; the thread's GS base stays as it
-    /// is (see [`Area::attach`]).
-    pub fn map(tid: i32, memory: &Memory, regs: &Regs, layout: &Layout) -> Result<Area> {
+    /// region `layout` (or as near as it can), with buffer halves of
+    /// `half` bytes (see [`Area::half`]), an empty buffer and the region's
+    /// indirect-branch table; the thread's GS base stays as it is (see
+    /// [`Area::attach`]).
+    pub fn map(tid: i32, memory: &Memory, regs: &Regs, layout: &Layout, half: u64) -> Result<Area> {
         let gadget = layout.gadget();
         let base = inject::map_data(tid, memory, regs, gadget, layout.end(), Area::SIZE)?;
-        let area = Area { base };
+        let half = (half.min(BUFFER_SIZE) & !(PAGE - 1)).max(PAGE);
+        let area = Area { base, half };
         for half in 0..2 {
             let guard = area.guard(half);
             if inject::protect(tid, memory, regs, gadget, guard, PAGE, libc::PROT_NONE)? != 0 {

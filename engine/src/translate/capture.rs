@@ -28,7 +28,7 @@ use crate::semantics::{register_bit, Accesses, Branch, Decoded, Dynamic};
 use crate::system_time::SystemCallClocks;
 
 use super::area::{slot, CAPTURE_RAX, CAPTURE_RBX, RECORD};
-use super::layout::{MAX_RECORD, RECORD_HEADER};
+use super::layout::{BUFFER_SIZE, MAX_RECORD, RECORD_HEADER};
 use super::timing::SystemCallWords;
 use super::translator::Refusal;
 
@@ -87,6 +87,20 @@ impl Capture {
             counting: counting && !enabled,
             fsgsbase: hwcap2 & HWCAP2_FSGSBASE != 0,
             system_calls,
+        }
+    }
+
+    /// Bytes of each half of a thread's record buffer. When the records
+    /// feed simulations, all of [`BUFFER_SIZE`]: another thread simulates
+    /// a half while the program fills the other, and large halves keep
+    /// both busy. Otherwise a quarter: the tracer replays a half that
+    /// still sits in the processor's cache as fast, and the program's
+    /// memory is smaller.
+    pub fn buffer_half(&self) -> u64 {
+        if self.enabled {
+            BUFFER_SIZE
+        } else {
+            BUFFER_SIZE / 4
         }
     }
 }
@@ -470,6 +484,21 @@ mod tests {
     use iced_x86::{Decoder, DecoderOptions};
 
     use super::*;
+
+    #[test]
+    fn records_for_simulations_get_whole_halves_and_counting_runs_a_quarter() {
+        let clocks = SystemCallClocks::default();
+        let simulating = Capture::new(true, false, clocks);
+        let counting = Capture::new(false, true, clocks);
+        assert_eq!(simulating.buffer_half(), BUFFER_SIZE);
+        assert_eq!(counting.buffer_half(), BUFFER_SIZE / 4);
+        for capture in [simulating, counting] {
+            let half = capture.buffer_half();
+            // Whole pages, each with room for the longest record.
+            use super::super::layout::PAGE;
+            assert!(half.is_multiple_of(PAGE) && half > MAX_RECORD, "{half}");
+        }
+    }
 
     /// The sources `Recorder` gives the instructions of `bytes`, one
     /// block, and the words it records.

@@ -22,7 +22,8 @@ pub(super) const PAGE: u64 = 4096;
 pub(super) const RECORD_HEADER: u64 = 16;
 /// Most bytes of one record (more words and the block is refused).
 pub(super) const MAX_RECORD: u64 = 2048;
-/// Bytes of the record buffer.
+/// Bytes reserved for each half of a thread's record buffer: the most a
+/// half holds (`Capture::buffer_half`).
 pub(super) const BUFFER_SIZE: u64 = 4 << 20;
 /// Translations that count their runs in a thread's area when the run
 /// needs only counts (`RunOptions::counts_only`): one counter each (later

@@ -276,7 +276,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         // A `cpuid` traps when the tracer answers it (see `crate::cpuid`).
         let space = Space::new(tid, regs, self.capture, self.cpu.is_some())?;
         let layout = *space.cache.layout();
-        let area = Area::map(tid, &space.memory, regs, &layout)?;
+        let area = Area::map(
+            tid,
+            &space.memory,
+            regs,
+            &layout,
+            self.capture.buffer_half(),
+        )?;
         area.attach(tid, regs)?;
         self.outcome.areas += 1;
         let key = self.next_space;
@@ -336,7 +342,13 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 }
                 None => {
                     self.outcome.areas += 1;
-                    Area::map(tid, &space.memory, &regs, space.cache.layout())?
+                    Area::map(
+                        tid,
+                        &space.memory,
+                        &regs,
+                        space.cache.layout(),
+                        self.capture.buffer_half(),
+                    )?
                 }
             };
             state.area.attach(tid, &mut regs)?;
