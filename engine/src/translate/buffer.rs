@@ -330,7 +330,7 @@ impl Replay {
                 }
             }
             sink.instruction(thread, at, len);
-            let Some(sources) = record.sources.get(index) else {
+            let Some(sources) = record.sources_at(index) else {
                 continue;
             };
             let recorded = Recorded { words, sources };

@@ -15,7 +15,7 @@ use crate::semantics::Decoded;
 
 use super::blocks::{self, CodeWindow, DecodedBlock};
 use super::capture::{Capture, Sources};
-use super::decodings::Decodings;
+use super::interned::Interned;
 use super::layout::Layout;
 use super::memory::Memory;
 use super::plan::{self, Plan};
@@ -36,11 +36,11 @@ struct Translation {
     /// Its exits through slots.
     exits: Vec<ExitSlot>,
     /// What the backends know of its instructions, by their numbers in
-    /// the cache's [`Decodings`].
+    /// the cache's `decodings`.
     decoded: Box<[u32]>,
     /// Where the replay finds what each instruction did (empty without
-    /// recorded words).
-    sources: Vec<Sources>,
+    /// recorded words), by their numbers in the cache's `sources`.
+    sources: Box<[u32]>,
     /// Which exits jump to a translation (not to their stub).
     linked: Vec<bool>,
     /// Whether it is still reachable (not dropped by an invalidation).
@@ -109,10 +109,11 @@ pub(super) struct ReplayInfo<'a> {
 pub(super) struct RecordInfo<'a> {
     /// The numbers of its instructions' decodings in `decodings`.
     decoded: &'a [u32],
-    decodings: &'a Decodings,
-    /// Where the replay finds what each instruction did (empty without
-    /// recorded words).
-    pub sources: &'a [Sources],
+    decodings: &'a Interned<Decoded>,
+    /// The numbers of its instructions' sources in `source_table` (empty
+    /// without recorded words).
+    sources: &'a [u32],
+    source_table: &'a Interned<Sources>,
 }
 
 impl<'a> RecordInfo<'a> {
@@ -124,6 +125,12 @@ impl<'a> RecordInfo<'a> {
     /// What the backends know of its instruction `index`.
     pub fn decoded_at(&self, index: usize) -> Option<&'a Decoded> {
         self.decodings.get(*self.decoded.get(index)?)
+    }
+
+    /// Where the replay finds what its instruction `index` did (`None`
+    /// without recorded words).
+    pub fn sources_at(&self, index: usize) -> Option<&'a Sources> {
+        self.source_table.get(*self.sources.get(index)?)
     }
 }
 
@@ -219,7 +226,9 @@ pub(super) struct Cache {
     /// What the replay needs of each translation, by id.
     replayed: Vec<Replayed>,
     /// The decodings of the translations' instructions.
-    decodings: Decodings,
+    decodings: Interned<Decoded>,
+    /// Where the replay finds what the translations' instructions did.
+    sources: Interned<Sources>,
     /// Entry of each translated original address.
     entries: HashMap<u64, u64>,
     /// Translation id by entry (to find the translation holding an address).
@@ -260,7 +269,8 @@ impl Cache {
             regions: vec![Region::new(layout, memory)?],
             translations: Vec::new(),
             replayed: Vec::new(),
-            decodings: Decodings::default(),
+            decodings: Interned::default(),
+            sources: Interned::default(),
             entries: HashMap::new(),
             by_entry: BTreeMap::new(),
             traps: HashMap::new(),
@@ -336,6 +346,7 @@ impl Cache {
             decoded: &t.decoded,
             decodings: &self.decodings,
             sources: &t.sources,
+            source_table: &self.sources,
         })
     }
 
@@ -694,14 +705,16 @@ impl Cache {
             plan,
             system_call: emitted.system_call,
         };
+        let too_many = || Error::Unexpected("translate: too many distinct instructions".into());
         let decoded = self
             .decodings
             .intern(&emitted.decoded)
-            .ok_or_else(|| Error::Unexpected("translate: too many distinct instructions".into()))?;
+            .ok_or_else(too_many)?;
+        let sources = self.sources.intern(&emitted.sources).ok_or_else(too_many)?;
         let translation = Translation {
             exits: emitted.exits,
             decoded,
-            sources: emitted.sources,
+            sources,
             linked,
             alive: true,
             repeats: emitted.repeats,

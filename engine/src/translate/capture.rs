@@ -36,7 +36,7 @@ use super::translator::Refusal;
 const HWCAP2_FSGSBASE: u64 = 1 << 1;
 
 /// Where the replay finds an operand's address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum Source {
     /// A constant, known when translating (an absolute or RIP-relative
     /// operand).
@@ -46,7 +46,7 @@ pub(super) enum Source {
 }
 
 /// Where the replay finds what one execution of an instruction did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub(super) struct Sources {
     /// The address of each of its memory operands (`Accesses::operands`).
     pub operands: Vec<Source>,
