@@ -1,14 +1,12 @@
 //! Loading an object's DWARF for line lookups: only the sections the
-//! [`LineTables`] read, compressed ones inflated straight into their final
+//! line tables (`lines`) read, compressed ones inflated straight into their final
 //! buffers, `.debug_info` (the largest) on a second thread.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use gimli::SectionId;
-use object::{CompressionFormat, Object, ObjectSection};
-
-use super::lines::LineTables;
+use object::{CompressionFormat, Object, ObjectSection, ReadRef};
 
 /// The reader of the DWARF sections.
 pub(super) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
@@ -39,14 +37,10 @@ enum Raw<'data> {
     Other(object::read::CompressedData<'data>),
 }
 
-/// The line tables of `file`'s DWARF. A section that cannot be read or
-/// inflated is empty (lookups in it find nothing).
-pub(super) fn load(file: &object::File) -> Result<LineTables, gimli::Error> {
-    LineTables::load(&sections(file)?)
-}
-
 /// The DWARF sections of `file` the line tables read.
-pub(super) fn sections(file: &object::File) -> Result<gimli::Dwarf<Reader>, gimli::Error> {
+pub(super) fn sections<'data, R: ReadRef<'data>>(
+    file: &object::File<'data, R>,
+) -> Result<gimli::Dwarf<Reader>, gimli::Error> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
@@ -87,7 +81,10 @@ pub(super) fn sections(file: &object::File) -> Result<gimli::Dwarf<Reader>, giml
 }
 
 /// The section `id` of `file`, if it has one.
-fn raw_section<'data>(file: &object::File<'data>, id: SectionId) -> Option<Raw<'data>> {
+fn raw_section<'data, R: ReadRef<'data>>(
+    file: &object::File<'data, R>,
+    id: SectionId,
+) -> Option<Raw<'data>> {
     let section = file.section_by_name(id.name())?;
     let compressed = section.compressed_data().ok()?;
     Some(match compressed.format {

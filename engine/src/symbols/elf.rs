@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use object::elf::{PF_X, PT_LOAD};
 use object::read::elf::{FileHeader, ProgramHeader};
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use object::read::ReadCache;
+use object::{Object, ObjectSection, ObjectSymbol, ReadRef, SymbolKind};
 
 use super::demangle::demangle;
 use super::dwarf;
@@ -59,54 +60,59 @@ impl ElfObject {
     /// [`ElfObject::load`] but for giving the memory back.
     fn read(path: &Path) -> Result<(ElfObject, Option<SymbolsError>), SymbolsError> {
         let shown = path.display().to_string();
-        let data = std::fs::read(path).map_err(|source| SymbolsError::Io {
-            path: shown.clone(),
-            source,
-        })?;
-        let elf_err = |source| SymbolsError::Elf {
-            path: shown.clone(),
-            source,
-        };
-        let file = object::File::parse(&*data).map_err(elf_err)?;
-        let segments = segments(&data).map_err(elf_err)?;
-        let sections = code_sections(&file);
-        let mut problem = None;
-        let mut context = None;
-        // A separate debug file found by build id adds its symbols (local
-        // functions of stripped libraries) and, if the file has none, DWARF.
-        let debug_path = separate_debug_file(&file);
-        let debug_data = debug_path.as_ref().and_then(|p| std::fs::read(p).ok());
-        let debug_file = debug_data
-            .as_deref()
-            .and_then(|data| object::File::parse(data).ok());
-        let mut symbol_files = vec![&file];
-        symbol_files.extend(debug_file.as_ref());
-        let symbols = symbols(&symbol_files);
-        let (dfile, dpath) = if has_dwarf(&file) {
-            (Some(&file), shown.clone())
-        } else {
-            match (&debug_file, &debug_path) {
-                (Some(f), Some(p)) => (Some(f), p.display().to_string()),
-                _ => (None, shown.clone()),
-            }
-        };
-        if let Some(f) = dfile {
-            match dwarf::load(f) {
-                Ok(ctx) => context = Some(ctx),
-                Err(source) => {
-                    problem = Some(SymbolsError::Dwarf {
-                        path: dpath,
-                        source,
-                    })
+        let (segments, sections, symbols, dwarf) = {
+            // Read through a cache of the ranges parsed: the parts of the
+            // files nothing looks at (code, data, location lists) are not read.
+            let data = std::fs::File::open(path)
+                .map(ReadCache::new)
+                .map_err(|source| SymbolsError::Io {
+                    path: shown.clone(),
+                    source,
+                })?;
+            let elf_err = |source| SymbolsError::Elf {
+                path: shown.clone(),
+                source,
+            };
+            let file = object::File::parse(&data).map_err(elf_err)?;
+            let segments = segments(&data).map_err(elf_err)?;
+            let sections = code_sections(&file);
+            // A separate debug file found by build id adds its symbols (local
+            // functions of stripped libraries) and, if the file has none, DWARF.
+            let debug_path = separate_debug_file(&file);
+            let debug_data = debug_path
+                .as_ref()
+                .and_then(|p| std::fs::File::open(p).ok())
+                .map(ReadCache::new);
+            let debug_file = debug_data
+                .as_ref()
+                .and_then(|data| object::File::parse(data).ok());
+            let mut symbol_files = vec![&file];
+            symbol_files.extend(debug_file.as_ref());
+            let symbols = symbols(&symbol_files);
+            let dwarf = if has_dwarf(&file) {
+                Some((dwarf::sections(&file), shown.clone()))
+            } else {
+                match (&debug_file, &debug_path) {
+                    (Some(f), Some(p)) => Some((dwarf::sections(f), p.display().to_string())),
+                    _ => None,
                 }
-            }
-        }
+            };
+            (segments, sections, symbols, dwarf)
+            // The files' bytes go here, before the units are read.
+        };
+        let (lines, problem) = match dwarf {
+            None => (None, None),
+            Some((sections, path)) => match sections.and_then(|s| LineTables::load(&s)) {
+                Ok(lines) => (Some(lines), None),
+                Err(source) => (None, Some(SymbolsError::Dwarf { path, source })),
+            },
+        };
         Ok((
             ElfObject {
                 segments,
                 sections,
                 symbols,
-                lines: context,
+                lines,
             },
             problem,
         ))
@@ -188,7 +194,9 @@ fn release_free_memory() {
 
 /// The `.text` and `.plt` sections, as Valgrind 3.19's `readelf.c` records them
 /// (one of each per object; `.plt.sec` and `.plt.got` are neither).
-fn code_sections(file: &object::File) -> Vec<(u64, u64, CodeSection)> {
+fn code_sections<'data, R: ReadRef<'data>>(
+    file: &object::File<'data, R>,
+) -> Vec<(u64, u64, CodeSection)> {
     [(".text", CodeSection::Text), (".plt", CodeSection::Plt)]
         .into_iter()
         .filter_map(|(name, kind)| {
@@ -199,7 +207,7 @@ fn code_sections(file: &object::File) -> Vec<(u64, u64, CodeSection)> {
         .collect()
 }
 
-fn segments(data: &[u8]) -> Result<Vec<Segment>, object::Error> {
+fn segments<'data, R: ReadRef<'data>>(data: R) -> Result<Vec<Segment>, object::Error> {
     let header = object::elf::FileHeader64::<object::Endianness>::parse(data)?;
     let endian = header.endian()?;
     Ok(header
@@ -221,7 +229,7 @@ fn segments(data: &[u8]) -> Result<Vec<Segment>, object::Error> {
 /// Of several names at one address the one Valgrind prefers wins: sized
 /// before unsized, then the shortest name without its `@version`, then the
 /// versioned one, then the first in byte order.
-fn symbols(files: &[&object::File]) -> Vec<Sym> {
+fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<Sym> {
     // (start, size, unsized, unversioned length, unversioned, name, end of section)
     type Candidate = (u64, u64, bool, usize, bool, String, u64);
     let mut all: Vec<Candidate> = Vec::new();
@@ -279,13 +287,15 @@ fn symbols(files: &[&object::File]) -> Vec<Sym> {
     out
 }
 
-pub(super) fn has_dwarf(file: &object::File) -> bool {
+pub(super) fn has_dwarf<'data, R: ReadRef<'data>>(file: &object::File<'data, R>) -> bool {
     file.section_by_name(".debug_info")
         .is_some_and(|s| s.size() > 0)
 }
 
 /// `/usr/lib/debug/.build-id/xx/yyyy.debug` when it exists.
-pub(super) fn separate_debug_file(file: &object::File) -> Option<PathBuf> {
+pub(super) fn separate_debug_file<'data, R: ReadRef<'data>>(
+    file: &object::File<'data, R>,
+) -> Option<PathBuf> {
     let id = file.build_id().ok()??;
     let (first, rest) = id.split_first()?;
     let hex: String = rest.iter().map(|b| format!("{b:02x}")).collect();
