@@ -34,7 +34,7 @@ const REACH: u64 = 0x7000_0000;
 #[derive(Clone, Debug)]
 struct Translation {
     /// Its exits through slots.
-    exits: Vec<ExitSlot>,
+    exits: Box<[ExitSlot]>,
     /// What the backends know of its instructions, by their numbers in
     /// the cache's `decodings`.
     decoded: Box<[u32]>,
@@ -42,7 +42,7 @@ struct Translation {
     /// recorded words), by their numbers in the cache's `sources`.
     sources: Box<[u32]>,
     /// Which exits jump to a translation (not to their stub).
-    linked: Vec<bool>,
+    linked: Box<[bool]>,
     /// Whether it is still reachable (not dropped by an invalidation).
     alive: bool,
     /// Whether its record counts its runs (see `translator`).
@@ -54,9 +54,9 @@ struct Translation {
     /// The space it takes in its region, header and alignment included.
     space: Range<u64>,
     /// Its `int3`s (exit stubs, system call, `cpuid`, stale).
-    traps: Vec<u64>,
+    traps: Box<[u64]>,
     /// Its safe points besides its entry, ascending.
-    safe: Vec<u64>,
+    safe: Box<[u64]>,
 }
 
 /// What the replay of a translation's records needs in the common case,
@@ -712,17 +712,17 @@ impl Cache {
             .ok_or_else(too_many)?;
         let sources = self.sources.intern(&emitted.sources).ok_or_else(too_many)?;
         let translation = Translation {
-            exits: emitted.exits,
+            exits: emitted.exits.into_boxed_slice(),
             decoded,
             sources,
-            linked,
+            linked: linked.into_boxed_slice(),
             alive: true,
             repeats: emitted.repeats,
             counted: emitted.counted,
             code,
             space,
             traps,
-            safe: emitted.safe,
+            safe: emitted.safe.into_boxed_slice(),
         };
         match reused_id {
             Some(id) => {
