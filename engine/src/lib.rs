@@ -15,8 +15,8 @@
 //!   The rules for accesses and branches are shared with the block-based
 //!   [`translate`] backend, which produces the same events (see
 //!   [`event::EventSink`]).
-//! - [`symbols`]: addresses to object, function, source file, line and inlined
-//!   frames, from /proc/PID/maps, ELF symbols and DWARF.
+//! - [`symbols`]: addresses to object, function, source file and line, from
+//!   /proc/PID/maps, ELF symbols and DWARF line tables.
 
 mod auxv;
 mod control;
