@@ -150,7 +150,7 @@ impl Area {
 
     /// Maps an area into stopped `tid` (registers `regs`) after the
     /// region `layout` (or as near as it can), with buffer halves of
-    /// `half` bytes (see [`Area::half`]), an empty buffer and the region's
+    /// `half` bytes (rounded down to whole pages, at most [`BUFFER_SIZE`]), an empty buffer and the region's
     /// indirect-branch table; the thread's GS base stays as it is (see
     /// [`Area::attach`]).
     pub fn map(tid: i32, memory: &Memory, regs: &Regs, layout: &Layout, half: u64) -> Result<Area> {

@@ -483,6 +483,7 @@ impl Dynamic for Recorded<'_> {
 mod tests {
     use iced_x86::{Decoder, DecoderOptions};
 
+    use super::super::layout::PAGE;
     use super::*;
 
     #[test]
@@ -495,7 +496,6 @@ mod tests {
         for capture in [simulating, counting] {
             let half = capture.buffer_half();
             // Whole pages, each with room for the longest record.
-            use super::super::layout::PAGE;
             assert!(half.is_multiple_of(PAGE) && half > MAX_RECORD, "{half}");
         }
     }

@@ -1,7 +1,7 @@
-/* A second thread without libc for the programs here: clone(2) with the
-   flags of a pthread (CLONE_CHILD_CLEARTID clears child_tid when it ends),
-   on a static stack. spawn_thread is typed as a function (`.type
-   @function`): Valgrind reads no untyped symbols. Include after nolibc.h. */
+/* A second thread for the test programs without libc (these and the
+   engine's): clone(2) with the flags of a pthread (CLONE_CHILD_CLEARTID
+   clears child_tid when it ends), on a static stack. spawn_thread is typed
+   as a function (`.type @function`): Valgrind reads no untyped symbols. */
 #ifndef SPAWN_H
 #define SPAWN_H
 
