@@ -46,14 +46,16 @@ __attribute__((noreturn)) void start(long *stack)
                             in_thread);
     if (tid < 0)
         sys_exit(1);
-    /* FUTEX_WAIT while child_tid == 1: returns at once if it is 0 already. */
+    /* One FUTEX_WAIT whatever the timing (it returns at once if the thread
+       is gone already), so the number of calls is fixed; then a spin until
+       the kernel has cleared child_tid. */
     register long timeout __asm__("r10") = 0;
     long result;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(202), "D"(&child_tid), "S"(0), "d"(1), "r"(timeout)
+                     : "rcx", "r11", "memory");
     while (child_tid) {
-        __asm__ volatile("syscall"
-                         : "=a"(result)
-                         : "a"(202), "D"(&child_tid), "S"(0), "d"(1), "r"(timeout)
-                         : "rcx", "r11", "memory");
     }
     sys_exit(0);
 }
