@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use cgx_backdate::{Forest, NodeId};
 use cgx_sim::{Charge, LineChange, Owner, UseEvent};
 use indexmap::IndexSet;
-use rustc_hash::FxBuildHasher;
+use rustc_hash::{FxBuildHasher, FxHashSet};
 
 use crate::context::Centre;
 use crate::costs::{ArcKey, Costs};
@@ -116,14 +116,21 @@ impl Owners {
         };
         let width = events.len();
         let mut forest = forest;
+        let in_blocks: BTreeMap<u32, FxHashSet<(Centre, u64)>> = match only_executed {
+            true => (costs.iter())
+                .map(|(&key, table)| (key, table.charged_in_blocks()))
+                .collect(),
+            false => BTreeMap::new(),
+        };
         for charge in charges {
             let Some(((key, centre, addr), node)) = self.decode(charge.owner) else {
                 continue;
             };
             let executed = |costs: &BTreeMap<u32, Costs>| {
-                costs
-                    .get(&key)
-                    .is_some_and(|table| table.executed(centre, addr))
+                let (Some(table), Some(in_blocks)) = (costs.get(&key), in_blocks.get(&key)) else {
+                    return false;
+                };
+                table.executed(in_blocks, centre, addr)
             };
             if only_executed && !executed(costs) {
                 continue;

@@ -213,8 +213,6 @@ pub(crate) struct Costs {
     /// The table last used for each block number ([`crate::functions::BlockInfo`]),
     /// `u32::MAX` for none: a block usually runs in the same centre again.
     recent: Vec<u32>,
-    /// Instructions charged in blocks (they have an `Ir`).
-    executed: FxHashSet<(Centre, u64)>,
     /// Changes whenever the tables are cleared, so a kept block number can
     /// be checked.
     pub generation: u64,
@@ -469,7 +467,6 @@ impl Costs {
             if position == block.addrs.len() {
                 block.addrs.push(addr);
                 block.costs.extend_from_slice(cost);
-                self.executed.insert((centre, addr));
             } else if block.addrs[position] == addr {
                 add(
                     &mut block.costs[position * width..(position + 1) * width],
@@ -482,13 +479,28 @@ impl Costs {
         }
         for (addr, cost) in elsewhere {
             self.charge(centre, addr, cost);
-            self.executed.insert((centre, addr));
         }
     }
 
-    /// Whether the instruction at `addr` in `centre` was charged as executed.
-    pub fn executed(&self, centre: Centre, addr: u64) -> bool {
-        self.executed.contains(&(centre, addr))
+    /// The instructions charged in blocks, with their centres: each has
+    /// an `Ir` ([`Costs::executed`] reads them). Made when asked, from the
+    /// blocks' tables.
+    pub fn charged_in_blocks(&self) -> FxHashSet<(Centre, u64)> {
+        self.blocks
+            .iter()
+            .flat_map(|block| block.addrs.iter().map(|&addr| (block.centre, addr)))
+            .collect()
+    }
+
+    /// Whether the instruction at `addr` in `centre` was charged as
+    /// executed, `in_blocks` being [`Costs::charged_in_blocks`].
+    pub fn executed(
+        &self,
+        in_blocks: &FxHashSet<(Centre, u64)>,
+        centre: Centre,
+        addr: u64,
+    ) -> bool {
+        in_blocks.contains(&(centre, addr))
             || self.slot_index.get(&(centre, addr)).is_some_and(|&slot| {
                 self.slot_costs
                     .get(slot * self.slot_width)
@@ -644,7 +656,6 @@ impl Costs {
         self.blocks.clear();
         self.block_index.clear();
         self.recent.clear();
-        self.executed.clear();
         self.generation += 1;
         self.arcs.clear();
         self.jumps.clear();
@@ -719,5 +730,26 @@ mod tests {
         assert!(!costs.arcs[&arc(2)].dumped());
         costs.clear();
         assert!(costs.arcs.is_empty());
+    }
+
+    #[test]
+    fn executed_instructions_are_those_charged_in_blocks_or_with_an_ir() {
+        let (first, second) = (Centre { cxt: 0, rec: 0 }, Centre { cxt: 1, rec: 0 });
+        let mut costs = Costs::default();
+        let mut one = [0; MAX_EVENTS];
+        one[0] = 1;
+        let table = costs.block(first, 0x10, 0);
+        costs.charge_block(table, &[0x10, 0x12], &[one, one], 2);
+        // A charge with no Ir (a cache-use charge) does not make an
+        // instruction executed; one with an Ir does.
+        costs.charge(second, 0x20, &[0, 5]);
+        costs.charge(second, 0x30, &[1, 0]);
+        let in_blocks = costs.charged_in_blocks();
+        let executed = |centre, addr| costs.executed(&in_blocks, centre, addr);
+        assert!(executed(first, 0x10) && executed(first, 0x12));
+        assert!(!executed(second, 0x10) && !executed(first, 0x14));
+        assert!(!executed(second, 0x20) && executed(second, 0x30));
+        costs.clear();
+        assert!(costs.charged_in_blocks().is_empty());
     }
 }
