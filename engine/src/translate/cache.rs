@@ -5,7 +5,7 @@
 //! refused (stepped), which `int3` stub belongs to which exit, and where
 //! free space starts in each region.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 
 use crate::error::{Error, Result};
@@ -61,9 +61,10 @@ struct Translation {
 
 /// What the replay of a translation's records needs in the common case,
 /// kept apart from the rest of the translation so that replaying millions
-/// of records reads little memory: in field order, what every record
-/// needs first, in the first cache line of the entry (the one
-/// [`Cache::prefetch_replay`] asks for), then the plan of simulated runs.
+/// of records reads little memory: one cache line (the one
+/// [`Cache::prefetch_replay`] asks for), the plan of simulated runs
+/// behind a pointer (most runs need none, and a program's tens of
+/// thousands of translations then take half the memory).
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 struct Replayed {
@@ -81,7 +82,7 @@ struct Replayed {
     instructions: Box<[(u64, u8)]>,
     /// The events of its runs, when recorded words describe them and a
     /// plan can (`plan`).
-    plan: Option<Plan>,
+    plan: Option<Box<Plan>>,
 }
 
 /// A translated block as the replay needs it.
@@ -246,8 +247,9 @@ pub(super) struct Cache {
     cpuid_trap: bool,
     /// Blocks that are stepped, with the reason.
     refused: HashMap<u64, (Option<DecodedBlock>, Refusal)>,
-    /// The exits linked to the translation of each original address.
-    incoming: HashMap<u64, Vec<(u32, usize)>>,
+    /// The exits linked to a translation: (its original address, the
+    /// translation linked, the exit's number).
+    incoming: BTreeSet<(u64, u32, u32)>,
     /// The original address in each filled indirect-branch table entry.
     table: HashMap<u64, u64>,
     /// What translations record.
@@ -278,7 +280,7 @@ impl Cache {
             dying: Retiring::default(),
             cpuid_trap,
             refused: HashMap::new(),
-            incoming: HashMap::new(),
+            incoming: BTreeSet::new(),
             table: HashMap::new(),
             capture,
         })
@@ -331,7 +333,7 @@ impl Cache {
             addr: t.addr,
             instructions: &t.instructions,
             exit: t.exit,
-            plan: t.plan.as_ref(),
+            plan: t.plan.as_deref(),
             words: t.words as usize,
             repeats: t.repeats,
             system_call: t.system_call,
@@ -681,10 +683,7 @@ impl Cache {
             let to = self.entries.get(&exit.target).copied();
             let is_linked = to.is_some_and(|to| translator::reachable(exit.slot, to));
             if is_linked {
-                self.incoming
-                    .entry(exit.target)
-                    .or_default()
-                    .push((id, index));
+                self.incoming.insert((exit.target, id, index as u32));
             }
             linked.push(is_linked);
         }
@@ -693,7 +692,7 @@ impl Cache {
         let code = emitted.entry..end;
         let plan = match emitted.sources.is_empty() {
             true => None,
-            false => plan::plan(&emitted.decoded, &emitted.sources),
+            false => plan::plan(&emitted.decoded, &emitted.sources).map(Box::new),
         };
         let replayed = Replayed {
             addr: block.addr,
@@ -829,10 +828,7 @@ impl Cache {
         let (at, displacement) = translator::slot_link(slot.slot, entry);
         writes.patch(at, &displacement);
         translation.linked[exit] = true;
-        self.incoming
-            .entry(slot.target)
-            .or_default()
-            .push((id, exit));
+        self.incoming.insert((slot.target, id, exit as u32));
     }
 
     /// Translates ahead from the translation of `from` along direct edges
@@ -951,7 +947,14 @@ impl Cache {
                 self.table.remove(&(addr & mask));
                 memory.write(self.layout().table_entry(addr), &[0u8; 16])?;
             }
-            for (from, exit) in self.incoming.remove(&addr).unwrap_or_default() {
+            let links = self
+                .incoming
+                .range((addr, 0, 0)..=(addr, u32::MAX, u32::MAX));
+            let links: Vec<(u64, u32, u32)> = links.copied().collect();
+            for link in links {
+                self.incoming.remove(&link);
+                let (_, from, exit) = link;
+                let exit = exit as usize;
                 let translation = &mut self.translations[from as usize];
                 if !translation.linked[exit] {
                     continue;
@@ -1008,17 +1011,9 @@ fn align(addr: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn the_replay_data_of_a_translation_stays_within_two_cache_lines() {
+    fn the_replay_data_of_a_translation_is_one_cache_line() {
         // Read for every record replayed.
         let size = std::mem::size_of::<super::Replayed>();
-        assert!(size <= 128, "{size} bytes");
-        // What every record needs is in the first.
-        let plan = std::mem::offset_of!(super::Replayed, plan);
-        assert!(plan <= 64, "the plan at {plan}");
-        let system_call = std::mem::offset_of!(super::Replayed, system_call);
-        assert!(
-            system_call < plan,
-            "the system call's words at {system_call}"
-        );
+        assert!(size <= 64, "{size} bytes");
     }
 }

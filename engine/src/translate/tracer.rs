@@ -566,6 +566,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         if !state.exit_reported {
             self.sink.lifecycle(state.thread, Lifecycle::ThreadExited);
         }
+        // The code cache is freed before the profile is written, which
+        // needs memory of its own.
+        self.drop_unused_spaces();
         let pid = state.thread.pid;
         if tid == pid {
             self.sink
@@ -574,7 +577,6 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 self.initial_exit = Some(exit);
             }
         }
-        self.drop_unused_spaces();
     }
 }
 
