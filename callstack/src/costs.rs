@@ -187,6 +187,11 @@ pub(crate) struct SelfCosts {
 }
 
 impl SelfCosts {
+    /// The counts of each row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
     /// Each centre and instruction address with its counts, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&(Centre, u64), &[u64])> {
         self.keys.iter().zip(self.costs.chunks_exact(self.width))

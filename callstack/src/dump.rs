@@ -125,7 +125,11 @@ pub(crate) fn build_part(
     // Self costs, in centre and address order; by line unless by address.
     let self_costs = costs.self_costs_by_instruction();
     let mut totals = vec![0u64; events.len()];
-    let mut by_line: BTreeMap<(Centre, NameId, u64), Vec<u64>> = BTreeMap::new();
+    // The row of each line in `line_costs`, rows of `width` counts one
+    // after another (one allocation, not one per line).
+    let width = self_costs.width();
+    let mut by_line: BTreeMap<(Centre, NameId, u64), usize> = BTreeMap::new();
+    let mut line_costs: Vec<u64> = Vec::new();
     for (&(centre, addr), cost) in self_costs.iter() {
         add(&mut totals, cost);
         let function = function_of(names, centre)?;
@@ -148,14 +152,17 @@ pub(crate) fn build_part(
                 },
             );
         } else {
-            let sum = by_line
-                .entry((centre, file, line))
-                .or_insert_with(|| vec![0; cost.len()]);
-            add(sum, cost);
+            let row = *by_line.entry((centre, file, line)).or_insert_with(|| {
+                line_costs.resize(line_costs.len() + width, 0);
+                line_costs.len() / width - 1
+            });
+            add(&mut line_costs[row * width..(row + 1) * width], cost);
         }
     }
-    for ((centre, file, line), cost) in &by_line {
+    drop(self_costs);
+    for ((centre, file, line), &row) in &by_line {
         let function = function_of(names, *centre)?;
+        let cost = &line_costs[row * width..(row + 1) * width];
         let at = Position {
             instr: 0,
             line: *line,

@@ -55,6 +55,7 @@ impl YesNo {
 }
 
 fn main() -> ExitCode {
+    give_large_frees_back();
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_default();
     if let Some(personality) = shims::Personality::of(&argv0) {
@@ -85,5 +86,18 @@ fn main() -> ExitCode {
             eprintln!("cgx: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Allocations of 128 KiB and more get pages of their own from the kernel,
+/// given back when they are freed. glibc otherwise raises that threshold to
+/// the size of each such block freed (a hash table's old array once it has
+/// grown), after which large tables come from the heap, which keeps what is
+/// freed: sqlite3 under Callgrind peaked 3 MB higher. Only cgx's own
+/// allocator is set; the program's environment is untouched.
+fn give_large_frees_back() {
+    // SAFETY: mallopt only sets a parameter of this process's allocator.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }
