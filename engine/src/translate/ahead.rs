@@ -94,14 +94,19 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
                 return (Err(Error::Os { operation, source }), None);
             }
         };
+        let mut buffers = std::mem::take(&mut to.replay.chunk_buffers.0);
         let replayed = read_and_replay(
             memory,
             cache,
             records,
             to.reborrow(),
-            to_helper,
-            replayed_chunks,
+            Channels {
+                to_helper,
+                replayed_chunks,
+            },
+            &mut buffers,
         );
+        to.replay.chunk_buffers.0 = buffers;
         match helper.join() {
             Ok(ahead) => (replayed, Some(ahead)),
             Err(_) => {
@@ -164,22 +169,32 @@ fn replay_first<A: Ahead>(
     }
 }
 
+/// The tracer's ends of the channels to and from the helper.
+struct Channels {
+    to_helper: SyncSender<Chunk>,
+    replayed_chunks: Receiver<Result<Chunk>>,
+}
+
 /// The tracer's side: hands the chunks of `records` to the helper a few
 /// ahead of it (`to_helper`, read here while there is nothing to replay),
 /// and replays into `to`'s sink each the helper sends back
-/// (`replayed_chunks`); how many records there were.
+/// (`replayed_chunks`); how many records there were. The chunks' words
+/// are taken from `spares`, and those of the chunks replayed go back
+/// there (overwritten by the next ones: zeroing a chunk takes as long as
+/// reading it).
 fn read_and_replay<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
     records: Range<u64>,
     mut to: Replaying<'_, S>,
-    to_helper: SyncSender<Chunk>,
-    replayed_chunks: Receiver<Result<Chunk>>,
+    channels: Channels,
+    spares: &mut Vec<Vec<u64>>,
 ) -> Result<u64> {
+    let Channels {
+        to_helper,
+        replayed_chunks,
+    } = channels;
     let (mut next, end) = (records.start, records.end.max(records.start));
-    // The words of replayed chunks, overwritten by the next ones (zeroing
-    // a chunk takes as long as reading it).
-    let mut spares: Vec<Vec<u64>> = Vec::new();
     let (mut in_flight, mut records) = (0, 0);
     // A chunk back from the helper, taken while handing out others.
     let mut ready = None;
@@ -229,9 +244,9 @@ fn read_and_replay<S: EventSink + ?Sized>(
             &mut None,
         )?;
         records += replayed;
+        spares.push(chunk.words);
         if !chunk.more {
             return Ok(records);
         }
-        spares.push(chunk.words);
     }
 }

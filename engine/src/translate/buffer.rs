@@ -57,6 +57,22 @@ pub(super) struct Replay {
     counts_only: bool,
     /// The run counts being replayed (kept between drains).
     counts: Vec<u64>,
+    /// The word buffers of chunks replayed on a helper thread (`ahead`),
+    /// kept between drains.
+    pub chunk_buffers: ChunkBuffers,
+}
+
+/// Word buffers of record chunks, kept between drains so that a drain
+/// allocates none (each is larger than the allocator's threshold for
+/// memory of its own, which a new one would map and fault in again). A
+/// copy of a [`Replay`] starts without them.
+#[derive(Debug, Default)]
+pub(super) struct ChunkBuffers(pub Vec<Vec<u64>>);
+
+impl Clone for ChunkBuffers {
+    fn clone(&self) -> ChunkBuffers {
+        ChunkBuffers::default()
+    }
 }
 
 /// A recorded run of a translated block, as the replay reads it.
@@ -116,6 +132,7 @@ impl Replay {
             words: Vec::new(),
             counts_only: options.counts_only,
             counts: Vec::new(),
+            chunk_buffers: ChunkBuffers::default(),
         }
     }
 
