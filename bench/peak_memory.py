@@ -6,13 +6,16 @@
 Runs COMMAND (its output discarded) and prints one line: the sum over the
 processes of its tree of each one's peak resident set (`VmHWM`), in
 kilobytes. The tree is read from /proc every few milliseconds; a process
-is counted with the last peak seen before it ended, so growth in its last
-milliseconds is missed. Processes that share memory (cgx and its program)
-count it once in each, so the sum is an upper bound of what they held
-together at any moment. Exits with COMMAND's exit status.
+is counted with the highest peak seen before it ended, so growth in its
+last milliseconds is missed. Pages that two processes both map (a shared
+library's) count once in each, so the sum is an upper bound of what they
+held together at any moment. A child that still runs COMMAND's own program (a
+fork before its exec) is not counted: its pages are COMMAND's. Exits with
+COMMAND's exit status.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -28,6 +31,14 @@ def children(pid):
     except OSError:
         pass
     return found
+
+
+def executable(pid):
+    """The program `pid` runs (its /proc/PID/exe), or None once it is gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return None
 
 
 def peak_kb(pid):
@@ -49,11 +60,15 @@ def main():
         sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     peaks = {}
+    tool = os.path.realpath(shutil.which(sys.argv[1]) or sys.argv[1])
     while process.poll() is None:
         todo = [process.pid]
         while todo:
             pid = todo.pop()
-            kb = peak_kb(pid)
+            # A child still running the tool's own program is a fork that
+            # has not called exec yet: its pages are the tool's, shared.
+            forked = pid != process.pid and executable(pid) == tool
+            kb = None if forked else peak_kb(pid)
             if kb is not None:
                 peaks[pid] = max(peaks.get(pid, 0), kb)
             todo.extend(children(pid))
