@@ -100,10 +100,8 @@ pub(super) fn replay_ahead<S: EventSink + ?Sized>(
             cache,
             records,
             to.reborrow(),
-            Channels {
-                to_helper,
-                replayed_chunks,
-            },
+            to_helper,
+            replayed_chunks,
             &mut buffers,
         );
         to.replay.chunk_buffers.0 = buffers;
@@ -169,12 +167,6 @@ fn replay_first<A: Ahead>(
     }
 }
 
-/// The tracer's ends of the channels to and from the helper.
-struct Channels {
-    to_helper: SyncSender<Chunk>,
-    replayed_chunks: Receiver<Result<Chunk>>,
-}
-
 /// The tracer's side: hands the chunks of `records` to the helper a few
 /// ahead of it (`to_helper`, read here while there is nothing to replay),
 /// and replays into `to`'s sink each the helper sends back
@@ -187,13 +179,10 @@ fn read_and_replay<S: EventSink + ?Sized>(
     cache: &Cache,
     records: Range<u64>,
     mut to: Replaying<'_, S>,
-    channels: Channels,
+    to_helper: SyncSender<Chunk>,
+    replayed_chunks: Receiver<Result<Chunk>>,
     spares: &mut Vec<Vec<u64>>,
 ) -> Result<u64> {
-    let Channels {
-        to_helper,
-        replayed_chunks,
-    } = channels;
     let (mut next, end) = (records.start, records.end.max(records.start));
     let (mut in_flight, mut records) = (0, 0);
     // A chunk back from the helper, taken while handing out others.

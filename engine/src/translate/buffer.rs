@@ -1042,3 +1042,15 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
     }
     Ok((at, records, open))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ChunkBuffers;
+
+    #[test]
+    fn a_copy_of_a_replay_starts_without_chunk_buffers() {
+        let buffers = ChunkBuffers(vec![vec![0; 4], vec![0; 4]]);
+        assert!(buffers.clone().0.is_empty());
+        assert_eq!(buffers.0.len(), 2);
+    }
+}

@@ -63,8 +63,8 @@ struct Translation {
 /// kept apart from the rest of the translation so that replaying millions
 /// of records reads little memory: one cache line (the one
 /// [`Cache::prefetch_replay`] asks for), the plan of simulated runs
-/// behind a pointer (most runs need none, and a program's tens of
-/// thousands of translations then take half the memory).
+/// behind a pointer (runs without simulations have none, and their tens
+/// of thousands of translations then take half the memory).
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 struct Replayed {
