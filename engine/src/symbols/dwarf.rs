@@ -1,24 +1,29 @@
-//! Loading an object's DWARF for line lookups: only the sections the
-//! line tables (`lines`) read, compressed ones inflated straight into their final
-//! buffers, `.debug_info` (the largest) on a second thread.
+//! Loading an object's DWARF for line lookups: only the sections the line
+//! tables (`lines`) read, compressed ones inflated straight into their
+//! final buffers, and `.debug_info` (the largest, of which only each
+//! unit's root entry is read) one unit at a time from the file
+//! ([`Units`]), so that only one unit is in memory at once.
 
 use std::borrow::Cow;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::Arc;
 
+use flate2::{Decompress, FlushDecompress, Status};
 use gimli::SectionId;
 use object::{CompressionFormat, Object, ObjectSection, ReadRef};
 
 /// The reader of the DWARF sections.
 pub(super) type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
 
-/// The sections the line tables read (units, their abbreviations and
-/// ranges, line programs, strings). Location lists, macros and type units are
-/// left out: nothing looks at them.
-const NEEDED: [SectionId; 10] = [
+/// The sections the line tables read besides `.debug_info` (the units'
+/// abbreviations and ranges, line programs, strings). Location lists,
+/// macros and type units are left out: nothing looks at them.
+const NEEDED: [SectionId; 9] = [
     SectionId::DebugAbbrev,
     SectionId::DebugAddr,
     SectionId::DebugAranges,
-    SectionId::DebugInfo,
     SectionId::DebugLine,
     SectionId::DebugLineStr,
     SectionId::DebugRanges,
@@ -26,6 +31,18 @@ const NEEDED: [SectionId; 10] = [
     SectionId::DebugStr,
     SectionId::DebugStrOffsets,
 ];
+
+/// The bytes read from the file at a time for [`Units`].
+const CHUNK: usize = 64 << 10;
+
+/// An object's DWARF as the line tables load it.
+pub(super) struct Sections {
+    /// Every section the line tables read but `.debug_info`, which is
+    /// empty here.
+    pub dwarf: gimli::Dwarf<Reader>,
+    /// `.debug_info`, one unit at a time.
+    pub units: Units,
+}
 
 /// The bytes of one section as the file holds them.
 enum Raw<'data> {
@@ -37,46 +54,30 @@ enum Raw<'data> {
     Other(object::read::CompressedData<'data>),
 }
 
-/// The DWARF sections of `file` the line tables read.
+/// The DWARF sections of `file` (read from `path`) the line tables read.
 pub(super) fn sections<'data, R: ReadRef<'data>>(
     file: &object::File<'data, R>,
-) -> Result<gimli::Dwarf<Reader>, gimli::Error> {
+    path: &Path,
+) -> Result<Sections, gimli::Error> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
         gimli::RunTimeEndian::Big
     };
-    let raw: Vec<(SectionId, Raw)> = NEEDED
+    let loaded: Vec<(SectionId, Arc<[u8]>)> = NEEDED
         .iter()
-        .filter_map(|&id| Some((id, raw_section(file, id)?)))
+        .filter_map(|&id| Some((id, inflate(raw_section(file, id)?))))
         .collect();
-    let (info, rest): (Vec<_>, Vec<_>) = raw
-        .into_iter()
-        .partition(|(id, _)| *id == SectionId::DebugInfo);
-    let inflate_all = |sections: Vec<(SectionId, Raw)>| -> Vec<(SectionId, Arc<[u8]>)> {
-        sections
-            .into_iter()
-            .map(|(id, raw)| (id, inflate(raw)))
-            .collect()
-    };
-    let loaded = std::thread::scope(|scope| {
-        let info = scope.spawn(|| {
-            // Beside the tracer, not on its CPU.
-            crate::launch::unpin_current_thread();
-            inflate_all(info)
-        });
-        let mut loaded = inflate_all(rest);
-        // The thread only inflates: it does not panic but on a failed
-        // allocation, which aborts anyway.
-        loaded.extend(info.join().unwrap_or_default());
-        loaded
-    });
-    gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
+    let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
         let bytes = loaded
             .iter()
             .find(|(loaded, _)| *loaded == id)
             .map_or_else(|| Arc::from(&[][..]), |(_, bytes)| bytes.clone());
         Ok(Reader::new(bytes, endian))
+    })?;
+    Ok(Sections {
+        dwarf,
+        units: Units::of(file, path, endian)?,
     })
 }
 
@@ -106,16 +107,333 @@ fn inflate(raw: Raw) -> Arc<[u8]> {
             let Some(out) = Arc::get_mut(&mut bytes) else {
                 return Arc::from(&[][..]);
             };
-            let (inflated, code) =
-                zlib_rs::decompress_slice(out, data, zlib_rs::InflateConfig::default());
-            if code == zlib_rs::ReturnCode::Ok && inflated.len() == size {
-                bytes
-            } else {
-                Arc::from(&[][..])
+            let mut zlib = Decompress::new(true);
+            match zlib.decompress(data, out, FlushDecompress::Finish) {
+                Ok(Status::StreamEnd) if zlib.total_out() == size as u64 => bytes,
+                _ => Arc::from(&[][..]),
             }
         }
         Raw::Other(compressed) => compressed
             .decompress()
             .map_or_else(|_| Arc::from(&[][..]), |data: Cow<[u8]>| Arc::from(&*data)),
+    }
+}
+
+/// `.debug_info`, read one unit at a time ([`Units::next_unit`]).
+pub(super) struct Units {
+    source: Source,
+    /// The section's size.
+    size: u64,
+    /// The section offset of the next unit.
+    offset: u64,
+    /// The section offset of the next byte [`Units::read`] gives.
+    position: u64,
+    endian: gimli::RunTimeEndian,
+}
+
+/// Where [`Units`] reads the section's bytes.
+enum Source {
+    /// All of them, in memory (an object without the section, or with a
+    /// compression other than zlib).
+    Whole(Arc<[u8]>),
+    /// The file, from file offset `at` on, up to `end`: the section's bytes,
+    /// or a zlib stream of them (`zlib`, and the bytes read but not yet
+    /// inflated, `input[used..]`).
+    File {
+        file: File,
+        at: u64,
+        end: u64,
+        zlib: Option<Decompress>,
+        input: Box<[u8]>,
+        used: usize,
+    },
+}
+
+impl Units {
+    /// The `.debug_info` of `file`, read again from `path` as it is needed.
+    fn of<'data, R: ReadRef<'data>>(
+        file: &object::File<'data, R>,
+        path: &Path,
+        endian: gimli::RunTimeEndian,
+    ) -> Result<Units, gimli::Error> {
+        let whole = |bytes: Arc<[u8]>| Units {
+            size: bytes.len() as u64,
+            source: Source::Whole(bytes),
+            offset: 0,
+            position: 0,
+            endian,
+        };
+        let Some(section) = file.section_by_name(SectionId::DebugInfo.name()) else {
+            return Ok(whole(Arc::from(&[][..])));
+        };
+        if section.file_range().is_none() {
+            return Ok(whole(Arc::from(&[][..])));
+        }
+        let range = section
+            .compressed_file_range()
+            .map_err(|_| gimli::Error::Io)?;
+        let zlib = match range.format {
+            CompressionFormat::None => None,
+            CompressionFormat::Zlib => Some(Decompress::new(true)),
+            _ => {
+                let raw = section.compressed_data().map_err(|_| gimli::Error::Io)?;
+                return Ok(whole(inflate(Raw::Other(raw))));
+            }
+        };
+        let file = File::open(path).map_err(|_| gimli::Error::Io)?;
+        let end = range.offset.saturating_add(range.compressed_size);
+        Ok(Units::in_file(
+            file,
+            range.offset..end,
+            zlib,
+            range.uncompressed_size,
+            endian,
+        ))
+    }
+
+    /// The section of `size` bytes stored at `stored` in `file`, deflated
+    /// by `zlib` or as it is.
+    fn in_file(
+        file: File,
+        stored: std::ops::Range<u64>,
+        zlib: Option<Decompress>,
+        size: u64,
+        endian: gimli::RunTimeEndian,
+    ) -> Units {
+        Units {
+            source: Source::File {
+                file,
+                at: stored.start,
+                end: stored.end,
+                zlib,
+                input: Box::default(),
+                used: 0,
+            },
+            size,
+            offset: 0,
+            position: 0,
+            endian,
+        }
+    }
+
+    /// The next unit: its offset in the section and its bytes (from its
+    /// length field on), `None` after the last. Fails when the section
+    /// ends inside a unit, or cannot be read or inflated.
+    pub(super) fn next_unit(
+        &mut self,
+    ) -> Result<Option<(gimli::DebugInfoOffset, Reader)>, gimli::Error> {
+        if self.offset >= self.size {
+            return Ok(None);
+        }
+        let mut length = [0u8; 12];
+        self.read(&mut length[..4])?;
+        let short = match self.endian {
+            gimli::RunTimeEndian::Little => {
+                u32::from_le_bytes([length[0], length[1], length[2], length[3]])
+            }
+            gimli::RunTimeEndian::Big => {
+                u32::from_be_bytes([length[0], length[1], length[2], length[3]])
+            }
+        };
+        let (field, rest) = match short {
+            0xffff_ffff => {
+                self.read(&mut length[4..])?;
+                let mut long = [0u8; 8];
+                long.copy_from_slice(&length[4..]);
+                let rest = match self.endian {
+                    gimli::RunTimeEndian::Little => u64::from_le_bytes(long),
+                    gimli::RunTimeEndian::Big => u64::from_be_bytes(long),
+                };
+                (12, rest)
+            }
+            0xffff_fff0.. => return Err(gimli::Error::UnknownReservedLength),
+            short => (4, u64::from(short)),
+        };
+        let total = rest
+            .checked_add(field)
+            .filter(|&total| total <= self.size - self.offset)
+            .ok_or(gimli::Error::UnexpectedEof(gimli::ReaderOffsetId(
+                self.offset,
+            )))?;
+        let total = usize::try_from(total).map_err(|_| gimli::Error::UnsupportedOffset)?;
+        let mut bytes = vec![0u8; total];
+        bytes[..field as usize].copy_from_slice(&length[..field as usize]);
+        self.read(&mut bytes[field as usize..])?;
+        let offset = gimli::DebugInfoOffset(self.offset as usize);
+        self.offset += total as u64;
+        Ok(Some((offset, Reader::new(Arc::from(bytes), self.endian))))
+    }
+
+    /// Fills `out` with the section's next bytes.
+    fn read(&mut self, out: &mut [u8]) -> Result<(), gimli::Error> {
+        let position = self.position;
+        let eof = || gimli::Error::UnexpectedEof(gimli::ReaderOffsetId(position));
+        match &mut self.source {
+            Source::Whole(bytes) => {
+                let start = usize::try_from(position).map_err(|_| eof())?;
+                let from = bytes.get(start..start + out.len()).ok_or_else(eof)?;
+                out.copy_from_slice(from);
+            }
+            Source::File {
+                file,
+                at,
+                end,
+                zlib: None,
+                ..
+            } => {
+                if *end - *at < out.len() as u64 {
+                    return Err(eof());
+                }
+                file.read_exact_at(out, *at).map_err(|_| gimli::Error::Io)?;
+                *at += out.len() as u64;
+            }
+            Source::File {
+                file,
+                at,
+                end,
+                zlib: Some(zlib),
+                input,
+                used,
+            } => {
+                let mut filled = 0;
+                while filled < out.len() {
+                    if *used == input.len() {
+                        let left = usize::try_from(*end - *at).unwrap_or(usize::MAX);
+                        if left == 0 {
+                            return Err(eof());
+                        }
+                        let mut chunk = std::mem::take(input).into_vec();
+                        chunk.resize(left.min(CHUNK), 0);
+                        file.read_exact_at(&mut chunk, *at)
+                            .map_err(|_| gimli::Error::Io)?;
+                        *at += chunk.len() as u64;
+                        *input = chunk.into_boxed_slice();
+                        *used = 0;
+                    }
+                    let (before_in, before_out) = (zlib.total_in(), zlib.total_out());
+                    let status = zlib
+                        .decompress(&input[*used..], &mut out[filled..], FlushDecompress::None)
+                        .map_err(|_| gimli::Error::Io)?;
+                    let (taken, given) = (
+                        (zlib.total_in() - before_in) as usize,
+                        (zlib.total_out() - before_out) as usize,
+                    );
+                    *used += taken;
+                    filled += given;
+                    let stuck = taken == 0 && given == 0;
+                    if filled < out.len() && (status == Status::StreamEnd || stuck) {
+                        return Err(eof());
+                    }
+                }
+            }
+        }
+        self.position += out.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    /// Three units (a 32-bit length, one longer than a read from the file,
+    /// a 64-bit length), as a section's bytes.
+    fn section() -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = Vec::new();
+        let mut starts = Vec::new();
+        for (long, body) in [(false, 100), (false, CHUNK * 2 + 3), (true, 10)] {
+            starts.push(bytes.len());
+            if long {
+                bytes.extend(0xffff_ffffu32.to_le_bytes());
+                bytes.extend((body as u64).to_le_bytes());
+            } else {
+                bytes.extend((body as u32).to_le_bytes());
+            }
+            bytes.extend((0..body).map(|i| (i * 7 + starts.len()) as u8));
+        }
+        (bytes, starts)
+    }
+
+    /// `stored` in a file after a few bytes of something else: the file
+    /// and where `stored` is.
+    fn file_with(stored: &[u8]) -> (File, std::ops::Range<u64>) {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"ELF?...").unwrap();
+        file.write_all(stored).unwrap();
+        (file, 7..7 + stored.len() as u64)
+    }
+
+    fn deflated(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder =
+            flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    fn all_units(units: &mut Units) -> Result<Vec<(usize, Vec<u8>)>, gimli::Error> {
+        let mut found = Vec::new();
+        while let Some((offset, bytes)) = units.next_unit()? {
+            found.push((offset.0, gimli::Reader::to_slice(&bytes)?.into_owned()));
+        }
+        Ok(found)
+    }
+
+    #[test]
+    fn units_come_one_at_a_time_whole_from_a_stored_or_deflated_section() {
+        let (bytes, starts) = section();
+        let little = gimli::RunTimeEndian::Little;
+        let expected: Vec<(usize, Vec<u8>)> = starts
+            .iter()
+            .zip(starts.iter().skip(1).chain([&bytes.len()]))
+            .map(|(&start, &end)| (start, bytes[start..end].to_vec()))
+            .collect();
+        let (plain, at) = file_with(&bytes);
+        let size = bytes.len() as u64;
+        let mut units = Units::in_file(plain, at, None, size, little);
+        assert_eq!(all_units(&mut units).unwrap(), expected, "stored");
+        let (zlib, at) = file_with(&deflated(&bytes));
+        let mut units = Units::in_file(zlib, at, Some(Decompress::new(true)), size, little);
+        assert_eq!(all_units(&mut units).unwrap(), expected, "deflated");
+        let mut units = Units {
+            source: Source::Whole(Arc::from(&bytes[..])),
+            size,
+            offset: 0,
+            position: 0,
+            endian: little,
+        };
+        assert_eq!(all_units(&mut units).unwrap(), expected, "in memory");
+    }
+
+    #[test]
+    fn a_section_that_ends_inside_a_unit_is_an_error() {
+        let (bytes, starts) = section();
+        let little = gimli::RunTimeEndian::Little;
+        let cut = &bytes[..starts[2] + 5];
+        // The section says it is whole, the stream ends early.
+        let (zlib, at) = file_with(&deflated(cut));
+        let size = bytes.len() as u64;
+        let mut units = Units::in_file(zlib, at, Some(Decompress::new(true)), size, little);
+        assert!(all_units(&mut units).is_err(), "deflated stream cut short");
+        let (plain, at) = file_with(cut);
+        let mut units = Units::in_file(plain, at, None, size, little);
+        assert!(all_units(&mut units).is_err(), "stored bytes cut short");
+        // A unit's length beyond the section's size.
+        let (plain, at) = file_with(cut);
+        let mut units = Units::in_file(plain, at, None, cut.len() as u64, little);
+        assert!(matches!(
+            units.next_unit().map(|unit| unit.map(|u| u.0)),
+            Ok(Some(gimli::DebugInfoOffset(0)))
+        ));
+        assert!(units.next_unit().is_ok());
+        assert!(matches!(
+            units.next_unit(),
+            Err(gimli::Error::UnexpectedEof(_))
+        ));
+        // A stream that is not zlib.
+        let (zlib, at) = file_with(&bytes);
+        let mut units = Units::in_file(zlib, at, Some(Decompress::new(true)), size, little);
+        assert!(all_units(&mut units).is_err(), "not zlib");
     }
 }

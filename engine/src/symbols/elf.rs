@@ -90,10 +90,10 @@ impl ElfObject {
             symbol_files.extend(debug_file.as_ref());
             let symbols = symbols(&symbol_files);
             let dwarf = if has_dwarf(&file) {
-                Some((dwarf::sections(&file), shown.clone()))
+                Some((dwarf::sections(&file, path), shown.clone()))
             } else {
                 match (&debug_file, &debug_path) {
-                    (Some(f), Some(p)) => Some((dwarf::sections(f), p.display().to_string())),
+                    (Some(f), Some(p)) => Some((dwarf::sections(f, p), p.display().to_string())),
                     _ => None,
                 }
             };
@@ -102,7 +102,7 @@ impl ElfObject {
         };
         let (lines, problem) = match dwarf {
             None => (None, None),
-            Some((sections, path)) => match sections.and_then(|s| LineTables::load(&s)) {
+            Some((sections, path)) => match sections.and_then(LineTables::load) {
                 Ok(lines) => (Some(lines), None),
                 Err(source) => (None, Some(SymbolsError::Dwarf { path, source })),
             },

@@ -19,7 +19,7 @@ use gimli::{
     AttributeValue, DebugLineOffset, DebugStrOffsetsBase, Reader as _, Section, SectionId,
 };
 
-use super::dwarf::Reader;
+use super::dwarf::{Reader, Sections};
 
 /// The line tables of one object.
 pub(super) struct LineTables {
@@ -91,23 +91,12 @@ struct RangeAttributes {
 }
 
 impl LineTables {
-    /// Reads the units of `dwarf`: their ranges and what their line
-    /// programs need. Fails as `addr2line::Context::from_dwarf` fails (a
-    /// malformed `.debug_aranges`, unit list or root entry); a unit that
-    /// cannot be parsed is left out.
-    pub(super) fn load(dwarf: &gimli::Dwarf<Reader>) -> Result<LineTables, gimli::Error> {
-        let empty = Reader::new(Arc::from(&[][..]), dwarf.debug_line.reader().endian());
-        let mut sections = gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
-            Ok(match id {
-                SectionId::DebugLine => dwarf.debug_line.reader(),
-                SectionId::DebugLineStr => dwarf.debug_line_str.reader(),
-                SectionId::DebugStr => dwarf.debug_str.reader(),
-                SectionId::DebugStrOffsets => dwarf.debug_str_offsets.reader(),
-                _ => &empty,
-            }
-            .clone())
-        })?;
-        sections.file_type = dwarf.file_type;
+    /// Reads the units of `sections`, one at a time: their ranges and what
+    /// their line programs need. Fails as `addr2line::Context::from_dwarf`
+    /// fails (a malformed `.debug_aranges`, unit list or root entry); a
+    /// unit that cannot be parsed is left out.
+    pub(super) fn load(loaded: Sections) -> Result<LineTables, gimli::Error> {
+        let Sections { dwarf, mut units } = loaded;
         let mut aranges = Vec::new();
         let mut headers = dwarf.debug_aranges.headers();
         while let Some(header) = headers.next()? {
@@ -115,11 +104,13 @@ impl LineTables {
         }
         aranges.sort_by_key(|arange| arange.0);
 
-        let mut units = Vec::new();
+        let mut line_units = Vec::new();
         let mut ranges = Vec::new();
-        let mut headers = dwarf.units();
-        while let Some(header) = headers.next()? {
-            let Some(offset) = header.offset().as_debug_info_offset() else {
+        // Units with no ranges of their own: their line programs' sequences
+        // are, once the units are read.
+        let mut unranged = Vec::new();
+        while let Some((offset, bytes)) = units.next_unit()? {
+            let Some(header) = gimli::DebugInfo::from(bytes).units().next()? else {
                 continue;
             };
             // Type units have no code; partial units no ranges of their own.
@@ -131,7 +122,7 @@ impl LineTables {
             let Ok(unit) = dwarf.unit(header) else {
                 continue;
             };
-            let id = units.len();
+            let id = line_units.len();
             let mut push = |begin: u64, end: u64| {
                 ranges.push(UnitRange {
                     begin,
@@ -141,7 +132,7 @@ impl LineTables {
                 })
             };
             if need_ranges {
-                let unit = unit.unit_ref(dwarf);
+                let unit = unit.unit_ref(&dwarf);
                 let Some(attributes) = range_attributes(unit)? else {
                     continue;
                 };
@@ -169,18 +160,39 @@ impl LineTables {
                     need_ranges &= !attributes.for_each_range(unit, &mut push)?;
                 }
             }
-            let line_unit = LineUnit::of(&unit)?;
             if need_ranges {
-                // No ranges declared: the line program's sequences are.
-                if let Ok(lines) = line_unit.lines(&sections) {
-                    for sequence in lines.sequences.iter() {
-                        push(sequence.start, sequence.end);
-                    }
+                unranged.push(id);
+            }
+            line_units.push(LineUnit::of(&unit)?);
+        }
+        // The sections the line programs read, and no others.
+        let empty = Reader::new(Arc::from(&[][..]), dwarf.debug_line.reader().endian());
+        let mut sections = gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
+            Ok(match id {
+                SectionId::DebugLine => dwarf.debug_line.reader(),
+                SectionId::DebugLineStr => dwarf.debug_line_str.reader(),
+                SectionId::DebugStr => dwarf.debug_str.reader(),
+                SectionId::DebugStrOffsets => dwarf.debug_str_offsets.reader(),
+                _ => &empty,
+            }
+            .clone())
+        })?;
+        sections.file_type = dwarf.file_type;
+        drop(dwarf);
+        for id in unranged {
+            if let Ok(lines) = line_units[id].lines(&sections) {
+                for sequence in lines.sequences.iter() {
+                    ranges.push(UnitRange {
+                        begin: sequence.start,
+                        end: sequence.end,
+                        min_begin: 0,
+                        unit: id,
+                    });
                 }
             }
-            units.push(line_unit);
         }
-        ranges.sort_by_key(|range| range.end);
+        // By end, then in the units' order, as they were read.
+        ranges.sort_by_key(|range| (range.end, range.unit));
         let mut min = u64::MAX;
         for range in ranges.iter_mut().rev() {
             min = min.min(range.begin);
@@ -188,7 +200,7 @@ impl LineTables {
         }
         Ok(LineTables {
             sections,
-            units: units.into_boxed_slice(),
+            units: line_units.into_boxed_slice(),
             ranges: ranges.into_boxed_slice(),
         })
     }
@@ -551,8 +563,17 @@ mod tests {
             if !super::super::elf::has_dwarf(&file) {
                 continue;
             }
-            let dwarf = super::super::dwarf::sections(&file).unwrap();
-            let ours = LineTables::load(&dwarf).unwrap();
+            let sections = super::super::dwarf::sections(&file, &path).unwrap();
+            let ours = LineTables::load(sections).unwrap();
+            let endian = gimli::RunTimeEndian::Little;
+            let dwarf = gimli::Dwarf::load(|id| -> Result<Reader, gimli::Error> {
+                let data = file
+                    .section_by_name(id.name())
+                    .and_then(|section| section.uncompressed_data().ok())
+                    .unwrap_or_default();
+                Ok(Reader::new(Arc::from(&*data), endian))
+            })
+            .unwrap();
             let context = addr2line::Context::from_dwarf(dwarf).unwrap();
             // Every address of the code, and a little either side.
             let (low, high) = ours.ranges.iter().fold((u64::MAX, 0), |(low, high), r| {
