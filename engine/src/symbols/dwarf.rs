@@ -32,8 +32,10 @@ const NEEDED: [SectionId; 9] = [
     SectionId::DebugStrOffsets,
 ];
 
-/// The bytes read from the file at a time for [`Units`].
-const CHUNK: usize = 64 << 10;
+/// The bytes read from the file at a time for [`Units`]: above the
+/// allocator's mmap threshold (see `cgx`'s main), so that the buffer goes
+/// back to the system once the units are read.
+const CHUNK: usize = 256 << 10;
 
 /// An object's DWARF as the line tables load it.
 pub(super) struct Sections {
