@@ -1,6 +1,7 @@
 /* Bad input for `cgx run`, a -static -nostdlib program: with the argument
    `segv` it writes to address 0 (killed by SIGSEGV, exit status 139), with
-   `sigint` it sends itself SIGINT (exit status 130), with `marker PATH` it
+   `sigint` it sends itself SIGINT (exit status 130, wherever it is
+   started), with `marker PATH` it
    creates the file PATH (so a test can tell whether it ran) and exits with 0. */
 #include "nolibc.h"
 
@@ -19,6 +20,10 @@ __attribute__((noipa)) static void crash(void)
 
 __attribute__((noipa)) static void interrupt(void)
 {
+    /* SIGINT's default action first: a process started in the background
+       by a shell without job control inherits SIGINT ignored. */
+    u64 action[4] = {0 /* SIG_DFL */, 0, 0, 0};
+    sys4(13 /* rt_sigaction */, 2 /* SIGINT */, (long)action, 0, 8);
     long pid = sys3(39 /* getpid */, 0, 0, 0);
     sys3(62 /* kill */, pid, 2 /* SIGINT */, 0);
 }

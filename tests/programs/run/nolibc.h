@@ -42,6 +42,17 @@ static inline long sys3(long number, long a, long b, long c)
     return result;
 }
 
+static inline long sys4(long number, long a, long b, long c, long d)
+{
+    long result;
+    register long r10 __asm__("r10") = d;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10)
+                     : "rcx", "r11", "memory");
+    return result;
+}
+
 __attribute__((noreturn)) static inline void sys_exit(long code)
 {
     sys3(231 /* exit_group */, code, 0, 0);
