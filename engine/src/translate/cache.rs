@@ -18,11 +18,12 @@ use super::capture::{Capture, Sources};
 use super::interned::Interned;
 use super::layout::Layout;
 use super::memory::Memory;
+use super::parts::{Lists, Parts};
 use super::plan::{self, Plan};
 use super::protect::Protection;
 use super::retire::Retiring;
 use super::timing::SystemCallWords;
-use super::translator::{self, ExitSlot, Refusal, Target};
+use super::translator::{self, Refusal, Target};
 use super::writes::Writes;
 
 /// How far (bytes) from a region's bounds code may be to be translated
@@ -33,16 +34,12 @@ const REACH: u64 = 0x7000_0000;
 /// One translation.
 #[derive(Clone, Debug)]
 struct Translation {
-    /// Its exits through slots.
-    exits: Box<[ExitSlot]>,
-    /// What the backends know of its instructions, by their numbers in
-    /// the cache's `decodings`.
-    decoded: Box<[u32]>,
-    /// Where the replay finds what each instruction did (empty without
-    /// recorded words), by their numbers in the cache's `sources`.
-    sources: Box<[u32]>,
-    /// Which exits jump to a translation (not to their stub).
-    linked: Box<[bool]>,
+    /// Its exits through slots and which of them jump to a translation
+    /// (not to their stub); what the backends know of its instructions
+    /// and where the replay finds what each did (by their numbers in the
+    /// cache's `decodings` and `sources`); its `int3`s (exit stubs, system
+    /// call, `cpuid`, stale); its safe points besides its entry.
+    parts: Parts,
     /// Whether it is still reachable (not dropped by an invalidation).
     alive: bool,
     /// Whether its record counts its runs (see `translator`).
@@ -53,10 +50,6 @@ struct Translation {
     code: Range<u64>,
     /// The space it takes in its region, header and alignment included.
     space: Range<u64>,
-    /// Its `int3`s (exit stubs, system call, `cpuid`, stale).
-    traps: Box<[u64]>,
-    /// Its safe points besides its entry, ascending.
-    safe: Box<[u64]>,
 }
 
 /// What the replay of a translation's records needs in the common case,
@@ -345,9 +338,9 @@ impl Cache {
     pub fn record_info(&self, id: u64) -> Option<RecordInfo<'_>> {
         let index = usize::try_from(id).ok()?;
         self.translations.get(index).map(|t| RecordInfo {
-            decoded: &t.decoded,
+            decoded: t.parts.decoded(),
             decodings: &self.decodings,
-            sources: &t.sources,
+            sources: t.parts.sources(),
             source_table: &self.sources,
         })
     }
@@ -373,7 +366,7 @@ impl Cache {
         };
         match self.translations.get(id as usize) {
             Some(translation) if translation.code.contains(&addr) => {
-                addr == entry || translation.safe.binary_search(&addr).is_ok()
+                addr == entry || translation.parts.safe().binary_search(&addr).is_ok()
             }
             _ => true,
         }
@@ -395,7 +388,7 @@ impl Cache {
         {
             return None;
         }
-        let executed = translation.safe.binary_search(&addr).ok()?;
+        let executed = translation.parts.safe().binary_search(&addr).ok()?;
         let next = self
             .replayed
             .get(id as usize)?
@@ -428,7 +421,7 @@ impl Cache {
     /// The original target of exit `exit` of translation `id`.
     pub fn exit_target(&self, id: u32, exit: usize) -> Option<u64> {
         let translation = self.translations.get(id as usize)?;
-        translation.exits.get(exit).map(|exit| exit.target)
+        translation.parts.exit(exit).map(|exit| exit.target)
     }
 
     /// The entry of the translation whose code holds `addr`.
@@ -591,8 +584,8 @@ impl Cache {
                 &self.replayed[old as usize],
             );
             let addresses = replayed.instructions.iter().map(|&(addr, _)| addr);
-            let decoded = self.decodings.of(&translation.decoded);
-            block.same_code(addresses.zip(decoded), translation.decoded.len())
+            let decoded = translation.parts.decoded();
+            block.same_code(addresses.zip(self.decodings.of(decoded)), decoded.len())
         });
         let id = match reused_id {
             Some(id) => id,
@@ -676,7 +669,7 @@ impl Cache {
             .chain(syscall)
             .chain(stale)
             .collect();
-        let traps = own.iter().map(|&(at, _)| at).collect();
+        let traps: Vec<u64> = own.iter().map(|&(at, _)| at).collect();
         self.traps.extend(own);
         let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
@@ -710,18 +703,24 @@ impl Cache {
             .intern(&emitted.decoded)
             .ok_or_else(too_many)?;
         let sources = self.sources.intern(&emitted.sources).ok_or_else(too_many)?;
+        let mut parts = Parts::new(Lists {
+            exits: &emitted.exits,
+            decoded: &decoded,
+            sources: &sources,
+            traps: &traps,
+            safe: &emitted.safe,
+        })
+        .ok_or_else(|| Error::Unexpected("translate: a translation too large".into()))?;
+        for (index, is_linked) in linked.into_iter().enumerate() {
+            parts.set_linked(index, is_linked);
+        }
         let translation = Translation {
-            exits: emitted.exits.into_boxed_slice(),
-            decoded,
-            sources,
-            linked: linked.into_boxed_slice(),
+            parts,
             alive: true,
             repeats: emitted.repeats,
             counted: emitted.counted,
             code,
             space,
-            traps,
-            safe: emitted.safe.into_boxed_slice(),
         };
         match reused_id {
             Some(id) => {
@@ -790,7 +789,7 @@ impl Cache {
         if translation.alive {
             return;
         }
-        for trap in &translation.traps {
+        for trap in translation.parts.traps() {
             self.traps.remove(trap);
         }
         self.by_entry.remove(&translation.code.start);
@@ -817,17 +816,17 @@ impl Cache {
         let Some(translation) = self.translations.get_mut(id as usize) else {
             return;
         };
-        let Some(&slot) = translation.exits.get(exit) else {
+        let Some(slot) = translation.parts.exit(exit) else {
             return;
         };
-        if translation.linked[exit] || !translator::reachable(slot.slot, entry) {
+        if translation.parts.linked(exit) || !translator::reachable(slot.slot, entry) {
             // Linked already, or another region out of rel32 reach: the
             // stub stays (a trap).
             return;
         }
         let (at, displacement) = translator::slot_link(slot.slot, entry);
         writes.patch(at, &displacement);
-        translation.linked[exit] = true;
+        translation.parts.set_linked(exit, true);
         self.incoming.insert((slot.target, id, exit as u32));
     }
 
@@ -858,10 +857,10 @@ impl Cache {
         while let Some(id) = queue.pop_front() {
             let translation = &self.translations[id as usize];
             let mut next: Vec<(Option<usize>, u64)> = translation
-                .exits
-                .iter()
+                .parts
+                .exits()
                 .enumerate()
-                .filter(|&(index, _)| !translation.linked[index])
+                .filter(|&(index, _)| !translation.parts.linked(index))
                 .map(|(index, exit)| (Some(index), exit.target))
                 .collect();
             if let Some(last) = self.last_end(id) {
@@ -910,7 +909,7 @@ impl Cache {
     /// How translation `id`'s last instruction ends its block.
     fn last_end(&self, id: u32) -> Option<End> {
         let &(at, _) = self.replayed.get(id as usize)?.instructions.last()?;
-        let &number = self.translations.get(id as usize)?.decoded.last()?;
+        let &number = self.translations.get(id as usize)?.parts.decoded().last()?;
         Some(self.decodings.get(number)?.end(at))
     }
 
@@ -918,7 +917,7 @@ impl Cache {
     /// exit slot 0, and the original address after the `syscall`.
     pub fn after_syscall(&self, id: u32) -> Option<(u64, u64)> {
         let translation = self.translations.get(id as usize)?;
-        let exit = translation.exits.first()?;
+        let exit = translation.parts.exit(0)?;
         Some((exit.slot, exit.target))
     }
 
@@ -940,7 +939,7 @@ impl Cache {
             self.translations[id].alive = false;
             // Its links are no longer undone when their targets go (its
             // space may hold another translation by then).
-            self.translations[id].linked.fill(false);
+            self.translations[id].parts.unlink_all();
             let addr = self.replayed[id].addr;
             self.entries.remove(&addr);
             if self.table.get(&(addr & mask)) == Some(&addr) {
@@ -956,13 +955,15 @@ impl Cache {
                 let (_, from, exit) = link;
                 let exit = exit as usize;
                 let translation = &mut self.translations[from as usize];
-                if !translation.linked[exit] {
+                let Some(slot) = translation.parts.exit(exit) else {
+                    continue;
+                };
+                if !translation.parts.linked(exit) {
                     continue;
                 }
-                let slot = translation.exits[exit];
                 let (at, displacement) = translator::slot_link(slot.slot, slot.stub);
                 memory.write(at, &displacement)?;
-                translation.linked[exit] = false;
+                translation.parts.set_linked(exit, false);
             }
         }
         Ok(dead.len())
@@ -1014,6 +1015,13 @@ mod tests {
     fn the_replay_data_of_a_translation_is_one_cache_line() {
         // Read for every record replayed.
         let size = std::mem::size_of::<super::Replayed>();
+        assert!(size <= 64, "{size} bytes");
+    }
+
+    #[test]
+    fn the_rest_of_a_translation_is_one_cache_line_and_its_lists() {
+        // One per translation, of which programs have tens of thousands.
+        let size = std::mem::size_of::<super::Translation>();
         assert!(size <= 64, "{size} bytes");
     }
 }

@@ -118,6 +118,7 @@ mod interned;
 mod invalidate;
 mod layout;
 mod memory;
+mod parts;
 mod plan;
 pub(crate) use plan::RunPlan;
 mod protect;
