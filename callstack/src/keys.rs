@@ -34,7 +34,11 @@ pub(crate) struct EveryRun {
 /// The blocks known by key, in one process.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Keys {
-    blocks: Vec<Option<KnownBlock>>,
+    /// By key: 0 for a key not seen, else one more than its block's place
+    /// in `blocks` (keys are dense, the blocks seen a part of them: four
+    /// bytes for each key not seen rather than a whole block).
+    places: Vec<u32>,
+    blocks: Vec<KnownBlock>,
 }
 
 impl Keys {
@@ -49,20 +53,73 @@ impl Keys {
         info: impl FnOnce() -> BlockInfo,
     ) -> &mut KnownBlock {
         let index = key as usize;
-        if self.blocks.len() <= index {
-            self.blocks.resize(index + 1, None);
+        if self.places.len() <= index {
+            self.places.resize(index + 1, 0);
         }
-        let slot = &mut self.blocks[index];
-        let fresh = matches!(slot, Some(known) if known.addr == addr && known.count == count);
-        match (fresh, slot) {
-            (true, Some(known)) => known,
-            (_, slot) => slot.insert(KnownBlock {
-                addr,
-                count,
-                info: info(),
-                table: None,
-                every_run: None,
-            }),
+        let place = self.places[index] as usize;
+        if let Some(known) = place.checked_sub(1).and_then(|at| self.blocks.get(at)) {
+            if known.addr == addr && known.count == count {
+                return &mut self.blocks[place - 1];
+            }
         }
+        let fresh = KnownBlock {
+            addr,
+            count,
+            info: info(),
+            table: None,
+            every_run: None,
+        };
+        match place.checked_sub(1) {
+            // The key now means another block (its translation was made
+            // again): the block takes the old one's place.
+            Some(at) if at < self.blocks.len() => {
+                self.blocks[at] = fresh;
+                &mut self.blocks[at]
+            }
+            _ => {
+                self.blocks.push(fresh);
+                self.places[index] = u32::try_from(self.blocks.len()).unwrap_or(u32::MAX);
+                let last = self.blocks.len() - 1;
+                &mut self.blocks[last]
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cgx_engine::symbols::SectionKind;
+
+    fn info(number: u32) -> BlockInfo {
+        BlockInfo {
+            function: 0,
+            is_entry: false,
+            object: 0,
+            section: SectionKind::Text,
+            number,
+        }
+    }
+
+    #[test]
+    fn a_key_keeps_its_block_until_it_means_another() {
+        let mut keys = Keys::default();
+        assert_eq!(keys.get(7, 0x1000, 3, || info(1)).info.number, 1);
+        // Far apart keys, each its own block.
+        assert_eq!(keys.get(70_000, 0x2000, 1, || info(2)).info.number, 2);
+        // Seen again: the same block, what was remembered kept.
+        let known = keys.get(7, 0x1000, 3, || unreachable!("known"));
+        assert_eq!(known.info.number, 1);
+        known.info.number = 10;
+        assert_eq!(keys.get(7, 0x1000, 3, || info(0)).info.number, 10);
+        // Another address or length under the same key: a new block.
+        assert_eq!(keys.get(7, 0x1000, 4, || info(3)).info.number, 3);
+        assert_eq!(keys.get(7, 0x3000, 4, || info(4)).info.number, 4);
+        assert_eq!(keys.get(70_000, 0x2000, 1, || info(0)).info.number, 2);
+        assert_eq!(
+            keys.blocks.len(),
+            2,
+            "a new block under a key takes its place"
+        );
     }
 }
