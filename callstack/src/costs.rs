@@ -1,6 +1,8 @@
 //! The cost tables: self cost per (centre, instruction) and the call arcs
 //! (Callgrind's JCCs) with their call counts and inclusive costs.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
@@ -90,7 +92,7 @@ pub(crate) struct BlockCosts {
     pub runs: u64,
     /// What each of those runs costs besides `Ir` alone, when simulations
     /// count more (set once: a block's runs always cost the same).
-    pub profile: Option<Box<Profile>>,
+    pub profile: Option<Arc<Profile>>,
 }
 
 /// The events every run of a block counts whatever the simulators decide
@@ -414,7 +416,7 @@ impl Costs {
     /// runs so far settled); whether its runs now cost that profile, so
     /// a run of `profile`'s block may be counted there.
     #[inline]
-    pub fn use_profile(&mut self, index: usize, profile: &Profile) -> bool {
+    pub fn use_profile(&mut self, index: usize, profile: &Arc<Profile>) -> bool {
         let Some(block) = self.blocks.get_mut(index) else {
             return false;
         };
@@ -422,7 +424,7 @@ impl Costs {
             Some(known) => known.key == profile.key,
             None => {
                 block.settle_runs();
-                block.profile = Some(Box::new(profile.clone()));
+                block.profile = Some(Arc::clone(profile));
                 true
             }
         }

@@ -2,6 +2,8 @@
 //! (`cgx_engine::WholeBlock::key`): the block's facts and where its whole
 //! runs were last counted, found by indexing instead of hashing.
 
+use std::sync::Arc;
+
 use crate::costs::Profile;
 use crate::functions::BlockInfo;
 use crate::simulation::FetchPoint;
@@ -26,7 +28,7 @@ pub(crate) struct KnownBlock {
 #[derive(Clone, Debug)]
 pub(crate) struct EveryRun {
     /// What it costs besides the simulators' misses.
-    pub profile: Profile,
+    pub profile: Arc<Profile>,
     /// The instructions whose fetches the I1 simulation sees.
     pub fetches: Box<[FetchPoint]>,
 }

@@ -328,12 +328,14 @@ mod tests {
         let instructions = [(0x1000, 4), (0x1004, 2)];
         let table = costs.block(Centre { cxt: 0, rec: 0 }, 0x1000, 0);
         costs.charge_block(table, &[0x1000, 0x1004], &[[0; MAX_EVENTS]; 2], 2);
-        let profile = Profile {
+        let profile = std::sync::Arc::new(Profile {
             key: 7,
             rows: vec![1, 1, 1, 0],
             total: vec![2, 1],
-        };
+        });
         assert!(costs.use_profile(table, &profile));
+        // The table shares the block's profile, it has no copy of its own.
+        assert_eq!(std::sync::Arc::strong_count(&profile), 2);
         (costs, table, instructions)
     }
 

@@ -24,6 +24,8 @@
 //! a made-up program. This file holds the thread's state and the charging
 //! of its blocks' costs.
 
+use std::sync::Arc;
+
 use cgx_engine::{Arrival, Block};
 
 use cgx_backdate::{Forest, NodeId};
@@ -303,7 +305,7 @@ impl ThreadState {
         &mut self,
         shared: &mut Shared<'_>,
         instructions: &[(u64, u8)],
-        profile: &Profile,
+        profile: &Arc<Profile>,
     ) -> bool {
         let state = self.state();
         let Some(block) = state.block.as_mut() else {
@@ -522,7 +524,7 @@ impl ThreadState {
         block: &Block,
         info: BlockInfo,
         instructions: &[(u64, u8)],
-        profile: Option<&Profile>,
+        profile: Option<&Arc<Profile>>,
         cached: &mut Option<RunTable>,
     ) -> bool {
         if let Some(profile) = profile {
@@ -577,7 +579,7 @@ impl ThreadState {
         block: &Block,
         info: BlockInfo,
         instructions: &[(u64, u8)],
-        profile: Option<&Profile>,
+        profile: Option<&Arc<Profile>>,
         cached: &mut Option<RunTable>,
     ) -> bool {
         if shared.options.collect_jumps || !self.keeps_context(block.arrival, block.sp, info) {

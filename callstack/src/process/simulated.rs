@@ -4,6 +4,7 @@
 //! Callgrind charges them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use cgx_backdate::Forest;
 use cgx_engine::{Arrival, BlockEvent, DataAccess, Repeats, SimulatedBlocks};
@@ -205,7 +206,10 @@ impl Process {
                 }
                 if let Some(profile) = profile {
                     let fetches = simulation.fetch_points(instructions);
-                    known.every_run = Some(Box::new(EveryRun { profile, fetches }));
+                    known.every_run = Some(Box::new(EveryRun {
+                        profile: Arc::new(profile),
+                        fetches,
+                    }));
                 }
                 // The block's cache-use charges, booked before the next
                 // block can change the call stack.
