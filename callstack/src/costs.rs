@@ -180,23 +180,84 @@ impl BlockCosts {
 }
 
 /// The self costs of a dump by centre and instruction address, in that
-/// order: one row of counts (all of one width) per instruction.
+/// order: one row of counts (all of one width) per instruction, summed one
+/// centre at a time (the rows of all centres at once would be the largest
+/// table of a dump).
 #[derive(Debug)]
-pub(crate) struct SelfCosts {
-    keys: Vec<(Centre, u64)>,
-    costs: Vec<u64>,
+pub(crate) struct SelfCosts<'a> {
+    costs: &'a Costs,
+    /// The blocks with costs and the slots, by centre: a block by its
+    /// index in `costs.blocks`, a slot by its index plus the number of
+    /// blocks.
+    order: Vec<(Centre, usize)>,
     width: usize,
 }
 
-impl SelfCosts {
+impl SelfCosts<'_> {
     /// The counts of each row.
     pub fn width(&self) -> usize {
         self.width
     }
 
-    /// Each centre and instruction address with its counts, in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&(Centre, u64), &[u64])> {
-        self.keys.iter().zip(self.costs.chunks_exact(self.width))
+    /// Calls `each` with each centre and instruction address and its
+    /// counts, in order, up to the first error.
+    pub fn try_for_each<E>(
+        &self,
+        mut each: impl FnMut((Centre, u64), &[u64]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (costs, width) = (self.costs, self.width);
+        let blocks = costs.blocks.len();
+        let slot_width = costs.slot_width.max(1);
+        let mut addrs: Vec<u64> = Vec::new();
+        let mut rows: Vec<u64> = Vec::new();
+        for group in self.order.chunk_by(|a, b| a.0 == b.0) {
+            let centre = group[0].0;
+            addrs.clear();
+            for &(_, source) in group {
+                match costs.blocks.get(source) {
+                    Some(block) => addrs.extend_from_slice(&block.addrs),
+                    None => addrs.extend(costs.slot_keys.get(source - blocks).map(|key| key.1)),
+                }
+            }
+            addrs.sort_unstable();
+            addrs.dedup();
+            rows.clear();
+            rows.resize(addrs.len() * width, 0);
+            // Every address is in `addrs`.
+            let row = |addr: u64| {
+                let index = addrs.binary_search(&addr).unwrap_or_default();
+                index * width..(index + 1) * width
+            };
+            for &(_, source) in group {
+                let Some(block) = costs.blocks.get(source) else {
+                    let slot = source - blocks;
+                    let (Some(key), Some(cost)) = (
+                        costs.slot_keys.get(slot),
+                        costs
+                            .slot_costs
+                            .get(slot * slot_width..(slot + 1) * slot_width),
+                    ) else {
+                        continue;
+                    };
+                    add(&mut rows[row(key.1)], cost);
+                    continue;
+                };
+                for (position, (addr, cost)) in block
+                    .addrs
+                    .iter()
+                    .zip(block.costs.chunks_exact(block.width()))
+                    .enumerate()
+                {
+                    let sum = &mut rows[row(*addr)];
+                    add(sum, cost);
+                    block.add_runs_of(position, block.runs, sum);
+                }
+            }
+            for (addr, cost) in addrs.iter().zip(rows.chunks_exact(width)) {
+                each((centre, *addr), cost)?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -516,46 +577,27 @@ impl Costs {
     }
 
     /// All self costs by centre and instruction, in order.
-    pub fn self_costs_by_instruction(&self) -> SelfCosts {
-        let slots = self
-            .slot_keys
+    pub fn self_costs_by_instruction(&self) -> SelfCosts<'_> {
+        let blocks = self
+            .blocks
             .iter()
-            .zip(self.slot_costs.chunks_exact(self.slot_width.max(1)));
-        let blocks = self.blocks.iter().filter(|block| block.width() > 0);
+            .enumerate()
+            .filter(|(_, block)| block.width() > 0);
         let width = blocks
             .clone()
-            .map(BlockCosts::width)
+            .map(|(_, block)| block.width())
             .fold(self.slot_width, usize::max)
             .max(1);
-        let mut keys: Vec<(Centre, u64)> = self.slot_keys.clone();
-        for block in blocks.clone() {
-            keys.extend(block.addrs.iter().map(|&addr| (block.centre, addr)));
+        let mut order: Vec<(Centre, usize)> =
+            blocks.map(|(index, block)| (block.centre, index)).collect();
+        let slots = self.slot_keys.iter().enumerate();
+        order.extend(slots.map(|(slot, key)| (key.0, self.blocks.len() + slot)));
+        order.sort_unstable();
+        SelfCosts {
+            costs: self,
+            order,
+            width,
         }
-        keys.sort_unstable();
-        keys.dedup();
-        keys.shrink_to_fit();
-        let mut costs = vec![0u64; keys.len() * width];
-        // Every key is in `keys`.
-        let row = |key: (Centre, u64)| {
-            let index = keys.binary_search(&key).unwrap_or_default();
-            index * width..(index + 1) * width
-        };
-        for (key, cost) in slots {
-            add(&mut costs[row(*key)], cost);
-        }
-        for block in blocks {
-            for (position, (addr, cost)) in block
-                .addrs
-                .iter()
-                .zip(block.costs.chunks_exact(block.width()))
-                .enumerate()
-            {
-                let sum = &mut costs[row((block.centre, *addr))];
-                add(sum, cost);
-                block.add_runs_of(position, block.runs, sum);
-            }
-        }
-        SelfCosts { keys, costs, width }
     }
 
     /// Counts one call along `arc`; returns the arc's number, for
@@ -758,5 +800,54 @@ mod tests {
         assert!(!executed(second, 0x20) && executed(second, 0x30));
         costs.clear();
         assert!(costs.charged_in_blocks().is_empty());
+    }
+
+    #[test]
+    fn self_costs_come_by_centre_then_address_each_instruction_once() {
+        let (first, second) = (Centre { cxt: 0, rec: 0 }, Centre { cxt: 1, rec: 0 });
+        let mut costs = Costs::default();
+        let cost = |ir: u64, dr: u64| {
+            let mut cost = [0; MAX_EVENTS];
+            cost[..2].copy_from_slice(&[ir, dr]);
+            cost
+        };
+        // The second centre's block before the first's, a slot in each, one
+        // address in two blocks of a centre, a block with counted runs.
+        let late = costs.block(second, 0x40, 0);
+        costs.charge_block(late, &[0x40, 0x44], &[cost(1, 1), cost(1, 0)], 2);
+        let early = costs.block(first, 0x30, 1);
+        costs.charge_block(early, &[0x30, 0x34], &[cost(1, 0), cost(1, 1)], 2);
+        costs.charge(second, 0x10, &[0, 5]);
+        let overlapping = costs.block(first, 0x34, 2);
+        costs.charge_block(overlapping, &[0x34], &[cost(1, 0)], 2);
+        assert!(costs.count_runs(overlapping, 1, 3));
+        costs.charge(first, 0x50, &[2, 0]);
+        let self_costs = costs.self_costs_by_instruction();
+        assert_eq!(self_costs.width(), 2);
+        let mut rows = Vec::new();
+        let done = self_costs.try_for_each(|(centre, addr), cost| {
+            rows.push((centre.cxt, addr, cost.to_vec()));
+            Ok::<(), ()>(())
+        });
+        assert_eq!(done, Ok(()));
+        let expected = [
+            (0, 0x30, vec![1, 0]),
+            (0, 0x34, vec![5, 1]),
+            (0, 0x50, vec![2, 0]),
+            (1, 0x10, vec![0, 5]),
+            (1, 0x40, vec![1, 1]),
+            (1, 0x44, vec![1, 0]),
+        ];
+        assert_eq!(rows, expected);
+        // The first error ends them.
+        let mut seen = 0;
+        let stopped = self_costs.try_for_each(|_, _| {
+            seen += 1;
+            if seen == 2 {
+                return Err(seen);
+            }
+            Ok(())
+        });
+        assert_eq!((stopped, seen), (Err(2), 2));
     }
 }

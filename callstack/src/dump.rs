@@ -130,7 +130,7 @@ pub(crate) fn build_part(
     let width = self_costs.width();
     let mut by_line: BTreeMap<(Centre, NameId, u64), usize> = BTreeMap::new();
     let mut line_costs: Vec<u64> = Vec::new();
-    for (&(centre, addr), cost) in self_costs.iter() {
+    self_costs.try_for_each(|(centre, addr), cost| {
         add(&mut totals, cost);
         let function = function_of(names, centre)?;
         let (file, line) = source(addr);
@@ -158,7 +158,8 @@ pub(crate) fn build_part(
             });
             add(&mut line_costs[row * width..(row + 1) * width], cost);
         }
-    }
+        Ok(())
+    })?;
     drop(self_costs);
     for ((centre, file, line), &row) in &by_line {
         let function = function_of(names, *centre)?;

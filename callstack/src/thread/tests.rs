@@ -211,11 +211,15 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
         .collect();
     arcs.sort();
     let mut self_ir: BTreeMap<String, u64> = BTreeMap::new();
-    for (&(centre, _), cost) in costs.self_costs_by_instruction().iter() {
-        *self_ir
-            .entry(contexts.name(centre, &functions))
-            .or_default() += cost[0];
-    }
+    let sum = costs
+        .self_costs_by_instruction()
+        .try_for_each(|(centre, _), cost| {
+            *self_ir
+                .entry(contexts.name(centre, &functions))
+                .or_default() += cost[0];
+            Ok::<(), ()>(())
+        });
+    assert_eq!(sum, Ok(()));
     let self_ir = self_ir.into_iter().filter(|&(_, ir)| ir > 0).collect();
     (arcs, self_ir, triggers)
 }
