@@ -2,8 +2,9 @@
 //! units' address ranges are read once, when the object is loaded, and a
 //! unit's line table is decoded the first time an address falls in it.
 //! What stays in memory is the line programs, their strings and the tables
-//! decoded so far; `.debug_info` and the units' abbreviations (the bulk of
-//! a library's DWARF) are read for the ranges and dropped.
+//! decoded so far; `.debug_info` (the bulk of a library's DWARF, read one
+//! unit at a time) and the units' abbreviations are read for the ranges
+//! and dropped.
 //!
 //! The answers are those of `addr2line::Context::find_location` on the same
 //! sections: the same units for an address (their `DW_AT_ranges`, then
