@@ -186,11 +186,17 @@ impl BlockCosts {
 #[derive(Debug)]
 pub(crate) struct SelfCosts<'a> {
     costs: &'a Costs,
-    /// The blocks with costs and the slots, by centre: a block by its
-    /// index in `costs.blocks`, a slot by its index plus the number of
-    /// blocks.
-    order: Vec<(Centre, usize)>,
+    /// The blocks with costs and the slots, by centre.
+    order: Vec<(Centre, Charged)>,
     width: usize,
+}
+
+/// Where self costs of a centre are kept: a block's cost table or a slot,
+/// by its index in [`Costs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Charged {
+    Block(usize),
+    Slot(usize),
 }
 
 impl SelfCosts<'_> {
@@ -206,17 +212,22 @@ impl SelfCosts<'_> {
         mut each: impl FnMut((Centre, u64), &[u64]) -> Result<(), E>,
     ) -> Result<(), E> {
         let (costs, width) = (self.costs, self.width);
-        let blocks = costs.blocks.len();
         let slot_width = costs.slot_width.max(1);
+        let slot = |slot: usize| {
+            let cost = costs
+                .slot_costs
+                .get(slot * slot_width..(slot + 1) * slot_width);
+            Some((costs.slot_keys.get(slot)?.1, cost?))
+        };
         let mut addrs: Vec<u64> = Vec::new();
         let mut rows: Vec<u64> = Vec::new();
         for group in self.order.chunk_by(|a, b| a.0 == b.0) {
             let centre = group[0].0;
             addrs.clear();
-            for &(_, source) in group {
-                match costs.blocks.get(source) {
-                    Some(block) => addrs.extend_from_slice(&block.addrs),
-                    None => addrs.extend(costs.slot_keys.get(source - blocks).map(|key| key.1)),
+            for &(_, charged) in group {
+                match charged {
+                    Charged::Block(index) => addrs.extend_from_slice(costs.block_addrs(index)),
+                    Charged::Slot(index) => addrs.extend(slot(index).map(|(addr, _)| addr)),
                 }
             }
             addrs.sort_unstable();
@@ -228,29 +239,24 @@ impl SelfCosts<'_> {
                 let index = addrs.binary_search(&addr).unwrap_or_default();
                 index * width..(index + 1) * width
             };
-            for &(_, source) in group {
-                let Some(block) = costs.blocks.get(source) else {
-                    let slot = source - blocks;
-                    let (Some(key), Some(cost)) = (
-                        costs.slot_keys.get(slot),
-                        costs
-                            .slot_costs
-                            .get(slot * slot_width..(slot + 1) * slot_width),
-                    ) else {
-                        continue;
-                    };
-                    add(&mut rows[row(key.1)], cost);
-                    continue;
-                };
-                for (position, (addr, cost)) in block
-                    .addrs
-                    .iter()
-                    .zip(block.costs.chunks_exact(block.width()))
-                    .enumerate()
-                {
-                    let sum = &mut rows[row(*addr)];
-                    add(sum, cost);
-                    block.add_runs_of(position, block.runs, sum);
+            for &(_, charged) in group {
+                match charged {
+                    Charged::Block(index) => {
+                        let Some(block) = costs.blocks.get(index) else {
+                            continue;
+                        };
+                        let costs = block.costs.chunks_exact(block.width());
+                        for (position, (addr, cost)) in block.addrs.iter().zip(costs).enumerate() {
+                            let sum = &mut rows[row(*addr)];
+                            add(sum, cost);
+                            block.add_runs_of(position, block.runs, sum);
+                        }
+                    }
+                    Charged::Slot(index) => {
+                        if let Some((addr, cost)) = slot(index) {
+                            add(&mut rows[row(addr)], cost);
+                        }
+                    }
                 }
             }
             for (addr, cost) in addrs.iter().zip(rows.chunks_exact(width)) {
@@ -588,10 +594,11 @@ impl Costs {
             .map(|(_, block)| block.width())
             .fold(self.slot_width, usize::max)
             .max(1);
-        let mut order: Vec<(Centre, usize)> =
-            blocks.map(|(index, block)| (block.centre, index)).collect();
+        let mut order: Vec<(Centre, Charged)> = blocks
+            .map(|(index, block)| (block.centre, Charged::Block(index)))
+            .collect();
         let slots = self.slot_keys.iter().enumerate();
-        order.extend(slots.map(|(slot, key)| (key.0, self.blocks.len() + slot)));
+        order.extend(slots.map(|(slot, key)| (key.0, Charged::Slot(slot))));
         order.sort_unstable();
         SelfCosts {
             costs: self,

@@ -227,40 +227,28 @@ impl Units {
         if self.offset >= self.size {
             return Ok(None);
         }
+        // The unit's length field: 4 bytes, or 12 in 64-bit DWARF.
         let mut length = [0u8; 12];
         self.read(&mut length[..4])?;
-        let short = match self.endian {
-            gimli::RunTimeEndian::Little => {
-                u32::from_le_bytes([length[0], length[1], length[2], length[3]])
-            }
-            gimli::RunTimeEndian::Big => {
-                u32::from_be_bytes([length[0], length[1], length[2], length[3]])
-            }
+        let field = match length[..4] == [0xff; 4] {
+            true => 12,
+            false => 4,
         };
-        let (field, rest) = match short {
-            0xffff_ffff => {
-                self.read(&mut length[4..])?;
-                let mut long = [0u8; 8];
-                long.copy_from_slice(&length[4..]);
-                let rest = match self.endian {
-                    gimli::RunTimeEndian::Little => u64::from_le_bytes(long),
-                    gimli::RunTimeEndian::Big => u64::from_be_bytes(long),
-                };
-                (12, rest)
-            }
-            0xffff_fff0.. => return Err(gimli::Error::UnknownReservedLength),
-            short => (4, u64::from(short)),
-        };
-        let total = rest
-            .checked_add(field)
+        self.read(&mut length[4..field])?;
+        let (rest, _) = gimli::Reader::read_initial_length(&mut gimli::EndianSlice::new(
+            &length[..field],
+            self.endian,
+        ))?;
+        let total = (rest as u64)
+            .checked_add(field as u64)
             .filter(|&total| total <= self.size - self.offset)
             .ok_or(gimli::Error::UnexpectedEof(gimli::ReaderOffsetId(
                 self.offset,
             )))?;
         let total = usize::try_from(total).map_err(|_| gimli::Error::UnsupportedOffset)?;
         let mut bytes = vec![0u8; total];
-        bytes[..field as usize].copy_from_slice(&length[..field as usize]);
-        self.read(&mut bytes[field as usize..])?;
+        bytes[..field].copy_from_slice(&length[..field]);
+        self.read(&mut bytes[field..])?;
         let offset = gimli::DebugInfoOffset(self.offset as usize);
         self.offset += total as u64;
         Ok(Some((offset, Reader::new(Arc::from(bytes), self.endian))))
