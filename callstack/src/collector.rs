@@ -38,6 +38,11 @@ pub struct Collector {
 }
 
 impl Collector {
+    /// Its options.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
     /// A collector with these options; fails if the caches cannot be
     /// simulated.
     pub fn new(options: Options) -> Result<Collector, Error> {
@@ -227,6 +232,10 @@ impl EventSink for Collector {
         self.on_process(thread.pid, |process| {
             process.blocks_simulated(thread.tid, blocks)
         });
+    }
+
+    fn continues(&mut self, thread: Thread, from: u64, to: u64) -> bool {
+        self.on_process(thread.pid, |process| process.continues(from, to))
     }
 
     fn ahead(&mut self, thread: Thread) -> Option<SimulationAhead> {

@@ -84,6 +84,30 @@ pub(crate) struct BlockInfo {
     pub number: u32,
 }
 
+impl BlockInfo {
+    /// Whether a fall-through or a jump to this block from the block
+    /// `from` may keep the thread's context (Callgrind's rules: not to a
+    /// function's first instruction, within one object and section kind);
+    /// it does when no frame is left either (see
+    /// `ThreadState::keeps_context`).
+    pub fn may_continue(&self, from: &BlockInfo) -> bool {
+        may_continue(
+            (from.object, from.section),
+            (self.object, self.section, self.is_entry),
+        )
+    }
+}
+
+/// Callgrind's rule behind [`BlockInfo::may_continue`]: a block at
+/// `to` (object, section kind, whether it starts its function) reached
+/// from a block at `from` (object, section kind) by a fall-through or a
+/// jump may keep the context when it does not start a function and is in
+/// the same object and section kind.
+fn may_continue<O: PartialEq>(from: (O, SectionKind), to: (O, SectionKind, bool)) -> bool {
+    let (to_object, to_section, to_is_entry) = to;
+    !to_is_entry && to_object == from.0 && to_section == from.1
+}
+
 /// The functions of a process and the blocks seen so far.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Functions {
@@ -182,6 +206,36 @@ impl Functions {
             }
         }
         self.block_not_recent(addr, symbols, pid, options)
+    }
+
+    /// Whether a fall-through or a jump from the block at `from` to the
+    /// block at `to` may keep the thread's context
+    /// ([`BlockInfo::may_continue`]), for blocks that may not have run:
+    /// neither is numbered by the question, and an address in no object
+    /// known yet (the process's maps are not read again) may not.
+    pub fn may_continue(&self, from: u64, to: u64, symbols: &Symbols) -> bool {
+        let place = |addr: u64| match self.blocks.get(&addr) {
+            Some(info) => {
+                let (object, _) = self.objects.get_index(info.object as usize)?;
+                Some((object.clone(), info.section, info.is_entry))
+            }
+            None => {
+                let object = symbols.object(addr);
+                if object.as_ref() == UNKNOWN {
+                    return None;
+                }
+                let section = symbols.section_kind(addr);
+                if section != SectionKind::Text {
+                    // As `new_block` names code outside text sections.
+                    return Some((Arc::from(UNKNOWN), section, false));
+                }
+                Some((object, section, symbols.is_function_start(addr)))
+            }
+        };
+        let (Some((object, section, _)), Some(to)) = (place(from), place(to)) else {
+            return false;
+        };
+        may_continue((object, section), to)
     }
 
     /// [`Functions::block`] for a block not in the cache of recent ones.

@@ -172,6 +172,23 @@ impl Options {
                 .any(|patterns| !patterns.is_empty())
     }
 
+    /// Whether a backend may report the runs of a block that keep their
+    /// thread's context as repeats of an earlier run of it in the same
+    /// context rather than in the order they ran (`cgx_engine::RunOptions::quiet_runs`,
+    /// [`Collector`]'s answers to `EventSink::continues`): with Callgrind's
+    /// attribution of `Ir` alone (no simulation, no bus events), no jumps
+    /// collected and no block triggers, where such a run only adds to its
+    /// block's count in the context.
+    pub fn quiet_runs(&self) -> bool {
+        !self.cachegrind
+            && !self.cache_sim
+            && !self.branch_sim
+            && !self.cacheuse
+            && !self.collect_bus
+            && !self.collect_jumps
+            && !self.has_block_triggers()
+    }
+
     /// The write-back and prefetch behaviours the cache simulation has:
     /// those asked for, with Callgrind's cache simulation and without cache
     /// use (Valgrind 3.19 turns them off with `--cacheuse=yes`); `None` when

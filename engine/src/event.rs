@@ -79,11 +79,14 @@ pub struct WholeBlock<'a> {
     pub block: Block,
     /// All of its instructions (address, length), in order.
     pub instructions: &'a [(u64, u8)],
-    /// How many times it runs again right after, whole, each time jumping
-    /// back from its last instruction to its start (a loop of one block).
+    /// How many more times it runs whole: right after, each time jumping
+    /// back from its last instruction to its start (a loop of one block),
+    /// or, with `RunOptions::quiet_runs`, later, each arriving by a jump or
+    /// fall-through the sink said keeps the thread's context
+    /// ([`EventSink::continues`]), before the context could change.
     pub repeats: u64,
     /// The start of each of those runs (the same address and stack
-    /// pointer, arriving from the block's own end).
+    /// pointer, arriving as from the block's own end).
     pub again: Block,
 }
 
@@ -336,6 +339,18 @@ pub trait EventSink {
     /// reports them one event at a time ([`report_simulated`]).
     fn blocks_simulated(&mut self, thread: Thread, blocks: &mut SimulatedBlocks<'_>) {
         report_simulated(self, thread, blocks);
+    }
+
+    /// Whether a fall-through or a direct jump on `thread` from the block at
+    /// `from` to the block at `to`, with the stack pointer where it was at
+    /// the start of the last block reported in order, leaves the sink as
+    /// it was but for one more run of `to` in the thread's context. With
+    /// `RunOptions::quiet_runs` a backend may then report a run that
+    /// arrives so, after a run of `to` reported since the thread's context
+    /// last changed, as a repeat of that run ([`WholeBlock::repeats`]),
+    /// not in the order it ran. `false`, the default: every run in order.
+    fn continues(&mut self, _thread: Thread, _from: u64, _to: u64) -> bool {
+        false
     }
 
     /// A sink that replays the records of one drain of `thread`'s buffer

@@ -10,6 +10,22 @@ use crate::simulation::Step;
 use crate::thread::{RunsAgain, Shared};
 
 impl Process {
+    /// Whether a fall-through or a jump from the block at `from` to
+    /// the block at `to` adds only a run of `to` in its thread's context
+    /// when no frame is left ([`crate::Options::quiet_runs`] and
+    /// `Functions::may_continue`; `EventSink::continues`). The process's
+    /// maps are read again when either is in none of the last ones read.
+    pub fn continues(&mut self, from: u64, to: u64) -> bool {
+        if !self.options.quiet_runs() {
+            return false;
+        }
+        if !(self.symbols.knows(from) && self.symbols.knows(to)) {
+            // Unreadable objects resolve to `???`, which may not continue.
+            let _ = self.symbols.refresh(self.pid as u32);
+        }
+        self.functions.may_continue(from, to, &self.symbols)
+    }
+
     /// A block starts on thread `tid`.
     pub fn block(&mut self, tid: i32, block: Block) {
         if !self.instrumenting {

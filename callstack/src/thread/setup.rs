@@ -177,14 +177,12 @@ impl ThreadState {
     #[inline]
     pub(super) fn keeps_context(&self, arrival: Arrival, sp: u64, info: BlockInfo) -> bool {
         let continues = matches!(arrival, Arrival::FallThrough | Arrival::Jump { .. });
-        if !continues || info.is_entry || self.leaves_top_frame(sp) {
+        if !continues || self.leaves_top_frame(sp) {
             return false;
         }
         let state = self.state_ref();
-        let same_code = |last: &CurrentBlock| {
-            last.info.object == info.object && last.info.section == info.section
-        };
-        state.cxt.is_some() && state.block.as_ref().is_some_and(same_code)
+        let from_last = |last: &CurrentBlock| info.may_continue(&last.info);
+        state.cxt.is_some() && state.block.as_ref().is_some_and(from_last)
     }
 
     /// [`ThreadState::enter_block`] when the block keeps the context

@@ -206,6 +206,7 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         simulations: options.simulations(),
         branches: options.branch_sim,
         counts_only: options.tool == Tool::Cachegrind && !options.simulations(),
+        quiet_runs: collector.options().quiet_runs(),
         job_control: true,
         system_calls: options.collect_systime.clocks(),
     };

@@ -238,6 +238,10 @@ impl EventSink for Tap<'_> {
         self.collector.instruction(thread, addr, len);
     }
 
+    fn continues(&mut self, thread: Thread, from: u64, to: u64) -> bool {
+        self.collector.continues(thread, from, to)
+    }
+
     fn ahead(&mut self, thread: Thread) -> Option<SimulationAhead> {
         self.notice(thread.pid);
         self.collector.ahead(thread)

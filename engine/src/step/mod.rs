@@ -105,6 +105,12 @@ pub struct RunOptions {
     /// ([`crate::EventSink::blocks_executed`]) in no particular order, with
     /// no stack pointer (0) and as arriving by falling through.
     pub counts_only: bool,
+    /// The translate backend may report a run of a block that keeps its
+    /// thread's context by the sink's rules ([`crate::EventSink::continues`])
+    /// as a repeat of its block's run reported earlier in that context
+    /// ([`crate::WholeBlock::repeats`]), counted in the tracee, instead of
+    /// in the order it ran.
+    pub quiet_runs: bool,
     /// Stop the tracer too when the program's initial process stops
     /// (SIGSTOP, Ctrl-Z), so that the shell that started it sees its job
     /// stopped (see `jobs`); the program stays stopped until SIGCONT either

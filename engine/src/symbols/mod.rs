@@ -300,6 +300,11 @@ impl Symbols {
         self.region(addr)?.elf.as_ref().map(|(_, bias)| *bias)
     }
 
+    /// Whether `addr` is in an executable mapping of the last maps read.
+    pub fn knows(&self, addr: u64) -> bool {
+        self.region(addr).is_some()
+    }
+
     /// The object path of `addr`, `???` outside every executable mapping.
     pub fn object(&self, addr: u64) -> Arc<str> {
         self.region(addr)

@@ -25,7 +25,12 @@
 //! - when the run needs only counts (`RunOptions::counts_only`), one run
 //!   counter per translation ([`COUNTERS`] of them): a translation adds
 //!   one to its counter instead of appending a record; the tracer reads
-//!   and zeroes the counters at every drain.
+//!   and zeroes the counters at every drain;
+//! - when the run counts quiet runs (`RunOptions::quiet_runs`), two words
+//!   per translation ([`COUNTERS`] of them): the segment of its last
+//!   record and that record's address (`quiet`). Emptying a half or
+//!   handing one off starts a new segment, so no run is counted in a
+//!   record the tracer reads.
 //!
 //! So threads running at the same time never share a slot or a buffer, and
 //! a full buffer stops only its own thread, and only briefly.
@@ -38,6 +43,7 @@ use crate::ptrace::{self, Regs};
 use super::inject;
 use super::layout::{Layout, BUFFER_SIZE, COUNTERS, MAX_RECORD, PAGE};
 use super::memory::Memory;
+use super::quiet;
 
 /// Scratch slot for the tracee's rax.
 pub(super) const SAVE_RAX: u64 = 0;
@@ -64,17 +70,23 @@ pub(super) const CAPTURE_RBX: u64 = 72;
 /// of a translation that records words or counts its runs, read when it
 /// records a word or counts a run).
 pub(super) const RECORD: u64 = 80;
+/// The number of the thread's segment of quiet runs (`quiet`).
+pub(super) const SEGMENT: u64 = 88;
+/// The stack pointer of the thread's segment of quiet runs (`quiet`).
+pub(super) const SEGMENT_SP: u64 = 96;
+/// The last segment number the thread counted to (`quiet`).
+pub(super) const NEXT_SEGMENT: u64 = 104;
 /// Scratch slots of the code timing a `syscall` (`timing`): the tracee's
 /// rax, rdi, rsi and r11. They are never live at a safe point (no signal
 /// handler runs while they hold a value), so they are not kept across a
 /// handler.
-pub(super) const TIMING_RAX: u64 = 88;
+pub(super) const TIMING_RAX: u64 = 112;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_RDI: u64 = 96;
+pub(super) const TIMING_RDI: u64 = 120;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_RSI: u64 = 104;
+pub(super) const TIMING_RSI: u64 = 128;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_R11: u64 = 112;
+pub(super) const TIMING_R11: u64 = 136;
 /// Bytes of the scratch slots, from the start of the area to `RECORD`.
 const SCRATCH: usize = (RECORD + 8) as usize;
 
@@ -111,9 +123,12 @@ pub(super) struct Area {
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE) + 8 * COUNTERS;
+    pub const SIZE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE) + 24 * COUNTERS;
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
     pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
+    /// Offset of the translations' entries for quiet runs (translation
+    /// `id`'s at `16 * id` after, see `quiet`).
+    pub const QUIET_BASE: u64 = Area::COUNTER_BASE + 8 * COUNTERS;
 
     /// The address of the slot at `offset`.
     pub fn at(&self, offset: u64) -> u64 {
@@ -178,10 +193,12 @@ impl Area {
     }
 
     /// Makes the empty buffer half `half` the one records go to (the
-    /// cursor at its start, the record slot at the spare record).
+    /// cursor at its start, the record slot at the spare record), in a new
+    /// segment of quiet runs (`quiet`) with no stack pointer.
     pub fn start_half(&self, memory: &Memory, half: u64) -> Result<()> {
         memory.write_u64(self.at(CURSOR), self.buffer(half))?;
-        memory.write_u64(self.at(RECORD), self.spare_record())
+        let slots = [self.spare_record(), quiet::new_epoch(), 0];
+        memory.write(self.at(RECORD), bytemuck::cast_slice(&slots))
     }
 
     /// The scratch slots now.

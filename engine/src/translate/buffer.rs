@@ -9,10 +9,12 @@
 //!
 //! Without simulations the records reach the sink in one call
 //! ([`EventSink::blocks_executed`]), and a record of a block that loops on
-//! itself counts its runs (`translator`): one [`WholeBlock`] with its
-//! repeats. When such a record is the last one drained, the thread may be
-//! inside that block, so the emptied buffer starts with a new record of it
-//! with no run yet (`Area::open_record`), where its next runs are counted.
+//! itself counts its runs (`translator`), as does, with quiet runs, the
+//! record of a block's first run in a segment (`quiet`): one
+//! [`WholeBlock`] with its repeats. When a record of a block that loops
+//! on itself is the last one drained, the thread may be inside that
+//! block, so the emptied buffer starts with a new record of it with no
+//! run yet (`Area::open_record`), where its next runs are counted.
 
 use std::ops::Range;
 
@@ -463,7 +465,11 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 }
                 return self.fail("translate: a record past the cursor".into());
             };
-            let runs = if info.repeats { runs } else { 1 };
+            let runs = if info.repeats || info.counts_runs {
+                runs
+            } else {
+                1
+            };
             self.at = end;
             if let Some(&next) = self.words.get(end) {
                 self.cache.prefetch_replay(next);
@@ -1016,7 +1022,7 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
             };
             replay.recorded_block(sink, thread, run, last);
         } else {
-            let runs = match (info.repeats, recorded.first()) {
+            let runs = match (info.repeats || info.counts_runs, recorded.first()) {
                 (true, Some(&runs)) => runs,
                 _ => 1,
             };

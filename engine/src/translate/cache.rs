@@ -31,6 +31,22 @@ use super::writes::Writes;
 /// margin keeps an object's own targets in reach.
 const REACH: u64 = 0x7000_0000;
 
+/// The sink's answer to whether a fall-through or direct jump from the
+/// block at the first address to the block at the second keeps the
+/// thread's context (`EventSink::continues`): which exits are quiet.
+pub(super) type Continues<'a> = &'a mut dyn FnMut(u64, u64) -> bool;
+
+/// What translating needs besides the cache: the tracee's memory, a
+/// window on its original code, the batch of writes, where the original
+/// code is protected or may change unseen, and which exits are quiet.
+struct Translating<'a, 'w> {
+    memory: &'a Memory,
+    code: &'a mut CodeWindow<'w>,
+    writes: &'a mut Writes,
+    protection: &'a Protection,
+    continues: Continues<'a>,
+}
+
 /// One translation.
 #[derive(Clone, Debug)]
 struct Translation {
@@ -46,10 +62,23 @@ struct Translation {
     repeats: bool,
     /// Whether it counts its runs in the thread's area (no record).
     counted: bool,
+    /// Whether runs through quiet exits are counted in its record of the
+    /// segment (`quiet`).
+    counts_runs: bool,
+    /// Where quiet exits enter it (`quiet`), as bytes before `code.start`
+    /// (in its header); 0 when it has no quiet entry.
+    quiet_entry: u32,
     /// Its code, from its entry on.
     code: Range<u64>,
     /// The space it takes in its region, header and alignment included.
     space: Range<u64>,
+}
+
+impl Translation {
+    /// Where quiet exits enter it, when it has a quiet entry (`quiet`).
+    fn quiet_entry(&self) -> Option<u64> {
+        (self.quiet_entry != 0).then(|| self.code.start - u64::from(self.quiet_entry))
+    }
 }
 
 /// What the replay of a translation's records needs in the common case,
@@ -69,6 +98,8 @@ struct Replayed {
     words: u32,
     /// Whether the first of them counts its runs (see `translator`).
     repeats: bool,
+    /// Whether that count is of runs through quiet exits (`quiet`).
+    counts_runs: bool,
     /// Where its record holds the time of its `syscall` (`timing`).
     system_call: Option<SystemCallWords>,
     /// Its instructions' addresses and lengths.
@@ -91,8 +122,11 @@ pub(super) struct ReplayInfo<'a> {
     pub plan: Option<&'a Plan>,
     /// Words its record holds besides the id and the stack pointer.
     pub words: usize,
-    /// Whether the first of them counts its runs.
+    /// Whether the first of them counts its runs, looping on itself.
     pub repeats: bool,
+    /// Whether the first of them counts its runs through quiet exits
+    /// (`quiet`).
+    pub counts_runs: bool,
     /// Where its record holds the time of its `syscall` (`timing`).
     pub system_call: Option<SystemCallWords>,
 }
@@ -329,6 +363,7 @@ impl Cache {
             plan: t.plan.as_deref(),
             words: t.words as usize,
             repeats: t.repeats,
+            counts_runs: t.counts_runs,
             system_call: t.system_call,
         })
     }
@@ -385,6 +420,7 @@ impl Cache {
             || !translation.code.contains(&addr)
             || translation.repeats
             || translation.counted
+            || translation.counts_runs
         {
             return None;
         }
@@ -497,14 +533,14 @@ impl Cache {
         target: u64,
         budget: usize,
         protection: &Protection,
+        continues: Continues<'_>,
     ) -> Result<Option<u64>> {
-        self.batch(memory, |cache, code, writes| {
-            let Some(entry) = cache.translate_into(memory, code, writes, target, protection)?
-            else {
+        self.batch(memory, protection, continues, |cache, at| {
+            let Some(entry) = cache.translate_into(at, target)? else {
                 return Ok(None);
             };
-            cache.enter_indirect_into(writes, target, entry);
-            cache.translate_ahead_into(memory, code, writes, target, budget, protection)?;
+            cache.enter_indirect_into(at.writes, target, entry);
+            cache.translate_ahead_into(at, target, budget)?;
             Ok(Some(entry))
         })
     }
@@ -519,29 +555,40 @@ impl Cache {
         exit: usize,
         budget: usize,
         protection: &Protection,
+        continues: Continues<'_>,
     ) -> Result<u64> {
         let target = self
             .exit_target(id, exit)
             .ok_or_else(|| Error::Unexpected("translate: an exit stub without a target".into()))?;
-        self.batch(memory, |cache, code, writes| {
-            if let Some(entry) = cache.translate_into(memory, code, writes, target, protection)? {
-                cache.link_into(writes, id, exit, entry);
-                cache.translate_ahead_into(memory, code, writes, target, budget, protection)?;
+        self.batch(memory, protection, continues, |cache, at| {
+            if let Some(entry) = cache.translate_into(at, target)? {
+                cache.link_into(at.writes, id, exit, entry);
+                cache.translate_ahead_into(at, target, budget)?;
             }
             Ok(target)
         })
     }
 
-    /// Runs `work` with a window on the original code in `memory` and a
-    /// batch of writes, made after it (also when it fails).
+    /// Runs `work` translating with a window on the original code in
+    /// `memory`, `protection` and `continues`, and a batch of writes, made
+    /// after it (also when it fails).
     fn batch<T>(
         &mut self,
         memory: &Memory,
-        work: impl FnOnce(&mut Cache, &mut CodeWindow, &mut Writes) -> Result<T>,
+        protection: &Protection,
+        continues: Continues<'_>,
+        work: impl FnOnce(&mut Cache, &mut Translating<'_, '_>) -> Result<T>,
     ) -> Result<T> {
         let mut code = CodeWindow::new(memory);
         let mut writes = Writes::default();
-        let result = work(self, &mut code, &mut writes);
+        let mut at = Translating {
+            memory,
+            code: &mut code,
+            writes: &mut writes,
+            protection,
+            continues,
+        };
+        let result = work(self, &mut at);
         writes.flush(memory)?;
         result
     }
@@ -551,21 +598,14 @@ impl Cache {
     /// `writes`; one that checks its code where `protection` says it may
     /// change unseen); `None` when the block is refused (see
     /// [`Cache::refused`]).
-    fn translate_into(
-        &mut self,
-        memory: &Memory,
-        code: &mut CodeWindow,
-        writes: &mut Writes,
-        addr: u64,
-        protection: &Protection,
-    ) -> Result<Option<u64>> {
+    fn translate_into(&mut self, at: &mut Translating<'_, '_>, addr: u64) -> Result<Option<u64>> {
         if let Some(&entry) = self.entries.get(&addr) {
             return Ok(Some(entry));
         }
         if self.refused.contains_key(&addr) {
             return Ok(None);
         }
-        let Some(block) = blocks::decode(code, addr) else {
+        let Some(block) = blocks::decode(at.code, addr) else {
             self.refused.insert(addr, (None, "does not decode".into()));
             return Ok(None);
         };
@@ -595,16 +635,27 @@ impl Cache {
                 .ok_or_else(|| Error::Unexpected("translate: too many translations".into()))?,
         };
         let len = block.last().next().wrapping_sub(block.addr) as usize;
-        let original = protection
+        let original = at
+            .protection
             .changing(addr)
-            .then(|| code.read(addr, len))
+            .then(|| at.code.read(addr, len))
             .filter(|bytes| bytes.len() == len);
         // Only a translation with the same header takes the space: its
         // entry is then the old one's, where jumps from dead translations
         // still lead.
         let old_space = reused_id.map(|old| self.translations[old as usize].space.clone());
-        let entries = &self.entries;
-        let linked = |target: u64| entries.get(&target).copied();
+        // Whether a run arriving through each exit keeps the thread's
+        // context, when the run counts quiet runs.
+        // Which exits keep the thread's context, and whether exits from
+        // blocks of its own object and section may (it starts no function).
+        let quiet: Option<(Vec<bool>, bool)> = self.capture.quiet.then(|| {
+            let quietly = translator::may_leave_quietly(&block);
+            let targets = translator::exit_targets(&block);
+            let mut exit_quiet = |&to: &u64| quietly && (at.continues)(block.addr, to);
+            let exits = targets.iter().map(&mut exit_quiet).collect();
+            (exits, (at.continues)(block.addr, block.addr))
+        });
+        let linked = |target: u64, quiet: bool| self.link_target(target, quiet);
         let capture = self.capture;
         let cpuid_trap = self.cpuid_trap;
         // Emits the translation at `at` in `region`.
@@ -615,16 +666,29 @@ impl Cache {
                 capture,
                 cpuid_trap,
                 original,
+                quiet: quiet.as_ref().map(|(exits, target)| translator::Quiet {
+                    exits,
+                    target: *target,
+                }),
             };
             translator::translate(&block, id, at, target, &linked)
         };
+        // Jumps from dead translations may still lead to the old entries.
+        let old_entries = reused_id.map(|old| {
+            let translation = &self.translations[old as usize];
+            (translation.code.start, translation.quiet_entry())
+        });
         let in_old_space = old_space.and_then(|space| {
             let region = self
                 .regions
                 .iter()
                 .find(|region| (region.layout.base..region.layout.end()).contains(&space.start))?;
             let emitted = emit(region, space.start).ok()?;
-            (emitted.at + emitted.bytes.len() as u64 <= space.end).then_some((emitted, space))
+            let same_entries = old_entries.is_some_and(|(entry, quiet)| {
+                entry == emitted.entry && (quiet.is_none() || quiet == emitted.quiet_entry)
+            });
+            (same_entries && emitted.at + emitted.bytes.len() as u64 <= space.end)
+                .then_some((emitted, space))
         });
         let (emitted, space) = match in_old_space {
             Some(found) => found,
@@ -655,7 +719,7 @@ impl Cache {
             }
         };
         let end = emitted.at + emitted.bytes.len() as u64;
-        writes.code(memory, emitted.at, &emitted.bytes)?;
+        at.writes.code(at.memory, emitted.at, &emitted.bytes)?;
         let exit_stubs = emitted
             .exits
             .iter()
@@ -673,7 +737,7 @@ impl Cache {
         self.traps.extend(own);
         let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
-            let to = self.entries.get(&exit.target).copied();
+            let to = self.link_target(exit.target, exit.quiet);
             let is_linked = to.is_some_and(|to| translator::reachable(exit.slot, to));
             if is_linked {
                 self.incoming.insert((exit.target, id, index as u32));
@@ -693,6 +757,7 @@ impl Cache {
             words: u32::try_from(emitted.words)
                 .map_err(|_| Error::Unexpected("translate: a record too long".into()))?,
             repeats: emitted.repeats,
+            counts_runs: emitted.counts_runs,
             instructions: block.insns.iter().map(|i| (i.addr, i.len)).collect(),
             plan,
             system_call: emitted.system_call,
@@ -719,6 +784,11 @@ impl Cache {
             alive: true,
             repeats: emitted.repeats,
             counted: emitted.counted,
+            counts_runs: emitted.counts_runs,
+            quiet_entry: emitted
+                .quiet_entry
+                .and_then(|at| u32::try_from(emitted.entry.checked_sub(at)?).ok())
+                .unwrap_or(0),
             code,
             space,
         };
@@ -810,13 +880,40 @@ impl Cache {
             .is_some_and(|translation| translation.alive)
     }
 
-    /// Links exit `exit` of translation `id` to `entry` (the jump written
-    /// to `writes`).
+    /// Where an exit to original address `target` leads: the entry of
+    /// its translation, or its quiet entry for a `quiet` exit when it has
+    /// one (`quiet`).
+    fn link_target(&self, target: u64, quiet: bool) -> Option<u64> {
+        let &entry = self.entries.get(&target)?;
+        Some(self.entered_at(entry, quiet))
+    }
+
+    /// Where an exit to the translation whose entry is `entry` leads: its
+    /// quiet entry for a `quiet` exit when it has one, else `entry`.
+    fn entered_at(&self, entry: u64, quiet: bool) -> u64 {
+        let quiet_entry = || {
+            let &id = self.by_entry.get(&entry)?;
+            self.translations.get(id as usize)?.quiet_entry()
+        };
+        match quiet {
+            true => quiet_entry().unwrap_or(entry),
+            false => entry,
+        }
+    }
+
+    /// Links exit `exit` of translation `id` to the translation whose
+    /// entry is `entry` (at its quiet entry for a quiet exit, see
+    /// [`Cache::link_target`]; the jump written to `writes`).
     fn link_into(&mut self, writes: &mut Writes, id: u32, exit: usize, entry: u64) {
-        let Some(translation) = self.translations.get_mut(id as usize) else {
+        let Some(slot) = self
+            .translations
+            .get(id as usize)
+            .and_then(|translation| translation.parts.exit(exit))
+        else {
             return;
         };
-        let Some(slot) = translation.parts.exit(exit) else {
+        let entry = self.entered_at(entry, slot.quiet);
+        let Some(translation) = self.translations.get_mut(id as usize) else {
             return;
         };
         if translation.parts.linked(exit) || !translator::reachable(slot.slot, entry) {
@@ -839,12 +936,9 @@ impl Cache {
     /// many it made.
     fn translate_ahead_into(
         &mut self,
-        memory: &Memory,
-        code: &mut CodeWindow,
-        writes: &mut Writes,
+        at: &mut Translating<'_, '_>,
         from: u64,
         budget: usize,
-        protection: &Protection,
     ) -> Result<usize> {
         let mut made = 0;
         let Some(&entry) = self.entries.get(&from) else {
@@ -873,13 +967,12 @@ impl Cache {
                 if !known
                     && (made >= budget
                         || self.refused.contains_key(&target)
-                        || !protection.covers(target)
+                        || !at.protection.covers(target)
                         || !self.has_region_near(target))
                 {
                     continue;
                 }
-                let Some(to) = self.translate_into(memory, code, writes, target, protection)?
-                else {
+                let Some(to) = self.translate_into(at, target)? else {
                     continue;
                 };
                 if !known {
@@ -889,8 +982,8 @@ impl Cache {
                     }
                 }
                 match exit {
-                    Some(exit) => self.link_into(writes, id, exit, to),
-                    None if !known => self.enter_indirect_into(writes, target, to),
+                    Some(exit) => self.link_into(at.writes, id, exit, to),
+                    None if !known => self.enter_indirect_into(at.writes, target, to),
                     None => {}
                 }
             }

@@ -68,6 +68,9 @@ pub(super) struct Capture {
     /// Count runs instead of recording them where possible (the run needs
     /// only counts, see `area`).
     pub counting: bool,
+    /// Count the runs through quiet exits in the segment's record
+    /// (`RunOptions::quiet_runs`, see `quiet`).
+    pub quiet: bool,
     /// `rdfsbase` may be used (else `fs` operands are
     /// refused).
     pub fsgsbase: bool,
@@ -76,15 +79,22 @@ pub(super) struct Capture {
 }
 
 impl Capture {
-    /// Recording as `enabled` and `counting` say, timing system calls with
-    /// `system_calls`, with what this machine allows (the tracee runs on
-    /// the tracer's kernel and CPU).
-    pub fn new(enabled: bool, counting: bool, system_calls: SystemCallClocks) -> Capture {
+    /// Recording as `enabled`, `counting` and `quiet` say (the first
+    /// that applies), timing system calls with `system_calls`, with what
+    /// this machine allows (the tracee runs on the tracer's kernel and
+    /// CPU).
+    pub fn new(
+        enabled: bool,
+        counting: bool,
+        quiet: bool,
+        system_calls: SystemCallClocks,
+    ) -> Capture {
         // SAFETY: getauxval only reads the process's auxiliary vector.
         let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
         Capture {
             enabled,
             counting: counting && !enabled,
+            quiet: quiet && !counting && !enabled,
             fsgsbase: hwcap2 & HWCAP2_FSGSBASE != 0,
             system_calls,
         }
@@ -490,8 +500,8 @@ mod tests {
     #[test]
     fn records_for_simulations_get_whole_halves_and_counting_runs_an_eighth() {
         let clocks = SystemCallClocks::default();
-        let simulating = Capture::new(true, false, clocks);
-        let counting = Capture::new(false, true, clocks);
+        let simulating = Capture::new(true, false, false, clocks);
+        let counting = Capture::new(false, true, false, clocks);
         assert_eq!(simulating.buffer_half(), BUFFER_SIZE);
         assert_eq!(counting.buffer_half(), BUFFER_SIZE / 8);
         for capture in [simulating, counting] {
@@ -507,6 +517,7 @@ mod tests {
         let capture = Capture {
             enabled: true,
             counting: false,
+            quiet: false,
             fsgsbase: false,
             system_calls: SystemCallClocks::Off,
         };

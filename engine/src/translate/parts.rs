@@ -1,5 +1,5 @@
-//! A translation's lists in one allocation: its exits and which of them
-//! are linked, the numbers of its instructions' decodings and sources, its
+//! A translation's lists in one allocation: its exits, which of them
+//! are linked and which lead to their target's quiet entry, the numbers of its instructions' decodings and sources, its
 //! traps and its safe points. Programs have tens of thousands of
 //! translations; one allocation with 16-bit lengths, instead of a box per
 //! list, keeps each about a hundred bytes smaller.
@@ -10,7 +10,7 @@ use super::translator::ExitSlot;
 #[derive(Clone, Debug, Default)]
 pub(super) struct Parts {
     /// The exits (three words each: slot, stub, target), their linked bits
-    /// (a word per 64 exits), the decodings' and the sources' numbers (two
+    /// and their quiet bits (a word per 64 exits each), the decodings' and the sources' numbers (two
     /// to a word), the traps, the safe points.
     words: Box<[u64]>,
     exits: u16,
@@ -46,6 +46,9 @@ impl Parts {
         let mut words = vec![0u64; parts.safe_at() + lists.safe.len()];
         for (index, exit) in lists.exits.iter().enumerate() {
             words[index * EXIT..][..EXIT].copy_from_slice(&[exit.slot, exit.stub, exit.target]);
+            if exit.quiet {
+                words[parts.quiet_at() + index / 64] |= 1 << (index % 64);
+            }
         }
         let numbers = |words: &mut [u64], at: usize, values: &[u32]| {
             let packed: &mut [u32] =
@@ -64,8 +67,12 @@ impl Parts {
         usize::from(self.exits) * EXIT
     }
 
-    fn decoded_at(&self) -> usize {
+    fn quiet_at(&self) -> usize {
         self.linked_at() + usize::from(self.exits).div_ceil(64)
+    }
+
+    fn decoded_at(&self) -> usize {
+        self.quiet_at() + usize::from(self.exits).div_ceil(64)
     }
 
     fn sources_at(&self) -> usize {
@@ -90,8 +97,14 @@ impl Parts {
         if index >= self.exit_count() {
             return None;
         }
+        let quiet = self.bit(self.quiet_at(), index);
         match self.words.get(index * EXIT..(index + 1) * EXIT)? {
-            &[slot, stub, target] => Some(ExitSlot { slot, stub, target }),
+            &[slot, stub, target] => Some(ExitSlot {
+                slot,
+                stub,
+                target,
+                quiet,
+            }),
             _ => None,
         }
     }
@@ -103,10 +116,15 @@ impl Parts {
 
     /// Whether exit `index` jumps to a translation (not to its stub).
     pub fn linked(&self, index: usize) -> bool {
+        self.bit(self.linked_at(), index)
+    }
+
+    /// Bit `index` of the bit list at `at`, for an exit.
+    fn bit(&self, at: usize, index: usize) -> bool {
         index < self.exit_count()
             && self
                 .words
-                .get(self.linked_at() + index / 64)
+                .get(at + index / 64)
                 .is_some_and(|bits| bits & (1 << (index % 64)) != 0)
     }
 
@@ -124,7 +142,7 @@ impl Parts {
 
     /// Marks every exit not linked.
     pub fn unlink_all(&mut self) {
-        let (at, end) = (self.linked_at(), self.decoded_at());
+        let (at, end) = (self.linked_at(), self.quiet_at());
         self.words[at..end].fill(0);
     }
 
@@ -165,6 +183,7 @@ mod tests {
             slot: 0x1000 + n,
             stub: 0x2000 + n,
             target: 0x3000 + n,
+            quiet: n % 2 == 1,
         }
     }
 
@@ -228,6 +247,8 @@ mod tests {
         assert_eq!(parts.exits().collect::<Vec<_>>(), exits);
         parts.unlink_all();
         assert!((0..70).all(|index| !parts.linked(index)));
+        // Linking leaves which exits are quiet as it was.
+        assert_eq!(parts.exits().collect::<Vec<_>>(), exits);
         assert_eq!(parts.traps(), [1, 2]);
     }
 

@@ -175,12 +175,14 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     // Translated ahead in protected code only (code a
                     // thread can only reach through the cache).
                     let space = &mut *self.space;
+                    let (sink, thread) = (&mut *self.sink, self.state.thread);
                     regs.rip = space.cache.follow_exit(
                         &space.memory,
                         id,
                         exit,
                         AHEAD,
                         &space.protection,
+                        &mut |from, to| sink.continues(thread, from, to),
                     )?;
                     return self.enter(&mut regs);
                 }
@@ -487,11 +489,14 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             // Ahead in protected code only (code a thread can only reach
             // through the cache).
             let space = &mut *self.space;
-            if let Some(entry) =
-                space
-                    .cache
-                    .enter(&space.memory, target, AHEAD, &space.protection)?
-            {
+            let (sink, thread) = (&mut *self.sink, self.state.thread);
+            if let Some(entry) = space.cache.enter(
+                &space.memory,
+                target,
+                AHEAD,
+                &space.protection,
+                &mut |from, to| sink.continues(thread, from, to),
+            )? {
                 regs.rip = entry;
                 ptrace::set_regs(tid, regs)?;
                 return Ok(Next::Resume(0));

@@ -39,7 +39,8 @@ use iced_x86::{Code, Instruction, MemoryOperand, Register};
 use crate::event::SystemCall;
 use crate::system_time::{ns_timespec, timespec_ns, Reading, SystemCallClocks};
 
-use super::area::{slot, RECORD, TIMING_R11, TIMING_RAX, TIMING_RDI, TIMING_RSI};
+use super::area::{RECORD, TIMING_R11, TIMING_RAX, TIMING_RDI, TIMING_RSI};
+use super::emit::Emit;
 use super::translator::Refusal;
 
 /// `clock_gettime`'s number.
@@ -139,75 +140,48 @@ fn displacement(word: usize) -> i64 {
     8 * (1 + word as i64)
 }
 
-/// Instruction building, with iced's errors as refusals.
-struct TimingCode {
-    list: Vec<Instruction>,
+/// rsi = the address of `word` of the open record.
+fn word_address(code: &mut Emit, word: usize) -> Result<(), Refusal> {
+    code.load(Register::RSI, RECORD)?;
+    code.lea(Register::RSI, Register::RSI, displacement(word))
 }
 
-impl TimingCode {
-    fn push(&mut self, built: Result<Instruction, iced_x86::IcedError>) -> Result<(), Refusal> {
-        self.list
-            .push(built.map_err(|error| format!("iced: {error}"))?);
-        Ok(())
-    }
+/// `clock_gettime(clock, rsi)` (rax, rdi, rcx and r11 overwritten).
+fn clock_gettime(code: &mut Emit, clock: i32) -> Result<(), Refusal> {
+    code.push(Instruction::with2(
+        Code::Mov_r32_imm32,
+        Register::EDI,
+        clock,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_r32_imm32,
+        Register::EAX,
+        SYS_CLOCK_GETTIME,
+    ))?;
+    code.push(Ok(Instruction::with(Code::Syscall)))
+}
 
-    /// `mov gs:[at], register`.
-    fn save(&mut self, at: u64, register: Register) -> Result<(), Refusal> {
-        self.push(Instruction::with2(Code::Mov_rm64_r64, slot(at), register))
+/// Reads the clocks of `words` into the `timespec`s of one end of the
+/// call.
+fn read_clocks(code: &mut Emit, words: &SystemCallWords, after: bool) -> Result<(), Refusal> {
+    word_address(code, words.timespec(after, false))?;
+    clock_gettime(code, CLOCK_MONOTONIC)?;
+    if words.cpu {
+        word_address(code, words.timespec(after, true))?;
+        clock_gettime(code, CLOCK_THREAD_CPUTIME_ID)?;
     }
-
-    /// `mov register, gs:[at]`.
-    fn restore(&mut self, register: Register, at: u64) -> Result<(), Refusal> {
-        self.push(Instruction::with2(Code::Mov_r64_rm64, register, slot(at)))
-    }
-
-    /// rsi = the address of `word` of the open record.
-    fn word_address(&mut self, word: usize) -> Result<(), Refusal> {
-        self.restore(Register::RSI, RECORD)?;
-        self.push(Instruction::with2(
-            Code::Lea_r64_m,
-            Register::RSI,
-            MemoryOperand::with_base_displ(Register::RSI, displacement(word)),
-        ))
-    }
-
-    /// `clock_gettime(clock, rsi)` (rax, rdi, rcx and r11 overwritten).
-    fn clock_gettime(&mut self, clock: i32) -> Result<(), Refusal> {
-        self.push(Instruction::with2(
-            Code::Mov_r32_imm32,
-            Register::EDI,
-            clock,
-        ))?;
-        self.push(Instruction::with2(
-            Code::Mov_r32_imm32,
-            Register::EAX,
-            SYS_CLOCK_GETTIME,
-        ))?;
-        self.push(Ok(Instruction::with(Code::Syscall)))
-    }
-
-    /// Reads the clocks of `words` into the `timespec`s of one end of the
-    /// call.
-    fn read_clocks(&mut self, words: &SystemCallWords, after: bool) -> Result<(), Refusal> {
-        self.word_address(words.timespec(after, false))?;
-        self.clock_gettime(CLOCK_MONOTONIC)?;
-        if words.cpu {
-            self.word_address(words.timespec(after, true))?;
-            self.clock_gettime(CLOCK_THREAD_CPUTIME_ID)?;
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// The code right before the program's `syscall`: records the number and
 /// the clocks, zeroes the wall clock's `timespec` after the call; rax,
 /// rdi and rsi as they were (rcx and r11 overwritten).
 pub(super) fn before(words: &SystemCallWords) -> Result<Vec<Instruction>, Refusal> {
-    let mut code = TimingCode { list: Vec::new() };
+    let mut code = Emit::default();
     code.save(TIMING_RAX, Register::RAX)?;
     code.save(TIMING_RDI, Register::RDI)?;
     code.save(TIMING_RSI, Register::RSI)?;
-    code.restore(Register::RSI, RECORD)?;
+    code.load(Register::RSI, RECORD)?;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
         MemoryOperand::with_base_displ(Register::RSI, displacement(usize::from(words.first))),
@@ -221,10 +195,10 @@ pub(super) fn before(words: &SystemCallWords) -> Result<Vec<Instruction>, Refusa
             0,
         ))?;
     }
-    code.read_clocks(words, false)?;
-    code.restore(Register::RSI, TIMING_RSI)?;
-    code.restore(Register::RDI, TIMING_RDI)?;
-    code.restore(Register::RAX, TIMING_RAX)?;
+    read_clocks(&mut code, words, false)?;
+    code.load(Register::RSI, TIMING_RSI)?;
+    code.load(Register::RDI, TIMING_RDI)?;
+    code.load(Register::RAX, TIMING_RAX)?;
     Ok(code.list)
 }
 
@@ -232,16 +206,16 @@ pub(super) fn before(words: &SystemCallWords) -> Result<Vec<Instruction>, Refusa
 /// every register but rcx as the call left it (rcx overwritten: the
 /// translation sets it next).
 pub(super) fn after(words: &SystemCallWords) -> Result<Vec<Instruction>, Refusal> {
-    let mut code = TimingCode { list: Vec::new() };
+    let mut code = Emit::default();
     code.save(TIMING_RAX, Register::RAX)?;
     code.save(TIMING_RDI, Register::RDI)?;
     code.save(TIMING_RSI, Register::RSI)?;
     code.save(TIMING_R11, Register::R11)?;
-    code.read_clocks(words, true)?;
-    code.restore(Register::R11, TIMING_R11)?;
-    code.restore(Register::RSI, TIMING_RSI)?;
-    code.restore(Register::RDI, TIMING_RDI)?;
-    code.restore(Register::RAX, TIMING_RAX)?;
+    read_clocks(&mut code, words, true)?;
+    code.load(Register::R11, TIMING_R11)?;
+    code.load(Register::RSI, TIMING_RSI)?;
+    code.load(Register::RDI, TIMING_RDI)?;
+    code.load(Register::RAX, TIMING_RAX)?;
     Ok(code.list)
 }
 

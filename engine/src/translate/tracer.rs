@@ -78,6 +78,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             capture: Capture::new(
                 options.simulations,
                 options.counts_only,
+                options.quiet_runs,
                 options.system_calls,
             ),
             spaces: HashMap::new(),

@@ -10,6 +10,7 @@
 //!           stub 0: int3                (the tracer translates the target and patches slot 0)
 //!           stub 1: int3
 //!           [system call trap: int3     (a block ending in `syscall`)]
+//!           [quiet entry: jmp rel32     (to the quiet path, see `quiet`)]
 //!           int3 padding to 16 bytes
 //! entry:    [check: the block's original code compared with the bytes it
 //!           was translated from, when they may change unseen; the
@@ -44,6 +45,10 @@
 //! region's filter, see `invalidate`) that jumps to the system call trap
 //! for the calls that may change code mappings.
 //!
+//! With quiet runs (`RunOptions::quiet_runs`) the prologue is `quiet`'s
+//! entry and the quiet path follows the block's end (and the repeat
+//! path); exits the sink calls quiet lead to their target's quiet entry.
+//!
 //! A block that jumps back to its own start (a loop of one block, or a
 //! REP string instruction's block) and leaves the stack pointer alone
 //! counts its runs in its record when the run records no words: the
@@ -77,6 +82,7 @@ use super::area::{
 use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
+use super::quiet;
 use super::timing::{self, SystemCallWords};
 
 /// Why a block is not translated (it is stepped instead).
@@ -118,6 +124,10 @@ pub(super) struct ExitSlot {
     pub stub: u64,
     /// The original address it leads to.
     pub target: u64,
+    /// Whether it leads to its target's quiet entry (a run arriving so
+    /// keeps the thread's context: `RunOptions::quiet_runs`), else to
+    /// its entry.
+    pub quiet: bool,
 }
 
 /// The bytes of a translation, to be written at `at`.
@@ -149,9 +159,15 @@ pub(super) struct Emitted {
     pub sources: Vec<Sources>,
     /// Words its record holds besides the id and the stack pointer.
     pub words: usize,
-    /// Whether its record counts its runs (its first word; see the module
-    /// documentation).
+    /// Whether it loops on itself counting its runs in its record (its
+    /// first word; see the module documentation).
     pub repeats: bool,
+    /// Whether runs through quiet exits are counted in its record of the
+    /// segment (its first word, see `quiet`).
+    pub counts_runs: bool,
+    /// Where quiet exits enter it (a `jmp` in its header to its quiet
+    /// path, see `quiet`), when it has a quiet entry.
+    pub quiet_entry: Option<u64>,
     /// Whether it counts its runs in the thread's area instead of
     /// appending a record.
     pub counted: bool,
@@ -211,8 +227,21 @@ pub(super) fn refusal(block: &DecodedBlock) -> Option<Refusal> {
     (!supported).then(|| format!("{:?}", instruction.code()))
 }
 
+/// Whether `block`'s exits may be quiet (`quiet`): it ends in a
+/// conditional or direct jump or at the block-length limit, not in a REP
+/// string instruction.
+pub(super) fn may_leave_quietly(block: &DecodedBlock) -> bool {
+    let last = block.last();
+    !last.rep
+        && match last.flow {
+            Flow::ConditionalJump | Flow::Next => true,
+            Flow::Jump { direct: true } => is_direct(last),
+            _ => false,
+        }
+}
+
 /// The original targets of the exits through slots of `block`.
-fn exit_targets(block: &DecodedBlock) -> Vec<u64> {
+pub(super) fn exit_targets(block: &DecodedBlock) -> Vec<u64> {
     let last = block.last();
     let next = last.next();
     let branch_target = || {
@@ -412,6 +441,21 @@ pub(super) struct Target<'a> {
     /// with them at each entry and traps when they differ, before doing
     /// anything else (see [`check`]), as Valgrind's `--smc-check` does.
     pub original: Option<&'a [u8]>,
+    /// With `RunOptions::quiet_runs`: which of its exits are quiet and
+    /// whether quiet exits may lead to it (see `quiet`).
+    pub quiet: Option<Quiet<'a>>,
+}
+
+/// A translation's part in quiet runs (`quiet`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Quiet<'a> {
+    /// For each exit through a slot (in the order of [`exit_targets`]),
+    /// whether it is quiet: a run arriving through it keeps the thread's
+    /// context (`EventSink::continues`).
+    pub exits: &'a [bool],
+    /// Whether quiet exits may lead to the block (it does not start a
+    /// function): it then has a quiet entry, unless it checks its code.
+    pub target: bool,
 }
 
 /// Translates `block` as translation number `id` at `at`, in `target`'s
@@ -423,7 +467,7 @@ pub(super) fn translate(
     id: u32,
     at: u64,
     target: Target<'_>,
-    linked: &dyn Fn(u64) -> Option<u64>,
+    linked: &dyn Fn(u64, bool) -> Option<u64>,
 ) -> Result<Emitted, Refusal> {
     let Target {
         layout,
@@ -431,7 +475,10 @@ pub(super) fn translate(
         capture,
         cpuid_trap,
         original,
+        quiet,
     } = target;
+    // A translation that checks its code checks it at each run.
+    let quiet_entry = quiet.is_some_and(|quiet| quiet.target) && original.is_none();
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
     }
@@ -443,7 +490,9 @@ pub(super) fn translate(
             .last()
             .instruction
             .is_some_and(|instruction| instruction.mnemonic() == Mnemonic::Syscall);
-    let header = (count * (SLOT_STRIDE + 1) + u64::from(watches_syscall) + 15) & !15;
+    let stubs_end = count * (SLOT_STRIDE + 1) + u64::from(watches_syscall);
+    let quiet_jump = quiet_entry.then_some(at + stubs_end);
+    let header = (stubs_end + if quiet_entry { SLOT_LEN } else { 0 } + 15) & !15;
     let syscall_trap = watches_syscall.then_some(at + count * (SLOT_STRIDE + 1));
     let entry = at + header;
     let exits: Vec<ExitSlot> = targets
@@ -453,6 +502,7 @@ pub(super) fn translate(
             slot: at + index as u64 * SLOT_STRIDE + SLOT_JUMP,
             stub: at + count * SLOT_STRIDE + index as u64,
             target,
+            quiet: quiet.and_then(|quiet| quiet.exits.get(index)).copied() == Some(true),
         })
         .collect();
     // A block ending in `syscall` keeps its record: a `fork` splits the
@@ -464,6 +514,16 @@ pub(super) fn translate(
         (!capture.enabled && !counted && original.is_none() && block.keeps_stack_pointer())
             .then(|| targets.iter().position(|&target| target == block.addr))
             .flatten();
+    // Quiet runs counted in the segment's record (`quiet`): a block left
+    // through quiet exits alone, recording no words.
+    let cached = (quiet_entry
+        && may_leave_quietly(block)
+        && !capture.enabled
+        && !counted
+        && !exits.is_empty()
+        && exits.iter().all(|exit| exit.quiet))
+    .then(|| quiet::cache_entry(id))
+    .flatten();
     let slot_of = |index: usize| {
         if repeat_exit == Some(index) {
             return REPEAT;
@@ -643,19 +703,34 @@ pub(super) fn translate(
     }
 
     let repeats = repeat_exit.is_some();
-    if repeats {
+    if repeats || quiet.is_some() {
         if let Some(first) = code.list.first_mut() {
             first.set_ip(BODY);
         }
+    }
+    if repeats {
         code.repeat_path()?;
+    }
+    // The record counts runs.
+    let runs = repeats || cached.is_some();
+    let quiet_path = code.list.len();
+    if quiet_entry {
+        code.list.append(&mut quiet::quiet_path(cached, BODY)?);
     }
     let mut list = match original {
         Some(bytes) => check(block.addr, bytes)?,
         None => Vec::new(),
     };
-    list.append(&mut match counted {
-        true => counting_prologue(id)?,
-        false => prologue(id, &recorder, repeats)?,
+    list.append(&mut match (counted, quiet.is_some()) {
+        (true, _) => counting_prologue(id)?,
+        (false, true) => quiet::entry(quiet::Record {
+            id,
+            bytes: recorder.record_bytes() + 8 * u64::from(runs),
+            runs,
+            record_slot: recorder.words() > 0 || runs,
+            cached,
+        })?,
+        (false, false) => prologue(id, &recorder, repeats)?,
     });
     let body = list.len();
     list.append(&mut code.list);
@@ -670,6 +745,7 @@ pub(super) fn translate(
             .map(|&offset| entry + u64::from(offset))
     };
     let safe = code.safe.iter().filter_map(at_offset).collect();
+    let quiet_path = quiet_jump.and_then(|_| at_offset(&quiet_path));
     let cpuid_traps = code.cpuid_traps.iter().filter_map(at_offset).collect();
     // The stale path's last instruction is its `int3`.
     let stale_trap = match original {
@@ -680,13 +756,17 @@ pub(super) fn translate(
 
     let mut bytes = Vec::with_capacity(header as usize + encoded.len());
     for exit in &exits {
-        let to = linked(exit.target)
+        let to = linked(exit.target, exit.quiet)
             .filter(|&entry| reachable(exit.slot, entry))
             .unwrap_or(exit.stub);
         bytes.extend_from_slice(&[INT3; SLOT_JUMP as usize]);
         bytes.extend_from_slice(&slot_jump(exit.slot, to));
     }
     bytes.resize(header as usize, INT3);
+    if let (Some(jump), Some(path)) = (quiet_jump, quiet_path) {
+        let start = (jump - at) as usize;
+        bytes[start..start + SLOT_LEN as usize].copy_from_slice(&slot_jump(jump, path));
+    }
     bytes.extend_from_slice(&encoded);
     Ok(Emitted {
         at,
@@ -698,11 +778,13 @@ pub(super) fn translate(
         cpuid_traps,
         stale_trap,
         decoded,
-        words: recorder.words() + usize::from(repeats),
+        words: recorder.words() + usize::from(runs),
         sources: recorder.sources,
         repeats,
+        counts_runs: cached.is_some(),
         counted,
         safe,
+        quiet_entry: quiet_jump,
     })
 }
 

@@ -6,17 +6,6 @@
 /* Iterations of each loop (the test knows it too). */
 #define ITERATIONS 30000000
 
-#define SIGALRM 14
-#define ITIMER_REAL 0
-
-static volatile long handled;
-
-static void handler(int signal) {
-    (void)signal;
-    work(3);
-    handled++;
-}
-
 /* spin(n): 2n + 2 instructions between spin and spin_end. */
 void spin(long n);
 /* fill(buffer, n): n + 4 instructions between fill and fill_end (the REP
@@ -39,12 +28,10 @@ __asm__(".globl spin, spin_end, fill, fill_end\n"
 static char buffer[ITERATIONS];
 
 void _start(void) {
-    catch_signal(SIGALRM, handler);
-    long timer[4] = {0, 1000, 0, 1000}; /* every millisecond */
-    sys3(38 /* setitimer */, ITIMER_REAL, timer, 0);
+    catch_signal(SIGALRM, count_signal);
+    alarm_every(1000);
     spin(ITERATIONS);
     fill(buffer, ITERATIONS);
-    long off[4] = {0, 0, 0, 0};
-    sys3(38 /* setitimer */, ITIMER_REAL, off, 0);
-    sys_exit_group(handled > 255 ? 255 : handled);
+    alarm_every(0);
+    sys_exit_group(counted_signals > 255 ? 255 : counted_signals);
 }

@@ -47,11 +47,30 @@ static inline void catch_signal(int signal, void (*handler)(int)) {
     sys4(13 /* rt_sigaction */, signal, &action, 0, 8);
 }
 
+#define SIGALRM 14
+#define ITIMER_REAL 0
+
+/* Sends SIGALRM every `microseconds` (0: no more). */
+static inline void alarm_every(long microseconds) {
+    long timer[4] = {0, microseconds, 0, microseconds};
+    sys3(38 /* setitimer */, ITIMER_REAL, timer, 0);
+}
+
 /* Some work the compiler cannot fold: n iterations of a small loop. */
 static volatile long sink_value;
 __attribute__((noinline)) static void work(long n) {
     for (long i = 0; i < n; i++)
         sink_value += i;
+}
+
+/* Signals handled by `count_signal`. */
+static volatile long counted_signals;
+
+/* A handler that does some work and counts. */
+static void count_signal(int signal) {
+    (void)signal;
+    work(3);
+    counted_signals++;
 }
 
 #endif

@@ -1,0 +1,57 @@
+//! Building a list of instrumentation instructions: iced's errors as
+//! refusals, the thread's slots (`area`) saved and loaded, labels (fake
+//! addresses `encode` resolves) given and jumped to.
+
+use iced_x86::{Code, Instruction, MemoryOperand, Register};
+
+use super::area::slot;
+use super::translator::Refusal;
+
+/// Instructions being built.
+#[derive(Debug, Default)]
+pub(super) struct Emit {
+    /// The instructions so far.
+    pub list: Vec<Instruction>,
+}
+
+impl Emit {
+    /// Pushes `built`, iced's error as a refusal.
+    pub fn push(&mut self, built: Result<Instruction, iced_x86::IcedError>) -> Result<(), Refusal> {
+        self.list
+            .push(built.map_err(|error| format!("iced: {error}"))?);
+        Ok(())
+    }
+
+    /// `mov gs:[at], register`.
+    pub fn save(&mut self, at: u64, register: Register) -> Result<(), Refusal> {
+        self.push(Instruction::with2(Code::Mov_rm64_r64, slot(at), register))
+    }
+
+    /// `mov register, gs:[at]`.
+    pub fn load(&mut self, register: Register, at: u64) -> Result<(), Refusal> {
+        self.push(Instruction::with2(Code::Mov_r64_rm64, register, slot(at)))
+    }
+
+    /// `lea register, [base + displacement]` (flags untouched).
+    pub fn lea(
+        &mut self,
+        register: Register,
+        base: Register,
+        displacement: i64,
+    ) -> Result<(), Refusal> {
+        let address = MemoryOperand::with_base_displ(base, displacement);
+        self.push(Instruction::with2(Code::Lea_r64_m, register, address))
+    }
+
+    /// A branch `code` to `target` (an address or a label).
+    pub fn jump(&mut self, code: Code, target: u64) -> Result<(), Refusal> {
+        self.push(Instruction::with_branch(code, target))
+    }
+
+    /// Gives the last instruction pushed the fake address `label`.
+    pub fn label(&mut self, label: u64) {
+        if let Some(last) = self.list.last_mut() {
+            last.set_ip(label);
+        }
+    }
+}

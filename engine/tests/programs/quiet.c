@@ -1,0 +1,46 @@
+/* Loops of several blocks, one of them calling a function at each
+ * iteration, long enough for a timer signal every millisecond to
+ * interrupt them many times. The handler counts; the program exits with
+ * the count (at most 255). */
+#include "sys.h"
+
+/* Iterations of each loop (the test knows it too). */
+#define ITERATIONS 3000000
+
+/* branches(n): a loop of three blocks, one run at odd counts only:
+ * 4n + (n + 1) / 2 + 3 instructions between branches and branches_end. */
+void branches(long n);
+/* calls(n): a loop calling `leaf` each time: 4n + 4 instructions between
+ * calls and calls_end. */
+void calls(long n);
+__asm__(".globl branches, branches_end, calls, leaf, calls_end\n"
+        "branches:\n"
+        "    mov %rdi, %rcx\n"
+        "    xor %eax, %eax\n"
+        "1:  test $1, %cl\n"
+        "    jz 2f\n"
+        "    add %rcx, %rax\n"
+        "2:  dec %rcx\n"
+        "    jnz 1b\n"
+        "    ret\n"
+        "branches_end:\n"
+        "calls:\n"
+        "    push %rbx\n"
+        "    mov %rdi, %rbx\n"
+        "1:  call leaf\n"
+        "    dec %rbx\n"
+        "    jnz 1b\n"
+        "    pop %rbx\n"
+        "    ret\n"
+        "leaf:\n"
+        "    ret\n"
+        "calls_end:\n");
+
+void _start(void) {
+    catch_signal(SIGALRM, count_signal);
+    alarm_every(1000);
+    branches(ITERATIONS);
+    calls(ITERATIONS);
+    alarm_every(0);
+    sys_exit_group(counted_signals > 255 ? 255 : counted_signals);
+}

@@ -1,0 +1,162 @@
+//! Quiet runs (`RunOptions::quiet_runs`): the runs of a block that keep
+//! the thread's context, by the sink's `continues`, are counted in the
+//! record of its first run in the segment. The counts stay exact when
+//! signals interrupt the loops many times, and a loop of several blocks
+//! leaves a few records, not one per run.
+
+mod common;
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::path::Path;
+use std::process::Command as Process;
+
+use cgx_engine::{
+    translate, Block, Command, EventSink, Exit, Lifecycle, RunOptions, Thread, WholeBlocks,
+};
+use common::build;
+
+/// Iterations of each loop of `quiet.c`.
+const ITERATIONS: u64 = 3_000_000;
+
+/// Counts the instructions executed in two address ranges, the records
+/// (whole blocks reported) of the first and the signal handlers entered;
+/// a jump or fall-through continues the context unless it reaches a
+/// function's first instruction.
+struct Counts {
+    functions: HashSet<u64>,
+    branches: Range<u64>,
+    calls: Range<u64>,
+    in_branches: u64,
+    in_calls: u64,
+    records_in_branches: u64,
+    handlers: u64,
+    asked: u64,
+}
+
+impl Counts {
+    fn count(&mut self, addr: u64, runs: u64) {
+        if self.branches.contains(&addr) {
+            self.in_branches += runs;
+        } else if self.calls.contains(&addr) {
+            self.in_calls += runs;
+        }
+    }
+}
+
+impl EventSink for Counts {
+    type Ahead = cgx_engine::NoAhead;
+
+    fn block(&mut self, _thread: Thread, _block: Block) {}
+
+    fn instruction(&mut self, _thread: Thread, addr: u64, _len: u8) {
+        self.count(addr, 1);
+    }
+
+    fn blocks_executed(&mut self, _thread: Thread, blocks: &mut WholeBlocks<'_>) {
+        for whole in blocks {
+            if self.branches.contains(&whole.block.addr) {
+                self.records_in_branches += 1;
+            }
+            for &(addr, _) in whole.instructions {
+                self.count(addr, 1 + whole.repeats);
+            }
+        }
+    }
+
+    fn continues(&mut self, _thread: Thread, _from: u64, to: u64) -> bool {
+        self.asked += 1;
+        !self.functions.contains(&to)
+    }
+
+    fn lifecycle(&mut self, _thread: Thread, event: Lifecycle<'_>) {
+        if let Lifecycle::SignalEntered(_) = event {
+            self.handlers += 1;
+        }
+    }
+}
+
+/// The addresses of the text symbols of `program` (by `nm`), by name.
+fn symbols(program: &Path) -> Vec<(String, u64)> {
+    let output = Process::new("nm").arg(program).output().expect("nm runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let addr = u64::from_str_radix(fields.next()?, 16).ok()?;
+            let kind = fields.next()?;
+            let name = fields.next()?;
+            matches!(kind, "T" | "t").then(|| (name.to_string(), addr))
+        })
+        .collect()
+}
+
+fn run(quiet_runs: bool) -> (Counts, translate::Outcome, u64) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "quiet", 0);
+    let symbols = symbols(&program);
+    let at = |name: &str| {
+        symbols
+            .iter()
+            .find(|(symbol, _)| symbol == name)
+            .map(|&(_, addr)| addr)
+            .unwrap_or_else(|| panic!("no symbol {name}"))
+    };
+    let mut counts = Counts {
+        functions: symbols.iter().map(|&(_, addr)| addr).collect(),
+        branches: at("branches")..at("branches_end"),
+        calls: at("calls")..at("calls_end"),
+        in_branches: 0,
+        in_calls: 0,
+        records_in_branches: 0,
+        handlers: 0,
+        asked: 0,
+    };
+    let options = RunOptions {
+        quiet_runs,
+        ..RunOptions::default()
+    };
+    let outcome = translate::run(&Command::new(&program), &options, &mut counts)
+        .expect("the translate run succeeds");
+    let Exit::Code(handled) = outcome.exit else {
+        panic!("the program ended with {:?}", outcome.exit);
+    };
+    (counts, outcome, handled as u64)
+}
+
+#[test]
+fn quiet_runs_keep_the_counts_of_loops_interrupted_by_signals() {
+    let (counts, outcome, handled) = run(true);
+    eprintln!(
+        "{outcome:?}, {} handlers, {} records in branches",
+        counts.handlers, counts.records_in_branches
+    );
+    // The exit status holds at most 255.
+    assert_eq!(counts.handlers.min(255), handled);
+    assert!(handled >= 5, "only {handled} signals handled");
+    assert!(counts.asked > 0, "the sink was never asked");
+    assert_eq!(
+        counts.in_branches,
+        4 * ITERATIONS + ITERATIONS.div_ceil(2) + 3
+    );
+    assert_eq!(counts.in_calls, 4 * ITERATIONS + 4);
+    // A few records per segment (a signal starts a new one), not one
+    // per run of the loop's blocks.
+    assert!(
+        counts.records_in_branches < ITERATIONS / 100,
+        "{} records in the loop of three blocks",
+        counts.records_in_branches
+    );
+}
+
+#[test]
+fn without_quiet_runs_every_run_of_a_loop_of_several_blocks_has_its_record() {
+    let (counts, _, _) = run(false);
+    assert_eq!(counts.asked, 0, "the sink was asked");
+    assert_eq!(
+        counts.in_branches,
+        4 * ITERATIONS + ITERATIONS.div_ceil(2) + 3
+    );
+    assert_eq!(counts.in_calls, 4 * ITERATIONS + 4);
+    assert!(counts.records_in_branches >= 2 * ITERATIONS);
+}
