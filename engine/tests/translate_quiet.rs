@@ -1,8 +1,9 @@
 //! Quiet runs (`RunOptions::quiet_runs`): the runs of a block that keep
 //! the thread's context, by the sink's `continues`, are counted in the
-//! record of its first run in the segment. The counts stay exact when
-//! signals interrupt the loops many times, and a loop of several blocks
-//! leaves a few records, not one per run.
+//! record of its first run in the segment, which goes on after a call
+//! returns. The counts stay exact when signals interrupt the loops many
+//! times, and a loop of several blocks leaves a few records, not one per
+//! run, also when it calls a function at each turn.
 
 mod common;
 
@@ -20,16 +21,19 @@ use common::build;
 const ITERATIONS: u64 = 3_000_000;
 
 /// Counts the instructions executed in two address ranges, the records
-/// (whole blocks reported) of the first and the signal handlers entered;
+/// (whole blocks reported) of the first and of the blocks after the call
+/// in the second, and the signal handlers entered;
 /// a jump or fall-through continues the context unless it reaches a
 /// function's first instruction.
 struct Counts {
     functions: HashSet<u64>,
     branches: Range<u64>,
     calls: Range<u64>,
+    tail: Range<u64>,
     in_branches: u64,
     in_calls: u64,
     records_in_branches: u64,
+    records_in_tail: u64,
     handlers: u64,
     asked: u64,
 }
@@ -57,6 +61,9 @@ impl EventSink for Counts {
         for whole in blocks {
             if self.branches.contains(&whole.block.addr) {
                 self.records_in_branches += 1;
+            }
+            if self.tail.contains(&whole.block.addr) {
+                self.records_in_tail += 1;
             }
             for &(addr, _) in whole.instructions {
                 self.count(addr, 1 + whole.repeats);
@@ -103,12 +110,19 @@ fn run(quiet_runs: bool) -> (Counts, translate::Outcome, u64) {
             .unwrap_or_else(|| panic!("no symbol {name}"))
     };
     let mut counts = Counts {
-        functions: symbols.iter().map(|&(_, addr)| addr).collect(),
+        // The markers of ranges start no function.
+        functions: symbols
+            .iter()
+            .filter(|(name, _)| name != "tail" && !name.ends_with("_end"))
+            .map(|&(_, addr)| addr)
+            .collect(),
         branches: at("branches")..at("branches_end"),
         calls: at("calls")..at("calls_end"),
+        tail: at("tail")..at("tail_end"),
         in_branches: 0,
         in_calls: 0,
         records_in_branches: 0,
+        records_in_tail: 0,
         handlers: 0,
         asked: 0,
     };
@@ -128,8 +142,8 @@ fn run(quiet_runs: bool) -> (Counts, translate::Outcome, u64) {
 fn quiet_runs_keep_the_counts_of_loops_interrupted_by_signals() {
     let (counts, outcome, handled) = run(true);
     eprintln!(
-        "{outcome:?}, {} handlers, {} records in branches",
-        counts.handlers, counts.records_in_branches
+        "{outcome:?}, {} handlers, {} records in branches, {} after the calls",
+        counts.handlers, counts.records_in_branches, counts.records_in_tail
     );
     // The exit status holds at most 255.
     assert_eq!(counts.handlers.min(255), handled);
@@ -139,13 +153,19 @@ fn quiet_runs_keep_the_counts_of_loops_interrupted_by_signals() {
         counts.in_branches,
         4 * ITERATIONS + ITERATIONS.div_ceil(2) + 3
     );
-    assert_eq!(counts.in_calls, 4 * ITERATIONS + 4);
+    assert_eq!(counts.in_calls, 6 * ITERATIONS + ITERATIONS.div_ceil(2) + 4);
     // A few records per segment (a signal starts a new one), not one
     // per run of the loop's blocks.
     assert!(
         counts.records_in_branches < ITERATIONS / 100,
         "{} records in the loop of three blocks",
         counts.records_in_branches
+    );
+    // The segment of the loop goes on after each call returns.
+    assert!(
+        counts.records_in_tail < ITERATIONS / 100,
+        "{} records of the blocks after the call",
+        counts.records_in_tail
     );
 }
 
@@ -157,6 +177,7 @@ fn without_quiet_runs_every_run_of_a_loop_of_several_blocks_has_its_record() {
         counts.in_branches,
         4 * ITERATIONS + ITERATIONS.div_ceil(2) + 3
     );
-    assert_eq!(counts.in_calls, 4 * ITERATIONS + 4);
+    assert_eq!(counts.in_calls, 6 * ITERATIONS + ITERATIONS.div_ceil(2) + 4);
     assert!(counts.records_in_branches >= 2 * ITERATIONS);
+    assert!(counts.records_in_tail >= ITERATIONS);
 }

@@ -28,9 +28,10 @@
 //!   and zeroes the counters at every drain;
 //! - when the run counts quiet runs (`RunOptions::quiet_runs`), two words
 //!   per translation ([`COUNTERS`] of them): the segment of its last
-//!   record and that record's address (`quiet`). Emptying a half or
-//!   handing one off starts a new segment, so no run is counted in a
-//!   record the tracer reads.
+//!   record and that record's address, then the thread's stack of calls,
+//!   a ring of 2048 entries (`quiet`). Emptying a half or handing one
+//!   off starts a new segment and empties the stack of calls, so no run
+//!   is counted in a record the tracer reads.
 //!
 //! So threads running at the same time never share a slot or a buffer, and
 //! a full buffer stops only its own thread, and only briefly.
@@ -42,6 +43,10 @@ use crate::ptrace::{self, Regs};
 
 use super::inject;
 use super::layout::{Layout, BUFFER_SIZE, COUNTERS, MAX_RECORD, PAGE};
+
+/// Bytes of a thread's stack of calls (`quiet`), a ring of 32-byte
+/// entries whose offsets are 16-bit.
+const CALLS_BYTES: u64 = 1 << 16;
 use super::memory::Memory;
 use super::quiet;
 
@@ -74,19 +79,30 @@ pub(super) const RECORD: u64 = 80;
 pub(super) const SEGMENT: u64 = 88;
 /// The stack pointer of the thread's segment of quiet runs (`quiet`).
 pub(super) const SEGMENT_SP: u64 = 96;
+/// How many entries of the thread's stack of calls (`quiet`) are live.
+pub(super) const LIVE_CALLS: u64 = 104;
 /// The last segment number the thread counted to (`quiet`).
-pub(super) const NEXT_SEGMENT: u64 = 104;
+pub(super) const NEXT_SEGMENT: u64 = 112;
+/// The offset of the top entry in the thread's stack of calls (`quiet`),
+/// from [`Area::CALLS_BASE`].
+pub(super) const TOP_CALL: u64 = 120;
+/// Scratch slot for the tracee's rdx while a call is entered in the stack
+/// of calls (`quiet`).
+pub(super) const SAVE_RDX: u64 = 128;
+/// How many bytes before a translation's entry a return goes on: 0, or
+/// to its resume entry (`quiet`).
+pub(super) const RESUME: u64 = 136;
 /// Scratch slots of the code timing a `syscall` (`timing`): the tracee's
 /// rax, rdi, rsi and r11. They are never live at a safe point (no signal
 /// handler runs while they hold a value), so they are not kept across a
 /// handler.
-pub(super) const TIMING_RAX: u64 = 112;
+pub(super) const TIMING_RAX: u64 = 144;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_RDI: u64 = 120;
+pub(super) const TIMING_RDI: u64 = 152;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_RSI: u64 = 128;
+pub(super) const TIMING_RSI: u64 = 160;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_R11: u64 = 136;
+pub(super) const TIMING_R11: u64 = 168;
 /// Bytes of the scratch slots, from the start of the area to `RECORD`.
 const SCRATCH: usize = (RECORD + 8) as usize;
 
@@ -123,12 +139,14 @@ pub(super) struct Area {
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE) + 24 * COUNTERS;
+    pub const SIZE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE) + 24 * COUNTERS + CALLS_BYTES;
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
     pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
     /// Offset of the translations' entries for quiet runs (translation
     /// `id`'s at `16 * id` after, see `quiet`).
     pub const QUIET_BASE: u64 = Area::COUNTER_BASE + 8 * COUNTERS;
+    /// Offset of the thread's stack of calls (`quiet`).
+    pub const CALLS_BASE: u64 = Area::QUIET_BASE + 16 * COUNTERS;
 
     /// The address of the slot at `offset`.
     pub fn at(&self, offset: u64) -> u64 {
@@ -194,10 +212,10 @@ impl Area {
 
     /// Makes the empty buffer half `half` the one records go to (the
     /// cursor at its start, the record slot at the spare record), in a new
-    /// segment of quiet runs (`quiet`) with no stack pointer.
+    /// segment of quiet runs (`quiet`) with no stack pointer and no call.
     pub fn start_half(&self, memory: &Memory, half: u64) -> Result<()> {
         memory.write_u64(self.at(CURSOR), self.buffer(half))?;
-        let slots = [self.spare_record(), quiet::new_epoch(), 0];
+        let slots = [self.spare_record(), quiet::new_epoch(), 0, 0];
         memory.write(self.at(RECORD), bytemuck::cast_slice(&slots))
     }
 

@@ -216,6 +216,10 @@ struct Region {
     lookup: u64,
     /// Its miss `int3`.
     miss: u64,
+    /// The lookup routine of returns (`quiet`).
+    returns: u64,
+    /// Its miss `int3`.
+    returns_miss: u64,
 }
 
 impl Region {
@@ -228,13 +232,19 @@ impl Region {
         }
         memory.write(layout.syscall_filter(), &filter)?;
         let lookup = layout.code();
-        let (bytes, miss) = translator::lookup_routine(lookup).map_err(Error::Unexpected)?;
+        let (bytes, miss) = translator::lookup_routine(lookup, false).map_err(Error::Unexpected)?;
         memory.write(lookup, &bytes)?;
+        let returns = align(lookup + bytes.len() as u64);
+        let (bytes, returns_miss) =
+            translator::lookup_routine(returns, true).map_err(Error::Unexpected)?;
+        memory.write(returns, &bytes)?;
         Ok(Region {
             layout,
-            free: align(lookup + bytes.len() as u64),
+            free: align(returns + bytes.len() as u64),
             lookup,
             miss,
+            returns,
+            returns_miss,
         })
     }
 
@@ -393,7 +403,9 @@ impl Cache {
         else {
             return true;
         };
-        if (region.lookup..region.miss).contains(&addr) {
+        if (region.lookup..region.miss).contains(&addr)
+            || (region.returns..region.returns_miss).contains(&addr)
+        {
             return false;
         }
         let Some((&entry, &id)) = self.by_entry.range(..=addr).next_back() else {
@@ -448,7 +460,11 @@ impl Cache {
 
     /// What the `int3` at `addr` is, if it is one of the cache's.
     pub fn stub(&self, addr: u64) -> Option<Stub> {
-        if self.regions.iter().any(|region| region.miss == addr) {
+        if self
+            .regions
+            .iter()
+            .any(|region| region.miss == addr || region.returns_miss == addr)
+        {
             return Some(Stub::Miss);
         }
         self.traps.get(&addr).copied()
@@ -663,6 +679,7 @@ impl Cache {
             let target = Target {
                 layout: &region.layout,
                 lookup: region.lookup,
+                returns: region.returns,
                 capture,
                 cpuid_trap,
                 original,

@@ -32,6 +32,20 @@
 //!   `BUMP`); in the segment, when the translation's last record is this
 //!   segment's, one more run there, else a record (label `FRESH`).
 //!
+//! A call keeps the caller's segment on the thread's stack of calls
+//! ([`call_entry`]: segment, stack pointer before the call, return
+//! address; a ring in the area). A return checks it in the lookup routine
+//! of returns ([`return_check`]): when the top entry (after dropping
+//! those of calls left without their return, whose stack pointer is
+//! below the thread's) has the thread's stack pointer and the return's
+//! target, the caller's segment goes on with the thread's stack pointer,
+//! and the return enters the target at its resume entry, a `jmp` in its
+//! header before the quiet entry ([`RESUME_ENTRY`] bytes before the
+//! entry) to the resume path ([`resume_path`]): a record, with no new
+//! segment. The sink then has the return in order and, with it, the
+//! context the caller had at the call: later runs of the caller's blocks
+//! count in their records of before the call.
+//!
 //! Only a block left through quiet exits alone (a conditional or direct
 //! jump, or the block-length limit, with no words recorded) counts its
 //! runs so ("cached"): the record of a block left otherwise must come
@@ -40,14 +54,18 @@
 //! saved in the thread's slots, and rcx is the program's again before the
 //! record is written (a record store that faults in a guard page restarts
 //! the translation at its entry, see `stops`). The tracer starts a new
-//! segment whenever it empties or hands off a buffer half (`Area`), so no
-//! run is ever counted in a record it has read.
+//! segment and empties the stack of calls whenever it empties or hands
+//! off a buffer half (`Area`), so no run is ever counted in a record it
+//! has read.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
-use super::area::{Area, CURSOR, NEXT_SEGMENT, RECORD, SAVE_RAX, SEGMENT, SEGMENT_SP, TEMP};
+use super::area::{
+    slot, Area, CURSOR, LIVE_CALLS, NEXT_SEGMENT, RECORD, RESUME, SAVE_RAX, SAVE_RDX, SEGMENT,
+    SEGMENT_SP, TARGET, TEMP, TOP_CALL,
+};
 use super::emit::Emit;
 use super::layout::COUNTERS;
 use super::translator::Refusal;
@@ -62,6 +80,20 @@ pub(super) const QUIET: u64 = 7;
 const SAME_STACK: u64 = 8;
 /// Label of one more run in the segment's record.
 const HIT: u64 = 9;
+/// Label of the resume path.
+const RESUME_PATH: u64 = 10;
+/// Labels of the return check (in the lookup routine).
+const CHECK_CALL: u64 = 20;
+const DROP_CALL: u64 = 21;
+const CHECKED_CALLS: u64 = 22;
+
+/// Bytes before a translation's entry of its resume entry (a `jmp` in
+/// its header); its quiet entry follows, [`SLOT_BYTES`] bytes later.
+pub(super) const RESUME_ENTRY: u64 = 2 * SLOT_BYTES;
+/// Bytes of each of those `jmp rel32`s.
+pub(super) const SLOT_BYTES: u64 = 5;
+/// Entries of the stack of calls a return looks at, at most.
+const CHECKS: i32 = 8;
 
 /// Segment numbers the tracer gives (`Area::start_half`), above every
 /// number a tracee counts to.
@@ -187,5 +219,117 @@ pub(super) fn quiet_path(cached: Option<u64>, body: u64) -> Result<Vec<Instructi
     code.load(rcx, TEMP)?;
     code.load(rax, SAVE_RAX)?;
     code.jump(Code::Jmp_rel32_64, body)?;
+    Ok(code.list)
+}
+
+/// The code before a call that returns to `return_addr`: the call on the
+/// thread's stack of calls (segment, stack pointer before the call, return
+/// address; the ring's top moved first), flags untouched (`lea`, `movzx`);
+/// rcx and rdx saved and back.
+pub(super) fn call_entry(return_addr: u64) -> Result<Vec<Instruction>, Refusal> {
+    let (rcx, rdx, rsp) = (Register::RCX, Register::RDX, Register::RSP);
+    let mut code = Emit::default();
+    code.save(TEMP, rcx)?;
+    code.save(SAVE_RDX, rdx)?;
+    code.load(rcx, TOP_CALL)?;
+    code.lea(rcx, rcx, 32)?;
+    code.push(Instruction::with2(
+        Code::Movzx_r32_rm16,
+        Register::ECX,
+        Register::CX,
+    ))?;
+    code.save(TOP_CALL, rcx)?;
+    code.load(rdx, SEGMENT)?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(0), rdx))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(8), rsp))?;
+    code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, return_addr))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(16), rdx))?;
+    code.load(rdx, LIVE_CALLS)?;
+    code.lea(rdx, rdx, 1)?;
+    code.save(LIVE_CALLS, rdx)?;
+    code.load(rdx, SAVE_RDX)?;
+    code.load(rcx, TEMP)?;
+    Ok(code.list)
+}
+
+/// Word `at` of the entry of the stack of calls at offset rcx.
+fn call_word(at: i64) -> MemoryOperand {
+    let displacement = Area::CALLS_BASE as i64 + at;
+    MemoryOperand::new(
+        Register::RCX,
+        Register::None,
+        1,
+        displacement,
+        1,
+        false,
+        Register::GS,
+    )
+}
+
+/// The resume path (label [`RESUME_PATH`]): rax saved, then the record
+/// with no new segment (label [`FRESH`]).
+pub(super) fn resume_path() -> Result<Vec<Instruction>, Refusal> {
+    let mut code = Emit::default();
+    code.save(SAVE_RAX, Register::RAX)?;
+    code.label(RESUME_PATH);
+    code.jump(Code::Jmp_rel32_64, FRESH)?;
+    Ok(code.list)
+}
+
+/// The return check, in the lookup routine of returns (flags, rax and rbx
+/// saved, the target in the `TARGET` slot; rcx saved and back): drops
+/// the entries of the stack of calls whose stack pointer is below the
+/// thread's (calls left without their return); when the next one has the
+/// thread's stack pointer and the target as its return address, its
+/// segment goes on (number back, stack pointer the thread's), it is
+/// dropped and `RESUME` says to go on at the target's resume entry, else
+/// `RESUME` is 0. At most [`CHECKS`] entries are looked at.
+pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
+    let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
+    let mut code = Emit::default();
+    code.save(TEMP, rcx)?;
+    code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(RESUME), 0))?;
+    code.push(Instruction::with2(
+        Code::Mov_r32_imm32,
+        Register::EBX,
+        CHECKS,
+    ))?;
+    code.load(rcx, LIVE_CALLS)?;
+    code.label(CHECK_CALL);
+    code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
+    code.jump(Code::Je_rel32_64, CHECKED_CALLS)?;
+    code.load(rcx, TOP_CALL)?;
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rsp, call_word(8)))?;
+    // The entry of a frame the thread is still in: it stays.
+    code.jump(Code::Jb_rel32_64, CHECKED_CALLS)?;
+    code.jump(Code::Ja_rel32_64, DROP_CALL)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(16)))?;
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rax, slot(TARGET)))?;
+    code.jump(Code::Jne_rel32_64, DROP_CALL)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(0)))?;
+    code.save(SEGMENT, rax)?;
+    code.save(SEGMENT_SP, rsp)?;
+    let resume = RESUME_ENTRY as i32;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        slot(RESUME),
+        resume,
+    ))?;
+    // This entry is the last one dropped.
+    code.push(Instruction::with2(Code::Mov_r32_imm32, Register::EBX, 1))?;
+    code.push(Instruction::with2(Code::Sub_rm64_imm8, rcx, 32))?;
+    code.label(DROP_CALL);
+    code.push(Instruction::with2(
+        Code::Movzx_r32_rm16,
+        Register::ECX,
+        Register::CX,
+    ))?;
+    code.save(TOP_CALL, rcx)?;
+    code.push(Instruction::with1(Code::Dec_rm64, slot(LIVE_CALLS)))?;
+    code.load(rcx, LIVE_CALLS)?;
+    code.push(Instruction::with1(Code::Dec_rm32, Register::EBX))?;
+    code.jump(Code::Jne_rel32_64, CHECK_CALL)?;
+    code.load(rcx, TEMP)?;
+    code.label(CHECKED_CALLS);
     Ok(code.list)
 }

@@ -77,7 +77,8 @@ use crate::flow::{rep_counter_32, rep_while_zero_flag, Flow};
 use crate::semantics::Decoded;
 
 use super::area::{
-    slot, Area, CURSOR, JUMP, RECORD, SAVE_FLAGS, SAVE_RAX, SAVE_RBX, TABLE_BASE, TARGET, TEMP,
+    slot, Area, CURSOR, JUMP, RECORD, RESUME, SAVE_FLAGS, SAVE_RAX, SAVE_RBX, TABLE_BASE, TARGET,
+    TEMP,
 };
 use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
@@ -430,6 +431,9 @@ pub(super) struct Target<'a> {
     pub layout: &'a Layout,
     /// The region's lookup routine.
     pub lookup: u64,
+    /// The region's lookup routine of returns (the return check of quiet
+    /// runs first, see `quiet`).
+    pub returns: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
     /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
@@ -472,6 +476,7 @@ pub(super) fn translate(
     let Target {
         layout,
         lookup,
+        returns,
         capture,
         cpuid_trap,
         original,
@@ -491,10 +496,16 @@ pub(super) fn translate(
             .instruction
             .is_some_and(|instruction| instruction.mnemonic() == Mnemonic::Syscall);
     let stubs_end = count * (SLOT_STRIDE + 1) + u64::from(watches_syscall);
-    let quiet_jump = quiet_entry.then_some(at + stubs_end);
-    let header = (stubs_end + if quiet_entry { SLOT_LEN } else { 0 } + 15) & !15;
+    // With quiet runs, the header ends in the resume and quiet entries.
+    let entries = if quiet.is_some() {
+        quiet::RESUME_ENTRY
+    } else {
+        0
+    };
+    let header = (stubs_end + entries + 15) & !15;
     let syscall_trap = watches_syscall.then_some(at + count * (SLOT_STRIDE + 1));
     let entry = at + header;
+    let quiet_jump = quiet_entry.then_some(entry - quiet::SLOT_BYTES);
     let exits: Vec<ExitSlot> = targets
         .iter()
         .enumerate()
@@ -600,6 +611,9 @@ pub(super) fn translate(
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
             }
             Flow::Call if is_direct(last) => {
+                if quiet.is_some() {
+                    code.list.append(&mut quiet::call_entry(next)?);
+                }
                 code.push_value(next)?;
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
             }
@@ -611,6 +625,9 @@ pub(super) fn translate(
             Flow::Call => {
                 code.target_to_rax(&instruction)?;
                 recorder.target(&mut code.list)?;
+                if quiet.is_some() {
+                    code.list.append(&mut quiet::call_entry(next)?);
+                }
                 code.push_value(next)?;
                 code.jump(Code::Jmp_rel32_64, lookup)?;
             }
@@ -633,7 +650,8 @@ pub(super) fn translate(
                         MemoryOperand::with_base_displ(Register::RSP, i64::from(extra)),
                     ))?;
                 }
-                code.jump(Code::Jmp_rel32_64, lookup)?;
+                let routine = if quiet.is_some() { returns } else { lookup };
+                code.jump(Code::Jmp_rel32_64, routine)?;
             }
             Flow::SystemCall => {
                 let timed = match syscall_trap {
@@ -717,6 +735,10 @@ pub(super) fn translate(
     if quiet_entry {
         code.list.append(&mut quiet::quiet_path(cached, BODY)?);
     }
+    let resume_path = code.list.len();
+    if quiet.is_some() && original.is_none() {
+        code.list.append(&mut quiet::resume_path()?);
+    }
     let mut list = match original {
         Some(bytes) => check(block.addr, bytes)?,
         None => Vec::new(),
@@ -746,6 +768,10 @@ pub(super) fn translate(
     };
     let safe = code.safe.iter().filter_map(at_offset).collect();
     let quiet_path = quiet_jump.and_then(|_| at_offset(&quiet_path));
+    let resume_path = match original {
+        None => at_offset(&resume_path),
+        Some(_) => None,
+    };
     let cpuid_traps = code.cpuid_traps.iter().filter_map(at_offset).collect();
     // The stale path's last instruction is its `int3`.
     let stale_trap = match original {
@@ -763,9 +789,16 @@ pub(super) fn translate(
         bytes.extend_from_slice(&slot_jump(exit.slot, to));
     }
     bytes.resize(header as usize, INT3);
-    if let (Some(jump), Some(path)) = (quiet_jump, quiet_path) {
-        let start = (jump - at) as usize;
-        bytes[start..start + SLOT_LEN as usize].copy_from_slice(&slot_jump(jump, path));
+    if quiet.is_some() {
+        // The resume and quiet entries: to the entry when the translation
+        // has no such path.
+        let resume = entry - quiet::RESUME_ENTRY;
+        let quiet = entry - quiet::SLOT_BYTES;
+        for (jump, path) in [(resume, resume_path), (quiet, quiet_path)] {
+            let start = (jump - at) as usize;
+            let to = slot_jump(jump, path.unwrap_or(entry));
+            bytes[start..start + SLOT_LEN as usize].copy_from_slice(&to);
+        }
     }
     bytes.extend_from_slice(&encoded);
     Ok(Emitted {
@@ -965,8 +998,10 @@ fn prologue(id: u32, recorder: &Recorder, repeats: bool) -> Result<Vec<Instructi
 }
 
 /// The lookup routine, encoded at `at`; returns its bytes and the address
-/// of its miss `int3`.
-pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
+/// of its miss `int3`. The one of `returns` checks the thread's stack of
+/// calls first and goes on at the target's resume entry when the return
+/// matches a call (`quiet`).
+pub(super) fn lookup_routine(at: u64, returns: bool) -> Result<(Vec<u8>, u64), Refusal> {
     /// A label: the fake address of the miss path (no real instruction has
     /// it; `encode` resolves branches to instruction addresses).
     const MISS: u64 = 1;
@@ -982,6 +1017,9 @@ pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
         rax,
     ))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(SAVE_RBX), rbx))?;
+    if returns {
+        code.list.append(&mut quiet::return_check()?);
+    }
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(TARGET)))?;
     code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, rax))?;
     code.push(Instruction::with2(
@@ -1006,6 +1044,9 @@ pub(super) fn lookup_routine(at: u64) -> Result<(Vec<u8>, u64), Refusal> {
         rax,
         MemoryOperand::with_base_displ(rbx, 8),
     ))?;
+    if returns {
+        code.push(Instruction::with2(Code::Sub_r64_rm64, rax, slot(RESUME)))?;
+    }
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(JUMP), rax))?;
     let restore = |code: &mut Emitter, first_ip: u64| -> Result<(), Refusal> {
         code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, slot(SAVE_RBX)))?;

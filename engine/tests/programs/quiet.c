@@ -10,10 +10,11 @@
 /* branches(n): a loop of three blocks, one run at odd counts only:
  * 4n + (n + 1) / 2 + 3 instructions between branches and branches_end. */
 void branches(long n);
-/* calls(n): a loop calling `leaf` each time: 4n + 4 instructions between
- * calls and calls_end. */
+/* calls(n): a loop calling `leaf` each time, then two blocks, one run at
+ * odd counts only: 6n + (n + 1) / 2 + 4 instructions between calls and
+ * calls_end, the two blocks between tail and tail_end. */
 void calls(long n);
-__asm__(".globl branches, branches_end, calls, leaf, calls_end\n"
+__asm__(".globl branches, branches_end, calls, tail, tail_end, leaf, calls_end\n"
         "branches:\n"
         "    mov %rdi, %rcx\n"
         "    xor %eax, %eax\n"
@@ -28,8 +29,13 @@ __asm__(".globl branches, branches_end, calls, leaf, calls_end\n"
         "    push %rbx\n"
         "    mov %rdi, %rbx\n"
         "1:  call leaf\n"
-        "    dec %rbx\n"
+        "    test $1, %bl\n"
+        "    jz 2f\n"
+        "tail:\n"
+        "    add %rbx, %rax\n"
+        "2:  dec %rbx\n"
         "    jnz 1b\n"
+        "tail_end:\n"
         "    pop %rbx\n"
         "    ret\n"
         "leaf:\n"
