@@ -7,7 +7,8 @@ use std::sync::Arc;
 use crate::ahead::SimulationAhead;
 use crate::control::Control;
 use cgx_engine::{
-    Block, BlockEvent, EventSink, Lifecycle, SimulatedBlocks, SystemCall, Thread, WholeBlocks,
+    Block, BlockEvent, EventSink, Lifecycle, Place, SimulatedBlocks, SystemCall, Thread,
+    WholeBlocks,
 };
 use cgx_formats::{Part, Profile, TooManyNames};
 
@@ -234,8 +235,8 @@ impl EventSink for Collector {
         });
     }
 
-    fn continues(&mut self, thread: Thread, from: u64, to: u64) -> bool {
-        self.on_process(thread.pid, |process| process.continues(from, to))
+    fn place(&mut self, thread: Thread, addr: u64) -> Option<Place> {
+        self.on_process(thread.pid, |process| process.place(addr))
     }
 
     fn ahead(&mut self, thread: Thread) -> Option<SimulationAhead> {

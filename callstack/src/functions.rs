@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use cgx_engine::symbols::{SectionKind, Symbols, UNKNOWN};
+use cgx_engine::Place;
 use indexmap::IndexMap;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 
@@ -79,33 +80,23 @@ pub(crate) struct BlockInfo {
     pub object: u32,
     /// The kind of section it is in.
     pub section: SectionKind,
+    /// The number of its object and section kind ([`BlockInfo::place`]).
+    pub region: u32,
     /// The block's number in its process (blocks are numbered as first
     /// seen), to index per-block tables without hashing.
     pub number: u32,
 }
 
 impl BlockInfo {
-    /// Whether a fall-through or a jump to this block from the block
-    /// `from` may keep the thread's context (Callgrind's rules: not to a
-    /// function's first instruction, within one object and section kind);
-    /// it does when no frame is left either (see
-    /// `ThreadState::keeps_context`).
-    pub fn may_continue(&self, from: &BlockInfo) -> bool {
-        may_continue(
-            (from.object, from.section),
-            (self.object, self.section, self.is_entry),
-        )
+    /// Where the block is for the rules of contexts: a fall-through or a
+    /// jump to it from a block of its region (object and section kind)
+    /// may keep the context unless it starts a function.
+    pub fn place(&self) -> Place {
+        Place {
+            region: self.region,
+            starts_function: self.is_entry,
+        }
     }
-}
-
-/// Callgrind's rule behind [`BlockInfo::may_continue`]: a block at
-/// `to` (object, section kind, whether it starts its function) reached
-/// from a block at `from` (object, section kind) by a fall-through or a
-/// jump may keep the context when it does not start a function and is in
-/// the same object and section kind.
-fn may_continue<O: PartialEq>(from: (O, SectionKind), to: (O, SectionKind, bool)) -> bool {
-    let (to_object, to_section, to_is_entry) = to;
-    !to_is_entry && to_object == from.0 && to_section == from.1
 }
 
 /// The functions of a process and the blocks seen so far.
@@ -116,6 +107,8 @@ pub(crate) struct Functions {
     /// block run, so kept apart from the functions' other facts.
     recursions: Vec<u32>,
     objects: IndexMap<Arc<str>, (), FxBuildHasher>,
+    /// The objects and section kinds of blocks, numbered ([`Place`]).
+    regions: IndexMap<(Arc<str>, SectionKind), (), FxBuildHasher>,
     blocks: FxHashMap<u64, BlockInfo>,
     /// A direct-mapped cache of `blocks` ([`RECENT`] slots, empty until the
     /// first block): most blocks run again soon.
@@ -208,34 +201,29 @@ impl Functions {
         self.block_not_recent(addr, symbols, pid, options)
     }
 
-    /// Whether a fall-through or a jump from the block at `from` to the
-    /// block at `to` may keep the thread's context
-    /// ([`BlockInfo::may_continue`]), for blocks that may not have run:
-    /// neither is numbered by the question, and an address in no object
-    /// known yet (the process's maps are not read again) may not.
-    pub fn may_continue(&self, from: u64, to: u64, symbols: &Symbols) -> bool {
-        let place = |addr: u64| match self.blocks.get(&addr) {
-            Some(info) => {
-                let (object, _) = self.objects.get_index(info.object as usize)?;
-                Some((object.clone(), info.section, info.is_entry))
-            }
-            None => {
-                let object = symbols.object(addr);
-                if object.as_ref() == UNKNOWN {
-                    return None;
-                }
-                let section = symbols.section_kind(addr);
-                if section != SectionKind::Text {
-                    // As `new_block` names code outside text sections.
-                    return Some((Arc::from(UNKNOWN), section, false));
-                }
-                Some((object, section, symbols.is_function_start(addr)))
-            }
+    /// Where the block at `addr` is for the rules of contexts
+    /// ([`BlockInfo::place`]), for a block that may not have run: it is not
+    /// numbered by the question; `None` for an address in no object known
+    /// (the process's maps are not read again).
+    pub fn place(&mut self, addr: u64, symbols: &Symbols) -> Option<Place> {
+        if let Some(info) = self.blocks.get(&addr) {
+            return Some(info.place());
+        }
+        let object = symbols.object(addr);
+        if object.as_ref() == UNKNOWN {
+            return None;
+        }
+        let section = symbols.section_kind(addr);
+        // As `new_block` places code outside text sections.
+        let (object, starts_function) = match section {
+            SectionKind::Text => (object, symbols.is_function_start(addr)),
+            _ => (Arc::from(UNKNOWN), false),
         };
-        let (Some((object, section, _)), Some(to)) = (place(from), place(to)) else {
-            return false;
-        };
-        may_continue((object, section), to)
+        let (region, _) = self.regions.insert_full((object, section), ());
+        Some(Place {
+            region: region as u32,
+            starts_function,
+        })
     }
 
     /// [`Functions::block`] for a block not in the cache of recent ones.
@@ -296,6 +284,7 @@ impl Functions {
         let file: Arc<str> = location.file.clone().unwrap_or_else(|| Arc::from(UNKNOWN));
         let object = location.object.clone();
         let (object_number, _) = self.objects.insert_full(object.clone(), ());
+        let (region, _) = self.regions.insert_full((object.clone(), section), ());
         let key = (object.clone(), file.clone(), name.clone());
         let function = match self.functions.get_index_of(&key) {
             Some(index) => index,
@@ -339,6 +328,7 @@ impl Functions {
             is_entry,
             object: object_number as u32,
             section,
+            region: region as u32,
             number: self.blocks.len() as u32,
         };
         self.blocks.insert(addr, info);

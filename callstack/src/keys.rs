@@ -99,6 +99,7 @@ mod tests {
             is_entry: false,
             object: 0,
             section: SectionKind::Text,
+            region: 0,
             number,
         }
     }

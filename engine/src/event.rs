@@ -55,6 +55,26 @@ pub enum Arrival {
     Return,
 }
 
+/// Where a block is for a sink's rules of calls and contexts
+/// ([`EventSink::place`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The sink's number for the code the block is in: a fall-through or
+    /// a jump between blocks of one region may keep the thread's context.
+    pub region: u32,
+    /// Whether the block starts a function: no jump to it keeps the
+    /// context.
+    pub starts_function: bool,
+}
+
+impl Place {
+    /// Whether a fall-through or a jump from a block at `self` to a block
+    /// at `to` may keep the thread's context.
+    pub fn continues_to(&self, to: &Place) -> bool {
+        to.region == self.region && !to.starts_function
+    }
+}
+
 /// The start of an executed block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Block {
@@ -83,7 +103,7 @@ pub struct WholeBlock<'a> {
     /// back from its last instruction to its start (a loop of one block),
     /// or, with `RunOptions::quiet_runs`, later, each arriving by a jump or
     /// fall-through the sink said keeps the thread's context
-    /// ([`EventSink::continues`]), before the context could change.
+    /// ([`EventSink::place`]), before the context could change.
     pub repeats: u64,
     /// The start of each of those runs (the same address and stack
     /// pointer, arriving as from the block's own end).
@@ -341,16 +361,18 @@ pub trait EventSink {
         report_simulated(self, thread, blocks);
     }
 
-    /// Whether a fall-through or a direct jump on `thread` from the block at
-    /// `from` to the block at `to`, with the stack pointer where it was at
-    /// the start of the last block reported in order, leaves the sink as
-    /// it was but for one more run of `to` in the thread's context. With
-    /// `RunOptions::quiet_runs` a backend may then report a run that
-    /// arrives so, after a run of `to` reported since the thread's context
-    /// last changed, as a repeat of that run ([`WholeBlock::repeats`]),
-    /// not in the order it ran. `false`, the default: every run in order.
-    fn continues(&mut self, _thread: Thread, _from: u64, _to: u64) -> bool {
-        false
+    /// Where the block at `addr` of `thread`'s process is for the sink's
+    /// rules of calls and contexts ([`Place`]): a run of it that arrives by
+    /// a fall-through or a jump from a block of its region, when it starts
+    /// no function and the stack pointer is where it was at the start of
+    /// the last block reported in order, leaves the sink as it was but for
+    /// one more run of it in the thread's context. With
+    /// `RunOptions::quiet_runs` a backend may report such a run, after a
+    /// run of the block reported since the context last changed, as a
+    /// repeat of that run ([`WholeBlock::repeats`]), not in the order it
+    /// ran. `None`, the default: every run in order.
+    fn place(&mut self, _thread: Thread, _addr: u64) -> Option<Place> {
+        None
     }
 
     /// A sink that replays the records of one drain of `thread`'s buffer

@@ -3,27 +3,26 @@
 //! thread's call/return rules, the runs of a block in one context counted
 //! as Callgrind's execution counters count them.
 
-use cgx_engine::{Block, WholeBlocks};
+use cgx_engine::{Block, Place, WholeBlocks};
 
 use super::{costs_key, Process};
 use crate::simulation::Step;
 use crate::thread::{RunsAgain, Shared};
 
 impl Process {
-    /// Whether a fall-through or a jump from the block at `from` to
-    /// the block at `to` adds only a run of `to` in its thread's context
-    /// when no frame is left ([`crate::Options::quiet_runs`] and
-    /// `Functions::may_continue`; `EventSink::continues`). The process's
-    /// maps are read again when either is in none of the last ones read.
-    pub fn continues(&mut self, from: u64, to: u64) -> bool {
+    /// Where the block at `addr` is for the rules of contexts
+    /// (`EventSink::place`, `Functions::place`), with
+    /// [`crate::Options::quiet_runs`]. The process's maps are read again
+    /// when it is in none of the last ones read.
+    pub fn place(&mut self, addr: u64) -> Option<Place> {
         if !self.options.quiet_runs() {
-            return false;
+            return None;
         }
-        if !(self.symbols.knows(from) && self.symbols.knows(to)) {
-            // Unreadable objects resolve to `???`, which may not continue.
+        if !self.symbols.knows(addr) {
+            // Unreadable objects resolve to `???`, which has no place.
             let _ = self.symbols.refresh(self.pid as u32);
         }
-        self.functions.may_continue(from, to, &self.symbols)
+        self.functions.place(addr, &self.symbols)
     }
 
     /// A block starts on thread `tid`.

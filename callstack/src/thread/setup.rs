@@ -181,7 +181,7 @@ impl ThreadState {
             return false;
         }
         let state = self.state_ref();
-        let from_last = |last: &CurrentBlock| info.may_continue(&last.info);
+        let from_last = |last: &CurrentBlock| last.info.place().continues_to(&info.place());
         state.cxt.is_some() && state.block.as_ref().is_some_and(from_last)
     }
 

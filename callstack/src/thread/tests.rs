@@ -176,6 +176,8 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
             is_entry,
             object: func.object,
             section: func.section,
+            // One region per object and section kind, as `Functions` numbers them.
+            region: func.object * 3 + func.section as u32,
             number: number as u32,
         };
         let instructions: Vec<(u64, u8)> = (addr..addr + len).map(|at| (at, 1)).collect();

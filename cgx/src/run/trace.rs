@@ -8,7 +8,7 @@
 
 use cgx_callstack::{Collector, Dump, SimulationAhead};
 use cgx_engine::{
-    Block, BlockEvent, Command, EventSink, Exit, Lifecycle, RunOptions, SimulatedBlocks,
+    Block, BlockEvent, Command, EventSink, Exit, Lifecycle, Place, RunOptions, SimulatedBlocks,
     SystemCall, Thread, WholeBlocks,
 };
 
@@ -238,8 +238,8 @@ impl EventSink for Tap<'_> {
         self.collector.instruction(thread, addr, len);
     }
 
-    fn continues(&mut self, thread: Thread, from: u64, to: u64) -> bool {
-        self.collector.continues(thread, from, to)
+    fn place(&mut self, thread: Thread, addr: u64) -> Option<Place> {
+        self.collector.place(thread, addr)
     }
 
     fn ahead(&mut self, thread: Thread) -> Option<SimulationAhead> {

@@ -106,7 +106,7 @@ pub struct RunOptions {
     /// no stack pointer (0) and as arriving by falling through.
     pub counts_only: bool,
     /// The translate backend may report a run of a block that keeps its
-    /// thread's context by the sink's rules ([`crate::EventSink::continues`])
+    /// thread's context by the sink's rules ([`crate::EventSink::place`])
     /// as a repeat of its block's run reported earlier in that context
     /// ([`crate::WholeBlock::repeats`]), counted in the tracee, instead of
     /// in the order it ran.

@@ -92,17 +92,19 @@ pub(super) const SAVE_RDX: u64 = 128;
 /// How many bytes before a translation's entry a return goes on: 0, or
 /// to its resume entry (`quiet`).
 pub(super) const RESUME: u64 = 136;
+/// The sink's region of the thread's segment of quiet runs (`quiet`).
+pub(super) const SEGMENT_REGION: u64 = 144;
 /// Scratch slots of the code timing a `syscall` (`timing`): the tracee's
 /// rax, rdi, rsi and r11. They are never live at a safe point (no signal
 /// handler runs while they hold a value), so they are not kept across a
 /// handler.
-pub(super) const TIMING_RAX: u64 = 144;
+pub(super) const TIMING_RAX: u64 = 152;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_RDI: u64 = 152;
+pub(super) const TIMING_RDI: u64 = 160;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_RSI: u64 = 160;
+pub(super) const TIMING_RSI: u64 = 168;
 /// See [`TIMING_RAX`].
-pub(super) const TIMING_R11: u64 = 168;
+pub(super) const TIMING_R11: u64 = 176;
 /// Bytes of the scratch slots, from the start of the area to `RECORD`.
 const SCRATCH: usize = (RECORD + 8) as usize;
 

@@ -23,28 +23,30 @@ use super::plan::{self, Plan};
 use super::protect::Protection;
 use super::retire::Retiring;
 use super::timing::SystemCallWords;
+use super::translator::Lookup;
 use super::translator::{self, Refusal, Target};
 use super::writes::Writes;
+use crate::event::Place;
 
 /// How far (bytes) from a region's bounds code may be to be translated
 /// into it: rel32 branches and RIP-relative operands reach ±2 GB; the
 /// margin keeps an object's own targets in reach.
 const REACH: u64 = 0x7000_0000;
 
-/// The sink's answer to whether a fall-through or direct jump from the
-/// block at the first address to the block at the second keeps the
-/// thread's context (`EventSink::continues`): which exits are quiet.
-pub(super) type Continues<'a> = &'a mut dyn FnMut(u64, u64) -> bool;
+/// Where the block at an address is for the sink's rules of contexts
+/// (`EventSink::place`): which exits are quiet.
+pub(super) type Places<'a> = &'a mut dyn FnMut(u64) -> Option<Place>;
 
 /// What translating needs besides the cache: the tracee's memory, a
 /// window on its original code, the batch of writes, where the original
-/// code is protected or may change unseen, and which exits are quiet.
+/// code is protected or may change unseen, and where blocks are for the
+/// sink's rules of contexts.
 struct Translating<'a, 'w> {
     memory: &'a Memory,
     code: &'a mut CodeWindow<'w>,
     writes: &'a mut Writes,
     protection: &'a Protection,
-    continues: Continues<'a>,
+    places: Places<'a>,
 }
 
 /// One translation.
@@ -220,6 +222,10 @@ struct Region {
     returns: u64,
     /// Its miss `int3`.
     returns_miss: u64,
+    /// The lookup routine of indirect jumps with quiet runs (`quiet`).
+    jumps: u64,
+    /// Its miss `int3`.
+    jumps_miss: u64,
 }
 
 impl Region {
@@ -231,20 +237,23 @@ impl Region {
             filter[number as usize] = 1;
         }
         memory.write(layout.syscall_filter(), &filter)?;
-        let lookup = layout.code();
-        let (bytes, miss) = translator::lookup_routine(lookup, false).map_err(Error::Unexpected)?;
-        memory.write(lookup, &bytes)?;
-        let returns = align(lookup + bytes.len() as u64);
-        let (bytes, returns_miss) =
-            translator::lookup_routine(returns, true).map_err(Error::Unexpected)?;
-        memory.write(returns, &bytes)?;
+        let routine = |at: u64, kind: Lookup| -> Result<(u64, u64, u64)> {
+            let (bytes, miss) = translator::lookup_routine(at, kind).map_err(Error::Unexpected)?;
+            memory.write(at, &bytes)?;
+            Ok((at, miss, align(at + bytes.len() as u64)))
+        };
+        let (lookup, miss, next) = routine(layout.code(), Lookup::Any)?;
+        let (returns, returns_miss, next) = routine(next, Lookup::Returns)?;
+        let (jumps, jumps_miss, free) = routine(next, Lookup::Jumps)?;
         Ok(Region {
             layout,
-            free: align(returns + bytes.len() as u64),
+            free,
             lookup,
             miss,
             returns,
             returns_miss,
+            jumps,
+            jumps_miss,
         })
     }
 
@@ -405,6 +414,7 @@ impl Cache {
         };
         if (region.lookup..region.miss).contains(&addr)
             || (region.returns..region.returns_miss).contains(&addr)
+            || (region.jumps..region.jumps_miss).contains(&addr)
         {
             return false;
         }
@@ -463,7 +473,7 @@ impl Cache {
         if self
             .regions
             .iter()
-            .any(|region| region.miss == addr || region.returns_miss == addr)
+            .any(|region| [region.miss, region.returns_miss, region.jumps_miss].contains(&addr))
         {
             return Some(Stub::Miss);
         }
@@ -549,9 +559,9 @@ impl Cache {
         target: u64,
         budget: usize,
         protection: &Protection,
-        continues: Continues<'_>,
+        places: Places<'_>,
     ) -> Result<Option<u64>> {
-        self.batch(memory, protection, continues, |cache, at| {
+        self.batch(memory, protection, places, |cache, at| {
             let Some(entry) = cache.translate_into(at, target)? else {
                 return Ok(None);
             };
@@ -571,12 +581,12 @@ impl Cache {
         exit: usize,
         budget: usize,
         protection: &Protection,
-        continues: Continues<'_>,
+        places: Places<'_>,
     ) -> Result<u64> {
         let target = self
             .exit_target(id, exit)
             .ok_or_else(|| Error::Unexpected("translate: an exit stub without a target".into()))?;
-        self.batch(memory, protection, continues, |cache, at| {
+        self.batch(memory, protection, places, |cache, at| {
             if let Some(entry) = cache.translate_into(at, target)? {
                 cache.link_into(at.writes, id, exit, entry);
                 cache.translate_ahead_into(at, target, budget)?;
@@ -586,13 +596,13 @@ impl Cache {
     }
 
     /// Runs `work` translating with a window on the original code in
-    /// `memory`, `protection` and `continues`, and a batch of writes, made
+    /// `memory`, `protection` and `places`, and a batch of writes, made
     /// after it (also when it fails).
     fn batch<T>(
         &mut self,
         memory: &Memory,
         protection: &Protection,
-        continues: Continues<'_>,
+        places: Places<'_>,
         work: impl FnOnce(&mut Cache, &mut Translating<'_, '_>) -> Result<T>,
     ) -> Result<T> {
         let mut code = CodeWindow::new(memory);
@@ -602,7 +612,7 @@ impl Cache {
             code: &mut code,
             writes: &mut writes,
             protection,
-            continues,
+            places,
         };
         let result = work(self, &mut at);
         writes.flush(memory)?;
@@ -660,16 +670,19 @@ impl Cache {
         // entry is then the old one's, where jumps from dead translations
         // still lead.
         let old_space = reused_id.map(|old| self.translations[old as usize].space.clone());
-        // Whether a run arriving through each exit keeps the thread's
-        // context, when the run counts quiet runs.
-        // Which exits keep the thread's context, and whether exits from
-        // blocks of its own object and section may (it starts no function).
-        let quiet: Option<(Vec<bool>, bool)> = self.capture.quiet.then(|| {
+        // With quiet runs: where the block is for the sink's rules of
+        // contexts, and which exits keep the thread's context.
+        let quiet: Option<(Vec<bool>, Option<Place>)> = self.capture.quiet.then(|| {
+            let own = (at.places)(block.addr);
             let quietly = translator::may_leave_quietly(&block);
             let targets = translator::exit_targets(&block);
-            let mut exit_quiet = |&to: &u64| quietly && (at.continues)(block.addr, to);
+            let mut exit_quiet = |&to: &u64| {
+                let continues =
+                    |own: Place| (at.places)(to).is_some_and(|to| own.continues_to(&to));
+                quietly && own.is_some_and(continues)
+            };
             let exits = targets.iter().map(&mut exit_quiet).collect();
-            (exits, (at.continues)(block.addr, block.addr))
+            (exits, own)
         });
         let linked = |target: u64, quiet: bool| self.link_target(target, quiet);
         let capture = self.capture;
@@ -680,12 +693,13 @@ impl Cache {
                 layout: &region.layout,
                 lookup: region.lookup,
                 returns: region.returns,
+                jumps: region.jumps,
                 capture,
                 cpuid_trap,
                 original,
-                quiet: quiet.as_ref().map(|(exits, target)| translator::Quiet {
+                quiet: quiet.as_ref().map(|(exits, place)| translator::Quiet {
                     exits,
-                    target: *target,
+                    place: *place,
                 }),
             };
             translator::translate(&block, id, at, target, &linked)

@@ -4,41 +4,46 @@
 //! of each appending a record.
 //!
 //! A thread's runs fall into segments: a segment starts at every run
-//! that arrives at its block other than by a quiet exit (a call, a
-//! return, an indirect jump, an exit the sink does not call quiet, the
-//! tracer sending the thread on), and at a quiet exit whose stack pointer
-//! differs from the segment's. Within one segment the sink's context
-//! stays as it was (the sink says so of each quiet exit,
-//! [`crate::EventSink::continues`], when the stack pointer is the one of
-//! the segment's first record), so it need not see the runs in order:
-//! a block's second and later runs in a segment add one to the run count
-//! of its first run's record.
+//! that arrives at its block other than by a quiet exit or an indirect
+//! jump (a call, a return, a jump the sink does not call quiet, the
+//! tracer sending the thread on), and at a quiet exit or indirect jump
+//! into another of the sink's regions ([`crate::Place`]) or with a stack
+//! pointer other than the segment's. Within one segment the sink's
+//! context stays as it was (the sink's rule: a jump within a region to a
+//! block that starts no function keeps it when the stack pointer is the
+//! one of a record it had, [`crate::EventSink::place`]), so it need not
+//! see the runs in order: a block's second and later runs in a segment
+//! add one to the run count of its first run's record.
 //!
 //! The thread's area holds the segment's number (`SEGMENT`, unique in the
 //! thread's life: the tracee's own count in `NEXT_SEGMENT`, the tracer's
-//! numbers from `EPOCHS`, above all of them) and its stack pointer
-//! (`SEGMENT_SP`), and per translation the segment of its last record and
-//! that record's address ([`cache_entry`]). Every translation has
+//! numbers from `EPOCHS`, above all of them), its region
+//! (`SEGMENT_REGION`) and its stack pointer (`SEGMENT_SP`), and per
+//! translation the segment of its last record and that record's address
+//! ([`cache_entry`]). Every translation has
 //!
 //! - its entry ([`entry`]): a new segment (number and stack pointer),
 //!   then the record (label `FRESH`);
 //!
-//! and one of a block quiet exits may lead to (one that starts no
-//! function) whose code is not checked at each run also has
+//! and one of a block quiet exits may lead to (one with a place that
+//! starts no function) whose code is not checked at each run also has
 //!
-//! - its quiet entry, a `jmp` in its header to the quiet path
-//!   ([`quiet_path`], after the block's end), where quiet exits lead: in
-//!   another segment's stack pointer, to the entry's new segment (label
+//! - its quiet entry, a `jmp` at the end of its header to the quiet path
+//!   ([`quiet_path`], after the block's end), where quiet exits and the
+//!   lookup routine of indirect jumps lead: in another region or stack
+//!   pointer than the segment's, to the entry's new segment (label
 //!   `BUMP`); in the segment, when the translation's last record is this
-//!   segment's, one more run there, else a record (label `FRESH`).
+//!   segment's, one more run there, else a record (label `FRESH`). (A
+//!   translation without a quiet path has a `jmp` to its entry there.)
 //!
 //! A call keeps the caller's segment on the thread's stack of calls
 //! ([`call_entry`]: segment, stack pointer before the call, return
-//! address; a ring in the area). A return checks it in the lookup routine
+//! address, region; a ring in the area). A return checks it in the lookup routine
 //! of returns ([`return_check`]): when the top entry (after dropping
 //! those of calls left without their return, whose stack pointer is
 //! below the thread's) has the thread's stack pointer and the return's
-//! target, the caller's segment goes on with the thread's stack pointer,
+//! target, the caller's segment and region go on with the thread's stack
+//! pointer,
 //! and the return enters the target at its resume entry, a `jmp` in its
 //! header before the quiet entry ([`RESUME_ENTRY`] bytes before the
 //! entry) to the resume path ([`resume_path`]): a record, with no new
@@ -64,7 +69,7 @@ use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
     slot, Area, CURSOR, LIVE_CALLS, NEXT_SEGMENT, RECORD, RESUME, SAVE_RAX, SAVE_RDX, SEGMENT,
-    SEGMENT_SP, TARGET, TEMP, TOP_CALL,
+    SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP, TOP_CALL,
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
@@ -80,6 +85,8 @@ pub(super) const QUIET: u64 = 7;
 const SAME_STACK: u64 = 8;
 /// Label of one more run in the segment's record.
 const HIT: u64 = 9;
+/// Label of the quiet path's test of the stack pointer.
+const SAME_REGION: u64 = 11;
 /// Label of the resume path.
 const RESUME_PATH: u64 = 10;
 /// Labels of the return check (in the lookup routine).
@@ -125,6 +132,8 @@ pub(super) struct Record {
     /// Where its cache entry is, when its runs are counted in the
     /// segment's record ("cached").
     pub cached: Option<u64>,
+    /// The sink's region of the block (`EventSink::place`), if it has one.
+    pub region: Option<u32>,
 }
 
 /// rcx = `from` (a register) minus the slot at `offset`, flags untouched
@@ -152,6 +161,13 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     code.save(NEXT_SEGMENT, rax)?;
     code.save(SEGMENT, rax)?;
     code.save(SEGMENT_SP, rsp)?;
+    // No block is in region -1.
+    let region = record.region.map_or(-1, |region| region as i32);
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        slot(SEGMENT_REGION),
+        region,
+    ))?;
     code.load(rcx, TEMP)?;
     code.load(rax, CURSOR)?;
     code.label(FRESH);
@@ -181,19 +197,33 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
 
 /// The quiet path (label [`QUIET`]), after the block's end, ending in
 /// jumps to [`BUMP`], [`FRESH`] or the block's first instruction
-/// (`body`): rax and rcx saved; unless the stack pointer is the
-/// segment's, a new segment; when `cached` (the cache entry's offset)
+/// (`body`): rax and rcx saved; unless the block's `region` and the stack
+/// pointer are the segment's, a new segment; when `cached` (the cache entry's offset)
 /// and the translation's last record is the segment's, one more run
 /// there (its address also to the `RECORD` slot, for a block that loops
 /// on itself), rcx and rax back; else rcx back and a record.
-pub(super) fn quiet_path(cached: Option<u64>, body: u64) -> Result<Vec<Instruction>, Refusal> {
+pub(super) fn quiet_path(
+    cached: Option<u64>,
+    region: u32,
+    body: u64,
+) -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
     code.save(SAVE_RAX, rax)?;
     code.label(QUIET);
     code.save(TEMP, rcx)?;
+    // rcx = the block's region - the segment's
+    code.load(rcx, SEGMENT_REGION)?;
+    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+    code.lea(rcx, rcx, i64::from(region) + 1)?;
+    code.jump(Code::Jrcxz_rel8_64, SAME_REGION)?;
+    code.jump(Code::Jmp_rel32_64, BUMP)?;
     // rcx = rsp - the segment's stack pointer
-    rcx_minus_slot(&mut code, rsp, SEGMENT_SP)?;
+    code.load(rcx, SEGMENT_SP)?;
+    code.label(SAME_REGION);
+    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+    let sum = MemoryOperand::new(rsp, rcx, 1, 1, 1, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
     code.jump(Code::Jrcxz_rel8_64, SAME_STACK)?;
     code.jump(Code::Jmp_rel32_64, BUMP)?;
     let Some(at) = cached else {
@@ -224,7 +254,7 @@ pub(super) fn quiet_path(cached: Option<u64>, body: u64) -> Result<Vec<Instructi
 
 /// The code before a call that returns to `return_addr`: the call on the
 /// thread's stack of calls (segment, stack pointer before the call, return
-/// address; the ring's top moved first), flags untouched (`lea`, `movzx`);
+/// address, the segment's region; the ring's top moved first), flags untouched (`lea`, `movzx`);
 /// rcx and rdx saved and back.
 pub(super) fn call_entry(return_addr: u64) -> Result<Vec<Instruction>, Refusal> {
     let (rcx, rdx, rsp) = (Register::RCX, Register::RDX, Register::RSP);
@@ -244,6 +274,8 @@ pub(super) fn call_entry(return_addr: u64) -> Result<Vec<Instruction>, Refusal> 
     code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(8), rsp))?;
     code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, return_addr))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(16), rdx))?;
+    code.load(rdx, SEGMENT_REGION)?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(24), rdx))?;
     code.load(rdx, LIVE_CALLS)?;
     code.lea(rdx, rdx, 1)?;
     code.save(LIVE_CALLS, rdx)?;
@@ -308,6 +340,8 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
     code.jump(Code::Jne_rel32_64, DROP_CALL)?;
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(0)))?;
     code.save(SEGMENT, rax)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(24)))?;
+    code.save(SEGMENT_REGION, rax)?;
     code.save(SEGMENT_SP, rsp)?;
     let resume = RESUME_ENTRY as i32;
     code.push(Instruction::with2(

@@ -182,7 +182,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                         exit,
                         AHEAD,
                         &space.protection,
-                        &mut |from, to| sink.continues(thread, from, to),
+                        &mut |addr| sink.place(thread, addr),
                     )?;
                     return self.enter(&mut regs);
                 }
@@ -495,7 +495,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 target,
                 AHEAD,
                 &space.protection,
-                &mut |from, to| sink.continues(thread, from, to),
+                &mut |addr| sink.place(thread, addr),
             )? {
                 regs.rip = entry;
                 ptrace::set_regs(tid, regs)?;

@@ -85,6 +85,7 @@ use super::capture::{Capture, Recorder, Sources};
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
 use super::quiet;
 use super::timing::{self, SystemCallWords};
+use crate::event::Place;
 
 /// Why a block is not translated (it is stepped instead).
 pub(super) type Refusal = String;
@@ -434,6 +435,9 @@ pub(super) struct Target<'a> {
     /// The region's lookup routine of returns (the return check of quiet
     /// runs first, see `quiet`).
     pub returns: u64,
+    /// The region's lookup routine of indirect jumps with quiet runs (to
+    /// the target's quiet entry, see `quiet`).
+    pub jumps: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
     /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
@@ -455,11 +459,12 @@ pub(super) struct Target<'a> {
 pub(super) struct Quiet<'a> {
     /// For each exit through a slot (in the order of [`exit_targets`]),
     /// whether it is quiet: a run arriving through it keeps the thread's
-    /// context (`EventSink::continues`).
+    /// context (`EventSink::place`).
     pub exits: &'a [bool],
-    /// Whether quiet exits may lead to the block (it does not start a
-    /// function): it then has a quiet entry, unless it checks its code.
-    pub target: bool,
+    /// Where the block is for the sink's rules of contexts: when it starts
+    /// no function, quiet exits and indirect jumps may lead to it, and it
+    /// has a quiet entry unless it checks its code.
+    pub place: Option<Place>,
 }
 
 /// Translates `block` as translation number `id` at `at`, in `target`'s
@@ -477,13 +482,18 @@ pub(super) fn translate(
         layout,
         lookup,
         returns,
+        jumps,
         capture,
         cpuid_trap,
         original,
         quiet,
     } = target;
     // A translation that checks its code checks it at each run.
-    let quiet_entry = quiet.is_some_and(|quiet| quiet.target) && original.is_none();
+    let region = quiet
+        .and_then(|quiet| quiet.place)
+        .filter(|place| !place.starts_function)
+        .map(|place| place.region);
+    let quiet_entry = region.is_some() && original.is_none();
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
     }
@@ -620,7 +630,8 @@ pub(super) fn translate(
             Flow::Jump { .. } => {
                 code.target_to_rax(&instruction)?;
                 recorder.target(&mut code.list)?;
-                code.jump(Code::Jmp_rel32_64, lookup)?;
+                let routine = if quiet.is_some() { jumps } else { lookup };
+                code.jump(Code::Jmp_rel32_64, routine)?;
             }
             Flow::Call => {
                 code.target_to_rax(&instruction)?;
@@ -732,8 +743,9 @@ pub(super) fn translate(
     // The record counts runs.
     let runs = repeats || cached.is_some();
     let quiet_path = code.list.len();
-    if quiet_entry {
-        code.list.append(&mut quiet::quiet_path(cached, BODY)?);
+    if let (true, Some(region)) = (quiet_entry, region) {
+        code.list
+            .append(&mut quiet::quiet_path(cached, region, BODY)?);
     }
     let resume_path = code.list.len();
     if quiet.is_some() && original.is_none() {
@@ -751,6 +763,9 @@ pub(super) fn translate(
             runs,
             record_slot: recorder.words() > 0 || runs,
             cached,
+            region: quiet
+                .and_then(|quiet| quiet.place)
+                .map(|place| place.region),
         })?,
         (false, false) => prologue(id, &recorder, repeats)?,
     });
@@ -997,11 +1012,23 @@ fn prologue(id: u32, recorder: &Recorder, repeats: bool) -> Result<Vec<Instructi
     Ok(code.list)
 }
 
-/// The lookup routine, encoded at `at`; returns its bytes and the address
-/// of its miss `int3`. The one of `returns` checks the thread's stack of
-/// calls first and goes on at the target's resume entry when the return
-/// matches a call (`quiet`).
-pub(super) fn lookup_routine(at: u64, returns: bool) -> Result<(Vec<u8>, u64), Refusal> {
+/// Which transfers a lookup routine serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// Any: it goes on at the target's entry.
+    Any,
+    /// Returns, with quiet runs: it checks the thread's stack of calls
+    /// first and goes on at the target's resume entry when the return
+    /// matches a call (`quiet`), else at its entry.
+    Returns,
+    /// Indirect jumps, with quiet runs: it goes on at the target's quiet
+    /// entry (`quiet`).
+    Jumps,
+}
+
+/// The lookup routine of `kind`, encoded at `at`; returns its bytes and
+/// the address of its miss `int3`.
+pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Refusal> {
     /// A label: the fake address of the miss path (no real instruction has
     /// it; `encode` resolves branches to instruction addresses).
     const MISS: u64 = 1;
@@ -1017,7 +1044,7 @@ pub(super) fn lookup_routine(at: u64, returns: bool) -> Result<(Vec<u8>, u64), R
         rax,
     ))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(SAVE_RBX), rbx))?;
-    if returns {
+    if kind == Lookup::Returns {
         code.list.append(&mut quiet::return_check()?);
     }
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(TARGET)))?;
@@ -1044,8 +1071,13 @@ pub(super) fn lookup_routine(at: u64, returns: bool) -> Result<(Vec<u8>, u64), R
         rax,
         MemoryOperand::with_base_displ(rbx, 8),
     ))?;
-    if returns {
-        code.push(Instruction::with2(Code::Sub_r64_rm64, rax, slot(RESUME)))?;
+    match kind {
+        Lookup::Any => {}
+        Lookup::Returns => code.push(Instruction::with2(Code::Sub_r64_rm64, rax, slot(RESUME)))?,
+        Lookup::Jumps => {
+            let quiet_entry = quiet::SLOT_BYTES as i32;
+            code.push(Instruction::with2(Code::Sub_rm64_imm8, rax, quiet_entry))?;
+        }
     }
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(JUMP), rax))?;
     let restore = |code: &mut Emitter, first_ip: u64| -> Result<(), Refusal> {

@@ -14,6 +14,20 @@ void branches(long n);
  * odd counts only: 6n + (n + 1) / 2 + 4 instructions between calls and
  * calls_end, the two blocks between tail and tail_end. */
 void calls(long n);
+/* dispatch(n): a loop whose turns end in an indirect jump back to it:
+ * 3n + 2 instructions between dispatch and dispatch_end, the loop's
+ * first block at dispatch_loop. */
+void dispatch(long n);
+__asm__(".globl dispatch, dispatch_loop, dispatch_end\n"
+        "dispatch:\n"
+        "    mov %rdi, %rcx\n"
+        "    lea dispatch_loop(%rip), %rdx\n"
+        "dispatch_loop:\n"
+        "    dec %rcx\n"
+        "    jz 2f\n"
+        "    jmp *%rdx\n"
+        "2:  ret\n"
+        "dispatch_end:\n");
 __asm__(".globl branches, branches_end, calls, tail, tail_end, leaf, calls_end\n"
         "branches:\n"
         "    mov %rdi, %rcx\n"
@@ -47,6 +61,7 @@ void _start(void) {
     alarm_every(1000);
     branches(ITERATIONS);
     calls(ITERATIONS);
+    dispatch(ITERATIONS);
     alarm_every(0);
     sys_exit_group(counted_signals > 255 ? 255 : counted_signals);
 }
