@@ -23,8 +23,7 @@ use super::plan::{self, Plan};
 use super::protect::Protection;
 use super::retire::Retiring;
 use super::timing::SystemCallWords;
-use super::translator::Lookup;
-use super::translator::{self, Refusal, Target};
+use super::translator::{self, Lookup, Refusal, Target};
 use super::writes::Writes;
 use crate::event::Place;
 
@@ -67,9 +66,8 @@ struct Translation {
     /// Whether runs through quiet exits are counted in its record of the
     /// segment (`quiet`).
     counts_runs: bool,
-    /// Where quiet exits enter it (`quiet`), as bytes before `code.start`
-    /// (in its header); 0 when it has no quiet entry.
-    quiet_entry: u32,
+    /// Whether quiet exits enter it at its quiet entry (`quiet`).
+    quiet_entry: bool,
     /// Its code, from its entry on.
     code: Range<u64>,
     /// The space it takes in its region, header and alignment included.
@@ -77,9 +75,11 @@ struct Translation {
 }
 
 impl Translation {
-    /// Where quiet exits enter it, when it has a quiet entry (`quiet`).
+    /// Where quiet exits enter it, when it has a quiet entry: at the end
+    /// of its header (`quiet`).
     fn quiet_entry(&self) -> Option<u64> {
-        (self.quiet_entry != 0).then(|| self.code.start - u64::from(self.quiet_entry))
+        self.quiet_entry
+            .then(|| self.code.start - super::quiet::QUIET_ENTRY)
     }
 }
 
@@ -704,21 +704,18 @@ impl Cache {
             };
             translator::translate(&block, id, at, target, &linked)
         };
-        // Jumps from dead translations may still lead to the old entries.
-        let old_entries = reused_id.map(|old| {
-            let translation = &self.translations[old as usize];
-            (translation.code.start, translation.quiet_entry())
-        });
+        // Jumps from dead translations may still lead to the old entry, and
+        // to the resume and quiet entries before it (a `jmp` to the entry
+        // when the translation has no such path).
+        let old_entry = reused_id.map(|old| self.translations[old as usize].code.start);
         let in_old_space = old_space.and_then(|space| {
             let region = self
                 .regions
                 .iter()
                 .find(|region| (region.layout.base..region.layout.end()).contains(&space.start))?;
             let emitted = emit(region, space.start).ok()?;
-            let same_entries = old_entries.is_some_and(|(entry, quiet)| {
-                entry == emitted.entry && (quiet.is_none() || quiet == emitted.quiet_entry)
-            });
-            (same_entries && emitted.at + emitted.bytes.len() as u64 <= space.end)
+            (old_entry == Some(emitted.entry)
+                && emitted.at + emitted.bytes.len() as u64 <= space.end)
                 .then_some((emitted, space))
         });
         let (emitted, space) = match in_old_space {
@@ -816,10 +813,7 @@ impl Cache {
             repeats: emitted.repeats,
             counted: emitted.counted,
             counts_runs: emitted.counts_runs,
-            quiet_entry: emitted
-                .quiet_entry
-                .and_then(|at| u32::try_from(emitted.entry.checked_sub(at)?).ok())
-                .unwrap_or(0),
+            quiet_entry: emitted.quiet_entry.is_some(),
             code,
             space,
         };

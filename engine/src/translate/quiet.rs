@@ -73,7 +73,7 @@ use super::area::{
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
-use super::translator::Refusal;
+use super::translator::{Refusal, SLOT_LEN};
 
 /// Label of the entry's new segment.
 pub(super) const BUMP: u64 = 5;
@@ -94,11 +94,12 @@ const CHECK_CALL: u64 = 20;
 const DROP_CALL: u64 = 21;
 const CHECKED_CALLS: u64 = 22;
 
-/// Bytes before a translation's entry of its resume entry (a `jmp` in
-/// its header); its quiet entry follows, [`SLOT_BYTES`] bytes later.
-pub(super) const RESUME_ENTRY: u64 = 2 * SLOT_BYTES;
-/// Bytes of each of those `jmp rel32`s.
-pub(super) const SLOT_BYTES: u64 = 5;
+/// Bytes before a translation's entry of its quiet entry, the last `jmp
+/// rel32` of its header.
+pub(super) const QUIET_ENTRY: u64 = SLOT_LEN;
+/// Bytes before a translation's entry of its resume entry, the `jmp rel32`
+/// before the quiet entry.
+pub(super) const RESUME_ENTRY: u64 = QUIET_ENTRY + SLOT_LEN;
 /// Entries of the stack of calls a return looks at, at most.
 const CHECKS: i32 = 8;
 

@@ -10,8 +10,9 @@
 //!           stub 0: int3                (the tracer translates the target and patches slot 0)
 //!           stub 1: int3
 //!           [system call trap: int3     (a block ending in `syscall`)]
-//!           [quiet entry: jmp rel32     (to the quiet path, see `quiet`)]
 //!           int3 padding to 16 bytes
+//!           [resume entry: jmp rel32    (with quiet runs, see `quiet`)]
+//!           [quiet entry: jmp rel32     (with quiet runs, see `quiet`)]
 //! entry:    [check: the block's original code compared with the bytes it
 //!           was translated from, when they may change unseen; the
 //!           stale path at the end when they differ]
@@ -95,7 +96,7 @@ const INT3: u8 = 0xCC;
 /// The `jmp rel32` opcode.
 const JMP_REL32: u8 = 0xE9;
 /// Bytes of an exit slot's `jmp rel32`.
-const SLOT_LEN: u64 = 5;
+pub(super) const SLOT_LEN: u64 = 5;
 /// Bytes each exit slot takes in the header: three `int3`s, then the
 /// `jmp rel32`, whose displacement is then 4-byte aligned (a header is
 /// 16-byte aligned), so that linking it later is one aligned 4-byte
@@ -450,7 +451,7 @@ pub(super) struct Target<'a> {
     /// anything else (see [`check`]), as Valgrind's `--smc-check` does.
     pub original: Option<&'a [u8]>,
     /// With `RunOptions::quiet_runs`: which of its exits are quiet and
-    /// whether quiet exits may lead to it (see `quiet`).
+    /// where the block is for the sink's rules of contexts (see `quiet`).
     pub quiet: Option<Quiet<'a>>,
 }
 
@@ -488,11 +489,11 @@ pub(super) fn translate(
         original,
         quiet,
     } = target;
-    // A translation that checks its code checks it at each run.
     let region = quiet
         .and_then(|quiet| quiet.place)
         .filter(|place| !place.starts_function)
         .map(|place| place.region);
+    // A translation that checks its code checks it at each run.
     let quiet_entry = region.is_some() && original.is_none();
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
@@ -515,7 +516,7 @@ pub(super) fn translate(
     let header = (stubs_end + entries + 15) & !15;
     let syscall_trap = watches_syscall.then_some(at + count * (SLOT_STRIDE + 1));
     let entry = at + header;
-    let quiet_jump = quiet_entry.then_some(entry - quiet::SLOT_BYTES);
+    let quiet_jump = quiet_entry.then_some(entry - quiet::QUIET_ENTRY);
     let exits: Vec<ExitSlot> = targets
         .iter()
         .enumerate()
@@ -808,7 +809,7 @@ pub(super) fn translate(
         // The resume and quiet entries: to the entry when the translation
         // has no such path.
         let resume = entry - quiet::RESUME_ENTRY;
-        let quiet = entry - quiet::SLOT_BYTES;
+        let quiet = entry - quiet::QUIET_ENTRY;
         for (jump, path) in [(resume, resume_path), (quiet, quiet_path)] {
             let start = (jump - at) as usize;
             let to = slot_jump(jump, path.unwrap_or(entry));
@@ -1075,7 +1076,7 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
         Lookup::Any => {}
         Lookup::Returns => code.push(Instruction::with2(Code::Sub_r64_rm64, rax, slot(RESUME)))?,
         Lookup::Jumps => {
-            let quiet_entry = quiet::SLOT_BYTES as i32;
+            let quiet_entry = quiet::QUIET_ENTRY as i32;
             code.push(Instruction::with2(Code::Sub_rm64_imm8, rax, quiet_entry))?;
         }
     }
