@@ -202,9 +202,9 @@ impl Functions {
     }
 
     /// Where the block at `addr` is for the rules of contexts
-    /// ([`BlockInfo::place`]), for a block that may not have run: it is not
-    /// numbered by the question; `None` for an address in no object known
-    /// (the process's maps are not read again).
+    /// ([`BlockInfo::place`]), for a block that may not have run (the block
+    /// is not numbered by the question); `None` for an address in no object
+    /// known (the process's maps are not read again).
     pub fn place(&mut self, addr: u64, symbols: &Symbols) -> Option<Place> {
         if let Some(info) = self.blocks.get(&addr) {
             return Some(info.place());
@@ -219,11 +219,16 @@ impl Functions {
             SectionKind::Text => (object, symbols.is_function_start(addr)),
             _ => (Arc::from(UNKNOWN), false),
         };
-        let (region, _) = self.regions.insert_full((object, section), ());
         Some(Place {
-            region: region as u32,
+            region: self.region(object, section),
             starts_function,
         })
+    }
+
+    /// The number of the region of code in `object`'s sections of kind
+    /// `section` ([`Place`]).
+    fn region(&mut self, object: Arc<str>, section: SectionKind) -> u32 {
+        self.regions.insert_full((object, section), ()).0 as u32
     }
 
     /// [`Functions::block`] for a block not in the cache of recent ones.
@@ -284,7 +289,7 @@ impl Functions {
         let file: Arc<str> = location.file.clone().unwrap_or_else(|| Arc::from(UNKNOWN));
         let object = location.object.clone();
         let (object_number, _) = self.objects.insert_full(object.clone(), ());
-        let (region, _) = self.regions.insert_full((object.clone(), section), ());
+        let region = self.region(object.clone(), section);
         let key = (object.clone(), file.clone(), name.clone());
         let function = match self.functions.get_index_of(&key) {
             Some(index) => index,
@@ -328,7 +333,7 @@ impl Functions {
             is_entry,
             object: object_number as u32,
             section,
-            region: region as u32,
+            region,
             number: self.blocks.len() as u32,
         };
         self.blocks.insert(addr, info);
@@ -383,7 +388,26 @@ impl Functions {
 
 #[cfg(test)]
 mod tests {
-    use super::skips_object;
+    use super::*;
+
+    #[test]
+    fn regions_are_numbered_by_object_and_section_kind() {
+        let mut functions = Functions::default();
+        let libc: Arc<str> = Arc::from("/usr/lib/libc.so.6");
+        let text = functions.region(libc.clone(), SectionKind::Text);
+        assert_eq!(functions.region(libc.clone(), SectionKind::Text), text);
+        assert_ne!(functions.region(libc, SectionKind::Plt), text);
+        assert_ne!(
+            functions.region(Arc::from("/bin/ls"), SectionKind::Text),
+            text
+        );
+    }
+
+    #[test]
+    fn code_in_no_object_known_has_no_place() {
+        let mut functions = Functions::default();
+        assert_eq!(functions.place(0x1000, &Symbols::new()), None);
+    }
 
     #[test]
     fn obj_skip_names_an_object_by_its_path_or_its_file_name() {

@@ -174,8 +174,8 @@ impl Options {
 
     /// Whether a backend may report the runs of a block that keep their
     /// thread's context as repeats of an earlier run of it in the same
-    /// context rather than in the order they ran (`cgx_engine::RunOptions::quiet_runs`,
-    /// [`Collector`]'s answers to `EventSink::continues`): with Callgrind's
+    /// context rather than in the order they ran (`cgx_engine::RunOptions::quiet_runs`;
+    /// [`Collector`] gives blocks places, `EventSink::place`): with Callgrind's
     /// attribution of `Ir` alone (no simulation, no bus events), no jumps
     /// collected and no block triggers, where such a run only adds to its
     /// block's count in the context.

@@ -484,3 +484,24 @@ pub fn report_simulated<S: EventSink + ?Sized>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Place;
+
+    #[test]
+    fn a_jump_continues_within_a_region_to_a_block_that_starts_no_function() {
+        let place = |region, starts_function| Place {
+            region,
+            starts_function,
+        };
+        let from = place(3, true);
+        assert!(from.continues_to(&place(3, false)));
+        // To a function's first instruction: a call by Callgrind's rules.
+        assert!(!from.continues_to(&place(3, true)));
+        // Into another object or section kind.
+        assert!(!from.continues_to(&place(4, false)));
+        // The region the jump leaves decides, whatever it starts.
+        assert!(place(3, false).continues_to(&place(3, false)));
+    }
+}

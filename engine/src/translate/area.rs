@@ -105,6 +105,10 @@ pub(super) const TIMING_RDI: u64 = 160;
 pub(super) const TIMING_RSI: u64 = 168;
 /// See [`TIMING_RAX`].
 pub(super) const TIMING_R11: u64 = 176;
+// `Area::start_half` writes these four slots at once.
+const _: () =
+    assert!(SEGMENT == RECORD + 8 && SEGMENT_SP == SEGMENT + 8 && LIVE_CALLS == SEGMENT_SP + 8);
+
 /// Bytes of the scratch slots, from the start of the area to `RECORD`.
 const SCRATCH: usize = (RECORD + 8) as usize;
 

@@ -12,13 +12,18 @@ use super::translator::Refusal;
 pub(super) struct Emit {
     /// The instructions so far.
     pub list: Vec<Instruction>,
+    /// The label of the next instruction pushed.
+    label: Option<u64>,
 }
 
 impl Emit {
     /// Pushes `built`, iced's error as a refusal.
     pub fn push(&mut self, built: Result<Instruction, iced_x86::IcedError>) -> Result<(), Refusal> {
-        self.list
-            .push(built.map_err(|error| format!("iced: {error}"))?);
+        let mut instruction = built.map_err(|error| format!("iced: {error}"))?;
+        if let Some(label) = self.label.take() {
+            instruction.set_ip(label);
+        }
+        self.list.push(instruction);
         Ok(())
     }
 
@@ -48,10 +53,24 @@ impl Emit {
         self.push(Instruction::with_branch(code, target))
     }
 
-    /// Gives the last instruction pushed the fake address `label`.
+    /// Gives the next instruction pushed the fake address `label`.
     pub fn label(&mut self, label: u64) {
-        if let Some(last) = self.list.last_mut() {
-            last.set_ip(label);
-        }
+        self.label = Some(label);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_goes_to_the_next_instruction_pushed() {
+        let mut code = Emit::default();
+        code.save(8, Register::RAX).unwrap();
+        code.label(5);
+        code.load(Register::RCX, 16).unwrap();
+        code.lea(Register::RCX, Register::RCX, 1).unwrap();
+        let ips: Vec<u64> = code.list.iter().map(Instruction::ip).collect();
+        assert_eq!(ips, [0, 5, 0]);
     }
 }

@@ -38,16 +38,15 @@
 //!
 //! A call keeps the caller's segment on the thread's stack of calls
 //! ([`call_entry`]: segment, stack pointer before the call, return
-//! address, region; a ring in the area). A return checks it in the lookup routine
-//! of returns ([`return_check`]): when the top entry (after dropping
-//! those of calls left without their return, whose stack pointer is
-//! below the thread's) has the thread's stack pointer and the return's
-//! target, the caller's segment and region go on with the thread's stack
-//! pointer,
-//! and the return enters the target at its resume entry, a `jmp` in its
-//! header before the quiet entry ([`RESUME_ENTRY`] bytes before the
-//! entry) to the resume path ([`resume_path`]): a record, with no new
-//! segment. The sink then has the return in order and, with it, the
+//! address, region; a ring in the area). A return checks it in the
+//! lookup routine of returns ([`return_check`]): when the top entry
+//! (after dropping those of calls left without their return, whose stack
+//! pointer is below the thread's) has the thread's stack pointer and the
+//! return's target, the caller's segment and region go on with the
+//! thread's stack pointer, and the return enters the target at its resume
+//! entry, a `jmp` in its header before the quiet entry ([`RESUME_ENTRY`]
+//! bytes before the entry) to the resume path ([`resume_path`]): a
+//! record, with no new segment. The sink then has the return in order and, with it, the
 //! context the caller had at the call: later runs of the caller's blocks
 //! count in their records of before the call.
 //!
@@ -68,27 +67,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, CURSOR, LIVE_CALLS, NEXT_SEGMENT, RECORD, RESUME, SAVE_RAX, SAVE_RDX, SEGMENT,
+    slot, Area, LIVE_CALLS, NEXT_SEGMENT, RECORD, RESUME, SAVE_RAX, SAVE_RDX, SEGMENT,
     SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP, TOP_CALL,
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
-use super::translator::{Refusal, SLOT_LEN};
+use super::translator::{advance_cursor, write_record, RecordLayout, Refusal, SLOT_LEN};
 
 /// Label of the entry's new segment.
 pub(super) const BUMP: u64 = 5;
 /// Label of the record's writing.
 pub(super) const FRESH: u64 = 6;
 /// Label of the quiet path.
-pub(super) const QUIET: u64 = 7;
-/// Label of the quiet path's test of the translation's last segment.
-const SAME_STACK: u64 = 8;
-/// Label of one more run in the segment's record.
-const HIT: u64 = 9;
+const QUIET: u64 = 7;
 /// Label of the quiet path's test of the stack pointer.
-const SAME_REGION: u64 = 11;
+const TEST_STACK: u64 = 8;
+/// Label of the quiet path's test of the translation's last segment.
+const TEST_SEGMENT: u64 = 9;
+/// Label of one more run in the segment's record.
+const HIT: u64 = 10;
 /// Label of the resume path.
-const RESUME_PATH: u64 = 10;
+const RESUME_PATH: u64 = 11;
 /// Labels of the return check (in the lookup routine).
 const CHECK_CALL: u64 = 20;
 const DROP_CALL: u64 = 21;
@@ -122,14 +121,8 @@ pub(super) fn cache_entry(id: u32) -> Option<u64> {
 /// How a translation's entry and record look.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Record {
-    /// The translation.
-    pub id: u32,
-    /// Bytes of its record.
-    pub bytes: u64,
-    /// Whether the record's first word after the id counts runs.
-    pub runs: bool,
-    /// Whether the record's address goes to the `RECORD` slot.
-    pub record_slot: bool,
+    /// Its record.
+    pub layout: RecordLayout,
     /// Where its cache entry is, when its runs are counted in the
     /// segment's record ("cached").
     pub cached: Option<u64>,
@@ -137,52 +130,58 @@ pub(super) struct Record {
     pub region: Option<u32>,
 }
 
-/// rcx = `from` (a register) minus the slot at `offset`, flags untouched
-/// (`not`, `lea`): zero when they are equal.
-fn rcx_minus_slot(code: &mut Emit, from: Register, offset: u64) -> Result<(), Refusal> {
+/// What a quiet test compares with a slot.
+#[derive(Clone, Copy, Debug)]
+enum Value {
+    /// A register.
+    Register(Register),
+    /// A number.
+    Number(u32),
+}
+
+/// rcx = `value` minus the slot at `offset`, flags untouched (`not`,
+/// `lea`), then `jrcxz` to `equal`: on when they differ, rcx not the
+/// program's.
+fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Result<(), Refusal> {
     let rcx = Register::RCX;
     code.load(rcx, offset)?;
     code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-    let sum = MemoryOperand::new(from, rcx, 1, 1, 1, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))
+    match value {
+        Value::Register(from) => {
+            let sum = MemoryOperand::new(from, rcx, 1, 1, 1, false, Register::None);
+            code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
+        }
+        Value::Number(number) => code.lea(rcx, rcx, i64::from(number) + 1)?,
+    }
+    code.jump(Code::Jrcxz_rel8_64, equal)
 }
 
-/// The entry: rax and rcx saved, a new segment (label [`BUMP`]), rcx
-/// back, then (label [`FRESH`]) the record appended at the cursor (id,
-/// [runs 1], the stack pointer last, as `prologue` writes it), its address
-/// in the `RECORD` slot and the cache entry when asked, rax back.
+/// The entry: rax and rcx saved, a new segment (label [`BUMP`]: number,
+/// stack pointer, region), rcx back, then (label [`FRESH`]) the record
+/// appended at the cursor (`write_record`), the cache entry when asked,
+/// the cursor moved, rax back.
 pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
     code.save(SAVE_RAX, rax)?;
     code.save(TEMP, rcx)?;
-    code.load(rax, NEXT_SEGMENT)?;
     code.label(BUMP);
+    code.load(rax, NEXT_SEGMENT)?;
     code.lea(rax, rax, 1)?;
     code.save(NEXT_SEGMENT, rax)?;
     code.save(SEGMENT, rax)?;
     code.save(SEGMENT_SP, rsp)?;
     // No block is in region -1.
     let region = record.region.map_or(-1, |region| region as i32);
+    let region_slot = slot(SEGMENT_REGION);
     code.push(Instruction::with2(
         Code::Mov_rm64_imm32,
-        slot(SEGMENT_REGION),
+        region_slot,
         region,
     ))?;
     code.load(rcx, TEMP)?;
-    code.load(rax, CURSOR)?;
     code.label(FRESH);
-    let size = record.bytes as i64;
-    let word = |at: i64| MemoryOperand::with_base_displ(rax, at);
-    let id = record.id as i32;
-    code.push(Instruction::with2(Code::Mov_rm64_imm32, word(0), id))?;
-    if record.runs {
-        code.push(Instruction::with2(Code::Mov_rm64_imm32, word(8), 1))?;
-    }
-    code.push(Instruction::with2(Code::Mov_rm64_r64, word(size - 8), rsp))?;
-    if record.record_slot {
-        code.save(RECORD, rax)?;
-    }
+    write_record(&mut code, record.layout)?;
     if let Some(at) = record.cached {
         code.save(TEMP, rcx)?;
         code.load(rcx, SEGMENT)?;
@@ -190,8 +189,7 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
         code.save(at + 8, rax)?;
         code.load(rcx, TEMP)?;
     }
-    code.lea(rax, rax, size)?;
-    code.save(CURSOR, rax)?;
+    advance_cursor(&mut code, record.layout.bytes)?;
     code.load(rax, SAVE_RAX)?;
     Ok(code.list)
 }
@@ -199,10 +197,11 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
 /// The quiet path (label [`QUIET`]), after the block's end, ending in
 /// jumps to [`BUMP`], [`FRESH`] or the block's first instruction
 /// (`body`): rax and rcx saved; unless the block's `region` and the stack
-/// pointer are the segment's, a new segment; when `cached` (the cache entry's offset)
-/// and the translation's last record is the segment's, one more run
-/// there (its address also to the `RECORD` slot, for a block that loops
-/// on itself), rcx and rax back; else rcx back and a record.
+/// pointer are the segment's, a new segment; when `cached` (the cache
+/// entry's offset) and the translation's last record is the segment's,
+/// one more run there (its address also to the `RECORD` slot, for a
+/// block that loops on itself), rcx and rax back; else rcx back and a
+/// record.
 pub(super) fn quiet_path(
     cached: Option<u64>,
     region: u32,
@@ -210,38 +209,26 @@ pub(super) fn quiet_path(
 ) -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
-    code.save(SAVE_RAX, rax)?;
     code.label(QUIET);
+    code.save(SAVE_RAX, rax)?;
     code.save(TEMP, rcx)?;
-    // rcx = the block's region - the segment's
-    code.load(rcx, SEGMENT_REGION)?;
-    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-    code.lea(rcx, rcx, i64::from(region) + 1)?;
-    code.jump(Code::Jrcxz_rel8_64, SAME_REGION)?;
+    jump_if_equal(&mut code, Value::Number(region), SEGMENT_REGION, TEST_STACK)?;
     code.jump(Code::Jmp_rel32_64, BUMP)?;
-    // rcx = rsp - the segment's stack pointer
-    code.load(rcx, SEGMENT_SP)?;
-    code.label(SAME_REGION);
-    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-    let sum = MemoryOperand::new(rsp, rcx, 1, 1, 1, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
-    code.jump(Code::Jrcxz_rel8_64, SAME_STACK)?;
+    code.label(TEST_STACK);
+    jump_if_equal(&mut code, Value::Register(rsp), SEGMENT_SP, TEST_SEGMENT)?;
     code.jump(Code::Jmp_rel32_64, BUMP)?;
+    code.label(TEST_SEGMENT);
     let Some(at) = cached else {
         code.load(rcx, TEMP)?;
-        code.label(SAME_STACK);
         code.jump(Code::Jmp_rel32_64, FRESH)?;
         return Ok(code.list);
     };
-    // rcx = the segment of the translation's last record - the segment
     code.load(rax, at)?;
-    code.label(SAME_STACK);
-    rcx_minus_slot(&mut code, rax, SEGMENT)?;
-    code.jump(Code::Jrcxz_rel8_64, HIT)?;
+    jump_if_equal(&mut code, Value::Register(rax), SEGMENT, HIT)?;
     code.load(rcx, TEMP)?;
     code.jump(Code::Jmp_rel32_64, FRESH)?;
-    code.load(rax, at + 8)?;
     code.label(HIT);
+    code.load(rax, at + 8)?;
     code.save(RECORD, rax)?;
     let runs = MemoryOperand::with_base_displ(rax, 8);
     code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
@@ -254,22 +241,16 @@ pub(super) fn quiet_path(
 }
 
 /// The code before a call that returns to `return_addr`: the call on the
-/// thread's stack of calls (segment, stack pointer before the call, return
-/// address, the segment's region; the ring's top moved first), flags untouched (`lea`, `movzx`);
-/// rcx and rdx saved and back.
+/// thread's stack of calls (segment, stack pointer before the call,
+/// return address, the segment's region; the ring's top moved first),
+/// flags untouched (`lea`, `movzx`); rcx and rdx saved and back.
 pub(super) fn call_entry(return_addr: u64) -> Result<Vec<Instruction>, Refusal> {
     let (rcx, rdx, rsp) = (Register::RCX, Register::RDX, Register::RSP);
     let mut code = Emit::default();
     code.save(TEMP, rcx)?;
     code.save(SAVE_RDX, rdx)?;
     code.load(rcx, TOP_CALL)?;
-    code.lea(rcx, rcx, 32)?;
-    code.push(Instruction::with2(
-        Code::Movzx_r32_rm16,
-        Register::ECX,
-        Register::CX,
-    ))?;
-    code.save(TOP_CALL, rcx)?;
+    move_top_call(&mut code, 32)?;
     code.load(rdx, SEGMENT)?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(0), rdx))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(8), rsp))?;
@@ -283,6 +264,15 @@ pub(super) fn call_entry(return_addr: u64) -> Result<Vec<Instruction>, Refusal> 
     code.load(rdx, SAVE_RDX)?;
     code.load(rcx, TEMP)?;
     Ok(code.list)
+}
+
+/// Moves the top of the stack of calls, whose offset is in rcx, `by`
+/// bytes, round the ring (`lea`, `movzx`: flags untouched).
+fn move_top_call(code: &mut Emit, by: i64) -> Result<(), Refusal> {
+    code.lea(Register::RCX, Register::RCX, by)?;
+    let wrap = Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX);
+    code.push(wrap)?;
+    code.save(TOP_CALL, Register::RCX)
 }
 
 /// Word `at` of the entry of the stack of calls at offset rcx.
@@ -303,8 +293,8 @@ fn call_word(at: i64) -> MemoryOperand {
 /// with no new segment (label [`FRESH`]).
 pub(super) fn resume_path() -> Result<Vec<Instruction>, Refusal> {
     let mut code = Emit::default();
-    code.save(SAVE_RAX, Register::RAX)?;
     code.label(RESUME_PATH);
+    code.save(SAVE_RAX, Register::RAX)?;
     code.jump(Code::Jmp_rel32_64, FRESH)?;
     Ok(code.list)
 }
@@ -352,19 +342,73 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
     ))?;
     // This entry is the last one dropped.
     code.push(Instruction::with2(Code::Mov_r32_imm32, Register::EBX, 1))?;
-    code.push(Instruction::with2(Code::Sub_rm64_imm8, rcx, 32))?;
     code.label(DROP_CALL);
-    code.push(Instruction::with2(
-        Code::Movzx_r32_rm16,
-        Register::ECX,
-        Register::CX,
-    ))?;
-    code.save(TOP_CALL, rcx)?;
+    move_top_call(&mut code, -32)?;
     code.push(Instruction::with1(Code::Dec_rm64, slot(LIVE_CALLS)))?;
     code.load(rcx, LIVE_CALLS)?;
     code.push(Instruction::with1(Code::Dec_rm32, Register::EBX))?;
     code.jump(Code::Jne_rel32_64, CHECK_CALL)?;
-    code.load(rcx, TEMP)?;
     code.label(CHECKED_CALLS);
+    code.load(rcx, TEMP)?;
     Ok(code.list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::encode::encode;
+    use super::*;
+
+    fn record(cached: Option<u64>) -> Record {
+        Record {
+            layout: RecordLayout {
+                id: 7,
+                bytes: 24,
+                runs: true,
+                record_slot: true,
+            },
+            cached,
+            region: Some(2),
+        }
+    }
+
+    /// What the program's code runs into: each piece encodes (at an
+    /// address, its labels resolved against the others' fake addresses,
+    /// see `encode`) and changes no flag of the program.
+    #[test]
+    fn the_code_in_the_programs_way_encodes_and_leaves_the_flags_alone() {
+        let body = 3;
+        for cached in [None, cache_entry(7)] {
+            let pieces = [
+                entry(record(cached)).unwrap(),
+                quiet_path(cached, 2, body).unwrap(),
+                call_entry(0x5555_5555_1234).unwrap(),
+                resume_path().unwrap(),
+            ];
+            let mut list: Vec<Instruction> = pieces.concat();
+            // The block's first instruction, where the quiet path goes on.
+            let mut first = Instruction::with(Code::Nopd);
+            first.set_ip(body);
+            list.push(first);
+            assert!(encode(&list, 0x7f00_0000_0000).is_ok(), "{cached:?}");
+            for instruction in &list {
+                assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
+            }
+        }
+    }
+
+    #[test]
+    fn the_return_check_encodes() {
+        let mut list = return_check().unwrap();
+        list.push(Instruction::with(Code::Int3));
+        assert!(encode(&list, 0x7f00_0000_0000).is_ok());
+    }
+
+    #[test]
+    fn translations_past_the_area_s_entries_have_no_cache_entry() {
+        assert_eq!(cache_entry(0), Some(Area::QUIET_BASE));
+        assert_eq!(cache_entry(1), Some(Area::QUIET_BASE + 16));
+        assert_eq!(cache_entry(COUNTERS as u32), None);
+        // Epochs are above every number a tracee counts to.
+        assert!(new_epoch() >= 1 << 63);
+    }
 }

@@ -83,6 +83,7 @@ use super::area::{
 };
 use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
+use super::emit::Emit;
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
 use super::quiet;
 use super::timing::{self, SystemCallWords};
@@ -489,8 +490,10 @@ pub(super) fn translate(
         original,
         quiet,
     } = target;
-    let region = quiet
-        .and_then(|quiet| quiet.place)
+    let place = quiet.and_then(|quiet| quiet.place);
+    // The region quiet exits lead into: none for a block that starts a
+    // function.
+    let region = place
         .filter(|place| !place.starts_function)
         .map(|place| place.region);
     // A translation that checks its code checks it at each run.
@@ -537,15 +540,11 @@ pub(super) fn translate(
             .then(|| targets.iter().position(|&target| target == block.addr))
             .flatten();
     // Quiet runs counted in the segment's record (`quiet`): a block left
-    // through quiet exits alone, recording no words.
-    let cached = (quiet_entry
-        && may_leave_quietly(block)
-        && !capture.enabled
-        && !counted
-        && !exits.is_empty()
-        && exits.iter().all(|exit| exit.quiet))
-    .then(|| quiet::cache_entry(id))
-    .flatten();
+    // through quiet exits alone (a run that counts quiet runs records no
+    // words).
+    let cached = (quiet_entry && !exits.is_empty() && exits.iter().all(|exit| exit.quiet))
+        .then(|| quiet::cache_entry(id))
+        .flatten();
     let slot_of = |index: usize| {
         if repeat_exit == Some(index) {
             return REPEAT;
@@ -759,14 +758,15 @@ pub(super) fn translate(
     list.append(&mut match (counted, quiet.is_some()) {
         (true, _) => counting_prologue(id)?,
         (false, true) => quiet::entry(quiet::Record {
-            id,
-            bytes: recorder.record_bytes() + 8 * u64::from(runs),
-            runs,
-            record_slot: recorder.words() > 0 || runs,
+            layout: RecordLayout {
+                id,
+                bytes: recorder.record_bytes() + 8 * u64::from(runs),
+                runs,
+                record_slot: recorder.words() > 0 || runs,
+            },
             cached,
-            region: quiet
-                .and_then(|quiet| quiet.place)
-                .map(|place| place.region),
+            // The segment a new one starts is in the block's region.
+            region: place.map(|place| place.region),
         })?,
         (false, false) => prologue(id, &recorder, repeats)?,
     });
@@ -953,64 +953,62 @@ fn counting_prologue(id: u32) -> Result<Vec<Instruction>, Refusal> {
 
 /// The prologue of translation `id`: appends its record (id, the words
 /// `recorder` records or with `repeats` the runs, 1, the stack pointer) at
-/// the cursor, with rax saved in a data slot (mov/lea only: flags
-/// untouched). The stack pointer goes to the record's last word, so a
-/// record overflowing the buffer faults on that store, before the cursor
-/// moves (see `area`); with words, the record's address goes to the
-/// region's `record` slot.
+/// the cursor ([`write_record`]), with rax saved in a data slot (mov/lea
+/// only: flags untouched).
 fn prologue(id: u32, recorder: &Recorder, repeats: bool) -> Result<Vec<Instruction>, Refusal> {
-    let mut code = Emitter::new();
-    let size = (recorder.record_bytes() + 8 * u64::from(repeats)) as i64;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        slot(SAVE_RAX),
-        Register::RAX,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        Register::RAX,
-        slot(CURSOR),
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_imm32,
-        MemoryOperand::with_base(Register::RAX),
-        id as i32,
-    ))?;
-    if repeats {
-        code.push(Instruction::with2(
-            Code::Mov_rm64_imm32,
-            MemoryOperand::with_base_displ(Register::RAX, 8),
-            1,
-        ))?;
-    }
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        MemoryOperand::with_base_displ(Register::RAX, size - 8),
-        Register::RSP,
-    ))?;
-    if recorder.words() > 0 || repeats {
-        code.push(Instruction::with2(
-            Code::Mov_rm64_r64,
-            slot(RECORD),
-            Register::RAX,
-        ))?;
-    }
-    code.push(Instruction::with2(
-        Code::Lea_r64_m,
-        Register::RAX,
-        MemoryOperand::with_base_displ(Register::RAX, size),
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        slot(CURSOR),
-        Register::RAX,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        Register::RAX,
-        slot(SAVE_RAX),
-    ))?;
+    let mut code = Emit::default();
+    let layout = RecordLayout {
+        id,
+        bytes: recorder.record_bytes() + 8 * u64::from(repeats),
+        runs: repeats,
+        record_slot: recorder.words() > 0 || repeats,
+    };
+    code.save(SAVE_RAX, Register::RAX)?;
+    write_record(&mut code, layout)?;
+    advance_cursor(&mut code, layout.bytes)?;
+    code.load(Register::RAX, SAVE_RAX)?;
     Ok(code.list)
+}
+
+/// How a translation's record looks.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RecordLayout {
+    /// The translation.
+    pub id: u32,
+    /// Bytes of the record.
+    pub bytes: u64,
+    /// Whether its first word after the id counts runs.
+    pub runs: bool,
+    /// Whether its address goes to the `RECORD` slot (it records words or
+    /// counts runs).
+    pub record_slot: bool,
+}
+
+/// Writes a record of `layout` at the cursor, with rax saved: its id,
+/// [runs 1], the stack pointer to its last word (a record overflowing the
+/// buffer faults on one of these stores, before the cursor moves, see
+/// `area`); its address in rax, and in the `RECORD` slot when asked.
+pub(super) fn write_record(code: &mut Emit, layout: RecordLayout) -> Result<(), Refusal> {
+    let (rax, rsp) = (Register::RAX, Register::RSP);
+    let word = |at: i64| MemoryOperand::with_base_displ(rax, at);
+    code.load(rax, CURSOR)?;
+    let id = layout.id as i32;
+    code.push(Instruction::with2(Code::Mov_rm64_imm32, word(0), id))?;
+    if layout.runs {
+        code.push(Instruction::with2(Code::Mov_rm64_imm32, word(8), 1))?;
+    }
+    let last = layout.bytes as i64 - 8;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, word(last), rsp))?;
+    if layout.record_slot {
+        code.save(RECORD, rax)?;
+    }
+    Ok(())
+}
+
+/// Moves the cursor past the record of `bytes` at rax.
+pub(super) fn advance_cursor(code: &mut Emit, bytes: u64) -> Result<(), Refusal> {
+    code.lea(Register::RAX, Register::RAX, bytes as i64)?;
+    code.save(CURSOR, Register::RAX)
 }
 
 /// Which transfers a lookup routine serves.
