@@ -120,14 +120,16 @@ pub(super) type Scratch = [u8; SCRATCH];
 /// page, [`MAX_RECORD`] bytes.
 const SPARE_RECORD: u64 = PAGE - MAX_RECORD;
 
-/// The slot at `offset` of the running thread's area: `gs:[offset]`.
+/// The slot at `offset` of the running thread's area: `gs:[offset]`, with
+/// 64-bit addressing (a sign-extended 32-bit displacement, no
+/// address-size prefix: the area is smaller than 2 GiB).
 pub(super) fn slot(offset: u64) -> MemoryOperand {
     MemoryOperand::new(
         Register::None,
         Register::None,
         1,
         offset as i64,
-        4,
+        8,
         false,
         Register::GS,
     )
@@ -297,5 +299,34 @@ impl Area {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iced_x86::{Code, Encoder, Instruction, Register};
+
+    use super::{slot, Area};
+
+    /// The bytes of `mov gs:[offset], rax`.
+    fn store_rax(offset: u64) -> Vec<u8> {
+        let instruction = Instruction::with2(Code::Mov_rm64_r64, slot(offset), Register::RAX)
+            .expect("a valid instruction");
+        let mut encoder = Encoder::new(64);
+        encoder.encode(&instruction, 0).expect("it encodes");
+        encoder.take_buffer()
+    }
+
+    #[test]
+    fn slots_are_absolute_displacements_without_prefix() {
+        assert_eq!(
+            store_rax(0x70),
+            [0x65, 0x48, 0x89, 0x04, 0x25, 0x70, 0, 0, 0]
+        );
+        let last = Area::SIZE - 8;
+        assert!(last < 1 << 31, "a displacement is sign-extended");
+        let bytes = store_rax(last);
+        assert_eq!(bytes[..5], [0x65, 0x48, 0x89, 0x04, 0x25]);
+        assert_eq!(bytes[5..], (last as u32).to_le_bytes());
     }
 }
