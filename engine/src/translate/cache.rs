@@ -18,7 +18,7 @@ use super::capture::{Capture, Sources};
 use super::interned::Interned;
 use super::layout::Layout;
 use super::memory::Memory;
-use super::parts::{Lists, Parts};
+use super::parts::{Lists, Parts, Trap};
 use super::plan::{self, Plan};
 use super::protect::Protection;
 use super::retire::Retiring;
@@ -280,9 +280,6 @@ pub(super) struct Cache {
     entries: HashMap<u64, u64>,
     /// Translation id by entry (to find the translation holding an address).
     by_entry: BTreeMap<u64, u32>,
-    /// What each `int3` of the translations stands for (exit stubs,
-    /// system call, `cpuid` and stale traps).
-    traps: HashMap<u64, Stub>,
     /// Dead translations whose space (and number) the next translation
     /// of their original address takes (see [`Cache::retire`]).
     reusable: HashMap<u64, u32>,
@@ -321,7 +318,6 @@ impl Cache {
             sources: Interned::default(),
             entries: HashMap::new(),
             by_entry: BTreeMap::new(),
-            traps: HashMap::new(),
             reusable: HashMap::new(),
             dying: Retiring::default(),
             cpuid_trap,
@@ -477,7 +473,27 @@ impl Cache {
         {
             return Some(Stub::Miss);
         }
-        self.traps.get(&addr).copied()
+        // An `int3` of a translation: its exit stubs (in its header),
+        // then its traps. Spaces do not overlap and each holds its entry,
+        // so the space holding `addr` is of the nearest entry below or
+        // above it.
+        let below = self.by_entry.range(..=addr).next_back();
+        let above = self.by_entry.range(addr..).next();
+        let (id, translation) = below.into_iter().chain(above).find_map(|(_, &id)| {
+            let translation = self.translations.get(id as usize)?;
+            translation
+                .space
+                .contains(&addr)
+                .then_some((id, translation))
+        })?;
+        if let Some(exit) = translation.parts.exit_with_stub(addr) {
+            return Some(Stub::Exit { id, exit });
+        }
+        translation.parts.trap(addr).map(|trap| match trap {
+            Trap::Cpuid => Stub::Cpuid,
+            Trap::Syscall => Stub::Syscall { id },
+            Trap::Stale => Stub::Stale { id },
+        })
     }
 
     /// The original target of exit `exit` of translation `id`.
@@ -748,21 +764,10 @@ impl Cache {
         };
         let end = emitted.at + emitted.bytes.len() as u64;
         at.writes.code(at.memory, emitted.at, &emitted.bytes)?;
-        let exit_stubs = emitted
-            .exits
-            .iter()
-            .enumerate()
-            .map(|(exit, slot)| (slot.stub, Stub::Exit { id, exit }));
-        let cpuid = emitted.cpuid_traps.iter().map(|&at| (at, Stub::Cpuid));
-        let syscall = emitted.syscall_trap.map(|at| (at, Stub::Syscall { id }));
-        let stale = emitted.stale_trap.map(|at| (at, Stub::Stale { id }));
-        let own: Vec<(u64, Stub)> = exit_stubs
-            .chain(cpuid)
-            .chain(syscall)
-            .chain(stale)
-            .collect();
-        let traps: Vec<u64> = own.iter().map(|&(at, _)| at).collect();
-        self.traps.extend(own);
+        let cpuid = emitted.cpuid_traps.iter().map(|&at| (at, Trap::Cpuid));
+        let syscall = emitted.syscall_trap.map(|at| (at, Trap::Syscall));
+        let stale = emitted.stale_trap.map(|at| (at, Trap::Stale));
+        let traps: Vec<(u64, Trap)> = cpuid.chain(syscall).chain(stale).collect();
         let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
             let to = self.link_target(exit.target, exit.quiet);
@@ -883,9 +888,6 @@ impl Cache {
         };
         if translation.alive {
             return;
-        }
-        for trap in translation.parts.traps() {
-            self.traps.remove(trap);
         }
         self.by_entry.remove(&translation.code.start);
         self.reusable.insert(self.replayed[id as usize].addr, id);

@@ -1,6 +1,6 @@
 //! A translation's lists in one allocation: its exits, which of them
 //! are linked and which lead to their target's quiet entry, the numbers of its instructions' decodings and sources, its
-//! traps and its safe points. Programs have tens of thousands of
+//! traps besides the exit stubs and its safe points. Programs have tens of thousands of
 //! translations; one allocation with 16-bit lengths, instead of a box per
 //! list, keeps each about a hundred bytes smaller.
 
@@ -11,7 +11,8 @@ use super::translator::ExitSlot;
 pub(super) struct Parts {
     /// The exits (three words each: slot, stub, target), their linked bits
     /// and their quiet bits (a word per 64 exits each), the decodings' and the sources' numbers (two
-    /// to a word), the traps, the safe points.
+    /// to a word), the traps (address, and kind above [`ADDRESS_BITS`]),
+    /// the safe points.
     words: Box<[u64]>,
     exits: u16,
     decoded: u16,
@@ -24,16 +25,36 @@ pub(super) struct Lists<'a> {
     pub exits: &'a [ExitSlot],
     pub decoded: &'a [u32],
     pub sources: &'a [u32],
-    pub traps: &'a [u64],
+    pub traps: &'a [(u64, Trap)],
     pub safe: &'a [u64],
 }
+
+/// What an `int3` of a translation other than an exit stub is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Trap {
+    /// A `cpuid` of the program, for the tracer to answer.
+    Cpuid,
+    /// A system call the tracer watches.
+    Syscall,
+    /// The check that the original code is unchanged failed.
+    Stale,
+}
+
+impl Trap {
+    const ALL: [Trap; 3] = [Trap::Cpuid, Trap::Syscall, Trap::Stale];
+}
+
+/// The low bits of a trap's word, its address; its kind's number is
+/// above them (addresses in user space are below 2^47).
+const ADDRESS_BITS: u32 = 56;
 
 /// Words per exit.
 const EXIT: usize = 3;
 
 impl Parts {
     /// `lists` in one allocation, none linked; `None` when a list other
-    /// than the safe points is longer than 65535.
+    /// than the safe points is longer than 65535, or a trap's address has
+    /// bits above [`ADDRESS_BITS`].
     pub fn new(lists: Lists<'_>) -> Option<Parts> {
         let length = |len: usize| u16::try_from(len).ok();
         let mut parts = Parts {
@@ -57,7 +78,12 @@ impl Parts {
         };
         numbers(&mut words, parts.decoded_at(), lists.decoded);
         numbers(&mut words, parts.sources_at(), lists.sources);
-        words[parts.traps_at()..parts.safe_at()].copy_from_slice(lists.traps);
+        for (word, &(at, trap)) in words[parts.traps_at()..].iter_mut().zip(lists.traps) {
+            if at >> ADDRESS_BITS != 0 {
+                return None;
+            }
+            *word = at | (trap as u64) << ADDRESS_BITS;
+        }
         words[parts.safe_at()..].copy_from_slice(lists.safe);
         parts.words = words.into_boxed_slice();
         Some(parts)
@@ -163,9 +189,18 @@ impl Parts {
         &packed[..len]
     }
 
-    /// The `int3`s.
-    pub fn traps(&self) -> &[u64] {
-        &self.words[self.traps_at()..self.safe_at()]
+    /// What the `int3` at `addr` is for, if it is one of the traps
+    /// (not an exit stub).
+    pub fn trap(&self, addr: u64) -> Option<Trap> {
+        let mask = (1 << ADDRESS_BITS) - 1;
+        let traps = &self.words[self.traps_at()..self.safe_at()];
+        let word = traps.iter().find(|&&word| word & mask == addr)?;
+        Trap::ALL.get((word >> ADDRESS_BITS) as usize).copied()
+    }
+
+    /// The exit whose stub is at `addr`, if one is.
+    pub fn exit_with_stub(&self, addr: u64) -> Option<usize> {
+        self.exits().position(|exit| exit.stub == addr)
     }
 
     /// The safe points besides the entry, ascending.
@@ -199,7 +234,9 @@ mod tests {
             let exits: Vec<ExitSlot> = (0..exits).map(exit).collect();
             let decoded: Vec<u32> = (0..decoded).map(|n| n * 3 + 1).collect();
             let sources: Vec<u32> = (0..sources).map(|n| u32::MAX - n).collect();
-            let traps: Vec<u64> = (0..traps).map(|n| 0x4000 + n).collect();
+            let traps: Vec<(u64, Trap)> = (0..traps)
+                .map(|n| (0x4000 + n, Trap::ALL[n as usize % 3]))
+                .collect();
             let safe: Vec<u64> = (0..safe).map(|n| 0x5000 + 2 * n).collect();
             let parts = Parts::new(Lists {
                 exits: &exits,
@@ -215,7 +252,15 @@ mod tests {
             assert_eq!(parts.exit(exits.len()), None);
             assert_eq!(parts.decoded(), decoded, "{case:?}");
             assert_eq!(parts.sources(), sources, "{case:?}");
-            assert_eq!(parts.traps(), traps, "{case:?}");
+            for &(at, trap) in &traps {
+                assert_eq!(parts.trap(at), Some(trap), "{case:?}");
+            }
+            assert_eq!(parts.trap(0x4000 + traps.len() as u64), None);
+            for (index, exit) in exits.iter().enumerate() {
+                assert_eq!(parts.exit_with_stub(exit.stub), Some(index));
+                assert_eq!(parts.trap(exit.stub), None);
+            }
+            assert_eq!(parts.exit_with_stub(0x4000), None);
             assert_eq!(parts.safe(), safe, "{case:?}");
             assert!((0..exits.len()).all(|index| !parts.linked(index)));
         }
@@ -229,7 +274,7 @@ mod tests {
             exits: &exits,
             decoded: &decoded,
             sources: &[],
-            traps: &[1, 2],
+            traps: &[(1, Trap::Cpuid), (2, Trap::Stale)],
             safe: &[],
         })
         .unwrap();
@@ -249,12 +294,12 @@ mod tests {
         assert!((0..70).all(|index| !parts.linked(index)));
         // Linking leaves which exits are quiet as it was.
         assert_eq!(parts.exits().collect::<Vec<_>>(), exits);
-        assert_eq!(parts.traps(), [1, 2]);
+        assert_eq!(parts.trap(2), Some(Trap::Stale));
     }
 
     #[test]
     fn a_list_longer_than_a_length_holds_is_refused() {
-        let traps = vec![0; 65_536];
+        let traps = vec![(0, Trap::Cpuid); 65_536];
         let lists = Lists {
             exits: &[],
             decoded: &[],
@@ -263,5 +308,22 @@ mod tests {
             safe: &[],
         };
         assert!(Parts::new(lists).is_none());
+    }
+
+    #[test]
+    fn a_trap_address_above_the_address_bits_is_refused() {
+        let parts = |at| {
+            Parts::new(Lists {
+                exits: &[],
+                decoded: &[],
+                sources: &[],
+                traps: &[(at, Trap::Syscall)],
+                safe: &[],
+            })
+        };
+        assert!(parts(1 << ADDRESS_BITS).is_none());
+        let highest = (1 << ADDRESS_BITS) - 1;
+        let parts = parts(highest).unwrap();
+        assert_eq!(parts.trap(highest), Some(Trap::Syscall));
     }
 }
