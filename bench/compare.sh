@@ -16,6 +16,7 @@
 #             with the step backend, workloads above this many instructions are
 #             skipped (default 2000000; the step backend runs ~50k instr/s)
 #   WORKLOADS space-separated subset of: true ls compute gzip python3 sort sqlite3
+#             node (V8 compiles the loop as it runs: a JIT)
 #   MODES     space-separated subset of: cachegrind callgrind callgrind-cache
 #             callgrind-cacheuse (default: these four, the issue's), and
 #             cachegrind-cache (Cachegrind with its cache simulation, the
@@ -26,8 +27,8 @@
 #             peak resident sets of the tool's processes and the program's);
 #             no: times only
 #
-# Needs valgrind, gcc, gzip, sort, python3 (/usr/bin/python3) and sqlite3
-# (Debian packages valgrind gcc gzip coreutils python3 sqlite3). A workload
+# Needs valgrind, gcc, gzip, sort, python3 (/usr/bin/python3), sqlite3 and node
+# (Debian packages valgrind gcc gzip coreutils python3 sqlite3 nodejs). A workload
 # whose program is missing is skipped with a note.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +37,7 @@ export LC_ALL="${LC_ALL:-C.UTF-8}"   # same locale for every run of sort
 RUNS="${RUNS:-3}"
 BACKEND="${BACKEND:-translate}"
 MAX_STEP_INSTRUCTIONS="${MAX_STEP_INSTRUCTIONS:-2000000}"
-WORKLOADS="${WORKLOADS:-true ls compute gzip python3 sort sqlite3}"
+WORKLOADS="${WORKLOADS:-true ls compute gzip python3 sort sqlite3 node}"
 MODES="${MODES:-cachegrind callgrind callgrind-cache callgrind-cacheuse}"
 MEMORY="${MEMORY:-yes}"
 
@@ -90,8 +91,8 @@ generate_text() {
 # Sets the workload sizes for SIZE and generates the input files.
 prepare_inputs() {
     case "$SIZE" in
-        small) COMPUTE_N=20;  GZIP_LINES=40;    SORT_LINES=100;     PY_LOOP=1000;    SQL_ROWS=1000 ;;
-        full)  COMPUTE_N=400; GZIP_LINES=80000; SORT_LINES=300000;  PY_LOOP=3000000; SQL_ROWS=200000 ;;
+        small) COMPUTE_N=20;  GZIP_LINES=40;    SORT_LINES=100;     PY_LOOP=1000;    SQL_ROWS=1000;   JS_LOOP=1000 ;;
+        full)  COMPUTE_N=400; GZIP_LINES=80000; SORT_LINES=300000;  PY_LOOP=3000000; SQL_ROWS=200000; JS_LOOP=3000000 ;;
         *) echo "SIZE must be small or full, not '$SIZE'" >&2; exit 2 ;;
     esac
     generate_text "$WORK/gzip-input.txt" "$GZIP_LINES"
@@ -115,9 +116,10 @@ workload_command() {
         python3) CMD=(/usr/bin/python3 -c "n = 0
 for i in range($PY_LOOP): n += i * i % 7
 print(n)") ;;
-        sort)    CMD=(sort "$WORK/sort-input.txt") ;;
+        sort)    CMD=(sort --parallel=2 "$WORK/sort-input.txt") ;;
         sqlite3) CMD=(sqlite3 "$WORK/bench.db"
                       "SELECT k, count(*), sum(length(v)) FROM t GROUP BY k ORDER BY 3 DESC LIMIT 5;") ;;
+        node)    CMD=(node -e "let s = 0; for (let i = 0; i < $JS_LOOP; i++) s += i * i % 7; console.log(s)") ;;
         *) echo "unknown workload '$1'" >&2; exit 2 ;;
     esac
 }
@@ -130,8 +132,9 @@ workload_label() {
         compute) echo "\`compute $COMPUTE_N\` (C, -O2)" ;;
         gzip)    echo "\`gzip -9\` $(file_size "$WORK/gzip-input.txt")" ;;
         python3) echo "\`python3 -c\` loop of $PY_LOOP" ;;
-        sort)    echo "\`sort\` $SORT_LINES lines, $(file_size "$WORK/sort-input.txt")" ;;
+        sort)    echo "\`sort --parallel=2\` $SORT_LINES lines, $(file_size "$WORK/sort-input.txt")" ;;
         sqlite3) echo "\`sqlite3\` GROUP BY on $SQL_ROWS rows" ;;
+        node)    echo "\`node -e\` loop of $JS_LOOP (JIT)" ;;
     esac
 }
 
