@@ -474,18 +474,10 @@ impl Cache {
             return Some(Stub::Miss);
         }
         // An `int3` of a translation: its exit stubs (in its header),
-        // then its traps. Spaces do not overlap and each holds its entry,
-        // so the space holding `addr` is of the nearest entry below or
-        // above it.
-        let below = self.by_entry.range(..=addr).next_back();
-        let above = self.by_entry.range(addr..).next();
-        let (id, translation) = below.into_iter().chain(above).find_map(|(_, &id)| {
-            let translation = self.translations.get(id as usize)?;
-            translation
-                .space
-                .contains(&addr)
-                .then_some((id, translation))
-        })?;
+        // then its traps.
+        let space = |id: u32| self.translations.get(id as usize).map(|t| t.space.clone());
+        let id = space_holding(&self.by_entry, addr, space)?;
+        let translation = self.translations.get(id as usize)?;
         if let Some(exit) = translation.parts.exit_with_stub(addr) {
             return Some(Stub::Exit { id, exit });
         }
@@ -1129,6 +1121,24 @@ fn align(addr: u64) -> u64 {
     (addr + 15) & !15
 }
 
+/// The translation whose space holds `addr`, given the translations by
+/// entry and each one's space: spaces do not overlap and each holds its
+/// entry, with the header (exit slots, stubs) before it, so it is the
+/// translation of the nearest entry at or below `addr` or above it.
+fn space_holding(
+    by_entry: &BTreeMap<u64, u32>,
+    addr: u64,
+    space: impl Fn(u32) -> Option<Range<u64>>,
+) -> Option<u32> {
+    let below = by_entry.range(..=addr).next_back();
+    let above = by_entry.range(addr..).next();
+    below
+        .into_iter()
+        .chain(above)
+        .map(|(_, &id)| id)
+        .find(|&id| space(id).is_some_and(|space| space.contains(&addr)))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -1143,5 +1153,26 @@ mod tests {
         // One per translation, of which programs have tens of thousands.
         let size = std::mem::size_of::<super::Translation>();
         assert!(size <= 64, "{size} bytes");
+    }
+
+    #[test]
+    fn an_address_belongs_to_the_space_around_it() {
+        // Translation 0 takes 0x1000..0x1100 (entry 0x1020), translation 1
+        // 0x1100..0x1180 (entry 0x1130); 0x1180..0x1200 is free.
+        let by_entry = std::collections::BTreeMap::from([(0x1020, 0), (0x1130, 1)]);
+        let spaces = [0x1000..0x1100, 0x1100..0x1180];
+        let space = |id: u32| spaces.get(id as usize).cloned();
+        let holder = |addr| super::space_holding(&by_entry, addr, space);
+        // Header before an entry, the entry, code after it.
+        assert_eq!(holder(0x1000), Some(0));
+        assert_eq!(holder(0x1020), Some(0));
+        assert_eq!(holder(0x10ff), Some(0));
+        // A stub in the next translation's header, below its entry.
+        assert_eq!(holder(0x1100), Some(1));
+        assert_eq!(holder(0x1130), Some(1));
+        assert_eq!(holder(0x117f), Some(1));
+        // Outside every space.
+        assert_eq!(holder(0x0fff), None);
+        assert_eq!(holder(0x1180), None);
     }
 }
