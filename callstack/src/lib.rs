@@ -178,7 +178,8 @@ impl Options {
     /// [`Collector`] gives blocks places, `EventSink::place`): with Callgrind's
     /// attribution of `Ir` alone (no simulation, no bus events), no jumps
     /// collected and no block triggers, where such a run only adds to its
-    /// block's count in the context.
+    /// block's count in the context and to the inclusive costs of the
+    /// call arcs around it.
     pub fn quiet_runs(&self) -> bool {
         !self.cachegrind
             && !self.cache_sim

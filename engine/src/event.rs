@@ -103,7 +103,7 @@ pub struct WholeBlock<'a> {
     /// back from its last instruction to its start (a loop of one block),
     /// or, with `RunOptions::quiet_runs`, later, each arriving by a jump or
     /// fall-through the sink said keeps the thread's context
-    /// ([`EventSink::place`]), before the context could change.
+    /// ([`EventSink::place`]) in the context of this run (see there).
     pub repeats: u64,
     /// The start of each of those runs (the same address and stack
     /// pointer, arriving as from the block's own end).
@@ -367,10 +367,13 @@ pub trait EventSink {
     /// no function and the stack pointer is where it was at the start of
     /// the last block reported in order, leaves the sink as it was but for
     /// one more run of it in the thread's context. With
-    /// `RunOptions::quiet_runs` a backend may report such a run, after a
-    /// run of the block reported since the context last changed, as a
-    /// repeat of that run ([`WholeBlock::repeats`]), not in the order it
-    /// ran. `None`, the default: every run in order.
+    /// `RunOptions::quiet_runs` a backend may report such a run as a
+    /// repeat ([`WholeBlock::repeats`]), not in the order it ran, of an
+    /// earlier run of the block reported in the same context: since the
+    /// context last changed, or in an earlier call made by the same call
+    /// instruction in the same run of the caller's context (the sink's
+    /// sums are the same; a call's cost may go to an earlier call of the
+    /// same arc). `None`, the default: every run in order.
     fn place(&mut self, _thread: Thread, _addr: u64) -> Option<Place> {
         None
     }

@@ -1,7 +1,8 @@
 //! Quiet runs (`RunOptions::quiet_runs`): the runs of a block that keep
 //! the thread's context, by the sink's `continues`, are counted in the
 //! record of its first run in the segment, which goes on after a call
-//! returns. The counts stay exact when signals interrupt the loops many
+//! returns, and in a callee's segment of the last call from the same
+//! segment of its caller. The counts stay exact when signals interrupt the loops many
 //! times, and a loop of several blocks leaves a few records, not one per
 //! run, also when it calls a function at each turn or jumps back to its
 //! start through a register.
@@ -37,6 +38,10 @@ struct Counts {
     tail: Range<u64>,
     dispatch: Range<u64>,
     dispatch_loop: u64,
+    repeat: Range<u64>,
+    callee_inner: Range<u64>,
+    in_repeat: u64,
+    records_in_callee: u64,
     in_branches: u64,
     in_dispatch: u64,
     records_of_dispatch_loop: u64,
@@ -55,6 +60,8 @@ impl Counts {
             self.in_calls += runs;
         } else if self.dispatch.contains(&addr) {
             self.in_dispatch += runs;
+        } else if self.repeat.contains(&addr) {
+            self.in_repeat += runs;
         }
     }
 }
@@ -75,6 +82,9 @@ impl EventSink for Counts {
             }
             if self.tail.contains(&whole.block.addr) {
                 self.records_in_tail += 1;
+            }
+            if self.callee_inner.contains(&whole.block.addr) {
+                self.records_in_callee += 1;
             }
             if whole.block.addr == self.dispatch_loop {
                 self.records_of_dispatch_loop += 1;
@@ -130,7 +140,7 @@ fn run(quiet_runs: bool) -> (Counts, translate::Outcome, u64) {
         // The markers of ranges start no function.
         functions: symbols
             .iter()
-            .filter(|(name, _)| !["tail", "dispatch_loop"].contains(&name.as_str()))
+            .filter(|(name, _)| !["tail", "dispatch_loop", "callee_inner"].contains(&name.as_str()))
             .filter(|(name, _)| !name.ends_with("_end"))
             .map(|&(_, addr)| addr)
             .collect(),
@@ -139,6 +149,10 @@ fn run(quiet_runs: bool) -> (Counts, translate::Outcome, u64) {
         tail: at("tail")..at("tail_end"),
         dispatch: at("dispatch")..at("dispatch_end"),
         dispatch_loop: at("dispatch_loop"),
+        repeat: at("repeat")..at("repeat_end"),
+        callee_inner: at("callee_inner")..at("callee_inner_end"),
+        in_repeat: 0,
+        records_in_callee: 0,
         in_branches: 0,
         in_dispatch: 0,
         records_of_dispatch_loop: 0,
@@ -196,6 +210,17 @@ fn quiet_runs_keep_the_counts_of_loops_interrupted_by_signals() {
         "{} records of the blocks after the call",
         counts.records_in_tail
     );
+    assert_eq!(
+        counts.in_repeat,
+        8 * ITERATIONS + 2 * ITERATIONS.div_ceil(2) + 4
+    );
+    // A call from the caller's segment of its last run goes on in the
+    // callee's segment of then.
+    assert!(
+        counts.records_in_callee < ITERATIONS / 100,
+        "{} records of the callee's body",
+        counts.records_in_callee
+    );
 }
 
 #[test]
@@ -211,4 +236,9 @@ fn without_quiet_runs_every_run_of_a_loop_of_several_blocks_has_its_record() {
     assert!(counts.records_in_tail >= ITERATIONS - INTERRUPTED);
     assert_eq!(counts.in_dispatch, 3 * ITERATIONS + 2);
     assert!(counts.records_of_dispatch_loop >= ITERATIONS - INTERRUPTED);
+    assert_eq!(
+        counts.in_repeat,
+        8 * ITERATIONS + 2 * ITERATIONS.div_ceil(2) + 4
+    );
+    assert!(counts.records_in_callee >= ITERATIONS - INTERRUPTED);
 }

@@ -25,11 +25,14 @@
 //! - when the run needs only counts (`RunOptions::counts_only`), one run
 //!   counter per translation ([`COUNTERS`] of them): a translation adds
 //!   one to its counter instead of appending a record; the tracer reads
-//!   and zeroes the counters at every drain;
+//!   and zeroes the counters at every drain; when the run counts quiet
+//!   runs instead, the target of the last run of the translation's
+//!   indirect call (`quiet::call_target`);
 //! - when the run counts quiet runs (`RunOptions::quiet_runs`), two words
 //!   per translation ([`COUNTERS`] of them): the segment of its last
-//!   record and that record's address, then the thread's stack of calls,
-//!   a ring of 2048 entries (`quiet`). Emptying a half or handing one
+//!   record and that record's address, or for a translation ending in a
+//!   call the caller's and the callee's segments of its last run; then
+//!   the thread's stack of calls, a ring of 2048 entries (`quiet`). Emptying a half or handing one
 //!   off starts a new segment and empties the stack of calls, so no run
 //!   is counted in a record the tracer reads.
 //!

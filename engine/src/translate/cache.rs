@@ -23,7 +23,7 @@ use super::plan::{self, Plan};
 use super::protect::Protection;
 use super::retire::Retiring;
 use super::timing::SystemCallWords;
-use super::translator::{self, Lookup, Refusal, Target};
+use super::translator::{self, Entrance, Lookup, Refusal, Target};
 use super::writes::Writes;
 use crate::event::Place;
 
@@ -226,6 +226,10 @@ struct Region {
     jumps: u64,
     /// Its miss `int3`.
     jumps_miss: u64,
+    /// The lookup routine of indirect calls with quiet runs (`quiet`).
+    calls: u64,
+    /// Its miss `int3`.
+    calls_miss: u64,
 }
 
 impl Region {
@@ -244,7 +248,8 @@ impl Region {
         };
         let (lookup, miss, next) = routine(layout.code(), Lookup::Any)?;
         let (returns, returns_miss, next) = routine(next, Lookup::Returns)?;
-        let (jumps, jumps_miss, free) = routine(next, Lookup::Jumps)?;
+        let (jumps, jumps_miss, next) = routine(next, Lookup::Jumps)?;
+        let (calls, calls_miss, free) = routine(next, Lookup::Calls)?;
         Ok(Region {
             layout,
             free,
@@ -254,6 +259,8 @@ impl Region {
             returns_miss,
             jumps,
             jumps_miss,
+            calls,
+            calls_miss,
         })
     }
 
@@ -411,6 +418,7 @@ impl Cache {
         if (region.lookup..region.miss).contains(&addr)
             || (region.returns..region.returns_miss).contains(&addr)
             || (region.jumps..region.jumps_miss).contains(&addr)
+            || (region.calls..region.calls_miss).contains(&addr)
         {
             return false;
         }
@@ -466,11 +474,15 @@ impl Cache {
 
     /// What the `int3` at `addr` is, if it is one of the cache's.
     pub fn stub(&self, addr: u64) -> Option<Stub> {
-        if self
-            .regions
-            .iter()
-            .any(|region| [region.miss, region.returns_miss, region.jumps_miss].contains(&addr))
-        {
+        if self.regions.iter().any(|region| {
+            [
+                region.miss,
+                region.returns_miss,
+                region.jumps_miss,
+                region.calls_miss,
+            ]
+            .contains(&addr)
+        }) {
             return Some(Stub::Miss);
         }
         // An `int3` of a translation: its exit stubs (in its header),
@@ -692,7 +704,7 @@ impl Cache {
             let exits = targets.iter().map(&mut exit_quiet).collect();
             (exits, own)
         });
-        let linked = |target: u64, quiet: bool| self.link_target(target, quiet);
+        let linked = |target: u64, entrance: Entrance| self.link_target(target, entrance);
         let capture = self.capture;
         let cpuid_trap = self.cpuid_trap;
         // Emits the translation at `at` in `region`.
@@ -702,6 +714,7 @@ impl Cache {
                 lookup: region.lookup,
                 returns: region.returns,
                 jumps: region.jumps,
+                calls: region.calls,
                 capture,
                 cpuid_trap,
                 original,
@@ -762,7 +775,7 @@ impl Cache {
         let traps: Vec<(u64, Trap)> = cpuid.chain(syscall).chain(stale).collect();
         let mut linked = Vec::with_capacity(emitted.exits.len());
         for (index, exit) in emitted.exits.iter().enumerate() {
-            let to = self.link_target(exit.target, exit.quiet);
+            let to = self.link_target(exit.target, exit.entrance);
             let is_linked = to.is_some_and(|to| translator::reachable(exit.slot, to));
             if is_linked {
                 self.incoming.insert((exit.target, id, index as u32));
@@ -899,24 +912,26 @@ impl Cache {
             .is_some_and(|translation| translation.alive)
     }
 
-    /// Where an exit to original address `target` leads: the entry of
-    /// its translation, or its quiet entry for a `quiet` exit when it has
-    /// one (`quiet`).
-    fn link_target(&self, target: u64, quiet: bool) -> Option<u64> {
+    /// Where an exit to original address `target` through `entrance`
+    /// leads, when it has a translation ([`Cache::entered_at`]).
+    fn link_target(&self, target: u64, entrance: Entrance) -> Option<u64> {
         let &entry = self.entries.get(&target)?;
-        Some(self.entered_at(entry, quiet))
+        Some(self.entered_at(entry, entrance))
     }
 
-    /// Where an exit to the translation whose entry is `entry` leads: its
-    /// quiet entry for a `quiet` exit when it has one, else `entry`.
-    fn entered_at(&self, entry: u64, quiet: bool) -> u64 {
+    /// Where an exit through `entrance` to the translation whose entry is
+    /// `entry` leads: its quiet entry when it has one, its resume entry
+    /// (every translation has one when the run counts quiet runs), else
+    /// `entry`.
+    fn entered_at(&self, entry: u64, entrance: Entrance) -> u64 {
         let quiet_entry = || {
             let &id = self.by_entry.get(&entry)?;
             self.translations.get(id as usize)?.quiet_entry()
         };
-        match quiet {
-            true => quiet_entry().unwrap_or(entry),
-            false => entry,
+        match entrance {
+            Entrance::Quiet => quiet_entry().unwrap_or(entry),
+            Entrance::Resume if self.capture.quiet => entry - super::quiet::RESUME_ENTRY,
+            Entrance::Resume | Entrance::Entry => entry,
         }
     }
 
@@ -931,7 +946,7 @@ impl Cache {
         else {
             return;
         };
-        let entry = self.entered_at(entry, slot.quiet);
+        let entry = self.entered_at(entry, slot.entrance);
         let Some(translation) = self.translations.get_mut(id as usize) else {
             return;
         };

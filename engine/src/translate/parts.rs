@@ -1,18 +1,20 @@
-//! A translation's lists in one allocation: its exits, which of them
-//! are linked and which lead to their target's quiet entry, the numbers of its instructions' decodings and sources, its
-//! traps besides the exit stubs and its safe points. Programs have tens of thousands of
+//! A translation's lists in one allocation: its exits (with where each
+//! enters its target) and which of them are linked, the numbers of its
+//! instructions' decodings and sources, its traps besides the exit stubs
+//! and its safe points. Programs have tens of thousands of
 //! translations; one allocation with 16-bit lengths, instead of a box per
 //! list, keeps each about a hundred bytes smaller.
 
-use super::translator::ExitSlot;
+use super::translator::{Entrance, ExitSlot};
 
 /// The lists of one translation (see the module).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Parts {
-    /// The exits (three words each: slot, stub, target), their linked bits
-    /// and their quiet bits (a word per 64 exits each), the decodings' and the sources' numbers (two
-    /// to a word), the traps (address, and kind above [`ADDRESS_BITS`]),
-    /// the safe points.
+    /// The exits (three words each: slot, stub with the entrance's number
+    /// above [`ADDRESS_BITS`], target), their linked bits (a word per 64
+    /// exits), the decodings' and the sources' numbers (two to a word),
+    /// the traps (address, and kind above [`ADDRESS_BITS`]), the safe
+    /// points.
     words: Box<[u64]>,
     exits: u16,
     decoded: u16,
@@ -44,8 +46,9 @@ impl Trap {
     const ALL: [Trap; 3] = [Trap::Cpuid, Trap::Syscall, Trap::Stale];
 }
 
-/// The low bits of a trap's word, its address; its kind's number is
-/// above them (addresses in user space are below 2^47).
+/// The low bits of a trap's or an exit stub's word, its address; the
+/// trap's kind's or the exit's entrance's number is above them
+/// (addresses in user space are below 2^47).
 const ADDRESS_BITS: u32 = 56;
 
 /// Words per exit.
@@ -53,8 +56,8 @@ const EXIT: usize = 3;
 
 impl Parts {
     /// `lists` in one allocation, none linked; `None` when a list other
-    /// than the safe points is longer than 65535, or a trap's address has
-    /// bits above [`ADDRESS_BITS`].
+    /// than the safe points is longer than 65535, or a trap's or a stub's
+    /// address has bits above [`ADDRESS_BITS`].
     pub fn new(lists: Lists<'_>) -> Option<Parts> {
         let length = |len: usize| u16::try_from(len).ok();
         let mut parts = Parts {
@@ -66,10 +69,11 @@ impl Parts {
         };
         let mut words = vec![0u64; parts.safe_at() + lists.safe.len()];
         for (index, exit) in lists.exits.iter().enumerate() {
-            words[index * EXIT..][..EXIT].copy_from_slice(&[exit.slot, exit.stub, exit.target]);
-            if exit.quiet {
-                words[parts.quiet_at() + index / 64] |= 1 << (index % 64);
+            if exit.stub >> ADDRESS_BITS != 0 {
+                return None;
             }
+            let stub = exit.stub | (exit.entrance as u64) << ADDRESS_BITS;
+            words[index * EXIT..][..EXIT].copy_from_slice(&[exit.slot, stub, exit.target]);
         }
         let numbers = |words: &mut [u64], at: usize, values: &[u32]| {
             let packed: &mut [u32] =
@@ -93,12 +97,8 @@ impl Parts {
         usize::from(self.exits) * EXIT
     }
 
-    fn quiet_at(&self) -> usize {
-        self.linked_at() + usize::from(self.exits).div_ceil(64)
-    }
-
     fn decoded_at(&self) -> usize {
-        self.quiet_at() + usize::from(self.exits).div_ceil(64)
+        self.linked_at() + usize::from(self.exits).div_ceil(64)
     }
 
     fn sources_at(&self) -> usize {
@@ -123,13 +123,12 @@ impl Parts {
         if index >= self.exit_count() {
             return None;
         }
-        let quiet = self.bit(self.quiet_at(), index);
         match self.words.get(index * EXIT..(index + 1) * EXIT)? {
             &[slot, stub, target] => Some(ExitSlot {
                 slot,
-                stub,
+                stub: stub & ((1 << ADDRESS_BITS) - 1),
                 target,
-                quiet,
+                entrance: *Entrance::ALL.get((stub >> ADDRESS_BITS) as usize)?,
             }),
             _ => None,
         }
@@ -168,7 +167,7 @@ impl Parts {
 
     /// Marks every exit not linked.
     pub fn unlink_all(&mut self) {
-        let (at, end) = (self.linked_at(), self.quiet_at());
+        let (at, end) = (self.linked_at(), self.decoded_at());
         self.words[at..end].fill(0);
     }
 
@@ -218,7 +217,7 @@ mod tests {
             slot: 0x1000 + n,
             stub: 0x2000 + n,
             target: 0x3000 + n,
-            quiet: n % 2 == 1,
+            entrance: Entrance::ALL[n as usize % 3],
         }
     }
 
@@ -292,9 +291,23 @@ mod tests {
         assert_eq!(parts.exits().collect::<Vec<_>>(), exits);
         parts.unlink_all();
         assert!((0..70).all(|index| !parts.linked(index)));
-        // Linking leaves which exits are quiet as it was.
+        // Linking leaves where exits enter as it was.
         assert_eq!(parts.exits().collect::<Vec<_>>(), exits);
         assert_eq!(parts.trap(2), Some(Trap::Stale));
+    }
+
+    #[test]
+    fn a_stub_address_too_high_is_refused() {
+        let mut high = exit(1);
+        high.stub |= 1 << ADDRESS_BITS;
+        let lists = Lists {
+            exits: &[exit(0), high],
+            decoded: &[],
+            sources: &[],
+            traps: &[],
+            safe: &[],
+        };
+        assert!(Parts::new(lists).is_none());
     }
 
     #[test]

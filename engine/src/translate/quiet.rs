@@ -22,8 +22,9 @@
 //! translation the segment of its last record and that record's address
 //! ([`cache_entry`]). Every translation has
 //!
-//! - its entry ([`entry`]): a new segment (number and stack pointer),
-//!   then the record (label `FRESH`);
+//! - its entry ([`entry`]): a new segment (number, stack pointer,
+//!   region), then the record (label `FRESH`);
+//! - its resume entry (below);
 //!
 //! and one of a block quiet exits may lead to (one with a place that
 //! starts no function) whose code is not checked at each run also has
@@ -38,17 +39,29 @@
 //!
 //! A call keeps the caller's segment on the thread's stack of calls
 //! ([`call_entry`]: segment, stack pointer before the call, return
-//! address, region; a ring in the area). A return checks it in the
-//! lookup routine of returns ([`return_check`]): when the top entry
-//! (after dropping those of calls left without their return, whose stack
-//! pointer is below the thread's) has the thread's stack pointer and the
-//! return's target, the caller's segment and region go on with the
-//! thread's stack pointer, and the return enters the target at its resume
-//! entry, a `jmp` in its header before the quiet entry ([`RESUME_ENTRY`]
-//! bytes before the entry) to the resume path ([`resume_path`]): a
-//! record, with no new segment. The sink then has the return in order and, with it, the
-//! context the caller had at the call: later runs of the caller's blocks
-//! count in their records of before the call.
+//! address; a ring in the area) and chooses its callee's segment itself:
+//! when the caller's segment (and for an indirect call the target) is the
+//! one of the call's last run, the callee's segment of then, else a new
+//! one; the calling translation's cache entry (and [`call_target`]) keeps
+//! them. The call enters the callee at its resume entry, a `jmp` in its
+//! header before the quiet entry ([`RESUME_ENTRY`] bytes before the
+//! entry; indirect calls through the lookup routine of calls) to the
+//! resume path ([`resume_path`]): the segment's region the block's, then
+//! a record, with no new segment. A callee in the segment of an earlier
+//! call runs in the context it had then (same caller's context, same
+//! call, same callee), and its runs count in the records of that call,
+//! which the tracer has not read (the caller's segment would have ended
+//! with the buffer half): the sink gets the same sums, a call's cost
+//! counted in an earlier call of the same arc.
+//!
+//! A return checks the stack of calls in the lookup routine of returns
+//! ([`return_check`]): when the top entry (after dropping those of calls
+//! left without their return, whose stack pointer is below the thread's)
+//! has the thread's stack pointer and the return's target, the caller's
+//! segment goes on with the thread's stack pointer, and the return enters
+//! the target at its resume entry. The sink then has the return in order
+//! and, with it, the context the caller had at the call: later runs of
+//! the caller's blocks count in their records of before the call.
 //!
 //! Only a block left through quiet exits alone (a conditional or direct
 //! jump, or the block-length limit, with no words recorded) counts its
@@ -88,6 +101,14 @@ const TEST_SEGMENT: u64 = 9;
 const HIT: u64 = 10;
 /// Label of the resume path.
 const RESUME_PATH: u64 = 11;
+/// Labels of a call's choice of its callee's segment: the caller's
+/// segment is the one of the call's last run, and so is the target.
+const SAME_CALLER: u64 = 12;
+const SAME_TARGET: u64 = 13;
+/// Label of a new segment for the callee.
+const NEW: u64 = 14;
+/// Label of the callee's segment chosen.
+const CHOSEN: u64 = 15;
 /// Labels of the return check (in the lookup routine).
 const CHECK_CALL: u64 = 20;
 const DROP_CALL: u64 = 21;
@@ -171,14 +192,7 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     code.save(NEXT_SEGMENT, rax)?;
     code.save(SEGMENT, rax)?;
     code.save(SEGMENT_SP, rsp)?;
-    // No block is in region -1.
-    let region = record.region.map_or(-1, |region| region as i32);
-    let region_slot = slot(SEGMENT_REGION);
-    code.push(Instruction::with2(
-        Code::Mov_rm64_imm32,
-        region_slot,
-        region,
-    ))?;
+    set_region(&mut code, record.region)?;
     code.load(rcx, TEMP)?;
     code.label(FRESH);
     write_record(&mut code, record.layout)?;
@@ -240,12 +254,38 @@ pub(super) fn quiet_path(
     Ok(code.list)
 }
 
+/// How a call chooses its callee's segment ([`call_entry`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Callee {
+    /// The calling translation's cache entry, which holds the caller's
+    /// segment at the call's last run and the segment its callee had then
+    /// (`None`: a new segment at each call).
+    pub cache: Option<u64>,
+    /// For an indirect call (its target in rax), the slot that holds the
+    /// target of its last run ([`call_target`]).
+    pub target: Option<u64>,
+}
+
+/// The offset in a thread's area of the slot that keeps the target of
+/// the last run of translation `id`'s indirect call: its run counter,
+/// unused when the run counts quiet runs (`counts_only` and quiet runs
+/// never go together). `None` past the counters an area has.
+pub(super) fn call_target(id: u32) -> Option<u64> {
+    (u64::from(id) < COUNTERS).then(|| Area::COUNTER_BASE + 8 * u64::from(id))
+}
+
 /// The code before a call that returns to `return_addr`: the call on the
 /// thread's stack of calls (segment, stack pointer before the call,
-/// return address, the segment's region; the ring's top moved first),
-/// flags untouched (`lea`, `movzx`); rcx and rdx saved and back.
-pub(super) fn call_entry(return_addr: u64) -> Result<Vec<Instruction>, Refusal> {
-    let (rcx, rdx, rsp) = (Register::RCX, Register::RDX, Register::RSP);
+/// return address; the ring's top moved first), flags untouched (`lea`,
+/// `movzx`, `jrcxz`); rcx and rdx saved and back. With quiet runs
+/// (`callee`), then the callee's segment, the call entering the callee at
+/// its resume entry: the one the call had at its last run when the
+/// caller's segment (and for an indirect call the target) is the one it
+/// had then (label [`SAME_CALLER`]), else a new one (label [`NEW`];
+/// kept with the caller's segment and target for the next run); its stack
+/// pointer the one after the call.
+pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruction>, Refusal> {
+    let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
     let mut code = Emit::default();
     code.save(TEMP, rcx)?;
     code.save(SAVE_RDX, rdx)?;
@@ -256,14 +296,54 @@ pub(super) fn call_entry(return_addr: u64) -> Result<Vec<Instruction>, Refusal> 
     code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(8), rsp))?;
     code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, return_addr))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(16), rdx))?;
-    code.load(rdx, SEGMENT_REGION)?;
-    code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(24), rdx))?;
     code.load(rdx, LIVE_CALLS)?;
     code.lea(rdx, rdx, 1)?;
     code.save(LIVE_CALLS, rdx)?;
+    code.load(rdx, SEGMENT)?;
+    let new_segment = |code: &mut Emit| {
+        code.load(rdx, NEXT_SEGMENT)?;
+        code.lea(rdx, rdx, 1)?;
+        code.save(NEXT_SEGMENT, rdx)
+    };
+    match callee.cache {
+        Some(at) => {
+            jump_if_equal(&mut code, Value::Register(rdx), at, SAME_CALLER)?;
+            code.label(NEW);
+            code.save(at, rdx)?;
+            if let Some(target) = callee.target {
+                code.save(target, rax)?;
+            }
+            new_segment(&mut code)?;
+            code.save(at + 8, rdx)?;
+            code.jump(Code::Jmp_rel32_64, CHOSEN)?;
+            code.label(SAME_CALLER);
+            if let Some(target) = callee.target {
+                jump_if_equal(&mut code, Value::Register(rax), target, SAME_TARGET)?;
+                code.jump(Code::Jmp_rel32_64, NEW)?;
+                code.label(SAME_TARGET);
+            }
+            code.load(rdx, at + 8)?;
+        }
+        None => new_segment(&mut code)?,
+    }
+    code.label(CHOSEN);
+    code.save(SEGMENT, rdx)?;
+    // The return address is not pushed yet.
+    code.lea(rcx, rsp, -8)?;
+    code.save(SEGMENT_SP, rcx)?;
     code.load(rdx, SAVE_RDX)?;
     code.load(rcx, TEMP)?;
     Ok(code.list)
+}
+
+/// The segment's region: `region`, or -1 (no block's) for none.
+fn set_region(code: &mut Emit, region: Option<u32>) -> Result<(), Refusal> {
+    let region = region.map_or(-1, |region| region as i32);
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        slot(SEGMENT_REGION),
+        region,
+    ))
 }
 
 /// Moves the top of the stack of calls, whose offset is in rcx, `by`
@@ -289,12 +369,14 @@ fn call_word(at: i64) -> MemoryOperand {
     )
 }
 
-/// The resume path (label [`RESUME_PATH`]): rax saved, then the record
-/// with no new segment (label [`FRESH`]).
-pub(super) fn resume_path() -> Result<Vec<Instruction>, Refusal> {
+/// The resume path (label [`RESUME_PATH`]): rax saved, the segment's
+/// region the block's (`region`), then the record with no new segment
+/// (label [`FRESH`]).
+pub(super) fn resume_path(region: Option<u32>) -> Result<Vec<Instruction>, Refusal> {
     let mut code = Emit::default();
     code.label(RESUME_PATH);
     code.save(SAVE_RAX, Register::RAX)?;
+    set_region(&mut code, region)?;
     code.jump(Code::Jmp_rel32_64, FRESH)?;
     Ok(code.list)
 }
@@ -304,8 +386,9 @@ pub(super) fn resume_path() -> Result<Vec<Instruction>, Refusal> {
 /// the entries of the stack of calls whose stack pointer is below the
 /// thread's (calls left without their return); when the next one has the
 /// thread's stack pointer and the target as its return address, its
-/// segment goes on (number back, stack pointer the thread's), it is
-/// dropped and `RESUME` says to go on at the target's resume entry, else
+/// segment goes on (number back, stack pointer the thread's; the resume
+/// path sets the region), it is dropped and `RESUME` says to go on at
+/// the target's resume entry, else
 /// `RESUME` is 0. At most [`CHECKS`] entries are looked at.
 pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
@@ -331,8 +414,6 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
     code.jump(Code::Jne_rel32_64, DROP_CALL)?;
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(0)))?;
     code.save(SEGMENT, rax)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(24)))?;
-    code.save(SEGMENT_REGION, rax)?;
     code.save(SEGMENT_SP, rsp)?;
     let resume = RESUME_ENTRY as i32;
     code.push(Instruction::with2(
@@ -381,8 +462,8 @@ mod tests {
             let pieces = [
                 entry(record(cached)).unwrap(),
                 quiet_path(cached, 2, body).unwrap(),
-                call_entry(0x5555_5555_1234).unwrap(),
-                resume_path().unwrap(),
+                resume_path(Some(2)).unwrap(),
+                resume_path(None).unwrap(),
             ];
             let mut list: Vec<Instruction> = pieces.concat();
             // The block's first instruction, where the quiet path goes on.
@@ -392,6 +473,23 @@ mod tests {
             assert!(encode(&list, 0x7f00_0000_0000).is_ok(), "{cached:?}");
             for instruction in &list {
                 assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
+            }
+        }
+    }
+
+    /// A call's code, direct and indirect (its labels its own: one piece
+    /// at a time).
+    #[test]
+    fn a_call_choosing_its_callee_s_segment_encodes_and_leaves_the_flags_alone() {
+        for cache in [None, cache_entry(7)] {
+            for target in [None, call_target(7)] {
+                let callee = Callee { cache, target };
+                let mut list = call_entry(0x5555_5555_1234, callee).unwrap();
+                list.push(Instruction::with(Code::Int3));
+                assert!(encode(&list, 0x7f00_0000_0000).is_ok(), "{callee:?}");
+                for instruction in &list {
+                    assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
+                }
             }
         }
     }
@@ -408,6 +506,8 @@ mod tests {
         assert_eq!(cache_entry(0), Some(Area::QUIET_BASE));
         assert_eq!(cache_entry(1), Some(Area::QUIET_BASE + 16));
         assert_eq!(cache_entry(COUNTERS as u32), None);
+        assert_eq!(call_target(1), Some(Area::COUNTER_BASE + 8));
+        assert_eq!(call_target(COUNTERS as u32), None);
         // Epochs are above every number a tracee counts to.
         assert!(new_epoch() >= 1 << 63);
     }

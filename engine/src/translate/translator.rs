@@ -128,10 +128,26 @@ pub(super) struct ExitSlot {
     pub stub: u64,
     /// The original address it leads to.
     pub target: u64,
-    /// Whether it leads to its target's quiet entry (a run arriving so
-    /// keeps the thread's context: `RunOptions::quiet_runs`), else to
-    /// its entry.
-    pub quiet: bool,
+    /// Where it enters its target's translation.
+    pub entrance: Entrance,
+}
+
+/// Where an exit enters its target's translation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Entrance {
+    /// Its entry: a new segment of quiet runs when the run counts them.
+    Entry,
+    /// Its quiet entry when it has one (a run arriving so keeps the
+    /// thread's context: `RunOptions::quiet_runs`), else its entry.
+    Quiet,
+    /// Its resume entry (a record in the segment the call chose, see
+    /// `quiet::call_entry`): the exit of a direct call with quiet runs.
+    Resume,
+}
+
+impl Entrance {
+    /// All of them, in the order of their numbers (`as u64`).
+    pub const ALL: [Entrance; 3] = [Entrance::Entry, Entrance::Quiet, Entrance::Resume];
 }
 
 /// The bytes of a translation, to be written at `at`.
@@ -242,6 +258,12 @@ pub(super) fn may_leave_quietly(block: &DecodedBlock) -> bool {
             Flow::Jump { direct: true } => is_direct(last),
             _ => false,
         }
+}
+
+/// Whether `block` ends in a direct call.
+fn calls_directly(block: &DecodedBlock) -> bool {
+    let last = block.last();
+    !last.rep && last.flow == Flow::Call && is_direct(last)
 }
 
 /// The original targets of the exits through slots of `block`.
@@ -440,6 +462,9 @@ pub(super) struct Target<'a> {
     /// The region's lookup routine of indirect jumps with quiet runs (to
     /// the target's quiet entry, see `quiet`).
     pub jumps: u64,
+    /// The region's lookup routine of indirect calls with quiet runs (to
+    /// the target's resume entry, see `quiet`).
+    pub calls: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
     /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
@@ -478,13 +503,14 @@ pub(super) fn translate(
     id: u32,
     at: u64,
     target: Target<'_>,
-    linked: &dyn Fn(u64, bool) -> Option<u64>,
+    linked: &dyn Fn(u64, Entrance) -> Option<u64>,
 ) -> Result<Emitted, Refusal> {
     let Target {
         layout,
         lookup,
         returns,
         jumps,
+        calls,
         capture,
         cpuid_trap,
         original,
@@ -520,6 +546,8 @@ pub(super) fn translate(
     let syscall_trap = watches_syscall.then_some(at + count * (SLOT_STRIDE + 1));
     let entry = at + header;
     let quiet_jump = quiet_entry.then_some(entry - quiet::QUIET_ENTRY);
+    // A direct call chooses its callee's segment (`quiet::call_entry`).
+    let calls_directly = calls_directly(block);
     let exits: Vec<ExitSlot> = targets
         .iter()
         .enumerate()
@@ -527,7 +555,11 @@ pub(super) fn translate(
             slot: at + index as u64 * SLOT_STRIDE + SLOT_JUMP,
             stub: at + count * SLOT_STRIDE + index as u64,
             target,
-            quiet: quiet.and_then(|quiet| quiet.exits.get(index)).copied() == Some(true),
+            entrance: match quiet {
+                Some(_) if calls_directly => Entrance::Resume,
+                Some(quiet) if quiet.exits.get(index) == Some(&true) => Entrance::Quiet,
+                _ => Entrance::Entry,
+            },
         })
         .collect();
     // A block ending in `syscall` keeps its record: a `fork` splits the
@@ -542,9 +574,11 @@ pub(super) fn translate(
     // Quiet runs counted in the segment's record (`quiet`): a block left
     // through quiet exits alone (a run that counts quiet runs records no
     // words).
-    let cached = (quiet_entry && !exits.is_empty() && exits.iter().all(|exit| exit.quiet))
-        .then(|| quiet::cache_entry(id))
-        .flatten();
+    let cached = (quiet_entry
+        && !exits.is_empty()
+        && exits.iter().all(|exit| exit.entrance == Entrance::Quiet))
+    .then(|| quiet::cache_entry(id))
+    .flatten();
     let slot_of = |index: usize| {
         if repeat_exit == Some(index) {
             return REPEAT;
@@ -622,7 +656,11 @@ pub(super) fn translate(
             }
             Flow::Call if is_direct(last) => {
                 if quiet.is_some() {
-                    code.list.append(&mut quiet::call_entry(next)?);
+                    let callee = quiet::Callee {
+                        cache: quiet::cache_entry(id),
+                        target: None,
+                    };
+                    code.list.append(&mut quiet::call_entry(next, callee)?);
                 }
                 code.push_value(next)?;
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
@@ -636,11 +674,19 @@ pub(super) fn translate(
             Flow::Call => {
                 code.target_to_rax(&instruction)?;
                 recorder.target(&mut code.list)?;
-                if quiet.is_some() {
-                    code.list.append(&mut quiet::call_entry(next)?);
-                }
+                let routine = match quiet {
+                    Some(_) => {
+                        let callee = quiet::Callee {
+                            cache: quiet::cache_entry(id),
+                            target: quiet::call_target(id),
+                        };
+                        code.list.append(&mut quiet::call_entry(next, callee)?);
+                        calls
+                    }
+                    None => lookup,
+                };
                 code.push_value(next)?;
-                code.jump(Code::Jmp_rel32_64, lookup)?;
+                code.jump(Code::Jmp_rel32_64, routine)?;
             }
             Flow::Return => {
                 code.push(Instruction::with2(
@@ -749,7 +795,8 @@ pub(super) fn translate(
     }
     let resume_path = code.list.len();
     if quiet.is_some() && original.is_none() {
-        code.list.append(&mut quiet::resume_path()?);
+        code.list
+            .append(&mut quiet::resume_path(place.map(|place| place.region))?);
     }
     let mut list = match original {
         Some(bytes) => check(block.addr, bytes)?,
@@ -798,7 +845,7 @@ pub(super) fn translate(
 
     let mut bytes = Vec::with_capacity(header as usize + encoded.len());
     for exit in &exits {
-        let to = linked(exit.target, exit.quiet)
+        let to = linked(exit.target, exit.entrance)
             .filter(|&entry| reachable(exit.slot, entry))
             .unwrap_or(exit.stub);
         bytes.extend_from_slice(&[INT3; SLOT_JUMP as usize]);
@@ -1023,6 +1070,9 @@ pub(super) enum Lookup {
     /// Indirect jumps, with quiet runs: it goes on at the target's quiet
     /// entry (`quiet`).
     Jumps,
+    /// Indirect calls, with quiet runs: it goes on at the target's resume
+    /// entry (the call chose the callee's segment, `quiet`).
+    Calls,
 }
 
 /// The lookup routine of `kind`, encoded at `at`; returns its bytes and
@@ -1076,6 +1126,10 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
         Lookup::Jumps => {
             let quiet_entry = quiet::QUIET_ENTRY as i32;
             code.push(Instruction::with2(Code::Sub_rm64_imm8, rax, quiet_entry))?;
+        }
+        Lookup::Calls => {
+            let resume_entry = quiet::RESUME_ENTRY as i32;
+            code.push(Instruction::with2(Code::Sub_rm64_imm8, rax, resume_entry))?;
         }
     }
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(JUMP), rax))?;

@@ -1,4 +1,4 @@
-/* Loops of several blocks, one of them calling a function at each
+/* Loops of several blocks, two of them calling a function at each
  * iteration, long enough for a timer signal every millisecond to
  * interrupt them many times. The handler counts; the program exits with
  * the count (at most 255). */
@@ -56,12 +56,39 @@ __asm__(".globl branches, branches_end, calls, tail, tail_end, leaf, calls_end\n
         "    ret\n"
         "calls_end:\n");
 
+/* repeat(n): a loop calling `callee` each time, whose body of two
+ * blocks (between callee_inner and callee_inner_end, one run at odd
+ * counts only) runs in the segment of its first call: 8n + 2 ((n + 1) /
+ * 2) + 4 instructions between repeat and repeat_end. */
+void repeat(long n);
+__asm__(".globl repeat, callee, callee_inner, callee_inner_end, repeat_end\n"
+        "repeat:\n"
+        "    push %rbx\n"
+        "    mov %rdi, %rbx\n"
+        "1:  call callee\n"
+        "    dec %rbx\n"
+        "    jnz 1b\n"
+        "    pop %rbx\n"
+        "    ret\n"
+        "callee:\n"
+        "    mov %rbx, %rdx\n"
+        "    jmp callee_inner\n"
+        "callee_inner:\n"
+        "    and $1, %edx\n"
+        "    jz callee_inner_end\n"
+        "    add %rdx, %rax\n"
+        "    jmp callee_inner_end\n"
+        "callee_inner_end:\n"
+        "    ret\n"
+        "repeat_end:\n");
+
 void _start(void) {
     catch_signal(SIGALRM, count_signal);
     alarm_every(1000);
     branches(ITERATIONS);
     calls(ITERATIONS);
     dispatch(ITERATIONS);
+    repeat(ITERATIONS);
     alarm_every(0);
     sys_exit_group(counted_signals > 255 ? 255 : counted_signals);
 }
