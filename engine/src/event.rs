@@ -364,9 +364,10 @@ pub trait EventSink {
     /// Where the block at `addr` of `thread`'s process is for the sink's
     /// rules of calls and contexts ([`Place`]): a run of it that arrives by
     /// a fall-through or a jump from a block of its region, when it starts
-    /// no function and the stack pointer is where it was at the start of
-    /// the last block reported in order, leaves the sink as it was but for
-    /// one more run of it in the thread's context. With
+    /// no function and the stack pointer is not above where it was at the
+    /// start of the last block reported in order (no frame left), leaves
+    /// the sink as it was but for one more run of it in the thread's
+    /// context. With
     /// `RunOptions::quiet_runs` a backend may report such a run as a
     /// repeat ([`WholeBlock::repeats`]), not in the order it ran, of an
     /// earlier run of the block reported in the same context: since the
