@@ -27,7 +27,7 @@ command -v tmux >/dev/null 2>&1 || packages+=(tmux)
 [ -x /usr/bin/grep ] || packages+=(grep)
 # The other writers of callgrind files (other_writers).
 command -v php >/dev/null 2>&1 || packages+=(php-cli)
-php -m 2>/dev/null | grep -qi '^xdebug$' || packages+=(php-xdebug)
+php -m 2>/dev/null | grep -i '^xdebug$' >/dev/null || packages+=(php-xdebug)
 if ((${#packages[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
@@ -49,4 +49,5 @@ for tool in valgrind gcc callgrind_annotate cg_annotate cg_merge cg_diff gprof2d
     command -v "$tool" >/dev/null 2>&1 || { echo "tests/setup.sh: $tool is missing" >&2; exit 1; }
 done
 python3 -c 'import jsonschema' 2>/dev/null || { echo "tests/setup.sh: python3's jsonschema is missing" >&2; exit 1; }
-php -m | grep -qi '^xdebug$' || { echo "tests/setup.sh: PHP's Xdebug is missing" >&2; exit 1; }
+# grep reads all of php's output: grep -q may stop first and fail php (SIGPIPE) under pipefail.
+php -m | grep -i '^xdebug$' >/dev/null || { echo "tests/setup.sh: PHP's Xdebug is missing" >&2; exit 1; }
