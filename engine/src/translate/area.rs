@@ -32,7 +32,7 @@
 //!   per translation ([`COUNTERS`] of them): for a translation ending in
 //!   a call, the caller's and the callee's segments of its last run; then
 //!   the thread's stack of calls, a ring of 2048 entries, and its table
-//!   of records, 65536 entries of two words (`quiet`). Emptying a half or handing one
+//!   of records, 65536 segments then 65536 records' addresses (`quiet`). Emptying a half or handing one
 //!   off starts a new segment and empties the stack of calls, so no run
 //!   is counted in a record the tracer reads.
 //!
@@ -51,7 +51,7 @@ use super::layout::{Layout, BUFFER_SIZE, COUNTERS, MAX_RECORD, PAGE};
 /// entries whose offsets are 16-bit.
 const CALLS_BYTES: u64 = 1 << 16;
 /// Bytes of a thread's table of records of quiet runs (`quiet`): two
-/// words per entry.
+/// words per entry, in two arrays.
 const RUNS_BYTES: u64 = 16 * quiet::RUNS_ENTRIES;
 use super::memory::Memory;
 use super::quiet;

@@ -22,9 +22,9 @@
 //! thread's life: the tracee's own count in `NEXT_SEGMENT`, the tracer's
 //! numbers from `EPOCHS`, above all of them), its region
 //! (`SEGMENT_REGION`) and its stack pointer (`SEGMENT_SP`), and a table
-//! of records (`Area::RUNS_BASE`, [`RUNS_ENTRIES`] entries of two words,
-//! indexed by a hash of segment and translation): a segment and the
-//! address of a record of the translation in it, which the quiet path
+//! of records (`Area::RUNS_BASE`, [`RUNS_ENTRIES`] entries, indexed by a
+//! hash of segment and translation): a segment and the address of a
+//! record of the translation in it, which the quiet path
 //! trusts when the segment is the thread's and the record's number the
 //! translation's (another pair may have taken the entry since). Every
 //! translation has
@@ -105,9 +105,11 @@ const QUIET: u64 = 7;
 const TEST_STACK: u64 = 8;
 /// Label of the quiet path's test of the table's entry's segment.
 const TEST_SEGMENT: u64 = 9;
-/// Label of the quiet path's test of the number in the entry's record
-/// (above the labels of the checks of a translation's code).
+/// Labels of the quiet path's test of the number in the entry's record
+/// and of its miss (above the labels of the checks of a translation's
+/// code).
 const TEST_RECORD: u64 = 0x800;
+const MISS: u64 = 0x801;
 /// Label of one more run in the segment's record.
 const HIT: u64 = 10;
 /// Label of the resume path.
@@ -158,10 +160,10 @@ pub(super) const RUNS_ENTRIES: u64 = 1 << 16;
 /// records (odd: every number of 16 bits has its own product).
 const SPREAD: u64 = 0x9e37;
 
-/// rcx = twice the index in the table of records of translation `id`'s
-/// entry for the segment whose number is in `segment`: the segment's
-/// number times 8 plus `id` times [`SPREAD`], 16 bits of it (`lea`,
-/// `movzx`: flags untouched).
+/// rcx = the index in the table of records of translation `id`'s entry
+/// for the segment whose number is in `segment`: the segment's number
+/// times 8 plus `id` times [`SPREAD`], 16 bits of it (`lea`, `movzx`:
+/// flags untouched).
 fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal> {
     let spread = (u64::from(id) * SPREAD) % RUNS_ENTRIES;
     let sum = MemoryOperand::new(
@@ -175,20 +177,30 @@ fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal
     );
     code.push(Instruction::with2(Code::Lea_r64_m, Register::RCX, sum))?;
     let low = Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX);
-    code.push(low)?;
-    let twice = MemoryOperand::new(Register::RCX, Register::RCX, 1, 0, 0, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, Register::RCX, twice))
+    code.push(low)
 }
 
-/// Word `word` (0: the segment, 1: the record's address) of the entry of
-/// the table of records whose index, doubled, is in rcx.
-fn runs_word(word: i64) -> MemoryOperand {
-    let displacement = Area::RUNS_BASE as i64 + 8 * word;
+/// What an entry of the table of records holds.
+#[derive(Clone, Copy, Debug)]
+enum RunsWord {
+    /// The segment.
+    Segment,
+    /// The address of a record of the translation in it.
+    Record,
+}
+
+/// That word of the entry of the table of records whose index is in rcx
+/// (the segments, then the records' addresses, each an array).
+fn runs_word(word: RunsWord) -> MemoryOperand {
+    let array = match word {
+        RunsWord::Segment => Area::RUNS_BASE,
+        RunsWord::Record => Area::RUNS_BASE + 8 * RUNS_ENTRIES,
+    };
     MemoryOperand::new(
         Register::None,
         Register::RCX,
         8,
-        displacement,
+        array as i64,
         4,
         false,
         Register::GS,
@@ -258,8 +270,16 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
         code.save(SAVE_RDX, rdx)?;
         code.load(rdx, SEGMENT)?;
         runs_index(&mut code, rdx, record.layout.id)?;
-        code.push(Instruction::with2(Code::Mov_rm64_r64, runs_word(0), rdx))?;
-        code.push(Instruction::with2(Code::Mov_rm64_r64, runs_word(1), rax))?;
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            runs_word(RunsWord::Segment),
+            rdx,
+        ))?;
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            runs_word(RunsWord::Record),
+            rax,
+        ))?;
         code.load(rdx, SAVE_RDX)?;
         code.load(rcx, TEMP)?;
     }
@@ -319,24 +339,32 @@ pub(super) fn quiet_path(
     // rcx = the segment minus the entry's.
     code.load(rax, SEGMENT)?;
     runs_index(&mut code, rax, id)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs_word(0)))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rcx,
+        runs_word(RunsWord::Segment),
+    ))?;
     code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     let difference = MemoryOperand::new(rax, rcx, 1, 1, 1, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, rcx, difference))?;
     code.jump(Code::Jrcxz_rel8_64, TEST_RECORD)?;
+    code.label(MISS);
     code.load(rcx, TEMP)?;
     code.jump(Code::Jmp_rel32_64, FRESH)?;
     // rcx = this number minus the record's.
     code.label(TEST_RECORD);
     runs_index(&mut code, rax, id)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, runs_word(1)))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rax,
+        runs_word(RunsWord::Record),
+    ))?;
     let number = MemoryOperand::with_base(rax);
     code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, number))?;
     code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     code.lea(rcx, rcx, i64::from(id) + 1)?;
     code.jump(Code::Jrcxz_rel8_64, HIT)?;
-    code.load(rcx, TEMP)?;
-    code.jump(Code::Jmp_rel32_64, FRESH)?;
+    code.jump(Code::Jmp_rel32_64, MISS)?;
     code.label(HIT);
     code.save(RECORD, rax)?;
     let runs = MemoryOperand::with_base_displ(rax, 8);
