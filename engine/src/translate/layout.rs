@@ -32,7 +32,7 @@ pub(super) const COUNTERS: u64 = 1 << 20;
 /// Entries of the indirect-branch table (a power of two).
 pub(super) const TABLE_ENTRIES: u64 = 1 << 16;
 /// Bytes of the code cache.
-pub(super) const CODE_SIZE: u64 = 64 << 20;
+pub(super) const CODE_SIZE: u64 = 128 << 20;
 
 /// The injection gadget, `syscall; int3`, and at offset 8 the landing pad
 /// of signal handler returns, `int3`.
