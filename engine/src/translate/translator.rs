@@ -574,9 +574,11 @@ pub(super) fn translate(
     // Quiet runs counted in the segment's record (`quiet`): a block left
     // through quiet exits alone (a run that counts quiet runs records no
     // words).
-    let cached = quiet_entry
+    let cached = (quiet_entry
         && !exits.is_empty()
-        && exits.iter().all(|exit| exit.entrance == Entrance::Quiet);
+        && exits.iter().all(|exit| exit.entrance == Entrance::Quiet))
+    .then(|| quiet::cache_entry(id))
+    .flatten();
     let slot_of = |index: usize| {
         if repeat_exit == Some(index) {
             return REPEAT;
@@ -655,7 +657,7 @@ pub(super) fn translate(
             Flow::Call if is_direct(last) => {
                 if quiet.is_some() {
                     let callee = quiet::Callee {
-                        cache: quiet::call_cache(id),
+                        cache: quiet::cache_entry(id),
                         target: None,
                     };
                     code.list.append(&mut quiet::call_entry(next, callee)?);
@@ -675,7 +677,7 @@ pub(super) fn translate(
                 let routine = match quiet {
                     Some(_) => {
                         let callee = quiet::Callee {
-                            cache: quiet::call_cache(id),
+                            cache: quiet::cache_entry(id),
                             target: quiet::call_target(id),
                         };
                         code.list.append(&mut quiet::call_entry(next, callee)?);
@@ -785,11 +787,11 @@ pub(super) fn translate(
         code.repeat_path()?;
     }
     // The record counts runs.
-    let runs = repeats || cached;
+    let runs = repeats || cached.is_some();
     let quiet_path = code.list.len();
     if let (true, Some(region)) = (quiet_entry, region) {
         code.list
-            .append(&mut quiet::quiet_path(cached, id, region, BODY)?);
+            .append(&mut quiet::quiet_path(cached, region, BODY)?);
     }
     let resume_path = code.list.len();
     if quiet.is_some() && original.is_none() {
@@ -875,7 +877,7 @@ pub(super) fn translate(
         words: recorder.words() + usize::from(runs),
         sources: recorder.sources,
         repeats,
-        counts_runs: cached,
+        counts_runs: cached.is_some(),
         counted,
         safe,
         quiet_entry: quiet_jump,
