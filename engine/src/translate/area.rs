@@ -29,10 +29,10 @@
 //!   runs instead, the target of the last run of the translation's
 //!   indirect call (`quiet::call_target`);
 //! - when the run counts quiet runs (`RunOptions::quiet_runs`), two words
-//!   per translation ([`COUNTERS`] of them): the segment of its last
-//!   record and that record's address, or for a translation ending in a
-//!   call the caller's and the callee's segments of its last run; then
-//!   the thread's stack of calls, a ring of 2048 entries (`quiet`). Emptying a half or handing one
+//!   per translation ([`COUNTERS`] of them): for a translation ending in
+//!   a call, the caller's and the callee's segments of its last run; then
+//!   the thread's stack of calls, a ring of 2048 entries, and its table
+//!   of records, 65536 segments then 65536 records' addresses (`quiet`). Emptying a half or handing one
 //!   off starts a new segment and empties the stack of calls, so no run
 //!   is counted in a record the tracer reads.
 //!
@@ -50,6 +50,9 @@ use super::layout::{Layout, BUFFER_SIZE, COUNTERS, MAX_RECORD, PAGE};
 /// Bytes of a thread's stack of calls (`quiet`), a ring of 32-byte
 /// entries whose offsets are 16-bit.
 const CALLS_BYTES: u64 = 1 << 16;
+/// Bytes of a thread's table of records of quiet runs (`quiet`): two
+/// words per entry, in two arrays.
+const RUNS_BYTES: u64 = 16 * quiet::RUNS_ENTRIES;
 use super::memory::Memory;
 use super::quiet;
 
@@ -150,7 +153,8 @@ pub(super) struct Area {
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE) + 24 * COUNTERS + CALLS_BYTES;
+    pub const SIZE: u64 =
+        PAGE + 2 * (BUFFER_SIZE + PAGE) + 24 * COUNTERS + CALLS_BYTES + RUNS_BYTES;
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
     pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
     /// Offset of the translations' entries for quiet runs (translation
@@ -158,6 +162,8 @@ impl Area {
     pub const QUIET_BASE: u64 = Area::COUNTER_BASE + 8 * COUNTERS;
     /// Offset of the thread's stack of calls (`quiet`).
     pub const CALLS_BASE: u64 = Area::QUIET_BASE + 16 * COUNTERS;
+    /// Offset of the thread's table of records of quiet runs (`quiet`).
+    pub const RUNS_BASE: u64 = Area::CALLS_BASE + CALLS_BYTES;
 
     /// The address of the slot at `offset`.
     pub fn at(&self, offset: u64) -> u64 {

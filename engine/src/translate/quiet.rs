@@ -15,15 +15,19 @@
 //! it was at the last block reported in order, [`crate::EventSink::place`];
 //! every record of the segment has its stack pointer at or below the
 //! first's), so it need not see the runs in order: a block's second and
-//! later runs in a segment add one to the run count of its first run's
-//! record.
+//! later runs in a segment add one to the run count of its record in the
+//! segment.
 //!
 //! The thread's area holds the segment's number (`SEGMENT`, unique in the
 //! thread's life: the tracee's own count in `NEXT_SEGMENT`, the tracer's
 //! numbers from `EPOCHS`, above all of them), its region
-//! (`SEGMENT_REGION`) and its stack pointer (`SEGMENT_SP`), and per
-//! translation the segment of its last record and that record's address
-//! ([`cache_entry`]). Every translation has
+//! (`SEGMENT_REGION`) and its stack pointer (`SEGMENT_SP`), and a table
+//! of records (`Area::RUNS_BASE`, [`RUNS_ENTRIES`] entries, indexed by a
+//! hash of segment and translation): a segment and the address of a
+//! record of the translation in it, which the quiet path
+//! trusts when the segment is the thread's and the record's number the
+//! translation's (another pair may have taken the entry since). Every
+//! translation has
 //!
 //! - its entry ([`entry`]): a new segment (number, stack pointer,
 //!   region), then the record (label `FRESH`);
@@ -36,8 +40,9 @@
 //!   ([`quiet_path`], after the block's end), where quiet exits and the
 //!   lookup routine of indirect jumps lead: in another region or stack
 //!   pointer than the segment's, to the entry's new segment (label
-//!   `BUMP`); in the segment, when the translation's last record is this
-//!   segment's, one more run there, else a record (label `FRESH`). (A
+//!   `BUMP`); in the segment, when the table holds a record of the
+//!   translation in this segment, one more run there, else a record
+//!   (label `FRESH`, which enters it in the table). (A
 //!   translation without a quiet path has a `jmp` to its entry there.)
 //!
 //! A call keeps the caller's segment on the thread's stack of calls
@@ -98,8 +103,13 @@ pub(super) const FRESH: u64 = 6;
 const QUIET: u64 = 7;
 /// Label of the quiet path's test of the stack pointer.
 const TEST_STACK: u64 = 8;
-/// Label of the quiet path's test of the translation's last segment.
+/// Label of the quiet path's test of the table's entry's segment.
 const TEST_SEGMENT: u64 = 9;
+/// Labels of the quiet path's test of the number in the entry's record
+/// and of its miss (above the labels of the checks of a translation's
+/// code).
+const TEST_RECORD: u64 = 0x800;
+const MISS: u64 = 0x801;
 /// Label of one more run in the segment's record.
 const HIT: u64 = 10;
 /// Label of the resume path.
@@ -135,11 +145,66 @@ pub(super) fn new_epoch() -> u64 {
     EPOCHS.fetch_add(1, Ordering::Relaxed)
 }
 
-/// The offset in a thread's area of translation `id`'s cache entry: the
-/// segment of its last record and that record's address (two words).
-/// `None` past the entries an area has.
-pub(super) fn cache_entry(id: u32) -> Option<u64> {
+/// The offset in a thread's area of the cache entry of translation
+/// `id`'s call: the caller's segment at its last run and the callee's
+/// segment then (two words). `None` past the entries an area has.
+pub(super) fn call_cache(id: u32) -> Option<u64> {
     (u64::from(id) < COUNTERS).then(|| Area::QUIET_BASE + 16 * u64::from(id))
+}
+
+/// Entries of a thread's table of records ([`Area::RUNS_BASE`]), indexed
+/// by 16 bits.
+pub(super) const RUNS_ENTRIES: u64 = 1 << 16;
+
+/// A multiplier that spreads translation numbers over the table of
+/// records (odd: every number of 16 bits has its own product).
+const SPREAD: u64 = 0x9e37;
+
+/// rcx = the index in the table of records of translation `id`'s entry
+/// for the segment whose number is in `segment`: the segment's number
+/// times 8 plus `id` times [`SPREAD`], 16 bits of it (`lea`, `movzx`:
+/// flags untouched).
+fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal> {
+    let spread = (u64::from(id) * SPREAD) % RUNS_ENTRIES;
+    let sum = MemoryOperand::new(
+        Register::None,
+        segment,
+        8,
+        spread as i64,
+        4,
+        false,
+        Register::None,
+    );
+    code.push(Instruction::with2(Code::Lea_r64_m, Register::RCX, sum))?;
+    let low = Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX);
+    code.push(low)
+}
+
+/// What an entry of the table of records holds.
+#[derive(Clone, Copy, Debug)]
+enum RunsWord {
+    /// The segment.
+    Segment,
+    /// The address of a record of the translation in it.
+    Record,
+}
+
+/// That word of the entry of the table of records whose index is in rcx
+/// (the segments, then the records' addresses, each an array).
+fn runs_word(word: RunsWord) -> MemoryOperand {
+    let array = match word {
+        RunsWord::Segment => Area::RUNS_BASE,
+        RunsWord::Record => Area::RUNS_BASE + 8 * RUNS_ENTRIES,
+    };
+    MemoryOperand::new(
+        Register::None,
+        Register::RCX,
+        8,
+        array as i64,
+        4,
+        false,
+        Register::GS,
+    )
 }
 
 /// How a translation's entry and record look.
@@ -147,9 +212,9 @@ pub(super) fn cache_entry(id: u32) -> Option<u64> {
 pub(super) struct Record {
     /// Its record.
     pub layout: RecordLayout,
-    /// Where its cache entry is, when its runs are counted in the
-    /// segment's record ("cached").
-    pub cached: Option<u64>,
+    /// Whether its runs are counted in the segment's record ("cached"),
+    /// found through the thread's table of records.
+    pub cached: bool,
     /// The sink's region of the block (`EventSink::place`), if it has one.
     pub region: Option<u32>,
 }
@@ -199,11 +264,23 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     code.load(rcx, TEMP)?;
     code.label(FRESH);
     write_record(&mut code, record.layout)?;
-    if let Some(at) = record.cached {
+    if record.cached {
+        let rdx = Register::RDX;
         code.save(TEMP, rcx)?;
-        code.load(rcx, SEGMENT)?;
-        code.save(at, rcx)?;
-        code.save(at + 8, rax)?;
+        code.save(SAVE_RDX, rdx)?;
+        code.load(rdx, SEGMENT)?;
+        runs_index(&mut code, rdx, record.layout.id)?;
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            runs_word(RunsWord::Segment),
+            rdx,
+        ))?;
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            runs_word(RunsWord::Record),
+            rax,
+        ))?;
+        code.load(rdx, SAVE_RDX)?;
         code.load(rcx, TEMP)?;
     }
     advance_cursor(&mut code, record.layout.bytes)?;
@@ -215,13 +292,15 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
 /// jumps to [`BUMP`], [`FRESH`] or the block's first instruction
 /// (`body`): rax and rcx saved; unless the block is in the segment's
 /// `region` and the stack pointer is at the segment's or at most 64 KiB
-/// below it, a new segment; when `cached` (the cache
-/// entry's offset) and the translation's last record is the segment's,
-/// one more run there (its address also to the `RECORD` slot, for a
-/// block that loops on itself), rcx and rax back; else rcx back and a
-/// record.
+/// below it, a new segment; when `cached` (with the
+/// translation's number `id`) and the thread's table of records holds a
+/// record of this translation in this segment (its entry for them has
+/// the segment, and the record it points at the number), one more run
+/// there (its address also to the `RECORD` slot, for a block that loops
+/// on itself), rcx and rax back; else rcx back and a record.
 pub(super) fn quiet_path(
-    cached: Option<u64>,
+    cached: bool,
+    id: u32,
     region: u32,
     body: u64,
 ) -> Result<Vec<Instruction>, Refusal> {
@@ -252,17 +331,41 @@ pub(super) fn quiet_path(
     code.jump(Code::Jrcxz_rel8_64, TEST_SEGMENT)?;
     code.jump(Code::Jmp_rel32_64, BUMP)?;
     code.label(TEST_SEGMENT);
-    let Some(at) = cached else {
+    if !cached {
         code.load(rcx, TEMP)?;
         code.jump(Code::Jmp_rel32_64, FRESH)?;
         return Ok(code.list);
-    };
-    code.load(rax, at)?;
-    jump_if_equal(&mut code, Value::Register(rax), SEGMENT, HIT)?;
+    }
+    // rcx = the segment minus the entry's.
+    code.load(rax, SEGMENT)?;
+    runs_index(&mut code, rax, id)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rcx,
+        runs_word(RunsWord::Segment),
+    ))?;
+    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+    let difference = MemoryOperand::new(rax, rcx, 1, 1, 1, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, rcx, difference))?;
+    code.jump(Code::Jrcxz_rel8_64, TEST_RECORD)?;
+    code.label(MISS);
     code.load(rcx, TEMP)?;
     code.jump(Code::Jmp_rel32_64, FRESH)?;
+    // rcx = this number minus the record's.
+    code.label(TEST_RECORD);
+    runs_index(&mut code, rax, id)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rax,
+        runs_word(RunsWord::Record),
+    ))?;
+    let number = MemoryOperand::with_base(rax);
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, number))?;
+    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+    code.lea(rcx, rcx, i64::from(id) + 1)?;
+    code.jump(Code::Jrcxz_rel8_64, HIT)?;
+    code.jump(Code::Jmp_rel32_64, MISS)?;
     code.label(HIT);
-    code.load(rax, at + 8)?;
     code.save(RECORD, rax)?;
     let runs = MemoryOperand::with_base_displ(rax, 8);
     code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
@@ -459,7 +562,7 @@ mod tests {
     use super::super::encode::encode;
     use super::*;
 
-    fn record(cached: Option<u64>) -> Record {
+    fn record(cached: bool) -> Record {
         Record {
             layout: RecordLayout {
                 id: 7,
@@ -478,10 +581,10 @@ mod tests {
     #[test]
     fn the_code_in_the_programs_way_encodes_and_leaves_the_flags_alone() {
         let body = 3;
-        for cached in [None, cache_entry(7)] {
+        for cached in [false, true] {
             let pieces = [
                 entry(record(cached)).unwrap(),
-                quiet_path(cached, 2, body).unwrap(),
+                quiet_path(cached, 7, 2, body).unwrap(),
                 resume_path(Some(2)).unwrap(),
                 resume_path(None).unwrap(),
             ];
@@ -501,7 +604,7 @@ mod tests {
     /// at a time).
     #[test]
     fn a_call_choosing_its_callee_s_segment_encodes_and_leaves_the_flags_alone() {
-        for cache in [None, cache_entry(7)] {
+        for cache in [None, call_cache(7)] {
             for target in [None, call_target(7)] {
                 let callee = Callee { cache, target };
                 let mut list = call_entry(0x5555_5555_1234, callee).unwrap();
@@ -522,10 +625,10 @@ mod tests {
     }
 
     #[test]
-    fn translations_past_the_area_s_entries_have_no_cache_entry() {
-        assert_eq!(cache_entry(0), Some(Area::QUIET_BASE));
-        assert_eq!(cache_entry(1), Some(Area::QUIET_BASE + 16));
-        assert_eq!(cache_entry(COUNTERS as u32), None);
+    fn translations_past_the_area_s_entries_have_no_call_cache() {
+        assert_eq!(call_cache(0), Some(Area::QUIET_BASE));
+        assert_eq!(call_cache(1), Some(Area::QUIET_BASE + 16));
+        assert_eq!(call_cache(COUNTERS as u32), None);
         assert_eq!(call_target(1), Some(Area::COUNTER_BASE + 8));
         assert_eq!(call_target(COUNTERS as u32), None);
         // Epochs are above every number a tracee counts to.

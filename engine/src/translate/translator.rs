@@ -574,11 +574,9 @@ pub(super) fn translate(
     // Quiet runs counted in the segment's record (`quiet`): a block left
     // through quiet exits alone (a run that counts quiet runs records no
     // words).
-    let cached = (quiet_entry
+    let cached = quiet_entry
         && !exits.is_empty()
-        && exits.iter().all(|exit| exit.entrance == Entrance::Quiet))
-    .then(|| quiet::cache_entry(id))
-    .flatten();
+        && exits.iter().all(|exit| exit.entrance == Entrance::Quiet);
     let slot_of = |index: usize| {
         if repeat_exit == Some(index) {
             return REPEAT;
@@ -657,7 +655,7 @@ pub(super) fn translate(
             Flow::Call if is_direct(last) => {
                 if quiet.is_some() {
                     let callee = quiet::Callee {
-                        cache: quiet::cache_entry(id),
+                        cache: quiet::call_cache(id),
                         target: None,
                     };
                     code.list.append(&mut quiet::call_entry(next, callee)?);
@@ -677,7 +675,7 @@ pub(super) fn translate(
                 let routine = match quiet {
                     Some(_) => {
                         let callee = quiet::Callee {
-                            cache: quiet::cache_entry(id),
+                            cache: quiet::call_cache(id),
                             target: quiet::call_target(id),
                         };
                         code.list.append(&mut quiet::call_entry(next, callee)?);
@@ -787,11 +785,11 @@ pub(super) fn translate(
         code.repeat_path()?;
     }
     // The record counts runs.
-    let runs = repeats || cached.is_some();
+    let runs = repeats || cached;
     let quiet_path = code.list.len();
     if let (true, Some(region)) = (quiet_entry, region) {
         code.list
-            .append(&mut quiet::quiet_path(cached, region, BODY)?);
+            .append(&mut quiet::quiet_path(cached, id, region, BODY)?);
     }
     let resume_path = code.list.len();
     if quiet.is_some() && original.is_none() {
@@ -877,7 +875,7 @@ pub(super) fn translate(
         words: recorder.words() + usize::from(runs),
         sources: recorder.sources,
         repeats,
-        counts_runs: cached.is_some(),
+        counts_runs: cached,
         counted,
         safe,
         quiet_entry: quiet_jump,
