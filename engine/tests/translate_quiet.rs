@@ -2,10 +2,10 @@
 //! the thread's context, by the sink's `continues`, are counted in the
 //! record of its first run in the segment, which goes on after a call
 //! returns, and in a callee's segment of the last call from the same
-//! segment of its caller. The counts stay exact when signals interrupt the loops many
-//! times, and a loop of several blocks leaves a few records, not one per
-//! run, also when it calls a function at each turn or jumps back to its
-//! start through a register.
+//! segment of its caller. The counts stay exact when signals interrupt
+//! the loops many times, and a loop of several blocks leaves a few
+//! records, not one per run, also when it calls a function at each turn
+//! or jumps back to its start through a register.
 
 mod common;
 

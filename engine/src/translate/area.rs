@@ -32,9 +32,10 @@
 //!   per translation ([`COUNTERS`] of them): for a translation ending in
 //!   a call, the caller's and the callee's segments of its last run; then
 //!   the thread's stack of calls, a ring of 2048 entries, and its table
-//!   of records, 65536 segments then 65536 records' addresses (`quiet`). Emptying a half or handing one
-//!   off starts a new segment and empties the stack of calls, so no run
-//!   is counted in a record the tracer reads.
+//!   of records, 65536 segments then 65536 records' addresses (`quiet`).
+//!   Emptying a half or handing one off starts a new segment and empties
+//!   the stack of calls, so no run is counted in a record the tracer
+//!   reads.
 //!
 //! So threads running at the same time never share a slot or a buffer, and
 //! a full buffer stops only its own thread, and only briefly.

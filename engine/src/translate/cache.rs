@@ -921,8 +921,8 @@ impl Cache {
 
     /// Where an exit through `entrance` to the translation whose entry is
     /// `entry` leads: its quiet entry when it has one, its resume entry
-    /// (every translation has one when the run counts quiet runs), else
-    /// `entry`.
+    /// (every translation has one when the run counts quiet runs, the
+    /// only runs whose exits enter so), else `entry`.
     fn entered_at(&self, entry: u64, entrance: Entrance) -> u64 {
         let quiet_entry = || {
             let &id = self.by_entry.get(&entry)?;
@@ -930,8 +930,8 @@ impl Cache {
         };
         match entrance {
             Entrance::Quiet => quiet_entry().unwrap_or(entry),
-            Entrance::Resume if self.capture.quiet => entry - super::quiet::RESUME_ENTRY,
-            Entrance::Resume | Entrance::Entry => entry,
+            Entrance::Resume => entry - super::quiet::RESUME_ENTRY,
+            Entrance::Entry => entry,
         }
     }
 

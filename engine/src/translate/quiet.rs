@@ -24,10 +24,9 @@
 //! (`SEGMENT_REGION`) and its stack pointer (`SEGMENT_SP`), and a table
 //! of records (`Area::RUNS_BASE`, [`RUNS_ENTRIES`] entries, indexed by a
 //! hash of segment and translation): a segment and the address of a
-//! record of the translation in it, which the quiet path
-//! trusts when the segment is the thread's and the record's number the
-//! translation's (another pair may have taken the entry since). Every
-//! translation has
+//! record of the translation in it, which the quiet path trusts when the
+//! segment is the thread's and the record's number the translation's
+//! (another pair may have taken the entry since). Every translation has
 //!
 //! - its entry ([`entry`]): a new segment (number, stack pointer,
 //!   region), then the record (label `FRESH`);
@@ -42,8 +41,8 @@
 //!   pointer than the segment's, to the entry's new segment (label
 //!   `BUMP`); in the segment, when the table holds a record of the
 //!   translation in this segment, one more run there, else a record
-//!   (label `FRESH`, which enters it in the table). (A
-//!   translation without a quiet path has a `jmp` to its entry there.)
+//!   (label `FRESH`, which enters it in the table). (A translation
+//!   without a quiet path has a `jmp` to its entry there.)
 //!
 //! A call keeps the caller's segment on the thread's stack of calls
 //! ([`call_entry`]: segment, stack pointer before the call, return
@@ -228,36 +227,49 @@ enum Value {
     Number(u32),
 }
 
+/// `into` = `from` minus rcx, flags untouched (`not rcx`, `lea`); rcx
+/// is lost.
+fn subtract_rcx(code: &mut Emit, from: Register, into: Register) -> Result<(), Refusal> {
+    let rcx = Register::RCX;
+    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+    let sum = MemoryOperand::new(from, rcx, 1, 1, 1, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, into, sum))
+}
+
 /// rcx = `value` minus the slot at `offset`, flags untouched (`not`,
 /// `lea`), then `jrcxz` to `equal`: on when they differ, rcx not the
 /// program's.
 fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Result<(), Refusal> {
     let rcx = Register::RCX;
     code.load(rcx, offset)?;
-    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     match value {
-        Value::Register(from) => {
-            let sum = MemoryOperand::new(from, rcx, 1, 1, 1, false, Register::None);
-            code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
+        Value::Register(from) => subtract_rcx(code, from, rcx)?,
+        Value::Number(number) => {
+            code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+            code.lea(rcx, rcx, i64::from(number) + 1)?;
         }
-        Value::Number(number) => code.lea(rcx, rcx, i64::from(number) + 1)?,
     }
     code.jump(Code::Jrcxz_rel8_64, equal)
 }
 
+/// `register` = a new segment number, the thread's count moved on.
+fn new_segment(code: &mut Emit, register: Register) -> Result<(), Refusal> {
+    code.load(register, NEXT_SEGMENT)?;
+    code.lea(register, register, 1)?;
+    code.save(NEXT_SEGMENT, register)
+}
+
 /// The entry: rax and rcx saved, a new segment (label [`BUMP`]: number,
 /// stack pointer, region), rcx back, then (label [`FRESH`]) the record
-/// appended at the cursor (`write_record`), the cache entry when asked,
-/// the cursor moved, rax back.
+/// appended at the cursor (`write_record`), entered in the table of
+/// records when `cached`, the cursor moved, rax back.
 pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
     code.save(SAVE_RAX, rax)?;
     code.save(TEMP, rcx)?;
     code.label(BUMP);
-    code.load(rax, NEXT_SEGMENT)?;
-    code.lea(rax, rax, 1)?;
-    code.save(NEXT_SEGMENT, rax)?;
+    new_segment(&mut code, rax)?;
     code.save(SEGMENT, rax)?;
     code.save(SEGMENT_SP, rsp)?;
     set_region(&mut code, record.region)?;
@@ -292,12 +304,12 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
 /// jumps to [`BUMP`], [`FRESH`] or the block's first instruction
 /// (`body`): rax and rcx saved; unless the block is in the segment's
 /// `region` and the stack pointer is at the segment's or at most 64 KiB
-/// below it, a new segment; when `cached` (with the
-/// translation's number `id`) and the thread's table of records holds a
-/// record of this translation in this segment (its entry for them has
-/// the segment, and the record it points at the number), one more run
-/// there (its address also to the `RECORD` slot, for a block that loops
-/// on itself), rcx and rax back; else rcx back and a record.
+/// below it, a new segment; when `cached` (with the translation's number
+/// `id`) and the thread's table of records holds a record of this
+/// translation in this segment (its entry for them has the segment, and
+/// the record it points at the number), one more run there (its address
+/// also to the `RECORD` slot, for a block that loops on itself), rcx and
+/// rax back; else rcx back and a record.
 pub(super) fn quiet_path(
     cached: bool,
     id: u32,
@@ -316,18 +328,14 @@ pub(super) fn quiet_path(
     // without its low 16 bits: 0 when the thread's is at most 64 KiB
     // below the segment's, or at it.
     code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, rsp))?;
-    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     code.load(rax, SEGMENT_SP)?;
-    let below = MemoryOperand::new(rax, rcx, 1, 1, 1, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, rax, below))?;
+    subtract_rcx(&mut code, rax, rax)?;
     code.push(Instruction::with2(
         Code::Movzx_r32_rm16,
         Register::ECX,
         Register::AX,
     ))?;
-    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-    let high = MemoryOperand::new(rax, rcx, 1, 1, 1, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, rcx, high))?;
+    subtract_rcx(&mut code, rax, rcx)?;
     code.jump(Code::Jrcxz_rel8_64, TEST_SEGMENT)?;
     code.jump(Code::Jmp_rel32_64, BUMP)?;
     code.label(TEST_SEGMENT);
@@ -344,9 +352,7 @@ pub(super) fn quiet_path(
         rcx,
         runs_word(RunsWord::Segment),
     ))?;
-    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-    let difference = MemoryOperand::new(rax, rcx, 1, 1, 1, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, rcx, difference))?;
+    subtract_rcx(&mut code, rax, rcx)?;
     code.jump(Code::Jrcxz_rel8_64, TEST_RECORD)?;
     code.label(MISS);
     code.load(rcx, TEMP)?;
@@ -423,11 +429,6 @@ pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruc
     code.lea(rdx, rdx, 1)?;
     code.save(LIVE_CALLS, rdx)?;
     code.load(rdx, SEGMENT)?;
-    let new_segment = |code: &mut Emit| {
-        code.load(rdx, NEXT_SEGMENT)?;
-        code.lea(rdx, rdx, 1)?;
-        code.save(NEXT_SEGMENT, rdx)
-    };
     match callee.cache {
         Some(at) => {
             jump_if_equal(&mut code, Value::Register(rdx), at, SAME_CALLER)?;
@@ -436,7 +437,7 @@ pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruc
             if let Some(target) = callee.target {
                 code.save(target, rax)?;
             }
-            new_segment(&mut code)?;
+            new_segment(&mut code, rdx)?;
             code.save(at + 8, rdx)?;
             code.jump(Code::Jmp_rel32_64, CHOSEN)?;
             code.label(SAME_CALLER);
@@ -447,7 +448,7 @@ pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruc
             }
             code.load(rdx, at + 8)?;
         }
-        None => new_segment(&mut code)?,
+        None => new_segment(&mut code, rdx)?,
     }
     code.label(CHOSEN);
     code.save(SEGMENT, rdx)?;
