@@ -607,6 +607,14 @@ impl Costs {
         }
     }
 
+    /// `times` more calls along arc number `index` (of
+    /// [`Costs::count_call`]).
+    pub fn count_calls(&mut self, index: usize, times: u64) {
+        if let Some((_, entry)) = self.arcs.get_index_mut(index) {
+            entry.count += times;
+        }
+    }
+
     /// Counts one call along `arc`; returns the arc's number, for
     /// [`Costs::add_inclusive`].
     pub fn count_call(&mut self, arc: CallArc) -> usize {

@@ -95,6 +95,7 @@ impl BlockInfo {
         Place {
             region: self.region,
             starts_function: self.is_entry,
+            skipped: false,
         }
     }
 }
@@ -222,6 +223,9 @@ impl Functions {
         Some(Place {
             region: self.region(object, section),
             starts_function,
+            // PLT stubs (Callgrind skips them); `Process::place` looks
+            // up the others.
+            skipped: section == SectionKind::Plt,
         })
     }
 

@@ -235,6 +235,10 @@ pub(crate) struct ThreadState {
     /// Dumps and zeroings functions entered or left asked for, not yet
     /// made.
     triggers: Vec<Trigger>,
+    /// Calls the last block's repeats made with the call it ends in
+    /// ([`ThreadState::runs_in_context`]), counted on the arc of the call
+    /// the next block's arrival makes.
+    repeated_calls: u64,
 }
 
 impl ThreadState {
@@ -252,6 +256,7 @@ impl ThreadState {
             last_dump_cost: vec![0; events],
             spare_costs: Vec::new(),
             triggers: Vec::new(),
+            repeated_calls: 0,
         }
     }
 
@@ -510,6 +515,34 @@ impl ThreadState {
             } else {
                 self.any_block_ir(shared, again, info, instructions);
             }
+        }
+    }
+
+    /// `times` more runs of the block that has just run whole, in its
+    /// context, adding its cost and nothing else; with `calls`, each
+    /// followed by the same call as that run, whole (`Repeat::Calls`):
+    /// the call the next block's arrival makes counts them too.
+    pub fn runs_in_context(
+        &mut self,
+        shared: &mut Shared<'_>,
+        times: u64,
+        instructions: &[(u64, u8)],
+        calls: bool,
+    ) {
+        if calls {
+            self.repeated_calls = times;
+        }
+        let state = self.state();
+        let run = state.block.as_ref().and_then(|block| block.pending.run());
+        if let Some((pending, count, _)) = run {
+            let whole = count == instructions.len() && state.collect;
+            if whole && shared.costs.count_runs(pending, count, times) {
+                state.cost[0] = state.cost[0].wrapping_add(times * count as u64);
+                return;
+            }
+        }
+        for _ in 0..times {
+            self.instructions_ir(shared, instructions);
         }
     }
 

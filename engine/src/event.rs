@@ -65,6 +65,10 @@ pub struct Place {
     /// Whether the block starts a function: no jump to it keeps the
     /// context.
     pub starts_function: bool,
+    /// Whether the block's function costs its caller (`--fn-skip`, a
+    /// PLT stub): no call to it is reported as repeated with its caller
+    /// ([`Repeat::Calls`]).
+    pub skipped: bool,
 }
 
 impl Place {
@@ -108,11 +112,33 @@ pub struct WholeBlock<'a> {
     /// The start of each of those runs (the same address and stack
     /// pointer, arriving as from the block's own end).
     pub again: Block,
+    /// How those runs relate to this one.
+    pub repeat: Repeat,
+}
+
+/// How the repeats of a [`WholeBlock`] ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Repeat {
+    /// Each arriving as [`WholeBlock::again`] says: by the block's jump
+    /// back to its start, or by a jump or fall-through that keeps the
+    /// thread's context.
+    Again,
+    /// With `RunOptions::quiet_runs`, each in the context of this run,
+    /// however it arrived (by a call to the block's function, a return
+    /// into it): one more run of the block there, adding its cost and
+    /// nothing else.
+    InContext,
+    /// [`Repeat::InContext`] for a block ending in a call, each run
+    /// followed by the same call, whole: the same callee in the same
+    /// context, returning to the same place, its costs counted in the
+    /// records of this run's call. The call this run makes (the arrival
+    /// of the next block reported) counts these calls too.
+    Calls,
 }
 
 impl WholeBlock<'_> {
     /// The start of each of its runs: its first, then `repeats` times
-    /// `again`.
+    /// `again` (meaningful for [`Repeat::Again`] alone).
     pub fn starts(&self) -> impl Iterator<Item = Block> {
         std::iter::once(self.block).chain(std::iter::repeat_n(self.again, self.repeats as usize))
     }
@@ -498,6 +524,7 @@ mod tests {
         let place = |region, starts_function| Place {
             region,
             starts_function,
+            skipped: false,
         };
         let from = place(3, true);
         assert!(from.continues_to(&place(3, false)));

@@ -42,7 +42,7 @@ pub use control::control_signal;
 pub use error::{Error, Result};
 pub use event::{
     AccessKind, Ahead, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, InstructionCounter,
-    Lifecycle, NoAhead, Place, SimulatedBlock, SystemCall, Thread, WholeBlock,
+    Lifecycle, NoAhead, Place, Repeat, SimulatedBlock, SystemCall, Thread, WholeBlock,
 };
 pub use launch::Command;
 pub use prefetch::prefetch;

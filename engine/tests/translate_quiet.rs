@@ -100,6 +100,7 @@ impl EventSink for Counts {
         Some(Place {
             region: 0,
             starts_function: self.functions.contains(&addr),
+            skipped: false,
         })
     }
 

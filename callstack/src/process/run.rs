@@ -3,7 +3,7 @@
 //! thread's call/return rules, the runs of a block in one context counted
 //! as Callgrind's execution counters count them.
 
-use cgx_engine::{Block, Place, WholeBlocks};
+use cgx_engine::{Block, Place, Repeat, WholeBlocks};
 
 use super::{costs_key, Process};
 use crate::simulation::Step;
@@ -13,7 +13,9 @@ impl Process {
     /// Where the block at `addr` is for the rules of contexts
     /// (`EventSink::place`, `Functions::place`), with
     /// [`crate::Options::quiet_runs`]. The process's maps are read again
-    /// when it is in none of the last ones read.
+    /// when it is in none of the last ones read. With `--fn-skip` or
+    /// `--obj-skip`, the block's function is looked up (and the block
+    /// numbered) to say whether it is skipped.
     pub fn place(&mut self, addr: u64) -> Option<Place> {
         if !self.options.quiet_runs() {
             return None;
@@ -22,7 +24,14 @@ impl Process {
             // Unreadable objects resolve to `???`, which has no place.
             let _ = self.symbols.refresh(self.pid as u32);
         }
-        self.functions.place(addr, &self.symbols)
+        let mut place = self.functions.place(addr, &self.symbols)?;
+        if !self.options.fn_skip.is_empty() || !self.options.obj_skip.is_empty() {
+            let info = self
+                .functions
+                .block(addr, &mut self.symbols, self.pid, &self.options);
+            place.skipped = self.functions.get(info.function).skip;
+        }
+        Some(place)
     }
 
     /// A block starts on thread `tid`.
@@ -138,11 +147,26 @@ impl Process {
             thread.whole_block_ir(&mut shared, whole.block, known.info, instructions, table);
             if whole.repeats > 0 {
                 *blocks_run += whole.repeats;
-                let runs = RunsAgain {
-                    start: whole.again,
-                    times: whole.repeats,
-                };
-                thread.whole_block_ir_again(&mut shared, runs, known.info, instructions, table);
+                let times = whole.repeats;
+                match whole.repeat {
+                    Repeat::Again => {
+                        let runs = RunsAgain {
+                            start: whole.again,
+                            times,
+                        };
+                        thread.whole_block_ir_again(
+                            &mut shared,
+                            runs,
+                            known.info,
+                            instructions,
+                            table,
+                        );
+                    }
+                    Repeat::InContext | Repeat::Calls => {
+                        let calls = whole.repeat == Repeat::Calls;
+                        thread.runs_in_context(&mut shared, times, instructions, calls);
+                    }
+                }
             }
         }
     }

@@ -82,6 +82,15 @@ impl ThreadState {
         }
     }
 
+    /// `times` more calls of the arc of the call just pushed: the calls
+    /// the repeats of the calling block made ([`ThreadState::runs_in_context`]).
+    pub(super) fn count_repeated_calls(&mut self, shared: &mut Shared<'_>, times: u64) {
+        let arc = self.call_stack.last().and_then(|entry| entry.arc);
+        if let (Some((_, index)), true) = (arc, times > 0) {
+            shared.costs.count_calls(index, times);
+        }
+    }
+
     /// Pops the top call, adding its inclusive cost to its arc.
     pub(super) fn pop(&mut self, shared: &mut Shared<'_>) {
         let at_handler_bottom = {

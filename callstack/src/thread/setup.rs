@@ -29,6 +29,7 @@ impl ThreadState {
         info: BlockInfo,
     ) {
         self.charge_pending(shared);
+        let repeated_calls = std::mem::take(&mut self.repeated_calls);
         if self.continue_in_context(shared, addr, sp, arrival, info) {
             return;
         }
@@ -149,6 +150,9 @@ impl ThreadState {
             };
             if let Some(from) = from {
                 self.push_call(shared, from, centre, addr, sp, skip);
+                if arrived_by_call {
+                    self.count_repeated_calls(shared, repeated_calls);
+                }
             }
         }
 

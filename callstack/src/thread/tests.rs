@@ -60,8 +60,12 @@ enum Step {
     Signal,
     /// The handler returns.
     SigReturn,
+    /// The block just run runs this many more times in its context
+    /// (`Repeat::InContext`), with its call each time when `true`
+    /// (`Repeat::Calls`).
+    Again(u64, bool),
 }
-use Step::{Run, SigReturn, Signal};
+use Step::{Again, Run, SigReturn, Signal};
 
 const CALL: Arrival = Arrival::Call;
 const RET: Arrival = Arrival::Return;
@@ -143,6 +147,7 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
     let mut thread = ThreadState::new(1, &options, events.len(), None);
     let mut tables = vec![None; case.blocks.len()];
     let mut triggers = Vec::new();
+    let mut last: Vec<(u64, u8)> = Vec::new();
     for step in case.steps {
         let mut shared = Shared {
             functions: &functions,
@@ -160,6 +165,10 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
             }
             SigReturn => {
                 thread.leave_signal_handler(&mut shared);
+                continue;
+            }
+            Again(times, calls) => {
+                thread.runs_in_context(&mut shared, times, &last, calls);
                 continue;
             }
             Run(addr, sp, arrival) => (addr, sp, arrival),
@@ -181,6 +190,7 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
             number: number as u32,
         };
         let instructions: Vec<(u64, u8)> = (addr..addr + len).map(|at| (at, 1)).collect();
+        last.clone_from(&instructions);
         if whole {
             let block = Block { addr, sp, arrival };
             thread.whole_block_ir(&mut shared, block, info, &instructions, &mut tables[number]);
@@ -629,6 +639,110 @@ fn a_loop_within_a_function_stays_in_its_context() {
         self_ir: &[("main", 4), ("f", 10)],
         ..CASE
     });
+}
+
+/// main: 0x100 (1 instruction), a call 0x101 (2), its return point
+/// 0x103 (1, a jump back to 0x101 or on), 0x104 (1); f: 0x200 (3).
+const CALLING: [Blk; 5] = [
+    (0x100, "main", true, 1),
+    (0x101, "main", false, 2),
+    (0x103, "main", false, 1),
+    (0x104, "main", false, 1),
+    (0x200, "f", true, 3),
+];
+
+#[test]
+fn calls_made_again_in_context_count_as_the_calls_run_one_by_one() {
+    const FUNCTIONS: [Func; 2] = [text("main", 0), text("f", 0)];
+    let outcome = |rule, steps| Case {
+        rule,
+        functions: &FUNCTIONS,
+        blocks: &CALLING,
+        steps,
+        arcs: &[("main", "f", 3, 9)],
+        self_ir: &[("main", 10), ("f", 9)],
+        ..CASE
+    };
+    check(&outcome(
+        "three calls, one by one",
+        &[
+            Run(0x100, 0x8000, START),
+            Run(0x101, 0x8000, FALL),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x103, 0x8000, RET),
+            Run(0x101, 0x8000, JUMP),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x103, 0x8000, RET),
+            Run(0x101, 0x8000, JUMP),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x103, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+    ));
+    check(&outcome(
+        "the same calls, each block's repeats in the context of its first run: the calling \
+         block's repeats count their calls on the arc of its call",
+        &[
+            Run(0x100, 0x8000, START),
+            Run(0x101, 0x8000, FALL),
+            Again(2, true),
+            Run(0x200, 0x7ff8, CALL),
+            Again(2, false),
+            Run(0x103, 0x8000, RET),
+            Again(2, false),
+            Run(0x104, 0x8000, FALL),
+        ],
+    ));
+}
+
+#[test]
+fn calls_made_again_into_a_toggled_function_count_as_one_by_one() {
+    const FUNCTIONS: [Func; 2] = [
+        text("main", 0),
+        Func {
+            toggle: true,
+            ..text("f", 0)
+        },
+    ];
+    let outcome = |rule, steps| Case {
+        rule,
+        functions: &FUNCTIONS,
+        blocks: &CALLING,
+        steps,
+        collect_atstart: false,
+        arcs: &[("main", "f", 3, 9)],
+        self_ir: &[("f", 9)],
+        ..CASE
+    };
+    check(&outcome(
+        "three calls of a function that toggles collection, one by one",
+        &[
+            Run(0x100, 0x8000, START),
+            Run(0x101, 0x8000, FALL),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x103, 0x8000, RET),
+            Run(0x101, 0x8000, JUMP),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x103, 0x8000, RET),
+            Run(0x101, 0x8000, JUMP),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x103, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+    ));
+    check(&outcome(
+        "the same calls repeated in context",
+        &[
+            Run(0x100, 0x8000, START),
+            Run(0x101, 0x8000, FALL),
+            Again(2, true),
+            Run(0x200, 0x7ff8, CALL),
+            Again(2, false),
+            Run(0x103, 0x8000, RET),
+            Again(2, false),
+            Run(0x104, 0x8000, FALL),
+        ],
+    ));
 }
 
 #[test]

@@ -19,7 +19,7 @@
 use std::ops::Range;
 
 use crate::error::{Error, Result};
-use crate::event::{Arrival, Block, EventSink, SimulatedBlock, Thread, WholeBlock};
+use crate::event::{Arrival, Block, EventSink, Repeat, SimulatedBlock, Thread, WholeBlock};
 use crate::flow::{End, ExitRule};
 use crate::ptrace::Regs;
 use crate::semantics::{self, BranchRules, Dynamic, InstructionAt, Pass, Registers, Superblock};
@@ -431,6 +431,7 @@ impl<'a> WholeBlocks<'a> {
             instructions: info.instructions,
             repeats: runs - 1,
             again: block,
+            repeat: Repeat::Again,
         })
     }
 }
@@ -465,7 +466,7 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 }
                 return self.fail("translate: a record past the cursor".into());
             };
-            let runs = if info.repeats || info.counts_runs {
+            let runs = if info.repeats || info.counts_runs.is_some() {
                 runs
             } else {
                 1
@@ -499,6 +500,7 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 instructions: info.instructions,
                 repeats: runs - 1,
                 again,
+                repeat: info.counts_runs.unwrap_or(Repeat::Again),
             });
         }
     }
@@ -1022,7 +1024,7 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
             };
             replay.recorded_block(sink, thread, run, last);
         } else {
-            let runs = match (info.repeats || info.counts_runs, recorded.first()) {
+            let runs = match (info.repeats || info.counts_runs.is_some(), recorded.first()) {
                 (true, Some(&runs)) => runs,
                 _ => 1,
             };

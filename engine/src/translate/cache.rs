@@ -25,7 +25,7 @@ use super::retire::Retiring;
 use super::timing::SystemCallWords;
 use super::translator::{self, Entrance, Lookup, Refusal, Target};
 use super::writes::Writes;
-use crate::event::Place;
+use crate::event::{Place, Repeat};
 
 /// How far (bytes) from a region's bounds code may be to be translated
 /// into it: rel32 branches and RIP-relative operands reach ±2 GB; the
@@ -63,8 +63,8 @@ struct Translation {
     repeats: bool,
     /// Whether it counts its runs in the thread's area (no record).
     counted: bool,
-    /// Whether runs through quiet exits are counted in its record of the
-    /// segment (`quiet`).
+    /// Whether quiet runs are counted in its record of the segment
+    /// (`quiet`).
     counts_runs: bool,
     /// Whether quiet exits enter it at its quiet entry (`quiet`).
     quiet_entry: bool,
@@ -100,8 +100,8 @@ struct Replayed {
     words: u32,
     /// Whether the first of them counts its runs (see `translator`).
     repeats: bool,
-    /// Whether that count is of runs through quiet exits (`quiet`).
-    counts_runs: bool,
+    /// Whether that count is of quiet runs (`quiet`), and how they ran.
+    counts_runs: Option<Repeat>,
     /// Where its record holds the time of its `syscall` (`timing`).
     system_call: Option<SystemCallWords>,
     /// Its instructions' addresses and lengths.
@@ -126,9 +126,9 @@ pub(super) struct ReplayInfo<'a> {
     pub words: usize,
     /// Whether the first of them counts its runs, looping on itself.
     pub repeats: bool,
-    /// Whether the first of them counts its runs through quiet exits
-    /// (`quiet`).
-    pub counts_runs: bool,
+    /// Whether the first of them counts quiet runs (`quiet`), and how
+    /// they ran.
+    pub counts_runs: Option<Repeat>,
     /// Where its record holds the time of its `syscall` (`timing`).
     pub system_call: Option<SystemCallWords>,
 }
@@ -822,7 +822,7 @@ impl Cache {
             alive: true,
             repeats: emitted.repeats,
             counted: emitted.counted,
-            counts_runs: emitted.counts_runs,
+            counts_runs: emitted.counts_runs.is_some(),
             quiet_entry: emitted.quiet_entry.is_some(),
             code,
             space,

@@ -87,7 +87,7 @@ use super::emit::Emit;
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
 use super::quiet;
 use super::timing::{self, SystemCallWords};
-use crate::event::Place;
+use crate::event::{Place, Repeat};
 
 /// Why a block is not translated (it is stepped instead).
 pub(super) type Refusal = String;
@@ -182,9 +182,9 @@ pub(super) struct Emitted {
     /// Whether it loops on itself counting its runs in its record (its
     /// first word; see the module documentation).
     pub repeats: bool,
-    /// Whether runs through quiet exits are counted in its record of the
-    /// segment (its first word, see `quiet`).
-    pub counts_runs: bool,
+    /// Whether quiet runs are counted in its record of the segment (its
+    /// first word, see `quiet`), and how they ran.
+    pub counts_runs: Option<Repeat>,
     /// Where quiet exits enter it (a `jmp` in its header to its quiet
     /// path, see `quiet`), when it has a quiet entry.
     pub quiet_entry: Option<u64>,
@@ -875,7 +875,7 @@ pub(super) fn translate(
         words: recorder.words() + usize::from(runs),
         sources: recorder.sources,
         repeats,
-        counts_runs: cached,
+        counts_runs: cached.then_some(Repeat::Again),
         counted,
         safe,
         quiet_entry: quiet_jump,
