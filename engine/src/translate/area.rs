@@ -112,6 +112,37 @@ pub(super) const TIMING_RDI: u64 = 160;
 pub(super) const TIMING_RSI: u64 = 168;
 /// See [`TIMING_RAX`].
 pub(super) const TIMING_R11: u64 = 176;
+/// The pending call's state (`pending`): the record its calling block's
+/// run was counted in (0: no call is pending), and that run's stack
+/// pointer.
+pub(super) const PENDING_CALL: u64 = 184;
+/// See [`PENDING_CALL`].
+pub(super) const PENDING_CALL_SP: u64 = 192;
+/// The record the callee's first run was counted in (0: none yet), and
+/// its stack pointer.
+pub(super) const PENDING_CALLEE: u64 = 200;
+/// See [`PENDING_CALLEE`].
+pub(super) const PENDING_CALLEE_SP: u64 = 208;
+/// The record the run of the block ending in the callee's `ret` was
+/// counted in (0: none), and its stack pointer.
+pub(super) const PENDING_RETURN: u64 = 216;
+/// See [`PENDING_RETURN`].
+pub(super) const PENDING_RETURN_SP: u64 = 224;
+/// The offset of the pending call's entry in the stack of calls.
+pub(super) const PENDING_ENTRY: u64 = 232;
+/// The cache entry of the pending call that has just returned (0: none).
+pub(super) const RETURNED: u64 = 240;
+/// The cache entry of the call a return has just matched (not pending;
+/// 0: none).
+pub(super) const RETURN_CACHE: u64 = 248;
+/// Where the routine that writes a pending call's records goes back to.
+pub(super) const BACK: u64 = 256;
+/// Scratch slot for the tracee's rdx in that routine.
+pub(super) const WRITE_RDX: u64 = 264;
+/// The slots of a pending call, from [`PENDING_CALL`], all zeroed when
+/// the tracer settles it (`pending`).
+pub(super) const PENDING_SLOTS: usize = 9;
+const _: () = assert!(RETURN_CACHE == PENDING_CALL + 8 * (PENDING_SLOTS as u64 - 1));
 // `Area::start_half` writes these four slots at once.
 const _: () =
     assert!(SEGMENT == RECORD + 8 && SEGMENT_SP == SEGMENT + 8 && LIVE_CALLS == SEGMENT_SP + 8);
@@ -155,14 +186,14 @@ pub(super) struct Area {
 impl Area {
     /// Bytes of the whole area.
     pub const SIZE: u64 =
-        PAGE + 2 * (BUFFER_SIZE + PAGE) + 24 * COUNTERS + CALLS_BYTES + RUNS_BYTES;
+        PAGE + 2 * (BUFFER_SIZE + PAGE) + 40 * COUNTERS + CALLS_BYTES + RUNS_BYTES;
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
     pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
     /// Offset of the translations' entries for quiet runs (translation
-    /// `id`'s at `16 * id` after, see `quiet`).
+    /// `id`'s at `32 * id` after, see `quiet`).
     pub const QUIET_BASE: u64 = Area::COUNTER_BASE + 8 * COUNTERS;
     /// Offset of the thread's stack of calls (`quiet`).
-    pub const CALLS_BASE: u64 = Area::QUIET_BASE + 16 * COUNTERS;
+    pub const CALLS_BASE: u64 = Area::QUIET_BASE + 32 * COUNTERS;
     /// Offset of the thread's table of records of quiet runs (`quiet`).
     pub const RUNS_BASE: u64 = Area::CALLS_BASE + CALLS_BYTES;
 
@@ -230,11 +261,14 @@ impl Area {
 
     /// Makes the empty buffer half `half` the one records go to (the
     /// cursor at its start, the record slot at the spare record), in a new
-    /// segment of quiet runs (`quiet`) with no stack pointer and no call.
+    /// segment of quiet runs (`quiet`) with no stack pointer, no call and
+    /// no pending call (`pending`: settled before).
     pub fn start_half(&self, memory: &Memory, half: u64) -> Result<()> {
         memory.write_u64(self.at(CURSOR), self.buffer(half))?;
         let slots = [self.spare_record(), quiet::new_epoch(), 0, 0];
-        memory.write(self.at(RECORD), bytemuck::cast_slice(&slots))
+        memory.write(self.at(RECORD), bytemuck::cast_slice(&slots))?;
+        let pending = [0u64; PENDING_SLOTS];
+        memory.write(self.at(PENDING_CALL), bytemuck::cast_slice(&pending))
     }
 
     /// The scratch slots now.

@@ -30,6 +30,7 @@ use super::cache::{Cache, Interruption, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
+use super::pending;
 
 /// The thread's position in the block sequence, shared by the replay of
 /// records and the stepping of blocks that are not translated.
@@ -747,6 +748,7 @@ pub(super) fn drain_interrupted<S: EventSink + ?Sized>(
     mut to: Replaying<'_, S>,
     interruption: Interruption,
 ) -> Result<u64> {
+    let settled = settle_pending(memory, cache, area, to.reborrow())?;
     let Interruption { id, executed, .. } = interruption;
     let unknown = || Error::Unexpected(format!("translate: no translation {id}"));
     let info = cache.replay_info(u64::from(id)).ok_or_else(unknown)?;
@@ -774,7 +776,7 @@ pub(super) fn drain_interrupted<S: EventSink + ?Sized>(
     let Some(start) = start.filter(|_| found) else {
         // Not the last record (it went with a full half): the whole block
         // was reported.
-        return drain(memory, cache, area, to, None);
+        return Ok(settled + drain(memory, cache, area, to, None)?);
     };
     memory.write_u64(area.at(CURSOR), start)?;
     let drained = drain(memory, cache, area, to.reborrow(), None)?;
@@ -788,7 +790,7 @@ pub(super) fn drain_interrupted<S: EventSink + ?Sized>(
     };
     to.replay
         .interrupted_block(to.sink, to.thread, run, executed);
-    Ok(drained + 1)
+    Ok(settled + drained + 1)
 }
 
 /// Replays the records in `area`'s buffer as `to`'s thread's and empties
@@ -797,6 +799,50 @@ pub(super) fn drain_interrupted<S: EventSink + ?Sized>(
 /// system call: the step backend reports the child's creation before the
 /// call completes in the parent), or after all records when there is none.
 pub(super) fn drain<S: EventSink + ?Sized>(
+    memory: &Memory,
+    cache: &Cache,
+    area: &Area,
+    mut to: Replaying<'_, S>,
+    split: Option<&mut dyn FnMut(&mut S)>,
+) -> Result<u64> {
+    let settled = settle_pending(memory, cache, area, to.reborrow())?;
+    Ok(settled + drain_records(memory, cache, area, to, split)?)
+}
+
+/// Settles the pending call of `area`'s thread (`pending::settle`): its
+/// records appended to the buffer, at the cursor when the half has room
+/// for them, else after the half's records are replayed (`to`), in the
+/// emptied buffer. Returns how many records were replayed.
+fn settle_pending<S: EventSink + ?Sized>(
+    memory: &Memory,
+    cache: &Cache,
+    area: &Area,
+    to: Replaying<'_, S>,
+) -> Result<u64> {
+    let words = pending::settle(memory, area)?;
+    if words.is_empty() {
+        return Ok(0);
+    }
+    let (half, records) = records_in(memory, area)?;
+    let room = records.end + 8 * words.len() as u64 <= area.guard(half);
+    let replayed = match room {
+        true => 0,
+        false => drain_records(memory, cache, area, to, None)?,
+    };
+    append(memory, area, &words)?;
+    Ok(replayed)
+}
+
+/// Appends the records `words` at the cursor of `area`'s buffer (which
+/// has room for them) and moves the cursor past them.
+fn append(memory: &Memory, area: &Area, words: &[u64]) -> Result<()> {
+    let cursor = memory.read_u64(area.at(CURSOR))?;
+    memory.write(cursor, bytemuck::cast_slice(words))?;
+    memory.write_u64(area.at(CURSOR), cursor + 8 * words.len() as u64)
+}
+
+/// [`drain`] once the pending call is settled.
+fn drain_records<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
     area: &Area,
@@ -828,8 +874,11 @@ pub(super) fn drain<S: EventSink + ?Sized>(
 /// The last of them is a finished block's (the thread is entering
 /// another), so no record is left open.
 pub(super) fn hand_off(memory: &Memory, area: &Area) -> Result<Range<u64>> {
+    let pending = pending::settle(memory, area)?;
     let (half, records) = records_in(memory, area)?;
     area.start_half(memory, 1 - half)?;
+    // The pending call's records come first in the other half.
+    append(memory, area, &pending)?;
     Ok(records)
 }
 

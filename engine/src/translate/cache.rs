@@ -230,6 +230,8 @@ struct Region {
     calls: u64,
     /// Its miss `int3`.
     calls_miss: u64,
+    /// The routine that writes a pending call's records (`pending`).
+    write_pending: Range<u64>,
 }
 
 impl Region {
@@ -249,7 +251,11 @@ impl Region {
         let (lookup, miss, next) = routine(layout.code(), Lookup::Any)?;
         let (returns, returns_miss, next) = routine(next, Lookup::Returns)?;
         let (jumps, jumps_miss, next) = routine(next, Lookup::Jumps)?;
-        let (calls, calls_miss, free) = routine(next, Lookup::Calls)?;
+        let (calls, calls_miss, next) = routine(next, Lookup::Calls)?;
+        let bytes = super::pending::write_routine(next).map_err(Error::Unexpected)?;
+        memory.write(next, &bytes)?;
+        let write_pending = next..next + bytes.len() as u64;
+        let free = align(write_pending.end);
         Ok(Region {
             layout,
             free,
@@ -261,6 +267,7 @@ impl Region {
             jumps_miss,
             calls,
             calls_miss,
+            write_pending,
         })
     }
 
@@ -402,11 +409,20 @@ impl Cache {
         })
     }
 
+    /// Whether `addr` is in the routine that writes a pending call's
+    /// records (`pending`), in a region.
+    pub fn writes_pending(&self, addr: u64) -> bool {
+        self.regions
+            .iter()
+            .any(|region| region.write_pending.contains(&addr))
+    }
+
     /// Whether a thread at `addr` holds no state of the instrumentation,
     /// so a signal handler may run there: outside the code cache, in a
     /// translation's header (exit slots and stubs), at a translation's
     /// entry or safe points, at the lookup routine's miss `int3`; not
-    /// elsewhere in a translation or in the lookup routine.
+    /// elsewhere in a translation, in the lookup routine or in the
+    /// routine of pending calls.
     pub fn safe_point(&self, addr: u64) -> bool {
         let Some(region) = self
             .regions
@@ -419,6 +435,7 @@ impl Cache {
             || (region.returns..region.returns_miss).contains(&addr)
             || (region.jumps..region.jumps_miss).contains(&addr)
             || (region.calls..region.calls_miss).contains(&addr)
+            || region.write_pending.contains(&addr)
         {
             return false;
         }
@@ -715,6 +732,7 @@ impl Cache {
                 returns: region.returns,
                 jumps: region.jumps,
                 calls: region.calls,
+                write_pending: region.write_pending.start,
                 capture,
                 cpuid_trap,
                 original,

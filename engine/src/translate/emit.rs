@@ -55,6 +55,7 @@ impl Emit {
 
     /// Gives the next instruction pushed the fake address `label`.
     pub fn label(&mut self, label: u64) {
+        debug_assert!(self.label.is_none(), "two labels on one instruction");
         self.label = Some(label);
     }
 }

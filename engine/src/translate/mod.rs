@@ -120,6 +120,7 @@ mod invalidate;
 mod layout;
 mod memory;
 mod parts;
+mod pending;
 mod plan;
 pub(crate) use plan::RunPlan;
 mod protect;

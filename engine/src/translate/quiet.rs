@@ -87,11 +87,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, LIVE_CALLS, NEXT_SEGMENT, RECORD, RESUME, SAVE_RAX, SAVE_RDX, SEGMENT,
-    SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP, TOP_CALL,
+    slot, Area, BACK, LIVE_CALLS, NEXT_SEGMENT, PENDING_CALL, PENDING_ENTRY, RECORD, RESUME,
+    RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP,
+    TOP_CALL,
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
+use super::pending::{self, Counted};
 use super::translator::{advance_cursor, write_record, RecordLayout, Refusal, SLOT_LEN};
 
 /// Label of the entry's new segment.
@@ -104,13 +106,9 @@ const QUIET: u64 = 7;
 const TEST_STACK: u64 = 8;
 /// Label of the quiet path's test of the table's entry's segment.
 const TEST_SEGMENT: u64 = 9;
-/// Labels of the quiet path's test of the number in the entry's record
-/// and of its miss (above the labels of the checks of a translation's
-/// code).
-const TEST_RECORD: u64 = 0x800;
-const MISS: u64 = 0x801;
-/// Label of one more run in the segment's record.
-const HIT: u64 = 10;
+/// Label of the record's writing once no call is pending (`pending`),
+/// where the translation's fresh entry goes on.
+pub(super) const WRITE: u64 = 0x900;
 /// Label of the resume path.
 const RESUME_PATH: u64 = 11;
 /// Labels of a call's choice of its callee's segment: the caller's
@@ -125,6 +123,9 @@ const CHOSEN: u64 = 15;
 const CHECK_CALL: u64 = 20;
 const DROP_CALL: u64 = 21;
 const CHECKED_CALLS: u64 = 22;
+/// Labels of the return check's keeping of the call's cache entry.
+const NOT_PENDING: u64 = 23;
+const KEPT_CACHE: u64 = 24;
 
 /// Bytes before a translation's entry of its quiet entry, the last `jmp
 /// rel32` of its header.
@@ -132,6 +133,11 @@ pub(super) const QUIET_ENTRY: u64 = SLOT_LEN;
 /// Bytes before a translation's entry of its resume entry, the `jmp rel32`
 /// before the quiet entry.
 pub(super) const RESUME_ENTRY: u64 = QUIET_ENTRY + SLOT_LEN;
+/// Bytes before a translation's entry of its fresh entry, the `jmp rel32`
+/// before the resume entry: to the writing of its record (label
+/// [`WRITE`]), where the routine writing a pending call's records
+/// returns (`pending`).
+pub(super) const FRESH_ENTRY: u64 = RESUME_ENTRY + SLOT_LEN;
 /// Entries of the stack of calls a return looks at, at most.
 const CHECKS: i32 = 8;
 
@@ -145,10 +151,12 @@ pub(super) fn new_epoch() -> u64 {
 }
 
 /// The offset in a thread's area of the cache entry of translation
-/// `id`'s call: the caller's segment at its last run and the callee's
-/// segment then (two words). `None` past the entries an area has.
+/// `id`'s call: the caller's segment at its last run, the callee's
+/// segment then, and the segment and address of the record of the run
+/// its return went on to (four words: `pending`). `None` past the entries
+/// an area has.
 pub(super) fn call_cache(id: u32) -> Option<u64> {
-    (u64::from(id) < COUNTERS).then(|| Area::QUIET_BASE + 16 * u64::from(id))
+    (u64::from(id) < COUNTERS).then(|| Area::QUIET_BASE + 32 * u64::from(id))
 }
 
 /// Entries of a thread's table of records ([`Area::RUNS_BASE`]), indexed
@@ -211,16 +219,23 @@ fn runs_word(word: RunsWord) -> MemoryOperand {
 pub(super) struct Record {
     /// Its record.
     pub layout: RecordLayout,
-    /// Whether its runs are counted in the segment's record ("cached"),
-    /// found through the thread's table of records.
-    pub cached: bool,
+    /// Which of its runs may be counted in a record of it written before
+    /// (`pending::Counted`); all but [`Counted::Never`] enter their
+    /// record in the thread's table of records.
+    pub counted: Counted,
     /// The sink's region of the block (`EventSink::place`), if it has one.
     pub region: Option<u32>,
+    /// The address of its fresh entry ([`FRESH_ENTRY`] bytes before its
+    /// entry).
+    pub fresh_entry: u64,
+    /// The region's routine that writes a pending call's records
+    /// (`pending::write_routine`).
+    pub write_pending: u64,
 }
 
 /// What a quiet test compares with a slot.
 #[derive(Clone, Copy, Debug)]
-enum Value {
+pub(super) enum Value {
     /// A register.
     Register(Register),
     /// A number.
@@ -229,19 +244,24 @@ enum Value {
 
 /// `into` = `from` minus rcx, flags untouched (`not rcx`, `lea`); rcx
 /// is lost.
-fn subtract_rcx(code: &mut Emit, from: Register, into: Register) -> Result<(), Refusal> {
+pub(super) fn subtract_rcx(code: &mut Emit, from: Register, into: Register) -> Result<(), Refusal> {
     let rcx = Register::RCX;
     code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     let sum = MemoryOperand::new(from, rcx, 1, 1, 1, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, into, sum))
 }
 
-/// rcx = `value` minus the slot at `offset`, flags untouched (`not`,
+/// rcx = `value` minus the word at `operand`, flags untouched (`not`,
 /// `lea`), then `jrcxz` to `equal`: on when they differ, rcx not the
 /// program's.
-fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Result<(), Refusal> {
+pub(super) fn jump_if_equal_to(
+    code: &mut Emit,
+    value: Value,
+    operand: MemoryOperand,
+    equal: u64,
+) -> Result<(), Refusal> {
     let rcx = Register::RCX;
-    code.load(rcx, offset)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, operand))?;
     match value {
         Value::Register(from) => subtract_rcx(code, from, rcx)?,
         Value::Number(number) => {
@@ -252,6 +272,11 @@ fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Resu
     code.jump(Code::Jrcxz_rel8_64, equal)
 }
 
+/// [`jump_if_equal_to`] the slot at `offset`.
+fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Result<(), Refusal> {
+    jump_if_equal_to(code, value, slot(offset), equal)
+}
+
 /// `register` = a new segment number, the thread's count moved on.
 fn new_segment(code: &mut Emit, register: Register) -> Result<(), Refusal> {
     code.load(register, NEXT_SEGMENT)?;
@@ -259,10 +284,20 @@ fn new_segment(code: &mut Emit, register: Register) -> Result<(), Refusal> {
     code.save(NEXT_SEGMENT, register)
 }
 
+/// rcx back from its slot, then a jump to the record's writing (label
+/// [`FRESH`]).
+pub(super) fn to_fresh(code: &mut Emit) -> Result<(), Refusal> {
+    code.load(Register::RCX, TEMP)?;
+    code.jump(Code::Jmp_rel32_64, FRESH)
+}
+
 /// The entry: rax and rcx saved, a new segment (label [`BUMP`]: number,
-/// stack pointer, region), rcx back, then (label [`FRESH`]) the record
-/// appended at the cursor (`write_record`), entered in the table of
-/// records when `cached`, the cursor moved, rax back.
+/// stack pointer, region), then (label [`FRESH`], where rax and rcx are
+/// in their slots and rcx is the program's) the records of a pending
+/// call first, by the region's routine (`pending`), which goes back to
+/// the fresh entry (label [`WRITE`]); then the record appended at the
+/// cursor (`write_record`), entered in the table of records unless
+/// [`Counted::Never`], the cursor moved, rax back.
 pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
@@ -273,10 +308,20 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     code.save(SEGMENT, rax)?;
     code.save(SEGMENT_SP, rsp)?;
     set_region(&mut code, record.region)?;
-    code.load(rcx, TEMP)?;
     code.label(FRESH);
+    code.load(rcx, PENDING_CALL)?;
+    code.jump(Code::Jrcxz_rel8_64, WRITE)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_imm64,
+        rcx,
+        record.fresh_entry,
+    ))?;
+    code.save(BACK, rcx)?;
+    code.jump(Code::Jmp_rel32_64, record.write_pending)?;
+    code.label(WRITE);
+    code.load(rcx, TEMP)?;
     write_record(&mut code, record.layout)?;
-    if record.cached {
+    if record.counted != Counted::Never {
         let rdx = Register::RDX;
         code.save(TEMP, rcx)?;
         code.save(SAVE_RDX, rdx)?;
@@ -300,18 +345,95 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     Ok(code.list)
 }
 
+/// The labels of one [`count_run`] (each use in a translation has its
+/// own).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CountLabels {
+    /// The test of the number in the entry's record.
+    pub test_record: u64,
+    /// Its miss.
+    pub miss: u64,
+    /// One more run in the segment's record.
+    pub hit: u64,
+}
+
+/// With rax and rcx in their slots: when the thread's table of records
+/// holds a record of translation `id` in the thread's segment (its entry
+/// for them has the segment, and the record it points at the number),
+/// one more run there (its address in rax and in the `RECORD` slot, for
+/// a block that loops on itself), then `counted` (rax the record, rcx
+/// free), rcx and rax back and a jump to `body`; else a record
+/// ([`to_fresh`]).
+pub(super) fn count_run(
+    code: &mut Emit,
+    id: u32,
+    labels: CountLabels,
+    body: u64,
+    counted: impl FnOnce(&mut Emit) -> Result<(), Refusal>,
+) -> Result<(), Refusal> {
+    let (rax, rcx) = (Register::RAX, Register::RCX);
+    // rcx = the segment minus the entry's.
+    code.load(rax, SEGMENT)?;
+    runs_index(code, rax, id)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rcx,
+        runs_word(RunsWord::Segment),
+    ))?;
+    subtract_rcx(code, rax, rcx)?;
+    code.jump(Code::Jrcxz_rel8_64, labels.test_record)?;
+    code.label(labels.miss);
+    to_fresh(code)?;
+    // rcx = this number minus the record's.
+    code.label(labels.test_record);
+    runs_index(code, rax, id)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rax,
+        runs_word(RunsWord::Record),
+    ))?;
+    let number = MemoryOperand::with_base(rax);
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, number))?;
+    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+    code.lea(rcx, rcx, i64::from(id) + 1)?;
+    code.jump(Code::Jrcxz_rel8_64, labels.hit)?;
+    code.jump(Code::Jmp_rel32_64, labels.miss)?;
+    code.label(labels.hit);
+    code.save(RECORD, rax)?;
+    add_run(code, rax)?;
+    counted(code)?;
+    code.load(rcx, TEMP)?;
+    code.load(rax, SAVE_RAX)?;
+    code.jump(Code::Jmp_rel32_64, body)
+}
+
+/// One more run in the record at `record` (its runs word, through rcx).
+pub(super) fn add_run(code: &mut Emit, record: Register) -> Result<(), Refusal> {
+    let rcx = Register::RCX;
+    let runs = MemoryOperand::with_base_displ(record, 8);
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
+    code.lea(rcx, rcx, 1)?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))
+}
+
+/// The labels of the quiet path's [`count_run`] (above the labels of the
+/// checks of a translation's code).
+const QUIET_COUNT: CountLabels = CountLabels {
+    test_record: 0x800,
+    miss: 0x801,
+    hit: 0x802,
+};
+
 /// The quiet path (label [`QUIET`]), after the block's end, ending in
 /// jumps to [`BUMP`], [`FRESH`] or the block's first instruction
 /// (`body`): rax and rcx saved; unless the block is in the segment's
 /// `region` and the stack pointer is at the segment's or at most 64 KiB
-/// below it, a new segment; when `cached` (with the translation's number
-/// `id`) and the thread's table of records holds a record of this
-/// translation in this segment (its entry for them has the segment, and
-/// the record it points at the number), one more run there (its address
-/// also to the `RECORD` slot, for a block that loops on itself), rcx and
-/// rax back; else rcx back and a record.
+/// below it, a new segment; then, as `counted` says, one more run in the
+/// translation's (`id`) record of the segment ([`count_run`]: a cached
+/// block always; a block ending in a direct call or a `ret` when its run
+/// belongs to a pending call, `pending`), else a record.
 pub(super) fn quiet_path(
-    cached: bool,
+    counted: Counted,
     id: u32,
     region: u32,
     body: u64,
@@ -339,47 +461,12 @@ pub(super) fn quiet_path(
     code.jump(Code::Jrcxz_rel8_64, TEST_SEGMENT)?;
     code.jump(Code::Jmp_rel32_64, BUMP)?;
     code.label(TEST_SEGMENT);
-    if !cached {
-        code.load(rcx, TEMP)?;
-        code.jump(Code::Jmp_rel32_64, FRESH)?;
-        return Ok(code.list);
+    match counted {
+        Counted::Cached => count_run(&mut code, id, QUIET_COUNT, body, |_| Ok(()))?,
+        Counted::Calls { cache } => pending::calling(&mut code, id, cache, QUIET_COUNT, body)?,
+        Counted::Returns => pending::returning(&mut code, id, QUIET_COUNT, body)?,
+        Counted::Never | Counted::Callee => to_fresh(&mut code)?,
     }
-    // rcx = the segment minus the entry's.
-    code.load(rax, SEGMENT)?;
-    runs_index(&mut code, rax, id)?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        rcx,
-        runs_word(RunsWord::Segment),
-    ))?;
-    subtract_rcx(&mut code, rax, rcx)?;
-    code.jump(Code::Jrcxz_rel8_64, TEST_RECORD)?;
-    code.label(MISS);
-    code.load(rcx, TEMP)?;
-    code.jump(Code::Jmp_rel32_64, FRESH)?;
-    // rcx = this number minus the record's.
-    code.label(TEST_RECORD);
-    runs_index(&mut code, rax, id)?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        rax,
-        runs_word(RunsWord::Record),
-    ))?;
-    let number = MemoryOperand::with_base(rax);
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, number))?;
-    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-    code.lea(rcx, rcx, i64::from(id) + 1)?;
-    code.jump(Code::Jrcxz_rel8_64, HIT)?;
-    code.jump(Code::Jmp_rel32_64, MISS)?;
-    code.label(HIT);
-    code.save(RECORD, rax)?;
-    let runs = MemoryOperand::with_base_displ(rax, 8);
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
-    code.lea(rcx, rcx, 1)?;
-    code.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))?;
-    code.load(rcx, TEMP)?;
-    code.load(rax, SAVE_RAX)?;
-    code.jump(Code::Jmp_rel32_64, body)?;
     Ok(code.list)
 }
 
@@ -405,7 +492,8 @@ pub(super) fn call_target(id: u32) -> Option<u64> {
 
 /// The code before a call that returns to `return_addr`: the call on the
 /// thread's stack of calls (segment, stack pointer before the call,
-/// return address; the ring's top moved first), flags untouched (`lea`,
+/// return address, its cache entry; the ring's top moved first, its
+/// offset kept for a pending call, `pending`), flags untouched (`lea`,
 /// `movzx`, `jrcxz`); rcx and rdx saved and back. With quiet runs
 /// (`callee`), then the callee's segment, the call entering the callee at
 /// its resume entry: the one the call had at its last run when the
@@ -425,6 +513,13 @@ pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruc
     code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(8), rsp))?;
     code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, return_addr))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, call_word(16), rdx))?;
+    let cache = callee.cache.map_or(0, |at| at as i32);
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        call_word(24),
+        cache,
+    ))?;
+    code.save(PENDING_ENTRY, rcx)?;
     code.load(rdx, LIVE_CALLS)?;
     code.lea(rdx, rdx, 1)?;
     code.save(LIVE_CALLS, rdx)?;
@@ -493,15 +588,23 @@ fn call_word(at: i64) -> MemoryOperand {
     )
 }
 
-/// The resume path (label [`RESUME_PATH`]): rax saved, the segment's
-/// region the block's (`region`), then the record with no new segment
-/// (label [`FRESH`]).
-pub(super) fn resume_path(region: Option<u32>) -> Result<Vec<Instruction>, Refusal> {
+/// The resume path (label [`RESUME_PATH`]), where calls and returns
+/// enter: rax and rcx saved, the segment's region the block's (`region`),
+/// then a run counted in a record of the block written before or a
+/// record, as `pending::resumed` says for a translation (`id`) whose runs
+/// may be counted so (`counted`; `body` its first instruction).
+pub(super) fn resume_path(
+    counted: Counted,
+    id: u32,
+    region: Option<u32>,
+    body: u64,
+) -> Result<Vec<Instruction>, Refusal> {
     let mut code = Emit::default();
     code.label(RESUME_PATH);
     code.save(SAVE_RAX, Register::RAX)?;
     set_region(&mut code, region)?;
-    code.jump(Code::Jmp_rel32_64, FRESH)?;
+    code.save(TEMP, Register::RCX)?;
+    pending::resumed(&mut code, counted, id, body)?;
     Ok(code.list)
 }
 
@@ -512,8 +615,9 @@ pub(super) fn resume_path(region: Option<u32>) -> Result<Vec<Instruction>, Refus
 /// thread's stack pointer and the target as its return address, its
 /// segment goes on (number back, stack pointer the thread's; the resume
 /// path sets the region), it is dropped and `RESUME` says to go on at
-/// the target's resume entry, else
-/// `RESUME` is 0. At most [`CHECKS`] entries are looked at.
+/// the target's resume entry, its cache entry in `RETURNED` when it is
+/// the pending call's (`pending`), else in `RETURN_CACHE`; else `RESUME`
+/// is 0. At most [`CHECKS`] entries are looked at.
 pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
@@ -545,7 +649,25 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
         slot(RESUME),
         resume,
     ))?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(24)))?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm8,
+        slot(PENDING_CALL),
+        0,
+    ))?;
+    code.jump(Code::Je_rel32_64, NOT_PENDING)?;
+    code.push(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rcx,
+        slot(PENDING_ENTRY),
+    ))?;
+    code.jump(Code::Jne_rel32_64, NOT_PENDING)?;
+    code.save(RETURNED, rax)?;
+    code.jump(Code::Jmp_rel32_64, KEPT_CACHE)?;
+    code.label(NOT_PENDING);
+    code.save(RETURN_CACHE, rax)?;
     // This entry is the last one dropped.
+    code.label(KEPT_CACHE);
     code.push(Instruction::with2(Code::Mov_r32_imm32, Register::EBX, 1))?;
     code.label(DROP_CALL);
     move_top_call(&mut code, -32)?;
@@ -563,7 +685,7 @@ mod tests {
     use super::super::encode::encode;
     use super::*;
 
-    fn record(cached: bool) -> Record {
+    fn record(counted: Counted) -> Record {
         Record {
             layout: RecordLayout {
                 id: 7,
@@ -571,8 +693,10 @@ mod tests {
                 runs: true,
                 record_slot: true,
             },
-            cached,
+            counted,
             region: Some(2),
+            fresh_entry: 0x7f00_0000_0000,
+            write_pending: 0x7f00_0010_0000,
         }
     }
 
@@ -582,21 +706,29 @@ mod tests {
     #[test]
     fn the_code_in_the_programs_way_encodes_and_leaves_the_flags_alone() {
         let body = 3;
-        for cached in [false, true] {
-            let pieces = [
-                entry(record(cached)).unwrap(),
-                quiet_path(cached, 7, 2, body).unwrap(),
-                resume_path(Some(2)).unwrap(),
-                resume_path(None).unwrap(),
-            ];
-            let mut list: Vec<Instruction> = pieces.concat();
-            // The block's first instruction, where the quiet path goes on.
-            let mut first = Instruction::with(Code::Nopd);
-            first.set_ip(body);
-            list.push(first);
-            assert!(encode(&list, 0x7f00_0000_0000).is_ok(), "{cached:?}");
-            for instruction in &list {
-                assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
+        let kinds = [
+            Counted::Never,
+            Counted::Cached,
+            Counted::Callee,
+            Counted::Calls { cache: 0x10_0000 },
+            Counted::Returns,
+        ];
+        for counted in kinds {
+            for region in [Some(2), None] {
+                let pieces = [
+                    entry(record(counted)).unwrap(),
+                    quiet_path(counted, 7, 2, body).unwrap(),
+                    resume_path(counted, 7, region, body).unwrap(),
+                ];
+                let mut list: Vec<Instruction> = pieces.concat();
+                // The block's first instruction, where the quiet path goes on.
+                let mut first = Instruction::with(Code::Nopd);
+                first.set_ip(body);
+                list.push(first);
+                assert!(encode(&list, 0x7f00_0000_0000).is_ok(), "{counted:?}");
+                for instruction in &list {
+                    assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
+                }
             }
         }
     }
@@ -628,7 +760,7 @@ mod tests {
     #[test]
     fn translations_past_the_area_s_entries_have_no_call_cache() {
         assert_eq!(call_cache(0), Some(Area::QUIET_BASE));
-        assert_eq!(call_cache(1), Some(Area::QUIET_BASE + 16));
+        assert_eq!(call_cache(1), Some(Area::QUIET_BASE + 32));
         assert_eq!(call_cache(COUNTERS as u32), None);
         assert_eq!(call_target(1), Some(Area::COUNTER_BASE + 8));
         assert_eq!(call_target(COUNTERS as u32), None);

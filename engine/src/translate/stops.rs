@@ -15,13 +15,14 @@ use crate::error::{Error, Result};
 use crate::event::{EventSink, Lifecycle, SystemCall, Thread};
 use crate::ptrace::{self, Regs};
 
-use super::area::{Area, RECORD, SAVE_RAX, TARGET};
+use super::area::{Area, BACK, RECORD, SAVE_RAX, TARGET, TEMP, WRITE_RDX};
 use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Replaying, Saved};
 use super::cache::{Cache, Stub};
 use super::inject;
 use super::invalidate::{self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT};
 use super::memory::Memory;
 use super::protect::Injector;
+use super::quiet;
 use super::signals::{self, Frame};
 use super::space::Space;
 use super::stepper::{step_block, Stepped};
@@ -217,7 +218,20 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             // A half of the thread's record buffer is full: the thread
             // restarts the prologue with the other half and runs while the
             // full one is replayed.
-            let entry = self.space.cache.entry_holding(regs.rip).ok_or_else(|| {
+            let memory = &self.space.memory;
+            let entry = if self.space.cache.writes_pending(regs.rip) {
+                // In the routine writing a pending call's records, for the
+                // translation whose fresh entry it goes back to: rcx and
+                // rdx are in their slots too.
+                regs.rcx = memory.read_u64(area.at(TEMP))?;
+                regs.rdx = memory.read_u64(area.at(WRITE_RDX))?;
+                let back = memory.read_u64(area.at(BACK))?;
+                Some(back + quiet::FRESH_ENTRY)
+                    .filter(|&entry| self.space.cache.entry_holding(entry) == Some(entry))
+            } else {
+                self.space.cache.entry_holding(regs.rip)
+            };
+            let entry = entry.ok_or_else(|| {
                 Error::Unexpected("translate: a buffer fault outside the code cache".into())
             })?;
             let records = hand_off(&self.space.memory, &area)?;

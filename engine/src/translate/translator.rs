@@ -85,6 +85,7 @@ use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
 use super::emit::Emit;
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
+use super::pending::Counted;
 use super::quiet;
 use super::timing::{self, SystemCallWords};
 use crate::event::{Place, Repeat};
@@ -465,6 +466,9 @@ pub(super) struct Target<'a> {
     /// The region's lookup routine of indirect calls with quiet runs (to
     /// the target's resume entry, see `quiet`).
     pub calls: u64,
+    /// The region's routine that writes a pending call's records (see
+    /// `pending`).
+    pub write_pending: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
     /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
@@ -511,6 +515,7 @@ pub(super) fn translate(
         returns,
         jumps,
         calls,
+        write_pending,
         capture,
         cpuid_trap,
         original,
@@ -536,9 +541,10 @@ pub(super) fn translate(
             .instruction
             .is_some_and(|instruction| instruction.mnemonic() == Mnemonic::Syscall);
     let stubs_end = count * (SLOT_STRIDE + 1) + u64::from(watches_syscall);
-    // With quiet runs, the header ends in the resume and quiet entries.
+    // With quiet runs, the header ends in the fresh, resume and quiet
+    // entries.
     let entries = if quiet.is_some() {
-        quiet::RESUME_ENTRY
+        quiet::FRESH_ENTRY
     } else {
         0
     };
@@ -574,9 +580,9 @@ pub(super) fn translate(
     // Quiet runs counted in the segment's record (`quiet`): a block left
     // through quiet exits alone (a run that counts quiet runs records no
     // words).
-    let cached = quiet_entry
-        && !exits.is_empty()
-        && exits.iter().all(|exit| exit.entrance == Entrance::Quiet);
+    let ends_quietly =
+        !exits.is_empty() && exits.iter().all(|exit| exit.entrance == Entrance::Quiet);
+    let cached = quiet_entry && ends_quietly;
     let slot_of = |index: usize| {
         if repeat_exit == Some(index) {
             return REPEAT;
@@ -784,17 +790,35 @@ pub(super) fn translate(
     if repeats {
         code.repeat_path()?;
     }
+    // Which runs its record of a segment counts (`pending`): a block
+    // that records no words, in a function not skipped.
+    let plain = quiet.is_some()
+        && original.is_none()
+        && !repeats
+        && !counted
+        && recorder.words() == 0
+        && !block.last().rep
+        && place.is_some_and(|place| !place.skipped);
+    let counts = match quiet::call_cache(id) {
+        _ if cached => Counted::Cached,
+        _ if !plain => Counted::Never,
+        _ if ends_quietly => Counted::Callee,
+        Some(cache) if calls_directly => Counted::Calls { cache },
+        _ if block.last().flow == Flow::Return => Counted::Returns,
+        _ => Counted::Never,
+    };
     // The record counts runs.
-    let runs = repeats || cached;
+    let runs = repeats || counts != Counted::Never;
     let quiet_path = code.list.len();
     if let (true, Some(region)) = (quiet_entry, region) {
         code.list
-            .append(&mut quiet::quiet_path(cached, id, region, BODY)?);
+            .append(&mut quiet::quiet_path(counts, id, region, BODY)?);
     }
     let resume_path = code.list.len();
     if quiet.is_some() && original.is_none() {
+        let region = place.map(|place| place.region);
         code.list
-            .append(&mut quiet::resume_path(place.map(|place| place.region))?);
+            .append(&mut quiet::resume_path(counts, id, region, BODY)?);
     }
     let mut list = match original {
         Some(bytes) => check(block.addr, bytes)?,
@@ -809,12 +833,18 @@ pub(super) fn translate(
                 runs,
                 record_slot: recorder.words() > 0 || runs,
             },
-            cached,
+            counted: counts,
             // The segment a new one starts is in the block's region.
             region: place.map(|place| place.region),
+            fresh_entry: entry - quiet::FRESH_ENTRY,
+            write_pending,
         })?,
         (false, false) => prologue(id, &recorder, repeats)?,
     });
+    // Where the fresh entry goes on: the record's writing (`quiet`).
+    let write_path = list
+        .iter()
+        .position(|instruction| instruction.ip() == quiet::WRITE);
     let body = list.len();
     list.append(&mut code.list);
     let stale_at = list.len();
@@ -829,6 +859,9 @@ pub(super) fn translate(
     };
     let safe = code.safe.iter().filter_map(at_offset).collect();
     let quiet_path = quiet_jump.and_then(|_| at_offset(&quiet_path));
+    let write_path = write_path
+        .and_then(|index| offsets.get(index))
+        .map(|&offset| entry + u64::from(offset));
     let resume_path = match original {
         None => at_offset(&resume_path),
         Some(_) => None,
@@ -851,11 +884,17 @@ pub(super) fn translate(
     }
     bytes.resize(header as usize, INT3);
     if quiet.is_some() {
-        // The resume and quiet entries: to the entry when the translation
-        // has no such path.
+        // The fresh, resume and quiet entries: to the entry when the
+        // translation has no such path.
+        let fresh = entry - quiet::FRESH_ENTRY;
         let resume = entry - quiet::RESUME_ENTRY;
         let quiet = entry - quiet::QUIET_ENTRY;
-        for (jump, path) in [(resume, resume_path), (quiet, quiet_path)] {
+        let paths = [
+            (fresh, write_path),
+            (resume, resume_path),
+            (quiet, quiet_path),
+        ];
+        for (jump, path) in paths {
             let start = (jump - at) as usize;
             let to = slot_jump(jump, path.unwrap_or(entry));
             bytes[start..start + SLOT_LEN as usize].copy_from_slice(&to);
@@ -875,7 +914,7 @@ pub(super) fn translate(
         words: recorder.words() + usize::from(runs),
         sources: recorder.sources,
         repeats,
-        counts_runs: cached.then_some(Repeat::Again),
+        counts_runs: counts.repeat(),
         counted,
         safe,
         quiet_entry: quiet_jump,
