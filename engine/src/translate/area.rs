@@ -28,9 +28,11 @@
 //!   and zeroes the counters at every drain; when the run counts quiet
 //!   runs instead, the target of the last run of the translation's
 //!   indirect call (`quiet::call_target`);
-//! - when the run counts quiet runs (`RunOptions::quiet_runs`), two words
-//!   per translation ([`COUNTERS`] of them): for a translation ending in
-//!   a call, the caller's and the callee's segments of its last run; then
+//! - when the run counts quiet runs (`RunOptions::quiet_runs`), four
+//!   words per translation ([`COUNTERS`] of them): for a translation
+//!   ending in a call, the caller's and the callee's segments of its last
+//!   run and the segment and address of the record its return went on to
+//!   (`quiet::call_cache`); then
 //!   the thread's stack of calls, a ring of 2048 entries, and its table
 //!   of records, 65536 segments then 65536 records' addresses (`quiet`).
 //!   Emptying a half or handing one off starts a new segment and empties
@@ -139,6 +141,11 @@ pub(super) const RETURN_CACHE: u64 = 248;
 pub(super) const BACK: u64 = 256;
 /// Scratch slot for the tracee's rdx in that routine.
 pub(super) const WRITE_RDX: u64 = 264;
+/// The entry of the translation the resume routine works for
+/// (`pending::resume_routine`).
+pub(super) const RESUMING: u64 = 272;
+/// The tracee's flags in the resume routine (`lahf`/`seto`).
+pub(super) const RESUME_FLAGS: u64 = 280;
 /// The slots of a pending call, from [`PENDING_CALL`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = 9;

@@ -232,6 +232,8 @@ struct Region {
     calls_miss: u64,
     /// The routine that writes a pending call's records (`pending`).
     write_pending: Range<u64>,
+    /// The resume routine (`pending`).
+    resume: Range<u64>,
 }
 
 impl Region {
@@ -255,7 +257,12 @@ impl Region {
         let bytes = super::pending::write_routine(next).map_err(Error::Unexpected)?;
         memory.write(next, &bytes)?;
         let write_pending = next..next + bytes.len() as u64;
-        let free = align(write_pending.end);
+        let next = align(write_pending.end);
+        let bytes =
+            super::pending::resume_routine(next, write_pending.start).map_err(Error::Unexpected)?;
+        memory.write(next, &bytes)?;
+        let resume = next..next + bytes.len() as u64;
+        let free = align(resume.end);
         Ok(Region {
             layout,
             free,
@@ -268,6 +275,7 @@ impl Region {
             calls,
             calls_miss,
             write_pending,
+            resume,
         })
     }
 
@@ -422,7 +430,7 @@ impl Cache {
     /// translation's header (exit slots and stubs), at a translation's
     /// entry or safe points, at the lookup routine's miss `int3`; not
     /// elsewhere in a translation, in the lookup routine or in the
-    /// routine of pending calls.
+    /// routines of pending calls.
     pub fn safe_point(&self, addr: u64) -> bool {
         let Some(region) = self
             .regions
@@ -436,6 +444,7 @@ impl Cache {
             || (region.jumps..region.jumps_miss).contains(&addr)
             || (region.calls..region.calls_miss).contains(&addr)
             || region.write_pending.contains(&addr)
+            || region.resume.contains(&addr)
         {
             return false;
         }
@@ -733,6 +742,7 @@ impl Cache {
                 jumps: region.jumps,
                 calls: region.calls,
                 write_pending: region.write_pending.start,
+                resume: region.resume.start,
                 capture,
                 cpuid_trap,
                 original,

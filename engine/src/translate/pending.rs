@@ -3,19 +3,21 @@
 //! is counted whole in the records of that earlier call, and writes no
 //! record, when nothing in it needs one.
 //!
-//! A block ending in a direct call whose cache entry (`quiet::call_cache`)
+//! A block ending in a call whose cache entry (`quiet::call_cache`)
 //! says that the call's last run was made in the thread's segment, and
 //! that its return then went on to a block whose record in the segment
 //! it kept, counts its run in its record of the segment (found in the
 //! table of records) and makes the call pending ([`calling`]: the
 //! record and the stack pointer in `PENDING_CALL`). The call goes to the
-//! callee's segment of that last run; there the callee's first block
-//! counts its run in its record of that segment ([`resumed`]:
+//! callee's segment of that last run (for an indirect call, when its
+//! target is that run's; else to a new segment, where the callee finds
+//! no record); there the callee's first block
+//! counts its run in its record of that segment ([`resume_routine`]:
 //! `PENDING_CALLEE`), the blocks of the callee that keep the context
 //! count theirs as always, and a block ending in `ret` counts its run too
 //! ([`returning`]: `PENDING_RETURN`). When the return matches the call
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
-//! its run in the record the cache entry kept ([`resumed`]) and the call
+//! its run in the record the cache entry kept ([`resume_routine`]) and the call
 //! is over, counted: the calling block's record says its runs made the
 //! call each time (`Repeat::Calls`), the sink counts them on the arc of
 //! the first, whose callee's records hold the costs of all of them.
@@ -31,7 +33,7 @@
 //! pending call's callee writes the pending call's records first.
 //!
 //! A normal return keeps in the call's cache entry the segment and the
-//! address of the record it goes on to write ([`resumed`],
+//! address of the record it goes on to write ([`resume_routine`],
 //! `RETURN_CACHE`), for the next run of the call.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
@@ -40,15 +42,13 @@ use crate::error::{Error, Result};
 use crate::event::Repeat;
 
 use super::area::{
-    slot, Area, BACK, CURSOR, PENDING_CALL, PENDING_CALLEE, PENDING_CALLEE_SP, PENDING_CALL_SP,
-    PENDING_RETURN, PENDING_RETURN_SP, PENDING_SLOTS, RECORD, RETURNED, RETURN_CACHE, SAVE_RAX,
-    SAVE_RDX, SEGMENT, TEMP, WRITE_RDX,
+    slot, Area, BACK, CURSOR, JUMP, PENDING_CALL, PENDING_CALLEE, PENDING_CALLEE_SP,
+    PENDING_CALL_SP, PENDING_RETURN, PENDING_RETURN_SP, PENDING_SLOTS, RECORD, RETURNED,
+    RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, TEMP, WRITE_RDX,
 };
 use super::emit::Emit;
 use super::memory::Memory;
-use super::quiet::{
-    add_run, count_run, jump_if_equal_to, subtract_rcx, to_fresh, CountLabels, Value,
-};
+use super::quiet::{count_run, jump_if_equal_to, subtract_rcx, to_fresh, CountLabels, Value};
 use super::translator::Refusal;
 
 /// Which runs of a translation may be counted in a record of it written
@@ -63,7 +63,7 @@ pub(super) enum Counted {
     /// A block left through quiet exits alone, with no quiet entry (it
     /// starts a function): the runs of a pending call.
     Callee,
-    /// A block ending in a direct call, whose cache entry is at `cache`:
+    /// A block ending in a call, whose cache entry is at `cache`:
     /// the runs that make a call pending, and those a pending call
     /// returns to.
     Calls {
@@ -107,23 +107,6 @@ const CALLING_FREE: u64 = 0x910;
 const CALLING_CALLER: u64 = 0x911;
 const CALLING_RETURN: u64 = 0x912;
 const RETURNING: u64 = 0x918;
-const RETURNED_NOT: u64 = 0x920;
-const RETURNED_SEGMENT: u64 = 0x921;
-const RETURNED_NUMBER: u64 = 0x922;
-const RETURNED_CALLER: u64 = 0x923;
-const RETURNED_RETURN: u64 = 0x924;
-const RETURNED_FAIL: u64 = 0x926;
-const RETURN_NOT: u64 = 0x928;
-const RETURN_KEEP: u64 = 0x929;
-const RETURN_KEPT: u64 = 0x92a;
-const CALLEE_PLAIN: u64 = 0x930;
-const CALLEE_WANTED: u64 = 0x931;
-/// The labels of the resume path's [`count_run`].
-const RESUME_COUNT: CountLabels = CountLabels {
-    test_record: 0x938,
-    miss: 0x939,
-    hit: 0x93a,
-};
 
 /// The word at `displacement` of the thread's area plus `base` (a
 /// register holding an offset in the area).
@@ -144,7 +127,7 @@ fn clear(code: &mut Emit, offset: u64) -> Result<(), Refusal> {
     code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(offset), 0))
 }
 
-/// In the quiet path of a block ending in a direct call (`id`, its cache
+/// In the quiet path of a block ending in a call (`id`, its cache
 /// entry at `cache`), rax and rcx in their slots: when no call is
 /// pending and the call's last run was made in the thread's segment
 /// (the cache entry's first word) with a record kept for its return
@@ -196,134 +179,254 @@ pub(super) fn returning(
     to_fresh(code)
 }
 
-/// The rest of the resume path of translation `id` (rax and rcx in their
-/// slots, the region set), by what it arrives from:
+/// What the resume routine needs of a translation (`quiet::resume_path`),
+/// a word in its header ([`super::quiet::DATA`] bytes before its entry):
+/// its number, its spread in the table of records (`quiet::runs_index`),
+/// whether a run a pending call returns to may be counted, and whether
+/// the first run of a pending call's callee may.
+pub(super) fn data_word(counted: Counted, id: u32) -> [u8; 8] {
+    let spread = super::quiet::spread(id);
+    let mut word = [0u8; 8];
+    word[..4].copy_from_slice(&id.to_le_bytes());
+    word[4..6].copy_from_slice(&spread.to_le_bytes());
+    word[6] = u8::from(counted.after_return());
+    word[7] = u8::from(counted.as_callee());
+    word
+}
+
+/// Labels of the resume routine.
+const NOT_RETURNED: u64 = 1;
+const RETURNED_COUNT: u64 = 2;
+const NOT_RETURN: u64 = 3;
+const DROP_KEPT: u64 = 4;
+const TO_BODY: u64 = 5;
+const TO_FRESH: u64 = 6;
+const PLAIN_FRESH: u64 = 7;
+
+/// The byte or word at `at` of the data word of the translation whose
+/// entry is in rdx.
+fn data(at: i64) -> MemoryOperand {
+    MemoryOperand::with_base_displ(Register::RDX, at - super::quiet::DATA as i64)
+}
+
+/// The resume routine, encoded at `at`: the rest of every translation's
+/// resume path (`quiet::resume_path`: rax and rcx in their slots, the
+/// region set, the translation's entry in rax), its flags saved, by what
+/// the run arrives from:
 ///
-/// - a pending call's return (`RETURNED`): when `counted` allows and the
-///   call's cache entry kept a record of the translation in the thread's
-///   segment, the run counted there, the call over (for a block ending
-///   in a call, its own call pending when [`calling`]'s conditions
-///   hold); else a record, the pending call's first;
-/// - a normal return (`RETURN_CACHE`): a record, kept in the call's
-///   cache entry (segment and address) when `counted` allows and no call
-///   is pending;
-/// - a pending call (`PENDING_CALL` set, `PENDING_CALLEE` not): when
-///   `counted` allows, the run counted in the translation's record of the
-///   segment ([`count_run`], kept in `PENDING_CALLEE`); else a record, the
-///   pending call's first;
-/// - else a record.
-pub(super) fn resumed(
-    code: &mut Emit,
-    counted: Counted,
-    id: u32,
-    body: u64,
-) -> Result<(), Refusal> {
+/// - a pending call's return (`RETURNED`): when the translation allows
+///   ([`data_word`]) and the call's cache entry kept a record of the
+///   translation in the thread's segment, the run counted there, the call
+///   over (for a block ending in a call, its own call pending when
+///   [`calling`]'s conditions hold);
+/// - a normal return (`RETURN_CACHE`): the segment and the address of the
+///   record it writes kept in the call's cache entry, when the
+///   translation allows and no call is pending;
+/// - a pending call (`PENDING_CALL` set, `PENDING_CALLEE` not): when the
+///   translation allows, the run counted in its record of the segment
+///   (found in the table of records; kept in `PENDING_CALLEE`);
+///
+/// then on at the translation's first instruction (its body entry,
+/// [`super::quiet::BODY_ENTRY`] bytes before its entry) when the run was
+/// counted, else at the writing of its record (its fresh entry), through
+/// `write_pending` (the routine writing a pending call's records first)
+/// while a call is pending.
+pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result<Vec<u8>, Refusal> {
+    use super::quiet::{BODY_ENTRY, FRESH_ENTRY, RUNS_ENTRIES};
     let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
+    let mut code = Emit::default();
+    let push = |code: &mut Emit, built| code.push(built);
+    let cmp_zero = |code: &mut Emit, operand: MemoryOperand| {
+        code.push(Instruction::with2(Code::Cmp_rm8_imm8, operand, 0))
+    };
+    let cmp_slot_zero = |code: &mut Emit, offset: u64| {
+        code.push(Instruction::with2(Code::Cmp_rm64_imm8, slot(offset), 0))
+    };
+    let count = |code: &mut Emit| -> std::result::Result<(), Refusal> {
+        let runs = MemoryOperand::with_base_displ(rax, 8);
+        code.push(Instruction::with1(Code::Inc_rm64, runs))?;
+        code.save(RECORD, rax)
+    };
+    code.save(super::area::RESUMING, rax)?;
+    code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
+    push(&mut code, Instruction::with1(Code::Seto_rm8, Register::AL))?;
+    code.save(super::area::RESUME_FLAGS, rax)?;
+    code.save(SAVE_RDX, rdx)?;
+    code.load(rdx, super::area::RESUMING)?;
+
+    // A pending call's return.
     code.load(rcx, RETURNED)?;
-    code.jump(Code::Jrcxz_rel8_64, RETURNED_NOT)?;
-    if counted.after_return() {
-        code.save(SAVE_RDX, rdx)?;
-        code.push(Instruction::with2(Code::Mov_r64_rm64, rdx, rcx))?;
-        code.load(rax, SEGMENT)?;
-        let kept_segment = area_word(rdx, 16);
-        jump_if_equal_to(code, Value::Register(rax), kept_segment, RETURNED_SEGMENT)?;
-        code.jump(Code::Jmp_rel32_64, RETURNED_FAIL)?;
-        code.label(RETURNED_SEGMENT);
-        code.push(Instruction::with2(
-            Code::Mov_r64_rm64,
-            rax,
-            area_word(rdx, 24),
-        ))?;
-        let number = MemoryOperand::with_base(rax);
-        code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, number))?;
-        code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-        code.lea(rcx, rcx, i64::from(id) + 1)?;
-        code.jump(Code::Jrcxz_rel8_64, RETURNED_NUMBER)?;
-        code.jump(Code::Jmp_rel32_64, RETURNED_FAIL)?;
-        code.label(RETURNED_NUMBER);
-        if let Counted::Calls { cache } = counted {
-            code.load(rdx, SEGMENT)?;
-            jump_if_equal_to(code, Value::Register(rdx), slot(cache), RETURNED_CALLER)?;
-            code.jump(Code::Jmp_rel32_64, RETURNED_FAIL)?;
-            code.label(RETURNED_CALLER);
-            jump_if_equal_to(
-                code,
-                Value::Register(rdx),
-                slot(cache + 16),
-                RETURNED_RETURN,
-            )?;
-            code.jump(Code::Jmp_rel32_64, RETURNED_FAIL)?;
-            code.label(RETURNED_RETURN);
-        }
-        code.save(RECORD, rax)?;
-        add_run(code, rax)?;
-        for done in [RETURNED, PENDING_CALLEE, PENDING_RETURN] {
-            clear(code, done)?;
-        }
-        match counted {
-            Counted::Calls { .. } => {
-                code.save(PENDING_CALL, rax)?;
-                code.save(PENDING_CALL_SP, rsp)?;
-            }
-            _ => clear(code, PENDING_CALL)?,
-        }
-        code.load(rdx, SAVE_RDX)?;
-        code.load(rcx, TEMP)?;
-        code.load(rax, SAVE_RAX)?;
-        code.jump(Code::Jmp_rel32_64, body)?;
-        code.label(RETURNED_FAIL);
-        code.load(rdx, SAVE_RDX)?;
+    push(&mut code, Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
+    code.jump(Code::Je_rel32_64, NOT_RETURNED)?;
+    cmp_zero(&mut code, data(6))?;
+    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_r64_rm64, rax, area_word(rcx, 16)),
+    )?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_r64_rm64, rax, slot(SEGMENT)),
+    )?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_r64_rm64, rax, area_word(rcx, 24)),
+    )?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_r32_rm32, Register::ECX, data(0)),
+    )?;
+    let number = MemoryOperand::with_base(rax);
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, number, rcx),
+    )?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    cmp_zero(&mut code, data(7))?;
+    code.jump(Code::Jne_rel32_64, RETURNED_COUNT)?;
+    // A block ending in a call: its own call pending when its cache entry
+    // says so (`calling`).
+    push(
+        &mut code,
+        Instruction::with2(Code::Shl_rm64_imm8, rcx, 5u32),
+    )?;
+    code.load(rdx, SEGMENT)?;
+    let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, cache(0), rdx),
+    )?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, cache(16), rdx),
+    )?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    count(&mut code)?;
+    for done in [RETURNED, PENDING_CALLEE, PENDING_RETURN] {
+        clear(&mut code, done)?;
     }
-    to_fresh(code)?;
+    code.save(PENDING_CALL, rax)?;
+    code.save(PENDING_CALL_SP, rsp)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    code.label(RETURNED_COUNT);
+    count(&mut code)?;
+    for done in [RETURNED, PENDING_CALLEE, PENDING_RETURN, PENDING_CALL] {
+        clear(&mut code, done)?;
+    }
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
 
-    code.label(RETURNED_NOT);
+    // A normal return.
+    code.label(NOT_RETURNED);
     code.load(rcx, RETURN_CACHE)?;
-    code.jump(Code::Jrcxz_rel8_64, RETURN_NOT)?;
-    clear(code, RETURN_CACHE)?;
-    if counted.after_return() {
-        code.save(SAVE_RDX, rdx)?;
-        code.push(Instruction::with2(Code::Mov_r64_rm64, rdx, rcx))?;
-        code.load(rcx, PENDING_CALL)?;
-        code.jump(Code::Jrcxz_rel8_64, RETURN_KEEP)?;
-        code.push(Instruction::with2(
-            Code::Mov_rm64_imm32,
-            area_word(rdx, 16),
-            0,
-        ))?;
-        code.jump(Code::Jmp_rel32_64, RETURN_KEPT)?;
-        code.label(RETURN_KEEP);
-        code.load(rcx, SEGMENT)?;
-        code.push(Instruction::with2(
-            Code::Mov_rm64_r64,
-            area_word(rdx, 16),
-            rcx,
-        ))?;
-        code.load(rcx, CURSOR)?;
-        code.push(Instruction::with2(
-            Code::Mov_rm64_r64,
-            area_word(rdx, 24),
-            rcx,
-        ))?;
-        code.label(RETURN_KEPT);
-        code.load(rdx, SAVE_RDX)?;
-    }
-    to_fresh(code)?;
+    push(&mut code, Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
+    code.jump(Code::Je_rel32_64, NOT_RETURN)?;
+    clear(&mut code, RETURN_CACHE)?;
+    cmp_zero(&mut code, data(6))?;
+    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    cmp_slot_zero(&mut code, PENDING_CALL)?;
+    code.jump(Code::Jne_rel32_64, DROP_KEPT)?;
+    code.load(rax, SEGMENT)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_rm64_r64, area_word(rcx, 16), rax),
+    )?;
+    code.load(rax, CURSOR)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_rm64_r64, area_word(rcx, 24), rax),
+    )?;
+    code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
+    code.label(DROP_KEPT);
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_rm64_imm32, area_word(rcx, 16), 0),
+    )?;
+    code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
-    code.label(RETURN_NOT);
-    if counted.as_callee() {
-        code.load(rcx, PENDING_CALL)?;
-        code.jump(Code::Jrcxz_rel8_64, CALLEE_PLAIN)?;
-        code.load(rcx, PENDING_CALLEE)?;
-        code.jump(Code::Jrcxz_rel8_64, CALLEE_WANTED)?;
-        code.jump(Code::Jmp_rel32_64, CALLEE_PLAIN)?;
-        code.label(CALLEE_WANTED);
-        count_run(code, id, RESUME_COUNT, body, |code| {
-            code.save(PENDING_CALLEE, rax)?;
-            code.save(PENDING_CALLEE_SP, rsp)
-        })?;
-        code.label(CALLEE_PLAIN);
-    }
-    to_fresh(code)
+    // A pending call's callee.
+    code.label(NOT_RETURN);
+    cmp_zero(&mut code, data(7))?;
+    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    cmp_slot_zero(&mut code, PENDING_CALL)?;
+    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    cmp_slot_zero(&mut code, PENDING_CALLEE)?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    code.load(rax, SEGMENT)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, data(4)),
+    )?;
+    let index = MemoryOperand::new(rcx, rax, 8, 0, 8, false, Register::None);
+    push(&mut code, Instruction::with2(Code::Lea_r64_m, rcx, index))?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX),
+    )?;
+    let entry = |array: u64| {
+        MemoryOperand::new(Register::None, rcx, 8, array as i64, 4, false, Register::GS)
+    };
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, entry(Area::RUNS_BASE), rax),
+    )?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    let records = Area::RUNS_BASE + 8 * RUNS_ENTRIES;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_r64_rm64, rax, entry(records)),
+    )?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_r32_rm32, Register::ECX, data(0)),
+    )?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, number, rcx),
+    )?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    count(&mut code)?;
+    code.save(PENDING_CALLEE, rax)?;
+    code.save(PENDING_CALLEE_SP, rsp)?;
+
+    // On at the translation's first instruction, everything back.
+    code.label(TO_BODY);
+    code.load(rdx, super::area::RESUMING)?;
+    code.lea(rax, rdx, -(BODY_ENTRY as i64))?;
+    code.save(JUMP, rax)?;
+    restore_flags(&mut code)?;
+    code.load(rdx, SAVE_RDX)?;
+    code.load(rcx, TEMP)?;
+    code.load(rax, SAVE_RAX)?;
+    push(&mut code, Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
+
+    // On at the writing of its record (rax and rcx in their slots).
+    code.label(TO_FRESH);
+    code.load(rdx, super::area::RESUMING)?;
+    code.lea(rax, rdx, -(FRESH_ENTRY as i64))?;
+    cmp_slot_zero(&mut code, PENDING_CALL)?;
+    code.jump(Code::Je_rel32_64, PLAIN_FRESH)?;
+    code.save(BACK, rax)?;
+    restore_flags(&mut code)?;
+    code.load(rdx, SAVE_RDX)?;
+    code.jump(Code::Jmp_rel32_64, write_pending)?;
+    code.label(PLAIN_FRESH);
+    code.save(JUMP, rax)?;
+    restore_flags(&mut code)?;
+    code.load(rdx, SAVE_RDX)?;
+    push(&mut code, Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
+    let (bytes, _) = super::encode::encode(&code.list, at)
+        .map_err(|error| format!("the resume routine: {error}"))?;
+    Ok(bytes)
+}
+
+/// The tracee's flags back from the resume routine's slot (rax lost).
+fn restore_flags(code: &mut Emit) -> std::result::Result<(), Refusal> {
+    let rax = Register::RAX;
+    code.load(rax, super::area::RESUME_FLAGS)?;
+    code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;
+    code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Sahf)))
 }
 
 /// Labels of the routine.
@@ -492,15 +595,17 @@ mod tests {
             Counted::Returns,
         ];
         for counted in kinds {
-            let mut code = Emit::default();
-            resumed(&mut code, counted, 7, 3).unwrap();
-            flag_free(code.list);
+            let word = data_word(counted, 7);
+            assert_eq!(u32::from_le_bytes([word[0], word[1], word[2], word[3]]), 7);
+            assert_eq!(word[6] == 1, counted.after_return(), "{counted:?}");
+            assert_eq!(word[7] == 1, counted.as_callee(), "{counted:?}");
         }
     }
 
     #[test]
-    fn the_routine_encodes() {
+    fn the_routines_encode() {
         assert!(write_routine(0x7f00_0000_0000).is_ok());
+        assert!(resume_routine(0x7f00_0000_0000, 0x7f00_0000_1000).is_ok());
     }
 
     #[test]

@@ -29,7 +29,11 @@
 //! (another pair may have taken the entry since). Every translation has
 //!
 //! - its entry ([`entry`]): a new segment (number, stack pointer,
-//!   region), then the record (label `FRESH`);
+//!   region), then the record (label `FRESH`: first the records of a
+//!   pending call, `pending`);
+//! - its fresh entry, a `jmp` in its header ([`FRESH_ENTRY`] bytes before
+//!   the entry) to the writing of its record (label [`WRITE`]), where
+//!   the routine writing a pending call's records goes back;
 //! - its resume entry (below);
 //!
 //! and one of a block quiet exits may lead to (one with a place that
@@ -46,7 +50,8 @@
 //!
 //! A call keeps the caller's segment on the thread's stack of calls
 //! ([`call_entry`]: segment, stack pointer before the call, return
-//! address; a ring in the area) and chooses its callee's segment itself:
+//! address, its cache entry; a ring in the area) and chooses its callee's
+//! segment itself:
 //! when the caller's segment (and for an indirect call the target) is the
 //! one of the call's last run, the callee's segment of then, else a new
 //! one; the calling translation's cache entry (and [`call_target`]) keeps
@@ -54,7 +59,8 @@
 //! header before the quiet entry ([`RESUME_ENTRY`] bytes before the
 //! entry; indirect calls through the lookup routine of calls) to the
 //! resume path ([`resume_path`]): the segment's region the block's, then
-//! a record, with no new segment. A callee in the segment of an earlier
+//! a record, with no new segment (or, for a pending call, the run counted
+//! in an earlier record, `pending`). A callee in the segment of an earlier
 //! call runs in the context it had then (same caller's context, same
 //! call, same callee), and its runs count in the records of that call,
 //! which the tracer has not read (the caller's segment would have ended
@@ -68,13 +74,15 @@
 //! segment goes on with the thread's stack pointer, and the return enters
 //! the target at its resume entry. The sink then has the return in order
 //! and, with it, the context the caller had at the call: later runs of
-//! the caller's blocks count in their records of before the call.
+//! the caller's blocks count in their records of before the call. (A
+//! pending call's return counts its run instead, `pending`.)
 //!
 //! Only a block left through quiet exits alone (a conditional or direct
 //! jump, or the block-length limit, with no words recorded) counts its
 //! runs so ("cached"): the record of a block left otherwise must come
 //! right before the next block's, whose arrival the replay computes from
-//! it. Tests are `not`/`lea`/`jrcxz`, flags untouched; rax and rcx are
+//! it (but in a pending call, whose records come in order when it needs
+//! them, `pending`). Tests are `not`/`lea`/`jrcxz`, flags untouched; rax and rcx are
 //! saved in the thread's slots, and rcx is the program's again before the
 //! record is written (a record store that faults in a guard page restarts
 //! the translation at its entry, see `stops`). The tracer starts a new
@@ -138,6 +146,14 @@ pub(super) const RESUME_ENTRY: u64 = QUIET_ENTRY + SLOT_LEN;
 /// [`WRITE`]), where the routine writing a pending call's records
 /// returns (`pending`).
 pub(super) const FRESH_ENTRY: u64 = RESUME_ENTRY + SLOT_LEN;
+/// Bytes before a translation's entry of its body entry, the `jmp rel32`
+/// before the fresh entry: to its first instruction, where the resume
+/// routine goes on after counting a run (`pending`).
+pub(super) const BODY_ENTRY: u64 = FRESH_ENTRY + SLOT_LEN;
+/// Bytes before a translation's entry of its data word for the resume
+/// routine (`pending::data_word`), before the body entry: the bytes of
+/// the header that quiet runs take.
+pub(super) const DATA: u64 = BODY_ENTRY + 8;
 /// Entries of the stack of calls a return looks at, at most.
 const CHECKS: i32 = 8;
 
@@ -167,12 +183,18 @@ pub(super) const RUNS_ENTRIES: u64 = 1 << 16;
 /// records (odd: every number of 16 bits has its own product).
 const SPREAD: u64 = 0x9e37;
 
+/// Translation `id`'s part of its index in the table of records
+/// ([`runs_index`]).
+pub(super) fn spread(id: u32) -> u16 {
+    ((u64::from(id) * SPREAD) % RUNS_ENTRIES) as u16
+}
+
 /// rcx = the index in the table of records of translation `id`'s entry
 /// for the segment whose number is in `segment`: the segment's number
 /// times 8 plus `id` times [`SPREAD`], 16 bits of it (`lea`, `movzx`:
 /// flags untouched).
 fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal> {
-    let spread = (u64::from(id) * SPREAD) % RUNS_ENTRIES;
+    let spread = spread(id);
     let sum = MemoryOperand::new(
         Register::None,
         segment,
@@ -408,7 +430,7 @@ pub(super) fn count_run(
 }
 
 /// One more run in the record at `record` (its runs word, through rcx).
-pub(super) fn add_run(code: &mut Emit, record: Register) -> Result<(), Refusal> {
+fn add_run(code: &mut Emit, record: Register) -> Result<(), Refusal> {
     let rcx = Register::RCX;
     let runs = MemoryOperand::with_base_displ(record, 8);
     code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
@@ -430,7 +452,7 @@ const QUIET_COUNT: CountLabels = CountLabels {
 /// `region` and the stack pointer is at the segment's or at most 64 KiB
 /// below it, a new segment; then, as `counted` says, one more run in the
 /// translation's (`id`) record of the segment ([`count_run`]: a cached
-/// block always; a block ending in a direct call or a `ret` when its run
+/// block always; a block ending in a call or a `ret` when its run
 /// belongs to a pending call, `pending`), else a record.
 pub(super) fn quiet_path(
     counted: Counted,
@@ -473,6 +495,8 @@ pub(super) fn quiet_path(
 /// How a call chooses its callee's segment ([`call_entry`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Callee {
+    /// The calling translation.
+    pub id: u32,
     /// The calling translation's cache entry, which holds the caller's
     /// segment at the call's last run and the segment its callee had then
     /// (`None`: a new segment at each call).
@@ -531,6 +555,15 @@ pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruc
             code.save(at, rdx)?;
             if let Some(target) = callee.target {
                 code.save(target, rax)?;
+                // The calling block's record in the segment is of a call
+                // to another target: no later run counts there
+                // (`pending`: a record's repeated calls are its call's).
+                runs_index(&mut code, rdx, callee.id)?;
+                code.push(Instruction::with2(
+                    Code::Mov_rm64_imm32,
+                    runs_word(RunsWord::Segment),
+                    0,
+                ))?;
             }
             new_segment(&mut code, rdx)?;
             code.save(at + 8, rdx)?;
@@ -590,21 +623,25 @@ fn call_word(at: i64) -> MemoryOperand {
 
 /// The resume path (label [`RESUME_PATH`]), where calls and returns
 /// enter: rax and rcx saved, the segment's region the block's (`region`),
-/// then a run counted in a record of the block written before or a
-/// record, as `pending::resumed` says for a translation (`id`) whose runs
-/// may be counted so (`counted`; `body` its first instruction).
+/// rax the translation's `entry`, then the region's resume routine
+/// (`pending::resume_routine`), which counts the run in a record of the
+/// block written before or goes on to write one.
 pub(super) fn resume_path(
-    counted: Counted,
-    id: u32,
     region: Option<u32>,
-    body: u64,
+    entry: u64,
+    routine: u64,
 ) -> Result<Vec<Instruction>, Refusal> {
     let mut code = Emit::default();
     code.label(RESUME_PATH);
     code.save(SAVE_RAX, Register::RAX)?;
     set_region(&mut code, region)?;
     code.save(TEMP, Register::RCX)?;
-    pending::resumed(&mut code, counted, id, body)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_imm64,
+        Register::RAX,
+        entry,
+    ))?;
+    code.jump(Code::Jmp_rel32_64, routine)?;
     Ok(code.list)
 }
 
@@ -718,7 +755,7 @@ mod tests {
                 let pieces = [
                     entry(record(counted)).unwrap(),
                     quiet_path(counted, 7, 2, body).unwrap(),
-                    resume_path(counted, 7, region, body).unwrap(),
+                    resume_path(region, 0x7f00_0000_0100, 0x7f00_0010_0000).unwrap(),
                 ];
                 let mut list: Vec<Instruction> = pieces.concat();
                 // The block's first instruction, where the quiet path goes on.
@@ -739,7 +776,11 @@ mod tests {
     fn a_call_choosing_its_callee_s_segment_encodes_and_leaves_the_flags_alone() {
         for cache in [None, call_cache(7)] {
             for target in [None, call_target(7)] {
-                let callee = Callee { cache, target };
+                let callee = Callee {
+                    id: 7,
+                    cache,
+                    target,
+                };
                 let mut list = call_entry(0x5555_5555_1234, callee).unwrap();
                 list.push(Instruction::with(Code::Int3));
                 assert!(encode(&list, 0x7f00_0000_0000).is_ok(), "{callee:?}");

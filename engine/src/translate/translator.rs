@@ -11,6 +11,7 @@
 //!           stub 1: int3
 //!           [system call trap: int3     (a block ending in `syscall`)]
 //!           int3 padding to 16 bytes
+//!           [fresh entry: jmp rel32     (with quiet runs, see `quiet`)]
 //!           [resume entry: jmp rel32    (with quiet runs, see `quiet`)]
 //!           [quiet entry: jmp rel32     (with quiet runs, see `quiet`)]
 //! entry:    [check: the block's original code compared with the bytes it
@@ -85,7 +86,7 @@ use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
 use super::emit::Emit;
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
-use super::pending::Counted;
+use super::pending::{self, Counted};
 use super::quiet;
 use super::timing::{self, SystemCallWords};
 use crate::event::{Place, Repeat};
@@ -469,6 +470,9 @@ pub(super) struct Target<'a> {
     /// The region's routine that writes a pending call's records (see
     /// `pending`).
     pub write_pending: u64,
+    /// The region's resume routine, where resume paths go on (see
+    /// `pending`).
+    pub resume: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
     /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
@@ -516,6 +520,7 @@ pub(super) fn translate(
         jumps,
         calls,
         write_pending,
+        resume,
         capture,
         cpuid_trap,
         original,
@@ -541,13 +546,9 @@ pub(super) fn translate(
             .instruction
             .is_some_and(|instruction| instruction.mnemonic() == Mnemonic::Syscall);
     let stubs_end = count * (SLOT_STRIDE + 1) + u64::from(watches_syscall);
-    // With quiet runs, the header ends in the fresh, resume and quiet
-    // entries.
-    let entries = if quiet.is_some() {
-        quiet::FRESH_ENTRY
-    } else {
-        0
-    };
+    // With quiet runs, the header ends in the data word and the body,
+    // fresh, resume and quiet entries.
+    let entries = if quiet.is_some() { quiet::DATA } else { 0 };
     let header = (stubs_end + entries + 15) & !15;
     let syscall_trap = watches_syscall.then_some(at + count * (SLOT_STRIDE + 1));
     let entry = at + header;
@@ -661,6 +662,7 @@ pub(super) fn translate(
             Flow::Call if is_direct(last) => {
                 if quiet.is_some() {
                     let callee = quiet::Callee {
+                        id,
                         cache: quiet::call_cache(id),
                         target: None,
                     };
@@ -681,6 +683,7 @@ pub(super) fn translate(
                 let routine = match quiet {
                     Some(_) => {
                         let callee = quiet::Callee {
+                            id,
                             cache: quiet::call_cache(id),
                             target: quiet::call_target(id),
                         };
@@ -803,7 +806,7 @@ pub(super) fn translate(
         _ if cached => Counted::Cached,
         _ if !plain => Counted::Never,
         _ if ends_quietly => Counted::Callee,
-        Some(cache) if calls_directly => Counted::Calls { cache },
+        Some(cache) if block.last().flow == Flow::Call => Counted::Calls { cache },
         _ if block.last().flow == Flow::Return => Counted::Returns,
         _ => Counted::Never,
     };
@@ -818,7 +821,7 @@ pub(super) fn translate(
     if quiet.is_some() && original.is_none() {
         let region = place.map(|place| place.region);
         code.list
-            .append(&mut quiet::resume_path(counts, id, region, BODY)?);
+            .append(&mut quiet::resume_path(region, entry, resume)?);
     }
     let mut list = match original {
         Some(bytes) => check(block.addr, bytes)?,
@@ -884,12 +887,17 @@ pub(super) fn translate(
     }
     bytes.resize(header as usize, INT3);
     if quiet.is_some() {
-        // The fresh, resume and quiet entries: to the entry when the
-        // translation has no such path.
+        // The data word, then the body, fresh, resume and quiet entries: to
+        // the entry when the translation has no such path.
+        let data = (entry - quiet::DATA - at) as usize;
+        bytes[data..data + 8].copy_from_slice(&pending::data_word(counts, id));
+        let first = entry + offsets.get(body).map_or(0, |&offset| u64::from(offset));
+        let body_jump = entry - quiet::BODY_ENTRY;
         let fresh = entry - quiet::FRESH_ENTRY;
         let resume = entry - quiet::RESUME_ENTRY;
         let quiet = entry - quiet::QUIET_ENTRY;
         let paths = [
+            (body_jump, Some(first)),
             (fresh, write_path),
             (resume, resume_path),
             (quiet, quiet_path),
