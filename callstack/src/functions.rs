@@ -223,8 +223,8 @@ impl Functions {
         Some(Place {
             region: self.region(object, section),
             starts_function,
-            // PLT stubs (Callgrind skips them); `Process::place` looks
-            // up the others.
+            // PLT stubs, which Callgrind skips unless told not to
+            // (`Process::place` says, and looks up the others).
             skipped: section == SectionKind::Plt,
         })
     }

@@ -237,7 +237,8 @@ pub(crate) struct ThreadState {
     triggers: Vec<Trigger>,
     /// Calls the last block's repeats made with the call it ends in
     /// ([`ThreadState::runs_in_context`]), counted on the arc of the call
-    /// the next block's arrival makes.
+    /// the next block's arrival makes (through a skipped function, the
+    /// call its jump makes).
     repeated_calls: u64,
 }
 

@@ -25,6 +25,7 @@ impl Process {
             let _ = self.symbols.refresh(self.pid as u32);
         }
         let mut place = self.functions.place(addr, &self.symbols)?;
+        place.skipped &= self.options.skip_plt;
         if !self.options.fn_skip.is_empty() || !self.options.obj_skip.is_empty() {
             let info = self
                 .functions

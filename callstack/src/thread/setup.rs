@@ -150,8 +150,12 @@ impl ThreadState {
             };
             if let Some(from) = from {
                 self.push_call(shared, from, centre, addr, sp, skip);
-                if arrived_by_call {
-                    self.count_repeated_calls(shared, repeated_calls);
+                match skip {
+                    // Calls into a function that costs its caller (a PLT
+                    // stub) go on through it: they count on the arc of
+                    // the call its jump makes.
+                    true => self.repeated_calls = repeated_calls,
+                    false => self.count_repeated_calls(shared, repeated_calls),
                 }
             }
         }

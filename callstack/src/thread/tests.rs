@@ -746,6 +746,63 @@ fn calls_made_again_into_a_toggled_function_count_as_one_by_one() {
 }
 
 #[test]
+fn calls_made_again_through_a_plt_stub_count_on_the_arc_of_its_jump() {
+    const FUNCTIONS: [Func; 3] = [text("main", 0), PLT, text("puts", 1)];
+    const BLOCKS: [Blk; 5] = [
+        CALLING[0],
+        CALLING[1],
+        CALLING[2],
+        CALLING[3],
+        (0x500, PLT.name, false, 1),
+    ];
+    const PUTS: Blk = (0x900, "puts", true, 3);
+    let blocks = [BLOCKS[0], BLOCKS[1], BLOCKS[2], BLOCKS[3], BLOCKS[4], PUTS];
+    let outcome = |rule, steps| Case {
+        rule,
+        functions: &FUNCTIONS,
+        blocks: &blocks,
+        steps,
+        arcs: &[("main", "puts", 3, 9)],
+        self_ir: &[("main", 13), ("puts", 9)],
+        ..CASE
+    };
+    check(&outcome(
+        "three calls through a PLT stub, one by one",
+        &[
+            Run(0x100, 0x8000, START),
+            Run(0x101, 0x8000, FALL),
+            Run(0x500, 0x7ff8, CALL),
+            Run(0x900, 0x7ff8, JUMP),
+            Run(0x103, 0x8000, RET),
+            Run(0x101, 0x8000, JUMP),
+            Run(0x500, 0x7ff8, CALL),
+            Run(0x900, 0x7ff8, JUMP),
+            Run(0x103, 0x8000, RET),
+            Run(0x101, 0x8000, JUMP),
+            Run(0x500, 0x7ff8, CALL),
+            Run(0x900, 0x7ff8, JUMP),
+            Run(0x103, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+    ));
+    check(&outcome(
+        "the same calls repeated in context",
+        &[
+            Run(0x100, 0x8000, START),
+            Run(0x101, 0x8000, FALL),
+            Again(2, true),
+            Run(0x500, 0x7ff8, CALL),
+            Again(2, false),
+            Run(0x900, 0x7ff8, JUMP),
+            Again(2, false),
+            Run(0x103, 0x8000, RET),
+            Again(2, false),
+            Run(0x104, 0x8000, FALL),
+        ],
+    ));
+}
+
+#[test]
 fn entering_and_leaving_a_function_dump_and_zero() {
     let dumped = Func {
         dumps: (true, true, false),

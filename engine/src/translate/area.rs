@@ -137,19 +137,26 @@ pub(super) const RETURNED: u64 = 240;
 /// The cache entry of the call a return has just matched (not pending;
 /// 0: none).
 pub(super) const RETURN_CACHE: u64 = 248;
+/// The record the run of the block a pending call's PLT stub jumped to
+/// was counted in (0: none), and its stack pointer.
+pub(super) const PENDING_RELAY: u64 = 256;
+/// See [`PENDING_RELAY`].
+pub(super) const PENDING_RELAY_SP: u64 = 264;
+/// 1 while a PLT stub's jump goes to its target (`quiet::relay_entry`).
+pub(super) const RELAYING: u64 = 272;
 /// Where the routine that writes a pending call's records goes back to.
-pub(super) const BACK: u64 = 256;
+pub(super) const BACK: u64 = 280;
 /// Scratch slot for the tracee's rdx in that routine.
-pub(super) const WRITE_RDX: u64 = 264;
+pub(super) const WRITE_RDX: u64 = 288;
 /// The entry of the translation the resume routine works for
 /// (`pending::resume_routine`).
-pub(super) const RESUMING: u64 = 272;
+pub(super) const RESUMING: u64 = 296;
 /// The tracee's flags in the resume routine (`lahf`/`seto`).
-pub(super) const RESUME_FLAGS: u64 = 280;
+pub(super) const RESUME_FLAGS: u64 = 304;
 /// The slots of a pending call, from [`PENDING_CALL`], all zeroed when
 /// the tracer settles it (`pending`).
-pub(super) const PENDING_SLOTS: usize = 9;
-const _: () = assert!(RETURN_CACHE == PENDING_CALL + 8 * (PENDING_SLOTS as u64 - 1));
+pub(super) const PENDING_SLOTS: usize = 12;
+const _: () = assert!(RELAYING == PENDING_CALL + 8 * (PENDING_SLOTS as u64 - 1));
 // `Area::start_half` writes these four slots at once.
 const _: () =
     assert!(SEGMENT == RECORD + 8 && SEGMENT_SP == SEGMENT + 8 && LIVE_CALLS == SEGMENT_SP + 8);

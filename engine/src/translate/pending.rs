@@ -43,8 +43,9 @@ use crate::event::Repeat;
 
 use super::area::{
     slot, Area, BACK, CURSOR, JUMP, PENDING_CALL, PENDING_CALLEE, PENDING_CALLEE_SP,
-    PENDING_CALL_SP, PENDING_RETURN, PENDING_RETURN_SP, PENDING_SLOTS, RECORD, RETURNED,
-    RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, TEMP, WRITE_RDX,
+    PENDING_CALL_SP, PENDING_RELAY, PENDING_RELAY_SP, PENDING_RETURN, PENDING_RETURN_SP,
+    PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, TEMP,
+    WRITE_RDX,
 };
 use super::emit::Emit;
 use super::memory::Memory;
@@ -72,6 +73,13 @@ pub(super) enum Counted {
     },
     /// A block ending in `ret`: the runs in a pending call's callee.
     Returns,
+    /// A PLT stub (a block of a function that costs its caller, ending in
+    /// an indirect jump), whose cache entry for its jump is at `cache`
+    /// (`quiet::relay_entry`): the runs of a pending call's callee.
+    Relay {
+        /// The jump's cache entry (`quiet::call_cache`).
+        cache: u64,
+    },
 }
 
 impl Counted {
@@ -82,7 +90,7 @@ impl Counted {
             Counted::Never => None,
             Counted::Cached => Some(Repeat::Again),
             Counted::Calls { .. } => Some(Repeat::Calls),
-            Counted::Callee | Counted::Returns => Some(Repeat::InContext),
+            Counted::Callee | Counted::Returns | Counted::Relay { .. } => Some(Repeat::InContext),
         }
     }
 
@@ -98,7 +106,10 @@ impl Counted {
     /// Whether the first run of a pending call's callee may be counted:
     /// not one that makes a call itself.
     fn as_callee(self) -> bool {
-        matches!(self, Counted::Cached | Counted::Callee | Counted::Returns)
+        matches!(
+            self,
+            Counted::Cached | Counted::Callee | Counted::Returns | Counted::Relay { .. }
+        )
     }
 }
 
@@ -202,6 +213,7 @@ const DROP_KEPT: u64 = 4;
 const TO_BODY: u64 = 5;
 const TO_FRESH: u64 = 6;
 const PLAIN_FRESH: u64 = 7;
+const NOT_RELAYED: u64 = 8;
 
 /// The byte or word at `at` of the data word of the translation whose
 /// entry is in rdx.
@@ -232,7 +244,7 @@ fn data(at: i64) -> MemoryOperand {
 /// `write_pending` (the routine writing a pending call's records first)
 /// while a call is pending.
 pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result<Vec<u8>, Refusal> {
-    use super::quiet::{BODY_ENTRY, FRESH_ENTRY, RUNS_ENTRIES};
+    use super::quiet::{BODY_ENTRY, FRESH_ENTRY};
     let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
     let mut code = Emit::default();
     let push = |code: &mut Emit, built| code.push(built);
@@ -304,7 +316,7 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
     )?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
     count(&mut code)?;
-    for done in [RETURNED, PENDING_CALLEE, PENDING_RETURN] {
+    for done in [RETURNED, PENDING_CALLEE, PENDING_RELAY, PENDING_RETURN] {
         clear(&mut code, done)?;
     }
     code.save(PENDING_CALL, rax)?;
@@ -312,7 +324,13 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
     code.label(RETURNED_COUNT);
     count(&mut code)?;
-    for done in [RETURNED, PENDING_CALLEE, PENDING_RETURN, PENDING_CALL] {
+    for done in [
+        RETURNED,
+        PENDING_CALLEE,
+        PENDING_RELAY,
+        PENDING_RETURN,
+        PENDING_CALL,
+    ] {
         clear(&mut code, done)?;
     }
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
@@ -345,48 +363,32 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
     )?;
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
-    // A pending call's callee.
+    // The target of a PLT stub's jump, in a pending call once the stub's
+    // run was counted.
     code.label(NOT_RETURN);
+    cmp_slot_zero(&mut code, RELAYING)?;
+    code.jump(Code::Je_rel32_64, NOT_RELAYED)?;
+    clear(&mut code, RELAYING)?;
+    cmp_zero(&mut code, data(7))?;
+    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    cmp_slot_zero(&mut code, PENDING_CALLEE)?;
+    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    cmp_slot_zero(&mut code, PENDING_RELAY)?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    count_in_segment(&mut code)?;
+    code.save(PENDING_RELAY, rax)?;
+    code.save(PENDING_RELAY_SP, rsp)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+
+    // A pending call's callee.
+    code.label(NOT_RELAYED);
     cmp_zero(&mut code, data(7))?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
     cmp_slot_zero(&mut code, PENDING_CALL)?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
     cmp_slot_zero(&mut code, PENDING_CALLEE)?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    code.load(rax, SEGMENT)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, data(4)),
-    )?;
-    let index = MemoryOperand::new(rcx, rax, 8, 0, 8, false, Register::None);
-    push(&mut code, Instruction::with2(Code::Lea_r64_m, rcx, index))?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX),
-    )?;
-    let entry = |array: u64| {
-        MemoryOperand::new(Register::None, rcx, 8, array as i64, 4, false, Register::GS)
-    };
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, entry(Area::RUNS_BASE), rax),
-    )?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    let records = Area::RUNS_BASE + 8 * RUNS_ENTRIES;
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_r64_rm64, rax, entry(records)),
-    )?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_r32_rm32, Register::ECX, data(0)),
-    )?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, number, rcx),
-    )?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    count(&mut code)?;
+    count_in_segment(&mut code)?;
     code.save(PENDING_CALLEE, rax)?;
     code.save(PENDING_CALLEE_SP, rsp)?;
 
@@ -421,6 +423,50 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
     Ok(bytes)
 }
 
+/// In the resume routine (the translation's entry in rdx): when the
+/// thread's table of records holds a record of the translation in the
+/// thread's segment, one more run there (its address in rax and in the
+/// `RECORD` slot), else on to [`TO_FRESH`]; rcx lost.
+fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
+    use super::quiet::RUNS_ENTRIES;
+    let (rax, rcx) = (Register::RAX, Register::RCX);
+    code.load(rax, SEGMENT)?;
+    code.push(Instruction::with2(
+        Code::Movzx_r32_rm16,
+        Register::ECX,
+        data(4),
+    ))?;
+    let index = MemoryOperand::new(rcx, rax, 8, 0, 8, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, rcx, index))?;
+    code.push(Instruction::with2(
+        Code::Movzx_r32_rm16,
+        Register::ECX,
+        Register::CX,
+    ))?;
+    let entry = |array: u64| {
+        MemoryOperand::new(Register::None, rcx, 8, array as i64, 4, false, Register::GS)
+    };
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        entry(Area::RUNS_BASE),
+        rax,
+    ))?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    let records = Area::RUNS_BASE + 8 * RUNS_ENTRIES;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, entry(records)))?;
+    code.push(Instruction::with2(
+        Code::Mov_r32_rm32,
+        Register::ECX,
+        data(0),
+    ))?;
+    let number = MemoryOperand::with_base(rax);
+    code.push(Instruction::with2(Code::Cmp_rm64_r64, number, rcx))?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    let runs = MemoryOperand::with_base_displ(rax, 8);
+    code.push(Instruction::with1(Code::Inc_rm64, runs))?;
+    code.save(RECORD, rax)
+}
+
 /// The tracee's flags back from the resume routine's slot (rax lost).
 fn restore_flags(code: &mut Emit) -> std::result::Result<(), Refusal> {
     let rax = Register::RAX;
@@ -434,6 +480,8 @@ const WRITE_NO_CALLEE: u64 = 1;
 const WRITE_ALL: u64 = 2;
 const TAKE_CALLEE: u64 = 3;
 const TAKE_RETURN: u64 = 4;
+const WRITE_NO_RELAY: u64 = 5;
+const TAKE_RELAY: u64 = 6;
 
 /// Appends at rdx a record of the translation whose record is at
 /// `record`, with one run and the stack pointer in the slot at `sp`;
@@ -462,14 +510,17 @@ fn take_run(code: &mut Emit, record: Register) -> Result<(), Refusal> {
     code.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))
 }
 
-/// rcx = the returning block's record minus the callee's first block's
-/// (0 when it is that block), rax the former; rcx jumps to `none` when
-/// there is no returning block's record first.
+/// rax = the returning block's record, then rcx = 0 (for the caller's
+/// `jrcxz` to `none`) when there is none or it is the callee's first
+/// block's or the PLT stub's target's (one record counted once).
 fn returning_record(code: &mut Emit, none: u64) -> Result<(), Refusal> {
     let (rax, rcx) = (Register::RAX, Register::RCX);
     code.load(rcx, PENDING_RETURN)?;
     code.jump(Code::Jrcxz_rel8_64, none)?;
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
+    code.load(rcx, PENDING_RELAY)?;
+    subtract_rcx(code, rax, rcx)?;
+    code.jump(Code::Jrcxz_rel8_64, none)?;
     code.load(rcx, PENDING_CALLEE)?;
     subtract_rcx(code, rax, rcx)
 }
@@ -496,6 +547,11 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
     copy_record(&mut code, rax, PENDING_CALLEE_SP)?;
     code.label(WRITE_NO_CALLEE);
+    code.load(rcx, PENDING_RELAY)?;
+    code.jump(Code::Jrcxz_rel8_64, WRITE_NO_RELAY)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
+    copy_record(&mut code, rax, PENDING_RELAY_SP)?;
+    code.label(WRITE_NO_RELAY);
     returning_record(&mut code, WRITE_ALL)?;
     code.jump(Code::Jrcxz_rel8_64, WRITE_ALL)?;
     copy_record(&mut code, rax, PENDING_RETURN_SP)?;
@@ -508,11 +564,22 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
     take_run(&mut code, rax)?;
     code.label(TAKE_CALLEE);
+    code.load(rcx, PENDING_RELAY)?;
+    code.jump(Code::Jrcxz_rel8_64, TAKE_RELAY)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
+    take_run(&mut code, rax)?;
+    code.label(TAKE_RELAY);
     returning_record(&mut code, TAKE_RETURN)?;
     code.jump(Code::Jrcxz_rel8_64, TAKE_RETURN)?;
     take_run(&mut code, rax)?;
     code.label(TAKE_RETURN);
-    for done in [PENDING_CALL, PENDING_CALLEE, PENDING_RETURN, RETURNED] {
+    for done in [
+        PENDING_CALL,
+        PENDING_CALLEE,
+        PENDING_RELAY,
+        PENDING_RETURN,
+        RETURNED,
+    ] {
         clear(&mut code, done)?;
     }
     code.load(rdx, WRITE_RDX)?;
@@ -530,15 +597,16 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
 pub(super) fn settle(memory: &Memory, area: &Area) -> Result<Vec<u64>> {
     let mut slots = [0u64; PENDING_SLOTS];
     memory.read(area.at(PENDING_CALL), bytemuck::cast_slice_mut(&mut slots))?;
-    let [call, call_sp, callee, callee_sp, ret, ret_sp, ..] = slots;
+    let [call, call_sp, callee, callee_sp, ret, ret_sp, _, _, _, relay, relay_sp, _] = slots;
     if call == 0 {
         return Ok(Vec::new());
     }
-    let mut words = Vec::with_capacity(9);
-    let returning = (ret != callee).then_some((ret, ret_sp));
-    for (record, sp) in [Some((call, call_sp)), Some((callee, callee_sp)), returning]
+    let mut words = Vec::with_capacity(12);
+    let returning = (ret != callee && ret != relay).then_some((ret, ret_sp));
+    let records = [(call, call_sp), (callee, callee_sp), (relay, relay_sp)];
+    for (record, sp) in records
         .into_iter()
-        .flatten()
+        .chain(returning)
         .filter(|&(record, _)| record != 0)
     {
         let id = memory.read_u64(record)?;

@@ -95,9 +95,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, BACK, LIVE_CALLS, NEXT_SEGMENT, PENDING_CALL, PENDING_ENTRY, RECORD, RESUME,
-    RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP,
-    TOP_CALL,
+    slot, Area, BACK, LIVE_CALLS, NEXT_SEGMENT, PENDING_CALL, PENDING_ENTRY, RECORD, RELAYING,
+    RESUME, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION, SEGMENT_SP,
+    TARGET, TEMP, TOP_CALL,
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
@@ -487,7 +487,7 @@ pub(super) fn quiet_path(
         Counted::Cached => count_run(&mut code, id, QUIET_COUNT, body, |_| Ok(()))?,
         Counted::Calls { cache } => pending::calling(&mut code, id, cache, QUIET_COUNT, body)?,
         Counted::Returns => pending::returning(&mut code, id, QUIET_COUNT, body)?,
-        Counted::Never | Counted::Callee => to_fresh(&mut code)?,
+        Counted::Never | Counted::Callee | Counted::Relay { .. } => to_fresh(&mut code)?,
     }
     Ok(code.list)
 }
@@ -526,7 +526,7 @@ pub(super) fn call_target(id: u32) -> Option<u64> {
 /// kept with the caller's segment and target for the next run); its stack
 /// pointer the one after the call.
 pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruction>, Refusal> {
-    let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
+    let (rcx, rdx, rsp) = (Register::RCX, Register::RDX, Register::RSP);
     let mut code = Emit::default();
     code.save(TEMP, rcx)?;
     code.save(SAVE_RDX, rdx)?;
@@ -547,42 +547,100 @@ pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruc
     code.load(rdx, LIVE_CALLS)?;
     code.lea(rdx, rdx, 1)?;
     code.save(LIVE_CALLS, rdx)?;
+    // The return address is not pushed yet.
+    choose_segment(&mut code, callee, -8, Forget::CallingRecord)?;
+    code.load(rdx, SAVE_RDX)?;
+    code.load(rcx, TEMP)?;
+    Ok(code.list)
+}
+
+/// What a transfer to a target other than its last run's forgets
+/// ([`choose_segment`]): what a pending call (`pending`) would count in
+/// as a run that went there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Forget {
+    /// The calling block's record in the segment, out of the table of
+    /// records (a call's).
+    CallingRecord,
+    /// The caller's segment in the cache entry of the call that led here
+    /// (a PLT stub's jump: the call's next run makes no pending call).
+    Caller,
+}
+
+/// The segment of a call's callee or of the target of a PLT stub's jump
+/// ([`call_entry`], [`relay_entry`]; rcx and rdx free, an indirect
+/// target in rax): the one the transfer had at its last run when the
+/// thread's segment (and an indirect target) is the one it had then,
+/// else a new one (kept with the segment and target for the next run;
+/// to another target than the last run's, what `forget` says is
+/// forgotten); its stack pointer the thread's plus `sp_delta`.
+fn choose_segment(
+    code: &mut Emit,
+    callee: Callee,
+    sp_delta: i64,
+    forget: Forget,
+) -> Result<(), Refusal> {
+    let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
     code.load(rdx, SEGMENT)?;
     match callee.cache {
         Some(at) => {
-            jump_if_equal(&mut code, Value::Register(rdx), at, SAME_CALLER)?;
+            jump_if_equal(code, Value::Register(rdx), at, SAME_CALLER)?;
             code.label(NEW);
             code.save(at, rdx)?;
             if let Some(target) = callee.target {
                 code.save(target, rax)?;
-                // The calling block's record in the segment is of a call
-                // to another target: no later run counts there
-                // (`pending`: a record's repeated calls are its call's).
-                runs_index(&mut code, rdx, callee.id)?;
-                code.push(Instruction::with2(
-                    Code::Mov_rm64_imm32,
-                    runs_word(RunsWord::Segment),
-                    0,
-                ))?;
             }
-            new_segment(&mut code, rdx)?;
+            new_segment(code, rdx)?;
             code.save(at + 8, rdx)?;
             code.jump(Code::Jmp_rel32_64, CHOSEN)?;
             code.label(SAME_CALLER);
             if let Some(target) = callee.target {
-                jump_if_equal(&mut code, Value::Register(rax), target, SAME_TARGET)?;
+                jump_if_equal(code, Value::Register(rax), target, SAME_TARGET)?;
+                match forget {
+                    Forget::CallingRecord => {
+                        runs_index(code, rdx, callee.id)?;
+                        code.push(Instruction::with2(
+                            Code::Mov_rm64_imm32,
+                            runs_word(RunsWord::Segment),
+                            0,
+                        ))?;
+                    }
+                    Forget::Caller => {
+                        let rcx = Register::RCX;
+                        code.load(rcx, TOP_CALL)?;
+                        code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, call_word(24)))?;
+                        code.jump(Code::Jrcxz_rel8_64, NEW)?;
+                        let caller =
+                            MemoryOperand::new(rcx, Register::None, 1, 0, 1, false, Register::GS);
+                        code.push(Instruction::with2(Code::Mov_rm64_imm32, caller, 0))?;
+                    }
+                }
                 code.jump(Code::Jmp_rel32_64, NEW)?;
                 code.label(SAME_TARGET);
             }
             code.load(rdx, at + 8)?;
         }
-        None => new_segment(&mut code, rdx)?,
+        None => new_segment(code, rdx)?,
     }
     code.label(CHOSEN);
     code.save(SEGMENT, rdx)?;
-    // The return address is not pushed yet.
-    code.lea(rcx, rsp, -8)?;
-    code.save(SEGMENT_SP, rcx)?;
+    code.lea(rcx, rsp, sp_delta)?;
+    code.save(SEGMENT_SP, rcx)
+}
+
+/// The code before a PLT stub's jump to its target (in rax; the stub's
+/// cache entry and target slot in `callee`): the target's segment chosen
+/// as a call's ([`choose_segment`]), and `RELAYING` set, for the target's
+/// resume entry (the jump goes through the lookup routine of calls): in
+/// a pending call the target's first run may be counted too (`pending`).
+/// Flags untouched; rcx and rdx saved and back.
+pub(super) fn relay_entry(callee: Callee) -> Result<Vec<Instruction>, Refusal> {
+    let (rcx, rdx) = (Register::RCX, Register::RDX);
+    let mut code = Emit::default();
+    code.save(TEMP, rcx)?;
+    code.save(SAVE_RDX, rdx)?;
+    choose_segment(&mut code, callee, 0, Forget::Caller)?;
+    code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(RELAYING), 1))?;
     code.load(rdx, SAVE_RDX)?;
     code.load(rcx, TEMP)?;
     Ok(code.list)

@@ -555,6 +555,14 @@ pub(super) fn translate(
     let quiet_jump = quiet_entry.then_some(entry - quiet::QUIET_ENTRY);
     // A direct call chooses its callee's segment (`quiet::call_entry`).
     let calls_directly = calls_directly(block);
+    // A PLT stub's jump chooses its target's segment as a call does, its
+    // cache entry that of a call (`quiet::relay_entry`).
+    let relay = quiet
+        .filter(|_| !capture.enabled && original.is_none())
+        .and_then(|quiet| quiet.place)
+        .filter(|place| place.skipped && block.last().flow == Flow::Jump { direct: false })
+        .and_then(|_| quiet::call_cache(id))
+        .filter(|_| !block.last().rep);
     let exits: Vec<ExitSlot> = targets
         .iter()
         .enumerate()
@@ -674,7 +682,19 @@ pub(super) fn translate(
             Flow::Jump { .. } => {
                 code.target_to_rax(&instruction)?;
                 recorder.target(&mut code.list)?;
-                let routine = if quiet.is_some() { jumps } else { lookup };
+                let routine = match (quiet, relay) {
+                    (Some(_), Some(cache)) => {
+                        let callee = quiet::Callee {
+                            id,
+                            cache: Some(cache),
+                            target: quiet::call_target(id),
+                        };
+                        code.list.append(&mut quiet::relay_entry(callee)?);
+                        calls
+                    }
+                    (Some(_), None) => jumps,
+                    (None, _) => lookup,
+                };
                 code.jump(Code::Jmp_rel32_64, routine)?;
             }
             Flow::Call => {
@@ -804,6 +824,7 @@ pub(super) fn translate(
         && place.is_some_and(|place| !place.skipped);
     let counts = match quiet::call_cache(id) {
         _ if cached => Counted::Cached,
+        Some(cache) if relay.is_some() && recorder.words() == 0 => Counted::Relay { cache },
         _ if !plain => Counted::Never,
         _ if ends_quietly => Counted::Callee,
         Some(cache) if block.last().flow == Flow::Call => Counted::Calls { cache },
