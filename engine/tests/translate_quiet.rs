@@ -46,6 +46,8 @@ struct Counts {
     in_dispatch: u64,
     records_of_dispatch_loop: u64,
     in_calls: u64,
+    records_in_calls: u64,
+    records_in_repeat: u64,
     records_in_branches: u64,
     records_in_tail: u64,
     handlers: u64,
@@ -88,6 +90,12 @@ impl EventSink for Counts {
             }
             if whole.block.addr == self.dispatch_loop {
                 self.records_of_dispatch_loop += 1;
+            }
+            if self.calls.contains(&whole.block.addr) {
+                self.records_in_calls += 1;
+            }
+            if self.repeat.contains(&whole.block.addr) {
+                self.records_in_repeat += 1;
             }
             for &(addr, _) in whole.instructions {
                 self.count(addr, 1 + whole.repeats);
@@ -158,6 +166,8 @@ fn run(quiet_runs: bool) -> (Counts, translate::Outcome, u64) {
         in_dispatch: 0,
         records_of_dispatch_loop: 0,
         in_calls: 0,
+        records_in_calls: 0,
+        records_in_repeat: 0,
         records_in_branches: 0,
         records_in_tail: 0,
         handlers: 0,
@@ -223,6 +233,20 @@ fn quiet_runs_keep_the_counts_of_loops_interrupted_by_signals() {
         "{} records of the callee's body",
         counts.records_in_callee
     );
+    // A call that repeats the last one of its arc whole is counted with
+    // it (`pending`): the calling blocks, the callees and the blocks the
+    // returns go on to leave a few records, not one per call, also for
+    // two calls in a row.
+    assert!(
+        counts.records_in_calls < ITERATIONS / 100,
+        "{} records of the loop calling a leaf",
+        counts.records_in_calls
+    );
+    assert!(
+        counts.records_in_repeat < ITERATIONS / 100,
+        "{} records of the loop calling twice",
+        counts.records_in_repeat
+    );
 }
 
 #[test]
@@ -243,4 +267,6 @@ fn without_quiet_runs_every_run_of_a_loop_of_several_blocks_has_its_record() {
         18 * ITERATIONS + 4 * ITERATIONS.div_ceil(2) + 4
     );
     assert!(counts.records_in_callee >= 2 * ITERATIONS - INTERRUPTED);
+    assert!(counts.records_in_calls >= 4 * ITERATIONS - INTERRUPTED);
+    assert!(counts.records_in_repeat >= 8 * ITERATIONS - INTERRUPTED);
 }

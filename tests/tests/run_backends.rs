@@ -18,7 +18,9 @@
 //! `run_exact.rs` checks them; the simulations' figures against Valgrind
 //! are `run_simulation.rs`'s, `run_cacheuse.rs`'s and
 //! `run_cachegrind.rs`'s). The same holds for a small dynamically linked
-//! program (`hello.c`) with the cache and branch simulations. On the
+//! program (`hello.c`) with the cache and branch simulations, and for one
+//! whose calls repeat (`calls_again.c`: direct, indirect, nested and PLT
+//! calls in a loop) with the option sets of quiet runs. On the
 //! two-thread program (`threads.c`) the same holds for the option sets
 //! without simulations (`--separate-threads=yes` too). On a dynamically
 //! linked program with two threads, a signal handler, `longjmp` and a fork
@@ -304,6 +306,42 @@ fn a_dynamically_linked_program_gives_the_same_profiles_with_simulations() {
             status: 0,
         },
         DYNAMIC_OPTION_SETS,
+    );
+}
+
+/// The command lines compared on `calls_again.c`: those whose runs the
+/// translate backend counts in the tracee, calls repeated whole among
+/// them (quiet runs: no jumps collected, no simulation). Valgrind's
+/// figures for a dynamically linked program are `run_exact.rs`'s.
+const QUIET_OPTION_SETS: &[OptionSet] = &[
+    (&[], "--callgrind-out-file={out}/callgrind.out.%p", false),
+    (
+        &["--dump-instr=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &["--separate-recs=3", "--separate-callers=2"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &["--fn-skip=branchy", "--skip-plt=no"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+];
+
+#[test]
+fn calls_repeated_whole_give_the_same_profiles_under_both_backends() {
+    differential(
+        &Case {
+            source: "calls_again.c",
+            kind: Kind::C,
+            args: &[],
+            status: 0,
+        },
+        QUIET_OPTION_SETS,
     );
 }
 

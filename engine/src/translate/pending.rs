@@ -10,27 +10,35 @@
 //! table of records) and makes the call pending ([`calling`]: the
 //! record and the stack pointer in `PENDING_CALL`). The call goes to the
 //! callee's segment of that last run (for an indirect call, when its
-//! target is that run's; else to a new segment, where the callee finds
-//! no record); there the callee's first block
-//! counts its run in its record of that segment ([`resume_routine`]:
-//! `PENDING_CALLEE`), the blocks of the callee that keep the context
-//! count theirs as always, and a block ending in `ret` counts its run too
+//! target is that run's; else to a new segment, where the callee finds no
+//! record); there the callee's first block counts its run in its record
+//! of that segment ([`resume_routine`]: `PENDING_CALLEE`); a PLT stub's
+//! jump goes on to its target's segment of its last run, where the
+//! target's first block counts its run too (`quiet::relay_entry`,
+//! `PENDING_RELAY`); the blocks of the callee that keep the context count
+//! theirs as always, and a block ending in `ret` counts its run too
 //! ([`returning`]: `PENDING_RETURN`). When the return matches the call
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
-//! its run in the record the cache entry kept ([`resume_routine`]) and the call
-//! is over, counted: the calling block's record says its runs made the
-//! call each time (`Repeat::Calls`), the sink counts them on the arc of
-//! the first, whose callee's records hold the costs of all of them.
+//! its run in the record the cache entry kept ([`resume_routine`]) and
+//! the call is over, counted: the calling block's record says its runs
+//! made the call each time (`Repeat::Calls`), the sink counts them on the
+//! arc of the first, whose callee's records hold the costs of all of
+//! them. So the calling block's record in the segment must be of a run
+//! whose call took the same way: a call (or a PLT stub's jump) to another
+//! target than its last run's takes that record out of the table of
+//! records (or makes the call's next run start no pending call).
 //!
 //! Anything else that needs a record while a call is pending (a block
 //! with no record in the segment, another call, a return to elsewhere, a
-//! system call) first writes the pending call's records in order ([`write_routine`]:
-//! the calling block's, the callee's first block's and the returning
-//! block's, each with one run, taken off the records they were counted
-//! in), so that the records read in order are those of the call run
-//! plainly. So does the tracer at every drain or hand-off of a buffer
-//! half ([`settle`]). One call at most is pending: a call made in a
-//! pending call's callee writes the pending call's records first.
+//! system call) first writes the pending call's records in order
+//! ([`write_routine`]: the calling block's, the callee's first block's,
+//! the PLT stub's target's and the returning block's, each with one run,
+//! taken off the records they were counted in), so that the records read
+//! in order are those of the call run plainly. So does the tracer at
+//! every drain or hand-off of a buffer half ([`settle`]). One call at most
+//! is pending: a call made in a pending call's callee writes the pending
+//! call's records first. `PENDING_CALLEE`, `PENDING_RELAY`,
+//! `PENDING_RETURN` and `RETURNED` are zero whenever `PENDING_CALL` is.
 //!
 //! A normal return keeps in the call's cache entry the segment and the
 //! address of the record it goes on to write ([`resume_routine`],
@@ -214,6 +222,21 @@ const TO_BODY: u64 = 5;
 const TO_FRESH: u64 = 6;
 const PLAIN_FRESH: u64 = 7;
 const NOT_RELAYED: u64 = 8;
+const RETURNED_FAIL: u64 = 9;
+
+/// The word of the thread's table of records whose index is in rcx, in
+/// the array at `array` (`quiet::runs_index`).
+fn runs_entry(array: u64) -> MemoryOperand {
+    MemoryOperand::new(
+        Register::None,
+        Register::RCX,
+        8,
+        array as i64,
+        4,
+        false,
+        Register::GS,
+    )
+}
 
 /// The byte or word at `at` of the data word of the translation whose
 /// entry is in rdx.
@@ -271,19 +294,20 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
     push(&mut code, Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
     code.jump(Code::Je_rel32_64, NOT_RETURNED)?;
     cmp_zero(&mut code, data(6))?;
-    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    code.jump(Code::Je_rel32_64, RETURNED_FAIL)?;
+    let kept = |at: i64| area_word(rcx, at);
     push(
         &mut code,
-        Instruction::with2(Code::Mov_r64_rm64, rax, area_word(rcx, 16)),
+        Instruction::with2(Code::Mov_r64_rm64, rax, kept(16)),
     )?;
     push(
         &mut code,
         Instruction::with2(Code::Cmp_r64_rm64, rax, slot(SEGMENT)),
     )?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     push(
         &mut code,
-        Instruction::with2(Code::Mov_r64_rm64, rax, area_word(rcx, 24)),
+        Instruction::with2(Code::Mov_r64_rm64, rax, kept(24)),
     )?;
     push(
         &mut code,
@@ -294,11 +318,12 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
         &mut code,
         Instruction::with2(Code::Cmp_rm64_r64, number, rcx),
     )?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     cmp_zero(&mut code, data(7))?;
     code.jump(Code::Jne_rel32_64, RETURNED_COUNT)?;
     // A block ending in a call: its own call pending when its cache entry
-    // says so (`calling`).
+    // says so (`calling`), and when its record in the segment is the one
+    // kept (a call to another target takes it out of the table).
     push(
         &mut code,
         Instruction::with2(Code::Shl_rm64_imm8, rcx, 5u32),
@@ -309,12 +334,35 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
         &mut code,
         Instruction::with2(Code::Cmp_rm64_r64, cache(0), rdx),
     )?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     push(
         &mut code,
         Instruction::with2(Code::Cmp_rm64_r64, cache(16), rdx),
     )?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
+    code.load(rcx, super::area::RESUMING)?;
+    let spread = MemoryOperand::with_base_displ(rcx, 4 - super::quiet::DATA as i64);
+    push(
+        &mut code,
+        Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, spread),
+    )?;
+    let index = MemoryOperand::new(rcx, rdx, 8, 0, 8, false, Register::None);
+    push(&mut code, Instruction::with2(Code::Lea_r64_m, rcx, index))?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX),
+    )?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, runs_entry(Area::RUNS_BASE), rdx),
+    )?;
+    code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
+    let records = Area::RUNS_BASE + 8 * super::quiet::RUNS_ENTRIES;
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, runs_entry(records), rax),
+    )?;
+    code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     count(&mut code)?;
     for done in [RETURNED, PENDING_CALLEE, PENDING_RELAY, PENDING_RETURN] {
         clear(&mut code, done)?;
@@ -334,6 +382,16 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
         clear(&mut code, done)?;
     }
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+
+    // Not counted: the call's next run makes no pending call until a
+    // normal return keeps a record again.
+    code.label(RETURNED_FAIL);
+    code.load(rcx, RETURNED)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_rm64_imm32, area_word(rcx, 16), 0),
+    )?;
+    code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
     // A normal return.
     code.label(NOT_RETURNED);

@@ -1,0 +1,38 @@
+/* Calls that repeat the last call of their arc, for run_backends.rs: a
+   loop calling leaf functions directly (one whose path changes from call
+   to call), through a table whose target changes every few turns, two in
+   a row, nested, and libc's through the PLT (bound at the first call). */
+#include <stdio.h>
+#include <string.h>
+
+typedef int (*step_fn)(int);
+
+__attribute__((noinline)) static int leaf(int x) { return x * 3 + 1; }
+
+__attribute__((noinline)) static int branchy(int x)
+{
+    if (x & 2)
+        return x + 5;
+    if (x % 7 == 0)
+        return x * 2;
+    return x - 1;
+}
+
+__attribute__((noinline)) static int twice(step_fn f, int x) { return f(x) + f(x + 1); }
+
+int main(int argc, char **argv)
+{
+    (void)argv;
+    step_fn table[2] = {leaf, branchy};
+    char text[16] = "abcdefghijk";
+    long sum = 0;
+    for (int i = 0; i < 200 + argc; i++) {
+        sum += leaf(i);
+        sum += branchy(i);
+        sum += table[(i >> 3) & 1](i);
+        sum += twice(table[i & 1], i);
+        sum += (long)strlen(text + (i & 3));
+    }
+    printf("%ld\n", sum);
+    return 0;
+}
