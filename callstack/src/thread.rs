@@ -542,7 +542,10 @@ impl ThreadState {
                 return;
             }
         }
+        // Run by run (a block in skipped code, collection off): each
+        // charged before the next, as the next block's start would.
         for _ in 0..times {
+            self.charge_pending(shared);
             self.instructions_ir(shared, instructions);
         }
     }

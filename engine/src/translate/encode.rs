@@ -34,7 +34,7 @@ pub(super) fn encode(list: &[Instruction], at: u64) -> Result<(Vec<u8>, Vec<u32>
 
 /// [`encode`] with one encoding of each instruction; `None` for a list
 /// that needs the `BlockEncoder`.
-fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u8>, Vec<u32>)> {
+pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u8>, Vec<u32>)> {
     let label = |target: u64| {
         (target < LABELS)
             .then(|| {

@@ -126,6 +126,7 @@ const CALLING_FREE: u64 = 0x910;
 const CALLING_CALLER: u64 = 0x911;
 const CALLING_RETURN: u64 = 0x912;
 const RETURNING: u64 = 0x918;
+const RETURNING_COUNT: u64 = 0x919;
 
 /// The word at `displacement` of the thread's area plus `base` (a
 /// register holding an offset in the area).
@@ -190,12 +191,14 @@ pub(super) fn returning(
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     code.load(rcx, PENDING_CALLEE)?;
     code.jump(Code::Jrcxz_rel8_64, RETURNING)?;
+    code.jump(Code::Jmp_rel32_64, RETURNING_COUNT)?;
+    code.label(RETURNING);
+    to_fresh(code)?;
+    code.label(RETURNING_COUNT);
     count_run(code, id, labels, body, |code| {
         code.save(PENDING_RETURN, rax)?;
         code.save(PENDING_RETURN_SP, rsp)
-    })?;
-    code.label(RETURNING);
-    to_fresh(code)
+    })
 }
 
 /// What the resume routine needs of a translation (`quiet::resume_path`),

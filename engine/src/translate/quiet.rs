@@ -821,6 +821,9 @@ mod tests {
                 first.set_ip(body);
                 list.push(first);
                 assert!(encode(&list, 0x7f00_0000_0000).is_ok(), "{counted:?}");
+                // Every `jrcxz` in reach: no second encoding.
+                let one_pass = super::super::encode::encode_in_one_pass(&list, 0x7f00_0000_0000);
+                assert!(one_pass.is_some(), "{counted:?}: not in one pass");
                 for instruction in &list {
                     assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
                 }
