@@ -651,6 +651,34 @@ const CALLING: [Blk; 5] = [
     (0x200, "f", true, 3),
 ];
 
+/// Three calls of `CALLING`'s 0x200 from its 0x101, one by one.
+const THREE_CALLS: [Step; 11] = [
+    Run(0x100, 0x8000, START),
+    Run(0x101, 0x8000, FALL),
+    Run(0x200, 0x7ff8, CALL),
+    Run(0x103, 0x8000, RET),
+    Run(0x101, 0x8000, JUMP),
+    Run(0x200, 0x7ff8, CALL),
+    Run(0x103, 0x8000, RET),
+    Run(0x101, 0x8000, JUMP),
+    Run(0x200, 0x7ff8, CALL),
+    Run(0x103, 0x8000, RET),
+    Run(0x104, 0x8000, FALL),
+];
+
+/// The same calls, each block's repeats in the context of its first run:
+/// the calling block's repeats make its call again.
+const THREE_CALLS_AGAIN: [Step; 8] = [
+    Run(0x100, 0x8000, START),
+    Run(0x101, 0x8000, FALL),
+    Again(2, true),
+    Run(0x200, 0x7ff8, CALL),
+    Again(2, false),
+    Run(0x103, 0x8000, RET),
+    Again(2, false),
+    Run(0x104, 0x8000, FALL),
+];
+
 #[test]
 fn calls_made_again_in_context_count_as_the_calls_run_one_by_one() {
     const FUNCTIONS: [Func; 2] = [text("main", 0), text("f", 0)];
@@ -663,35 +691,11 @@ fn calls_made_again_in_context_count_as_the_calls_run_one_by_one() {
         self_ir: &[("main", 10), ("f", 9)],
         ..CASE
     };
-    check(&outcome(
-        "three calls, one by one",
-        &[
-            Run(0x100, 0x8000, START),
-            Run(0x101, 0x8000, FALL),
-            Run(0x200, 0x7ff8, CALL),
-            Run(0x103, 0x8000, RET),
-            Run(0x101, 0x8000, JUMP),
-            Run(0x200, 0x7ff8, CALL),
-            Run(0x103, 0x8000, RET),
-            Run(0x101, 0x8000, JUMP),
-            Run(0x200, 0x7ff8, CALL),
-            Run(0x103, 0x8000, RET),
-            Run(0x104, 0x8000, FALL),
-        ],
-    ));
+    check(&outcome("three calls, one by one", &THREE_CALLS));
     check(&outcome(
         "the same calls, each block's repeats in the context of its first run: the calling \
          block's repeats count their calls on the arc of its call",
-        &[
-            Run(0x100, 0x8000, START),
-            Run(0x101, 0x8000, FALL),
-            Again(2, true),
-            Run(0x200, 0x7ff8, CALL),
-            Again(2, false),
-            Run(0x103, 0x8000, RET),
-            Again(2, false),
-            Run(0x104, 0x8000, FALL),
-        ],
+        &THREE_CALLS_AGAIN,
     ));
 }
 
@@ -716,32 +720,11 @@ fn calls_made_again_into_a_toggled_function_count_as_one_by_one() {
     };
     check(&outcome(
         "three calls of a function that toggles collection, one by one",
-        &[
-            Run(0x100, 0x8000, START),
-            Run(0x101, 0x8000, FALL),
-            Run(0x200, 0x7ff8, CALL),
-            Run(0x103, 0x8000, RET),
-            Run(0x101, 0x8000, JUMP),
-            Run(0x200, 0x7ff8, CALL),
-            Run(0x103, 0x8000, RET),
-            Run(0x101, 0x8000, JUMP),
-            Run(0x200, 0x7ff8, CALL),
-            Run(0x103, 0x8000, RET),
-            Run(0x104, 0x8000, FALL),
-        ],
+        &THREE_CALLS,
     ));
     check(&outcome(
         "the same calls repeated in context",
-        &[
-            Run(0x100, 0x8000, START),
-            Run(0x101, 0x8000, FALL),
-            Again(2, true),
-            Run(0x200, 0x7ff8, CALL),
-            Again(2, false),
-            Run(0x103, 0x8000, RET),
-            Again(2, false),
-            Run(0x104, 0x8000, FALL),
-        ],
+        &THREE_CALLS_AGAIN,
     ));
 }
 

@@ -57,7 +57,9 @@ use super::area::{
 };
 use super::emit::Emit;
 use super::memory::Memory;
-use super::quiet::{count_run, jump_if_equal_to, subtract_rcx, to_fresh, CountLabels, Value};
+use super::quiet::{
+    count_run, jump_if_equal_to, runs_word, subtract_rcx, to_fresh, CountLabels, RunsWord, Value,
+};
 use super::translator::Refusal;
 
 /// Which runs of a translation may be counted in a record of it written
@@ -227,20 +229,6 @@ const PLAIN_FRESH: u64 = 7;
 const NOT_RELAYED: u64 = 8;
 const RETURNED_FAIL: u64 = 9;
 
-/// The word of the thread's table of records whose index is in rcx, in
-/// the array at `array` (`quiet::runs_index`).
-fn runs_entry(array: u64) -> MemoryOperand {
-    MemoryOperand::new(
-        Register::None,
-        Register::RCX,
-        8,
-        array as i64,
-        4,
-        false,
-        Register::GS,
-    )
-}
-
 /// The byte or word at `at` of the data word of the translation whose
 /// entry is in rdx.
 fn data(at: i64) -> MemoryOperand {
@@ -357,13 +345,12 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
     )?;
     push(
         &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, runs_entry(Area::RUNS_BASE), rdx),
+        Instruction::with2(Code::Cmp_rm64_r64, runs_word(RunsWord::Segment), rdx),
     )?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
-    let records = Area::RUNS_BASE + 8 * super::quiet::RUNS_ENTRIES;
     push(
         &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, runs_entry(records), rax),
+        Instruction::with2(Code::Cmp_rm64_r64, runs_word(RunsWord::Record), rax),
     )?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     count(&mut code)?;
@@ -489,7 +476,6 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
 /// thread's segment, one more run there (its address in rax and in the
 /// `RECORD` slot), else on to [`TO_FRESH`]; rcx lost.
 fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
-    use super::quiet::RUNS_ENTRIES;
     let (rax, rcx) = (Register::RAX, Register::RCX);
     code.load(rax, SEGMENT)?;
     code.push(Instruction::with2(
@@ -504,17 +490,11 @@ fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
         Register::ECX,
         Register::CX,
     ))?;
-    let entry = |array: u64| {
-        MemoryOperand::new(Register::None, rcx, 8, array as i64, 4, false, Register::GS)
-    };
-    code.push(Instruction::with2(
-        Code::Cmp_rm64_r64,
-        entry(Area::RUNS_BASE),
-        rax,
-    ))?;
+    let segment = runs_word(RunsWord::Segment);
+    code.push(Instruction::with2(Code::Cmp_rm64_r64, segment, rax))?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    let records = Area::RUNS_BASE + 8 * RUNS_ENTRIES;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, entry(records)))?;
+    let record = runs_word(RunsWord::Record);
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, record))?;
     code.push(Instruction::with2(
         Code::Mov_r32_rm32,
         Register::ECX,
@@ -681,6 +661,17 @@ pub(super) fn settle(memory: &Memory, area: &Area) -> Result<Vec<u64>> {
     Ok(words)
 }
 
+/// One of each kind of [`Counted`], for tests.
+#[cfg(test)]
+pub(super) const KINDS: [Counted; 6] = [
+    Counted::Never,
+    Counted::Cached,
+    Counted::Callee,
+    Counted::Calls { cache: 0x10_0000 },
+    Counted::Returns,
+    Counted::Relay { cache: 0x10_0020 },
+];
+
 #[cfg(test)]
 mod tests {
     use super::super::encode::encode;
@@ -716,14 +707,7 @@ mod tests {
         let mut code = Emit::default();
         returning(&mut code, 7, COUNTS, 3).unwrap();
         flag_free(code.list);
-        let kinds = [
-            Counted::Never,
-            Counted::Cached,
-            Counted::Callee,
-            Counted::Calls { cache: 0x10_0000 },
-            Counted::Returns,
-        ];
-        for counted in kinds {
+        for counted in KINDS {
             let word = data_word(counted, 7);
             assert_eq!(u32::from_le_bytes([word[0], word[1], word[2], word[3]]), 7);
             assert_eq!(word[6] == 1, counted.after_return(), "{counted:?}");

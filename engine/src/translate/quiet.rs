@@ -211,7 +211,7 @@ fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal
 
 /// What an entry of the table of records holds.
 #[derive(Clone, Copy, Debug)]
-enum RunsWord {
+pub(super) enum RunsWord {
     /// The segment.
     Segment,
     /// The address of a record of the translation in it.
@@ -220,7 +220,7 @@ enum RunsWord {
 
 /// That word of the entry of the table of records whose index is in rcx
 /// (the segments, then the records' addresses, each an array).
-fn runs_word(word: RunsWord) -> MemoryOperand {
+pub(super) fn runs_word(word: RunsWord) -> MemoryOperand {
     let array = match word {
         RunsWord::Segment => Area::RUNS_BASE,
         RunsWord::Record => Area::RUNS_BASE + 8 * RUNS_ENTRIES,
@@ -801,14 +801,7 @@ mod tests {
     #[test]
     fn the_code_in_the_programs_way_encodes_and_leaves_the_flags_alone() {
         let body = 3;
-        let kinds = [
-            Counted::Never,
-            Counted::Cached,
-            Counted::Callee,
-            Counted::Calls { cache: 0x10_0000 },
-            Counted::Returns,
-        ];
-        for counted in kinds {
+        for counted in pending::KINDS {
             for region in [Some(2), None] {
                 let pieces = [
                     entry(record(counted)).unwrap(),
