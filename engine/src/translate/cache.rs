@@ -232,8 +232,11 @@ struct Region {
     calls_miss: u64,
     /// The routine that writes a pending call's records (`pending`).
     write_pending: Range<u64>,
-    /// The resume routine (`pending`).
+    /// The resume routine (`pending`), and its entries for the quiet
+    /// paths of blocks ending in a call or in `ret`.
     resume: Range<u64>,
+    calling: u64,
+    returning: u64,
 }
 
 impl Region {
@@ -258,10 +261,11 @@ impl Region {
         memory.write(next, &bytes)?;
         let write_pending = next..next + bytes.len() as u64;
         let next = align(write_pending.end);
-        let bytes =
+        let routine =
             super::pending::resume_routine(next, write_pending.start).map_err(Error::Unexpected)?;
-        memory.write(next, &bytes)?;
-        let resume = next..next + bytes.len() as u64;
+        memory.write(next, &routine.bytes)?;
+        let resume = next..next + routine.bytes.len() as u64;
+        let (calling, returning) = (routine.calling, routine.returning);
         let free = align(resume.end);
         Ok(Region {
             layout,
@@ -276,6 +280,8 @@ impl Region {
             calls_miss,
             write_pending,
             resume,
+            calling,
+            returning,
         })
     }
 
@@ -743,6 +749,8 @@ impl Cache {
                 calls: region.calls,
                 write_pending: region.write_pending.start,
                 resume: region.resume.start,
+                calling: region.calling,
+                returning: region.returning,
                 capture,
                 cpuid_trap,
                 original,

@@ -7,7 +7,7 @@
 //! says that the call's last run was made in the thread's segment, and
 //! that its return then went on to a block whose record in the segment
 //! it kept, counts its run in its record of the segment (found in the
-//! table of records) and makes the call pending ([`calling`]: the
+//! table of records) and makes the call pending ([`resume_routine`]'s calling entry: the
 //! record and the stack pointer in `PENDING_CALL`). The call goes to the
 //! callee's segment of that last run (for an indirect call, when its
 //! target is that run's; else to a new segment, where the callee finds no
@@ -17,7 +17,7 @@
 //! target's first block counts its run too (`quiet::relay_entry`,
 //! `PENDING_RELAY`); the blocks of the callee that keep the context count
 //! theirs as always, and a block ending in `ret` counts its run too
-//! ([`returning`]: `PENDING_RETURN`). When the return matches the call
+//! ([`resume_routine`]'s returning entry: `PENDING_RETURN`). When the return matches the call
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
 //! its run in the record the cache entry kept ([`resume_routine`]) and
 //! the call is over, counted: the calling block's record says its runs
@@ -57,9 +57,7 @@ use super::area::{
 };
 use super::emit::Emit;
 use super::memory::Memory;
-use super::quiet::{
-    count_run, jump_if_equal_to, runs_word, subtract_rcx, to_fresh, CountLabels, RunsWord, Value,
-};
+use super::quiet::{runs_word, subtract_rcx, RunsWord};
 use super::translator::Refusal;
 
 /// Which runs of a translation may be counted in a record of it written
@@ -123,13 +121,6 @@ impl Counted {
     }
 }
 
-/// Labels of the rules here (above `quiet`'s).
-const CALLING_FREE: u64 = 0x910;
-const CALLING_CALLER: u64 = 0x911;
-const CALLING_RETURN: u64 = 0x912;
-const RETURNING: u64 = 0x918;
-const RETURNING_COUNT: u64 = 0x919;
-
 /// The word at `displacement` of the thread's area plus `base` (a
 /// register holding an offset in the area).
 fn area_word(base: Register, displacement: i64) -> MemoryOperand {
@@ -147,60 +138,6 @@ fn area_word(base: Register, displacement: i64) -> MemoryOperand {
 /// `mov qword gs:[offset], 0`.
 fn clear(code: &mut Emit, offset: u64) -> Result<(), Refusal> {
     code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(offset), 0))
-}
-
-/// In the quiet path of a block ending in a call (`id`, its cache
-/// entry at `cache`), rax and rcx in their slots: when no call is
-/// pending and the call's last run was made in the thread's segment
-/// (the cache entry's first word) with a record kept for its return
-/// (third word), the run counted in the block's record of the segment
-/// ([`count_run`]) makes the call pending; else a record.
-pub(super) fn calling(
-    code: &mut Emit,
-    id: u32,
-    cache: u64,
-    labels: CountLabels,
-    body: u64,
-) -> Result<(), Refusal> {
-    let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
-    code.load(rcx, PENDING_CALL)?;
-    code.jump(Code::Jrcxz_rel8_64, CALLING_FREE)?;
-    to_fresh(code)?;
-    code.label(CALLING_FREE);
-    code.load(rax, SEGMENT)?;
-    jump_if_equal_to(code, Value::Register(rax), slot(cache), CALLING_CALLER)?;
-    to_fresh(code)?;
-    code.label(CALLING_CALLER);
-    jump_if_equal_to(code, Value::Register(rax), slot(cache + 16), CALLING_RETURN)?;
-    to_fresh(code)?;
-    code.label(CALLING_RETURN);
-    count_run(code, id, labels, body, |code| {
-        code.save(PENDING_CALL, rax)?;
-        code.save(PENDING_CALL_SP, rsp)
-    })
-}
-
-/// In the quiet path of a block ending in `ret` (`id`), rax and rcx in
-/// their slots: in a pending call's callee, the run counted in the
-/// block's record of the segment ([`count_run`], kept in
-/// `PENDING_RETURN`); else a record.
-pub(super) fn returning(
-    code: &mut Emit,
-    id: u32,
-    labels: CountLabels,
-    body: u64,
-) -> Result<(), Refusal> {
-    let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
-    code.load(rcx, PENDING_CALLEE)?;
-    code.jump(Code::Jrcxz_rel8_64, RETURNING)?;
-    code.jump(Code::Jmp_rel32_64, RETURNING_COUNT)?;
-    code.label(RETURNING);
-    to_fresh(code)?;
-    code.label(RETURNING_COUNT);
-    count_run(code, id, labels, body, |code| {
-        code.save(PENDING_RETURN, rax)?;
-        code.save(PENDING_RETURN_SP, rsp)
-    })
 }
 
 /// What the resume routine needs of a translation (`quiet::resume_path`),
@@ -228,6 +165,8 @@ const TO_FRESH: u64 = 6;
 const PLAIN_FRESH: u64 = 7;
 const NOT_RELAYED: u64 = 8;
 const RETURNED_FAIL: u64 = 9;
+const CALLING: u64 = 10;
+const RETURNING: u64 = 11;
 
 /// The byte or word at `at` of the data word of the translation whose
 /// entry is in rdx.
@@ -243,8 +182,8 @@ fn data(at: i64) -> MemoryOperand {
 /// - a pending call's return (`RETURNED`): when the translation allows
 ///   ([`data_word`]) and the call's cache entry kept a record of the
 ///   translation in the thread's segment, the run counted there, the call
-///   over (for a block ending in a call, its own call pending when
-///   [`calling`]'s conditions hold);
+///   over (for a block ending in a call, its own call pending when the
+///   calling entry's conditions hold);
 /// - a normal return (`RETURN_CACHE`): the segment and the address of the
 ///   record it writes kept in the call's cache entry, when the
 ///   translation allows and no call is pending;
@@ -252,12 +191,18 @@ fn data(at: i64) -> MemoryOperand {
 ///   translation allows, the run counted in its record of the segment
 ///   (found in the table of records; kept in `PENDING_CALLEE`);
 ///
-/// then on at the translation's first instruction (its body entry,
+/// and its other entries, for the quiet paths of blocks ending in a call
+/// (`calling`: a pending call made) or in `ret` (`returning`: the run
+/// counted in a pending call's callee); then on at the translation's
+/// first instruction (its body entry,
 /// [`super::quiet::BODY_ENTRY`] bytes before its entry) when the run was
 /// counted, else at the writing of its record (its fresh entry), through
 /// `write_pending` (the routine writing a pending call's records first)
 /// while a call is pending.
-pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result<Vec<u8>, Refusal> {
+pub(super) fn resume_routine(
+    at: u64,
+    write_pending: u64,
+) -> std::result::Result<RuleRoutine, Refusal> {
     use super::quiet::{BODY_ENTRY, FRESH_ENTRY};
     let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
     let mut code = Emit::default();
@@ -273,12 +218,17 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
         code.push(Instruction::with1(Code::Inc_rm64, runs))?;
         code.save(RECORD, rax)
     };
-    code.save(super::area::RESUMING, rax)?;
-    code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
-    push(&mut code, Instruction::with1(Code::Seto_rm8, Register::AL))?;
-    code.save(super::area::RESUME_FLAGS, rax)?;
-    code.save(SAVE_RDX, rdx)?;
-    code.load(rdx, super::area::RESUMING)?;
+    // Each entry: the translation's entry kept, the flags and rdx saved,
+    // rdx the entry.
+    let enter = |code: &mut Emit| -> std::result::Result<(), Refusal> {
+        code.save(super::area::RESUMING, rax)?;
+        code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
+        code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
+        code.save(super::area::RESUME_FLAGS, rax)?;
+        code.save(SAVE_RDX, rdx)?;
+        code.load(rdx, super::area::RESUMING)
+    };
+    enter(&mut code)?;
 
     // A pending call's return.
     code.load(rcx, RETURNED)?;
@@ -439,6 +389,52 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
     count_in_segment(&mut code)?;
     code.save(PENDING_CALLEE, rax)?;
     code.save(PENDING_CALLEE_SP, rsp)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+
+    // A block ending in a call, from its quiet path: when no call is
+    // pending and the call's cache entry says its last run was made in
+    // the thread's segment with a record kept for its return, the run
+    // counted in the block's record of the segment makes the call
+    // pending.
+    code.label(CALLING);
+    enter(&mut code)?;
+    cmp_slot_zero(&mut code, PENDING_CALL)?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Mov_r32_rm32, Register::ECX, data(0)),
+    )?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Shl_rm64_imm8, rcx, 5u32),
+    )?;
+    code.load(rax, SEGMENT)?;
+    let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, cache(0), rax),
+    )?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    push(
+        &mut code,
+        Instruction::with2(Code::Cmp_rm64_r64, cache(16), rax),
+    )?;
+    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    count_in_segment(&mut code)?;
+    code.save(PENDING_CALL, rax)?;
+    code.save(PENDING_CALL_SP, rsp)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+
+    // A block ending in `ret`, from its quiet path: in a pending call's
+    // callee, the run counted in the block's record of the segment.
+    code.label(RETURNING);
+    enter(&mut code)?;
+    cmp_slot_zero(&mut code, PENDING_CALLEE)?;
+    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    count_in_segment(&mut code)?;
+    code.save(PENDING_RETURN, rax)?;
+    code.save(PENDING_RETURN_SP, rsp)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
 
     // On at the translation's first instruction, everything back.
     code.label(TO_BODY);
@@ -466,9 +462,30 @@ pub(super) fn resume_routine(at: u64, write_pending: u64) -> std::result::Result
     restore_flags(&mut code)?;
     code.load(rdx, SAVE_RDX)?;
     push(&mut code, Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
-    let (bytes, _) = super::encode::encode(&code.list, at)
+    let (bytes, offsets) = super::encode::encode(&code.list, at)
         .map_err(|error| format!("the resume routine: {error}"))?;
-    Ok(bytes)
+    let entry = |label: u64| {
+        let index = code.list.iter().position(|i| i.ip() == label);
+        index
+            .and_then(|index| offsets.get(index))
+            .map(|&offset| at + u64::from(offset))
+            .ok_or_else(|| "the resume routine: an entry missing".to_string())
+    };
+    Ok(RuleRoutine {
+        calling: entry(CALLING)?,
+        returning: entry(RETURNING)?,
+        bytes,
+    })
+}
+
+/// The resume routine's bytes and its other entries.
+pub(super) struct RuleRoutine {
+    /// The bytes, from its resume entry (`resume_routine`).
+    pub bytes: Vec<u8>,
+    /// Where the quiet path of a block ending in a call goes on.
+    pub calling: u64,
+    /// Where the quiet path of a block ending in `ret` goes on.
+    pub returning: u64,
 }
 
 /// In the resume routine (the translation's entry in rdx): when the
@@ -674,39 +691,10 @@ pub(super) const KINDS: [Counted; 6] = [
 
 #[cfg(test)]
 mod tests {
-    use super::super::encode::encode;
     use super::*;
 
-    /// Every piece encodes (its labels resolved against the others' fake
-    /// addresses) and changes no flag of the program.
-    fn flag_free(list: Vec<Instruction>) {
-        let mut list = list;
-        let mut body = Instruction::with(Code::Nopd);
-        body.set_ip(3);
-        list.push(body);
-        let mut fresh = Instruction::with(Code::Int3);
-        fresh.set_ip(super::super::quiet::FRESH);
-        list.push(fresh);
-        assert!(encode(&list, 0x7f00_0000_0000).is_ok());
-        for instruction in &list {
-            assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
-        }
-    }
-
-    const COUNTS: CountLabels = CountLabels {
-        test_record: 0x800,
-        miss: 0x801,
-        hit: 0x802,
-    };
-
     #[test]
-    fn the_rules_encode_and_leave_the_flags_alone() {
-        let mut code = Emit::default();
-        calling(&mut code, 7, 0x10_0000, COUNTS, 3).unwrap();
-        flag_free(code.list);
-        let mut code = Emit::default();
-        returning(&mut code, 7, COUNTS, 3).unwrap();
-        flag_free(code.list);
+    fn a_data_word_says_what_the_resume_routine_may_count() {
         for counted in KINDS {
             let word = data_word(counted, 7);
             assert_eq!(u32::from_le_bytes([word[0], word[1], word[2], word[3]]), 7);
@@ -716,9 +704,13 @@ mod tests {
     }
 
     #[test]
-    fn the_routines_encode() {
+    fn the_routines_encode_with_their_entries() {
         assert!(write_routine(0x7f00_0000_0000).is_ok());
-        assert!(resume_routine(0x7f00_0000_0000, 0x7f00_0000_1000).is_ok());
+        let at = 0x7f00_0000_0000;
+        let routine = resume_routine(at, 0x7f00_0000_1000).unwrap();
+        let end = at + routine.bytes.len() as u64;
+        assert!((at + 1..end).contains(&routine.calling));
+        assert!((routine.calling + 1..end).contains(&routine.returning));
     }
 
     #[test]

@@ -101,7 +101,7 @@ use super::area::{
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
-use super::pending::{self, Counted};
+use super::pending::Counted;
 use super::translator::{advance_cursor, write_record, RecordLayout, Refusal, SLOT_LEN};
 
 /// Label of the entry's new segment.
@@ -446,6 +446,29 @@ const QUIET_COUNT: CountLabels = CountLabels {
     hit: 0x802,
 };
 
+/// Where a translation's quiet path goes on for the rules of pending calls
+/// (`pending::resume_routine`'s entries).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Rules {
+    /// The translation's entry.
+    pub entry: u64,
+    /// The entry for a block ending in a call.
+    pub calling: u64,
+    /// The entry for a block ending in `ret`.
+    pub returning: u64,
+}
+
+/// rax the translation's `entry` (rax and rcx in their slots), then a
+/// jump to `rule`, an entry of the resume routine.
+fn to_rule(code: &mut Emit, entry: u64, rule: u64) -> Result<(), Refusal> {
+    code.push(Instruction::with2(
+        Code::Mov_r64_imm64,
+        Register::RAX,
+        entry,
+    ))?;
+    code.jump(Code::Jmp_rel32_64, rule)
+}
+
 /// The quiet path (label [`QUIET`]), after the block's end, ending in
 /// jumps to [`BUMP`], [`FRESH`] or the block's first instruction
 /// (`body`): rax and rcx saved; unless the block is in the segment's
@@ -459,6 +482,7 @@ pub(super) fn quiet_path(
     id: u32,
     region: u32,
     body: u64,
+    rules: Rules,
 ) -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
@@ -485,8 +509,8 @@ pub(super) fn quiet_path(
     code.label(TEST_SEGMENT);
     match counted {
         Counted::Cached => count_run(&mut code, id, QUIET_COUNT, body, |_| Ok(()))?,
-        Counted::Calls { cache } => pending::calling(&mut code, id, cache, QUIET_COUNT, body)?,
-        Counted::Returns => pending::returning(&mut code, id, QUIET_COUNT, body)?,
+        Counted::Calls { .. } => to_rule(&mut code, rules.entry, rules.calling)?,
+        Counted::Returns => to_rule(&mut code, rules.entry, rules.returning)?,
         Counted::Never | Counted::Callee | Counted::Relay { .. } => to_fresh(&mut code)?,
     }
     Ok(code.list)
@@ -795,17 +819,24 @@ mod tests {
         }
     }
 
+    /// Where quiet paths go on for the rules of pending calls.
+    const RULES: Rules = Rules {
+        entry: 0x7f00_0000_0100,
+        calling: 0x7f00_0010_0040,
+        returning: 0x7f00_0010_0080,
+    };
+
     /// What the program's code runs into: each piece encodes (at an
     /// address, its labels resolved against the others' fake addresses,
     /// see `encode`) and changes no flag of the program.
     #[test]
     fn the_code_in_the_programs_way_encodes_and_leaves_the_flags_alone() {
         let body = 3;
-        for counted in pending::KINDS {
+        for counted in super::super::pending::KINDS {
             for region in [Some(2), None] {
                 let pieces = [
                     entry(record(counted)).unwrap(),
-                    quiet_path(counted, 7, 2, body).unwrap(),
+                    quiet_path(counted, 7, 2, body, RULES).unwrap(),
                     resume_path(region, 0x7f00_0000_0100, 0x7f00_0010_0000).unwrap(),
                 ];
                 let mut list: Vec<Instruction> = pieces.concat();

@@ -473,6 +473,11 @@ pub(super) struct Target<'a> {
     /// The region's resume routine, where resume paths go on (see
     /// `pending`).
     pub resume: u64,
+    /// Its entries where the quiet paths of blocks ending in a call or in
+    /// `ret` go on.
+    pub calling: u64,
+    /// See [`Target::calling`].
+    pub returning: u64,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
     /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
@@ -521,6 +526,8 @@ pub(super) fn translate(
         calls,
         write_pending,
         resume,
+        calling,
+        returning,
         capture,
         cpuid_trap,
         original,
@@ -835,8 +842,13 @@ pub(super) fn translate(
     let runs = repeats || counts != Counted::Never;
     let quiet_path = code.list.len();
     if let (true, Some(region)) = (quiet_entry, region) {
+        let rules = quiet::Rules {
+            entry,
+            calling,
+            returning,
+        };
         code.list
-            .append(&mut quiet::quiet_path(counts, id, region, BODY)?);
+            .append(&mut quiet::quiet_path(counts, id, region, BODY, rules)?);
     }
     let resume_path = code.list.len();
     if quiet.is_some() && original.is_none() {
