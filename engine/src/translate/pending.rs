@@ -206,7 +206,6 @@ pub(super) fn resume_routine(
     use super::quiet::{BODY_ENTRY, FRESH_ENTRY};
     let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
     let mut code = Emit::default();
-    let push = |code: &mut Emit, built| code.push(built);
     let cmp_zero = |code: &mut Emit, operand: MemoryOperand| {
         code.push(Instruction::with2(Code::Cmp_rm8_imm8, operand, 0))
     };
@@ -232,76 +231,55 @@ pub(super) fn resume_routine(
 
     // A pending call's return.
     code.load(rcx, RETURNED)?;
-    push(&mut code, Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
+    code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
     code.jump(Code::Je_rel32_64, NOT_RETURNED)?;
     cmp_zero(&mut code, data(6))?;
     code.jump(Code::Je_rel32_64, RETURNED_FAIL)?;
     let kept = |at: i64| area_word(rcx, at);
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_r64_rm64, rax, kept(16)),
-    )?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_r64_rm64, rax, slot(SEGMENT)),
-    )?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, kept(16)))?;
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rax, slot(SEGMENT)))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_r64_rm64, rax, kept(24)),
-    )?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_r32_rm32, Register::ECX, data(0)),
-    )?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, kept(24)))?;
+    code.push(Instruction::with2(
+        Code::Mov_r32_rm32,
+        Register::ECX,
+        data(0),
+    ))?;
     let number = MemoryOperand::with_base(rax);
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, number, rcx),
-    )?;
+    code.push(Instruction::with2(Code::Cmp_rm64_r64, number, rcx))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     cmp_zero(&mut code, data(7))?;
     code.jump(Code::Jne_rel32_64, RETURNED_COUNT)?;
     // A block ending in a call: its own call pending when its cache entry
-    // says so (`calling`), and when its record in the segment is the one
+    // says so (as at the calling entry), and when its record in the segment is the one
     // kept (a call to another target takes it out of the table).
-    push(
-        &mut code,
-        Instruction::with2(Code::Shl_rm64_imm8, rcx, 5u32),
-    )?;
     code.load(rdx, SEGMENT)?;
-    let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, cache(0), rdx),
-    )?;
-    code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, cache(16), rdx),
-    )?;
-    code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
+    call_repeats_here(&mut code, rdx, RETURNED_FAIL)?;
     code.load(rcx, super::area::RESUMING)?;
     let spread = MemoryOperand::with_base_displ(rcx, 4 - super::quiet::DATA as i64);
-    push(
-        &mut code,
-        Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, spread),
-    )?;
+    code.push(Instruction::with2(
+        Code::Movzx_r32_rm16,
+        Register::ECX,
+        spread,
+    ))?;
     let index = MemoryOperand::new(rcx, rdx, 8, 0, 8, false, Register::None);
-    push(&mut code, Instruction::with2(Code::Lea_r64_m, rcx, index))?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX),
-    )?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, runs_word(RunsWord::Segment), rdx),
-    )?;
+    code.push(Instruction::with2(Code::Lea_r64_m, rcx, index))?;
+    code.push(Instruction::with2(
+        Code::Movzx_r32_rm16,
+        Register::ECX,
+        Register::CX,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        runs_word(RunsWord::Segment),
+        rdx,
+    ))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, runs_word(RunsWord::Record), rax),
-    )?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        runs_word(RunsWord::Record),
+        rax,
+    ))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     count(&mut code)?;
     for done in [RETURNED, PENDING_CALLEE, PENDING_RELAY, PENDING_RETURN] {
@@ -327,16 +305,17 @@ pub(super) fn resume_routine(
     // normal return keeps a record again.
     code.label(RETURNED_FAIL);
     code.load(rcx, RETURNED)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_rm64_imm32, area_word(rcx, 16), 0),
-    )?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        area_word(rcx, 16),
+        0,
+    ))?;
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
     // A normal return.
     code.label(NOT_RETURNED);
     code.load(rcx, RETURN_CACHE)?;
-    push(&mut code, Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
+    code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
     code.jump(Code::Je_rel32_64, NOT_RETURN)?;
     clear(&mut code, RETURN_CACHE)?;
     cmp_zero(&mut code, data(6))?;
@@ -344,21 +323,24 @@ pub(super) fn resume_routine(
     cmp_slot_zero(&mut code, PENDING_CALL)?;
     code.jump(Code::Jne_rel32_64, DROP_KEPT)?;
     code.load(rax, SEGMENT)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_rm64_r64, area_word(rcx, 16), rax),
-    )?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        area_word(rcx, 16),
+        rax,
+    ))?;
     code.load(rax, CURSOR)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_rm64_r64, area_word(rcx, 24), rax),
-    )?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        area_word(rcx, 24),
+        rax,
+    ))?;
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
     code.label(DROP_KEPT);
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_rm64_imm32, area_word(rcx, 16), 0),
-    )?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        area_word(rcx, 16),
+        0,
+    ))?;
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
     // The target of a PLT stub's jump, in a pending call once the stub's
@@ -400,26 +382,13 @@ pub(super) fn resume_routine(
     enter(&mut code)?;
     cmp_slot_zero(&mut code, PENDING_CALL)?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Mov_r32_rm32, Register::ECX, data(0)),
-    )?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Shl_rm64_imm8, rcx, 5u32),
-    )?;
+    code.push(Instruction::with2(
+        Code::Mov_r32_rm32,
+        Register::ECX,
+        data(0),
+    ))?;
     code.load(rax, SEGMENT)?;
-    let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, cache(0), rax),
-    )?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    push(
-        &mut code,
-        Instruction::with2(Code::Cmp_rm64_r64, cache(16), rax),
-    )?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    call_repeats_here(&mut code, rax, TO_FRESH)?;
     count_in_segment(&mut code)?;
     code.save(PENDING_CALL, rax)?;
     code.save(PENDING_CALL_SP, rsp)?;
@@ -445,7 +414,7 @@ pub(super) fn resume_routine(
     code.load(rdx, SAVE_RDX)?;
     code.load(rcx, TEMP)?;
     code.load(rax, SAVE_RAX)?;
-    push(&mut code, Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
+    code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
 
     // On at the writing of its record (rax and rcx in their slots).
     code.label(TO_FRESH);
@@ -461,7 +430,7 @@ pub(super) fn resume_routine(
     code.save(JUMP, rax)?;
     restore_flags(&mut code)?;
     code.load(rdx, SAVE_RDX)?;
-    push(&mut code, Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
+    code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
     let (bytes, offsets) = super::encode::encode(&code.list, at)
         .map_err(|error| format!("the resume routine: {error}"))?;
     let entry = |label: u64| {
@@ -523,6 +492,20 @@ fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
     let runs = MemoryOperand::with_base_displ(rax, 8);
     code.push(Instruction::with1(Code::Inc_rm64, runs))?;
     code.save(RECORD, rax)
+}
+
+/// In the resume routine, rcx the number of a translation ending in a
+/// call (lost): on to `fail` unless the call's cache entry says that its
+/// last run was made in the thread's segment (in `segment`) and that a
+/// record of the block its return went on to is kept in that segment.
+fn call_repeats_here(code: &mut Emit, segment: Register, fail: u64) -> Result<(), Refusal> {
+    let rcx = Register::RCX;
+    code.push(Instruction::with2(Code::Shl_rm64_imm8, rcx, 5u32))?;
+    let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
+    code.push(Instruction::with2(Code::Cmp_rm64_r64, cache(0), segment))?;
+    code.jump(Code::Jne_rel32_64, fail)?;
+    code.push(Instruction::with2(Code::Cmp_rm64_r64, cache(16), segment))?;
+    code.jump(Code::Jne_rel32_64, fail)
 }
 
 /// The tracee's flags back from the resume routine's slot (rax lost).
