@@ -153,6 +153,9 @@ pub(super) const WRITE_RDX: u64 = 288;
 pub(super) const RESUMING: u64 = 296;
 /// The tracee's flags in the resume routine (`lahf`/`seto`).
 pub(super) const RESUME_FLAGS: u64 = 304;
+/// The entry of the translation whose record the record routine writes
+/// (`records`).
+pub(super) const WRITING: u64 = 312;
 /// The slots of a pending call, from [`PENDING_CALL`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = 12;

@@ -21,6 +21,7 @@ use super::memory::Memory;
 use super::parts::{Lists, Parts, Trap};
 use super::plan::{self, Plan};
 use super::protect::Protection;
+use super::records::RecordEntries;
 use super::retire::Retiring;
 use super::timing::SystemCallWords;
 use super::translator::{self, Entrance, Lookup, Refusal, Target};
@@ -232,6 +233,9 @@ struct Region {
     calls_miss: u64,
     /// The routine that writes a pending call's records (`pending`).
     write_pending: Range<u64>,
+    /// The record routine (`records`), and its entries.
+    records: Range<u64>,
+    record_entries: RecordEntries,
     /// The resume routine (`pending`), and its entries for the quiet
     /// paths of blocks ending in a call or in `ret`.
     resume: Range<u64>,
@@ -266,7 +270,12 @@ impl Region {
         memory.write(next, &routine.bytes)?;
         let resume = next..next + routine.bytes.len() as u64;
         let (calling, returning) = (routine.calling, routine.returning);
-        let free = align(resume.end);
+        let next = align(resume.end);
+        let record =
+            super::records::record_routine(next, write_pending.start).map_err(Error::Unexpected)?;
+        memory.write(next, &record.bytes)?;
+        let records = next..next + record.bytes.len() as u64;
+        let free = align(records.end);
         Ok(Region {
             layout,
             free,
@@ -279,6 +288,8 @@ impl Region {
             calls,
             calls_miss,
             write_pending,
+            records,
+            record_entries: record.entries,
             resume,
             calling,
             returning,
@@ -431,6 +442,14 @@ impl Cache {
             .any(|region| region.write_pending.contains(&addr))
     }
 
+    /// Whether `addr` is in the routine that writes translations' records
+    /// (`records`), in a region.
+    pub fn writes_record(&self, addr: u64) -> bool {
+        self.regions
+            .iter()
+            .any(|region| region.records.contains(&addr))
+    }
+
     /// Whether a thread at `addr` holds no state of the instrumentation,
     /// so a signal handler may run there: outside the code cache, in a
     /// translation's header (exit slots and stubs), at a translation's
@@ -450,6 +469,7 @@ impl Cache {
             || (region.jumps..region.jumps_miss).contains(&addr)
             || (region.calls..region.calls_miss).contains(&addr)
             || region.write_pending.contains(&addr)
+            || region.records.contains(&addr)
             || region.resume.contains(&addr)
         {
             return false;
@@ -747,7 +767,7 @@ impl Cache {
                 returns: region.returns,
                 jumps: region.jumps,
                 calls: region.calls,
-                write_pending: region.write_pending.start,
+                records: region.record_entries,
                 resume: region.resume.start,
                 calling: region.calling,
                 returning: region.returning,

@@ -125,6 +125,7 @@ mod plan;
 pub(crate) use plan::RunPlan;
 mod protect;
 mod quiet;
+mod records;
 mod retire;
 mod signals;
 mod space;

@@ -57,7 +57,7 @@ use super::area::{
 };
 use super::emit::Emit;
 use super::memory::Memory;
-use super::quiet::{runs_word, subtract_rcx, RunsWord};
+use super::quiet::{runs_index_of, runs_word, subtract_rcx, RunsWord};
 use super::translator::Refusal;
 
 /// Which runs of a translation may be counted in a record of it written
@@ -256,19 +256,7 @@ pub(super) fn resume_routine(
     code.load(rdx, SEGMENT)?;
     call_repeats_here(&mut code, rdx, RETURNED_FAIL)?;
     code.load(rcx, super::area::RESUMING)?;
-    let spread = MemoryOperand::with_base_displ(rcx, 4 - super::quiet::DATA as i64);
-    code.push(Instruction::with2(
-        Code::Movzx_r32_rm16,
-        Register::ECX,
-        spread,
-    ))?;
-    let index = MemoryOperand::new(rcx, rdx, 8, 0, 8, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, rcx, index))?;
-    code.push(Instruction::with2(
-        Code::Movzx_r32_rm16,
-        Register::ECX,
-        Register::CX,
-    ))?;
+    runs_index_of(&mut code, rcx, rdx)?;
     code.push(Instruction::with2(
         Code::Cmp_rm64_r64,
         runs_word(RunsWord::Segment),
@@ -430,6 +418,7 @@ pub(super) fn resume_routine(
     code.save(JUMP, rax)?;
     restore_flags(&mut code)?;
     code.load(rdx, SAVE_RDX)?;
+    code.load(rax, super::area::RESUMING)?;
     code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
     let (bytes, offsets) = super::encode::encode(&code.list, at)
         .map_err(|error| format!("the resume routine: {error}"))?;
@@ -464,18 +453,7 @@ pub(super) struct RuleRoutine {
 fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
     let (rax, rcx) = (Register::RAX, Register::RCX);
     code.load(rax, SEGMENT)?;
-    code.push(Instruction::with2(
-        Code::Movzx_r32_rm16,
-        Register::ECX,
-        data(4),
-    ))?;
-    let index = MemoryOperand::new(rcx, rax, 8, 0, 8, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, rcx, index))?;
-    code.push(Instruction::with2(
-        Code::Movzx_r32_rm16,
-        Register::ECX,
-        Register::CX,
-    ))?;
+    runs_index_of(code, Register::RDX, rax)?;
     let segment = runs_word(RunsWord::Segment);
     code.push(Instruction::with2(Code::Cmp_rm64_r64, segment, rax))?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
@@ -624,6 +602,9 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
         clear(&mut code, done)?;
     }
     code.load(rdx, WRITE_RDX)?;
+    // The fresh entry is entered with rax its translation's entry.
+    code.load(rax, BACK)?;
+    code.lea(rax, rax, super::quiet::FRESH_ENTRY as i64)?;
     code.push(Instruction::with1(Code::Jmp_rm64, slot(BACK)))?;
     let (bytes, _) = super::encode::encode(&code.list, at)
         .map_err(|error| format!("the routine of pending calls: {error}"))?;

@@ -95,13 +95,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, BACK, LIVE_CALLS, NEXT_SEGMENT, PENDING_CALL, PENDING_ENTRY, RECORD, RELAYING,
-    RESUME, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION, SEGMENT_SP,
-    TARGET, TEMP, TOP_CALL,
+    slot, Area, LIVE_CALLS, NEXT_SEGMENT, PENDING_CALL, PENDING_ENTRY, RECORD, RELAYING, RESUME,
+    RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP,
+    TOP_CALL,
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
 use super::pending::Counted;
+use super::records::RecordEntries;
 use super::translator::{advance_cursor, write_record, RecordLayout, Refusal, SLOT_LEN};
 
 /// Label of the entry's new segment.
@@ -209,6 +210,27 @@ fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal
     code.push(low)
 }
 
+/// rcx = the index in the table of records of the translation whose
+/// entry's address is in `entry` for the segment whose number is in
+/// `segment`: as [`runs_index`], the spread read from the translation's
+/// data word (`pending::data_word`).
+pub(super) fn runs_index_of(
+    code: &mut Emit,
+    entry: Register,
+    segment: Register,
+) -> Result<(), Refusal> {
+    let spread = MemoryOperand::with_base_displ(entry, 4 - DATA as i64);
+    code.push(Instruction::with2(
+        Code::Movzx_r32_rm16,
+        Register::ECX,
+        spread,
+    ))?;
+    let index = MemoryOperand::new(Register::RCX, segment, 8, 0, 8, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, Register::RCX, index))?;
+    let low = Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX);
+    code.push(low)
+}
+
 /// What an entry of the table of records holds.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum RunsWord {
@@ -247,12 +269,19 @@ pub(super) struct Record {
     pub counted: Counted,
     /// The sink's region of the block (`EventSink::place`), if it has one.
     pub region: Option<u32>,
-    /// The address of its fresh entry ([`FRESH_ENTRY`] bytes before its
-    /// entry).
-    pub fresh_entry: u64,
-    /// The region's routine that writes a pending call's records
-    /// (`pending::write_routine`).
-    pub write_pending: u64,
+    /// The translation's entry.
+    pub entry: u64,
+    /// The entries of the region's record routine (`records`).
+    pub records: RecordEntries,
+}
+
+impl Record {
+    /// The entry of the record routine that writes this record, when it
+    /// writes records of its layout.
+    pub fn written_by_routine(&self) -> Option<u64> {
+        let in_table = self.counted != Counted::Never;
+        self.records.writing(self.layout, in_table)
+    }
 }
 
 /// What a quiet test compares with a slot.
@@ -300,46 +329,56 @@ fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Resu
 }
 
 /// `register` = a new segment number, the thread's count moved on.
-fn new_segment(code: &mut Emit, register: Register) -> Result<(), Refusal> {
+pub(super) fn new_segment(code: &mut Emit, register: Register) -> Result<(), Refusal> {
     code.load(register, NEXT_SEGMENT)?;
     code.lea(register, register, 1)?;
     code.save(NEXT_SEGMENT, register)
 }
 
-/// rcx back from its slot, then a jump to the record's writing (label
-/// [`FRESH`]).
+/// A jump to the record's writing (label [`FRESH`]), rax and rcx in
+/// their slots.
 pub(super) fn to_fresh(code: &mut Emit) -> Result<(), Refusal> {
-    code.load(Register::RCX, TEMP)?;
     code.jump(Code::Jmp_rel32_64, FRESH)
 }
 
-/// The entry: rax and rcx saved, a new segment (label [`BUMP`]: number,
-/// stack pointer, region), then (label [`FRESH`], where rax and rcx are
-/// in their slots and rcx is the program's) the records of a pending
-/// call first, by the region's routine (`pending`), which goes back to
-/// the fresh entry (label [`WRITE`]); then the record appended at the
-/// cursor (`write_record`), entered in the table of records unless
-/// [`Counted::Never`], the cursor moved, rax back.
+/// rax = the translation's `entry` (`lea`, relative to the instruction),
+/// then a jump to `routine`, a routine of the region (rax and rcx in
+/// their slots).
+fn to_routine(code: &mut Emit, entry: u64, routine: u64) -> Result<(), Refusal> {
+    let address = MemoryOperand::new(
+        Register::RIP,
+        Register::None,
+        1,
+        entry as i64,
+        8,
+        false,
+        Register::None,
+    );
+    code.push(Instruction::with2(Code::Lea_r64_m, Register::RAX, address))?;
+    code.jump(Code::Jmp_rel32_64, routine)
+}
+
+/// The entry: rax and rcx saved; (label [`BUMP`]) the segment's region
+/// the block's, then a new segment by the region's record routine
+/// (`records`), which goes on at label [`FRESH`]: the records of a
+/// pending call first, then the fresh entry, whose `jmp` leads to the
+/// writing of the record, by the routine for the layouts it has, else
+/// here (label [`WRITE`], rax and rcx in their slots): the record
+/// appended at the cursor (`write_record`), entered in the table of
+/// records unless [`Counted::Never`], the cursor moved, rax back.
 pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
-    let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
+    let (rax, rcx) = (Register::RAX, Register::RCX);
     let mut code = Emit::default();
     code.save(SAVE_RAX, rax)?;
     code.save(TEMP, rcx)?;
     code.label(BUMP);
-    new_segment(&mut code, rax)?;
-    code.save(SEGMENT, rax)?;
-    code.save(SEGMENT_SP, rsp)?;
     set_region(&mut code, record.region)?;
+    to_routine(&mut code, record.entry, record.records.bump)?;
     code.label(FRESH);
-    code.load(rcx, PENDING_CALL)?;
-    code.jump(Code::Jrcxz_rel8_64, WRITE)?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_imm64,
-        rcx,
-        record.fresh_entry,
-    ))?;
-    code.save(BACK, rcx)?;
-    code.jump(Code::Jmp_rel32_64, record.write_pending)?;
+    to_routine(&mut code, record.entry, record.records.fresh)?;
+    if record.written_by_routine().is_some() {
+        return Ok(code.list);
+    }
     code.label(WRITE);
     code.load(rcx, TEMP)?;
     write_record(&mut code, record.layout)?;
@@ -458,17 +497,6 @@ pub(super) struct Rules {
     pub returning: u64,
 }
 
-/// rax the translation's `entry` (rax and rcx in their slots), then a
-/// jump to `rule`, an entry of the resume routine.
-fn to_rule(code: &mut Emit, entry: u64, rule: u64) -> Result<(), Refusal> {
-    code.push(Instruction::with2(
-        Code::Mov_r64_imm64,
-        Register::RAX,
-        entry,
-    ))?;
-    code.jump(Code::Jmp_rel32_64, rule)
-}
-
 /// The quiet path (label [`QUIET`]), after the block's end, ending in
 /// jumps to [`BUMP`], [`FRESH`] or the block's first instruction
 /// (`body`): rax and rcx saved; unless the block is in the segment's
@@ -509,8 +537,8 @@ pub(super) fn quiet_path(
     code.label(TEST_SEGMENT);
     match counted {
         Counted::Cached => count_run(&mut code, id, QUIET_COUNT, body, |_| Ok(()))?,
-        Counted::Calls { .. } => to_rule(&mut code, rules.entry, rules.calling)?,
-        Counted::Returns => to_rule(&mut code, rules.entry, rules.returning)?,
+        Counted::Calls { .. } => to_routine(&mut code, rules.entry, rules.calling)?,
+        Counted::Returns => to_routine(&mut code, rules.entry, rules.returning)?,
         Counted::Never | Counted::Callee | Counted::Relay { .. } => to_fresh(&mut code)?,
     }
     Ok(code.list)
@@ -718,12 +746,7 @@ pub(super) fn resume_path(
     code.save(SAVE_RAX, Register::RAX)?;
     set_region(&mut code, region)?;
     code.save(TEMP, Register::RCX)?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_imm64,
-        Register::RAX,
-        entry,
-    ))?;
-    code.jump(Code::Jmp_rel32_64, routine)?;
+    to_routine(&mut code, entry, routine)?;
     Ok(code.list)
 }
 
@@ -804,19 +827,46 @@ mod tests {
     use super::super::encode::encode;
     use super::*;
 
-    fn record(counted: Counted) -> Record {
+    /// The entries of a region's record routine.
+    const RECORDS: RecordEntries = RecordEntries {
+        bump: 0x7f00_0020_0000,
+        fresh: 0x7f00_0020_0040,
+        counted: 0x7f00_0020_0080,
+        plain: 0x7f00_0020_00c0,
+    };
+
+    /// A translation's record, of `bytes` (24: the layout the record
+    /// routine writes; 32: one with a recorded word, written by the
+    /// translation).
+    fn record(counted: Counted, bytes: u64) -> Record {
         Record {
             layout: RecordLayout {
                 id: 7,
-                bytes: 24,
+                bytes,
                 runs: true,
                 record_slot: true,
             },
             counted,
             region: Some(2),
-            fresh_entry: 0x7f00_0000_0000,
-            write_pending: 0x7f00_0010_0000,
+            entry: 0x7f00_0000_0100,
+            records: RECORDS,
         }
+    }
+
+    #[test]
+    fn the_entry_writes_the_record_itself_only_in_a_layout_the_routine_has_not() {
+        let has_write = |record: Record| {
+            let list = entry(record).unwrap();
+            list.iter().any(|instruction| instruction.ip() == WRITE)
+        };
+        let counted = Counted::Cached;
+        assert_eq!(
+            record(counted, 24).written_by_routine(),
+            Some(RECORDS.counted)
+        );
+        assert!(!has_write(record(counted, 24)));
+        assert_eq!(record(counted, 32).written_by_routine(), None);
+        assert!(has_write(record(counted, 32)));
     }
 
     /// Where quiet paths go on for the rules of pending calls.
@@ -833,9 +883,9 @@ mod tests {
     fn the_code_in_the_programs_way_encodes_and_leaves_the_flags_alone() {
         let body = 3;
         for counted in super::super::pending::KINDS {
-            for region in [Some(2), None] {
+            for (region, bytes) in [(Some(2), 24), (None, 32)] {
                 let pieces = [
-                    entry(record(counted)).unwrap(),
+                    entry(record(counted, bytes)).unwrap(),
                     quiet_path(counted, 7, 2, body, RULES).unwrap(),
                     resume_path(region, 0x7f00_0000_0100, 0x7f00_0010_0000).unwrap(),
                 ];

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::event::{EventSink, Lifecycle, SystemCall, Thread};
 use crate::ptrace::{self, Regs};
 
-use super::area::{Area, BACK, RECORD, SAVE_RAX, TARGET, TEMP, WRITE_RDX};
+use super::area::{Area, BACK, RECORD, SAVE_RAX, SAVE_RDX, TARGET, TEMP, WRITE_RDX, WRITING};
 use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Replaying, Saved};
 use super::cache::{Cache, Stub};
 use super::inject;
@@ -228,6 +228,13 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 let back = memory.read_u64(area.at(BACK))?;
                 Some(back + quiet::FRESH_ENTRY)
                     .filter(|&entry| self.space.cache.entry_holding(entry) == Some(entry))
+            } else if self.space.cache.writes_record(regs.rip) {
+                // In the routine writing a translation's record: rcx and
+                // rdx are in their slots too.
+                regs.rcx = memory.read_u64(area.at(TEMP))?;
+                regs.rdx = memory.read_u64(area.at(SAVE_RDX))?;
+                let entry = memory.read_u64(area.at(WRITING))?;
+                Some(entry).filter(|&entry| self.space.cache.entry_holding(entry) == Some(entry))
             } else {
                 self.space.cache.entry_holding(regs.rip)
             };

@@ -88,6 +88,7 @@ use super::emit::Emit;
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
 use super::pending::{self, Counted};
 use super::quiet;
+use super::records::RecordEntries;
 use super::timing::{self, SystemCallWords};
 use crate::event::{Place, Repeat};
 
@@ -467,9 +468,8 @@ pub(super) struct Target<'a> {
     /// The region's lookup routine of indirect calls with quiet runs (to
     /// the target's resume entry, see `quiet`).
     pub calls: u64,
-    /// The region's routine that writes a pending call's records (see
-    /// `pending`).
-    pub write_pending: u64,
+    /// The entries of the region's record routine (see `records`).
+    pub records: RecordEntries,
     /// The region's resume routine, where resume paths go on (see
     /// `pending`).
     pub resume: u64,
@@ -524,7 +524,7 @@ pub(super) fn translate(
         returns,
         jumps,
         calls,
-        write_pending,
+        records,
         resume,
         calling,
         returning,
@@ -860,24 +860,26 @@ pub(super) fn translate(
         Some(bytes) => check(block.addr, bytes)?,
         None => Vec::new(),
     };
+    let record = quiet::Record {
+        layout: RecordLayout {
+            id,
+            bytes: recorder.record_bytes() + 8 * u64::from(runs),
+            runs,
+            record_slot: recorder.words() > 0 || runs,
+        },
+        counted: counts,
+        // The segment a new one starts is in the block's region.
+        region: place.map(|place| place.region),
+        entry,
+        records,
+    };
     list.append(&mut match (counted, quiet.is_some()) {
         (true, _) => counting_prologue(id)?,
-        (false, true) => quiet::entry(quiet::Record {
-            layout: RecordLayout {
-                id,
-                bytes: recorder.record_bytes() + 8 * u64::from(runs),
-                runs,
-                record_slot: recorder.words() > 0 || runs,
-            },
-            counted: counts,
-            // The segment a new one starts is in the block's region.
-            region: place.map(|place| place.region),
-            fresh_entry: entry - quiet::FRESH_ENTRY,
-            write_pending,
-        })?,
+        (false, true) => quiet::entry(record)?,
         (false, false) => prologue(id, &recorder, repeats)?,
     });
-    // Where the fresh entry goes on: the record's writing (`quiet`).
+    // Where the fresh entry goes on: the record's writing (`quiet`), by
+    // the region's record routine or in the translation.
     let write_path = list
         .iter()
         .position(|instruction| instruction.ip() == quiet::WRITE);
@@ -897,7 +899,8 @@ pub(super) fn translate(
     let quiet_path = quiet_jump.and_then(|_| at_offset(&quiet_path));
     let write_path = write_path
         .and_then(|index| offsets.get(index))
-        .map(|&offset| entry + u64::from(offset));
+        .map(|&offset| entry + u64::from(offset))
+        .or_else(|| record.written_by_routine());
     let resume_path = match original {
         None => at_offset(&resume_path),
         Some(_) => None,
