@@ -547,7 +547,8 @@ fn returning_record(code: &mut Emit, none: u64) -> Result<(), Refusal> {
 /// The routine, encoded at `at`, that writes the pending call's records
 /// in order, entered by a jump from a translation's record writing (rax
 /// and rcx in their slots, a call pending) and going back through the
-/// `BACK` slot (the translation's fresh entry), flags untouched: at the
+/// `BACK` slot (the translation's fresh entry, rax its entry), flags
+/// untouched: at the
 /// cursor, the calling block's record, the callee's first block's and
 /// the returning block's (when they ran and are not the callee's first),
 /// each with one run and the stack pointer of its run; only then (a store

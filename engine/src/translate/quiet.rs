@@ -30,10 +30,13 @@
 //!
 //! - its entry ([`entry`]): a new segment (number, stack pointer,
 //!   region), then the record (label `FRESH`: first the records of a
-//!   pending call, `pending`);
+//!   pending call, `pending`), the shared steps by the region's record
+//!   routine (`records`);
 //! - its fresh entry, a `jmp` in its header ([`FRESH_ENTRY`] bytes before
-//!   the entry) to the writing of its record (label [`WRITE`]), where
-//!   the routine writing a pending call's records goes back;
+//!   the entry) to the writing of its record (an entry of the record
+//!   routine, or label [`WRITE`] for a record of another layout), where
+//!   the routine writing a pending call's records goes back; it is
+//!   entered with rax the translation's entry;
 //! - its resume entry (below);
 //!
 //! and one of a block quiet exits may lead to (one with a place that
