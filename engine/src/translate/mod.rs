@@ -114,6 +114,7 @@ mod cache;
 mod capture;
 mod emit;
 mod encode;
+mod flags;
 mod inject;
 mod interned;
 mod invalidate;

@@ -85,10 +85,11 @@
 //! runs so ("cached"): the record of a block left otherwise must come
 //! right before the next block's, whose arrival the replay computes from
 //! it (but in a pending call, whose records come in order when it needs
-//! them, `pending`). Tests are `not`/`lea`/`jrcxz`, flags untouched; rax and rcx are
-//! saved in the thread's slots, and rcx is the program's again before the
-//! record is written (a record store that faults in a guard page restarts
-//! the translation at its entry, see `stops`). The tracer starts a new
+//! them, `pending`). Tests are `not`/`lea`/`jrcxz`, flags untouched (but
+//! `cmp` in the quiet path of a block that gives every status flag a value
+//! before it reads one, `flags`); rax and rcx are saved in the thread's
+//! slots (a record store that faults in a guard page restarts the
+//! translation at its entry, see `stops`). The tracer starts a new
 //! segment and empties the stack of calls whenever it empties or hands
 //! off a buffer half (`Area`), so no run is ever counted in a record it
 //! has read.
@@ -109,9 +110,9 @@ use super::records::RecordEntries;
 use super::translator::{advance_cursor, write_record, RecordLayout, Refusal, SLOT_LEN};
 
 /// Label of the entry's new segment.
-pub(super) const BUMP: u64 = 5;
+const BUMP: u64 = 5;
 /// Label of the record's writing.
-pub(super) const FRESH: u64 = 6;
+const FRESH: u64 = 6;
 /// Label of the quiet path.
 const QUIET: u64 = 7;
 /// Label of the quiet path's test of the stack pointer.
@@ -289,7 +290,7 @@ impl Record {
 
 /// What a quiet test compares with a slot.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Value {
+enum Value {
     /// A register.
     Register(Register),
     /// A number.
@@ -305,17 +306,12 @@ pub(super) fn subtract_rcx(code: &mut Emit, from: Register, into: Register) -> R
     code.push(Instruction::with2(Code::Lea_r64_m, into, sum))
 }
 
-/// rcx = `value` minus the word at `operand`, flags untouched (`not`,
+/// rcx = `value` minus the slot at `offset`, flags untouched (`not`,
 /// `lea`), then `jrcxz` to `equal`: on when they differ, rcx not the
 /// program's.
-pub(super) fn jump_if_equal_to(
-    code: &mut Emit,
-    value: Value,
-    operand: MemoryOperand,
-    equal: u64,
-) -> Result<(), Refusal> {
+fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Result<(), Refusal> {
     let rcx = Register::RCX;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, operand))?;
+    code.load(rcx, offset)?;
     match value {
         Value::Register(from) => subtract_rcx(code, from, rcx)?,
         Value::Number(number) => {
@@ -324,11 +320,6 @@ pub(super) fn jump_if_equal_to(
         }
     }
     code.jump(Code::Jrcxz_rel8_64, equal)
-}
-
-/// [`jump_if_equal_to`] the slot at `offset`.
-fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Result<(), Refusal> {
-    jump_if_equal_to(code, value, slot(offset), equal)
 }
 
 /// `register` = a new segment number, the thread's count moved on.
@@ -340,7 +331,7 @@ pub(super) fn new_segment(code: &mut Emit, register: Register) -> Result<(), Ref
 
 /// A jump to the record's writing (label [`FRESH`]), rax and rcx in
 /// their slots.
-pub(super) fn to_fresh(code: &mut Emit) -> Result<(), Refusal> {
+fn to_fresh(code: &mut Emit) -> Result<(), Refusal> {
     code.jump(Code::Jmp_rel32_64, FRESH)
 }
 
@@ -409,33 +400,37 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
     Ok(code.list)
 }
 
-/// The labels of one [`count_run`] (each use in a translation has its
-/// own).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct CountLabels {
-    /// The test of the number in the entry's record.
-    pub test_record: u64,
-    /// Its miss.
-    pub miss: u64,
-    /// One more run in the segment's record.
-    pub hit: u64,
-}
-
 /// With rax and rcx in their slots: when the thread's table of records
 /// holds a record of translation `id` in the thread's segment (its entry
 /// for them has the segment, and the record it points at the number),
 /// one more run there (its address in rax and in the `RECORD` slot, for
-/// a block that loops on itself), then `counted` (rax the record, rcx
-/// free), rcx and rax back and a jump to `body`; else a record
-/// ([`to_fresh`]).
-pub(super) fn count_run(
-    code: &mut Emit,
-    id: u32,
-    labels: CountLabels,
-    body: u64,
-    counted: impl FnOnce(&mut Emit) -> Result<(), Refusal>,
-) -> Result<(), Refusal> {
+/// a block that loops on itself), rcx and rax back and a jump to `body`;
+/// else a record ([`to_fresh`]). With `flags` free, the tests are `cmp`.
+fn count_run(code: &mut Emit, id: u32, body: u64, flags: Flags) -> Result<(), Refusal> {
     let (rax, rcx) = (Register::RAX, Register::RCX);
+    if flags == Flags::Free {
+        code.load(rax, SEGMENT)?;
+        runs_index(code, rax, id)?;
+        let segment = runs_word(RunsWord::Segment);
+        code.push(Instruction::with2(Code::Cmp_rm64_r64, segment, rax))?;
+        code.jump(Code::Jne_rel32_64, MISS)?;
+        code.push(Instruction::with2(
+            Code::Mov_r64_rm64,
+            rax,
+            runs_word(RunsWord::Record),
+        ))?;
+        let number = MemoryOperand::with_base(rax);
+        code.push(Instruction::with2(Code::Cmp_rm64_imm32, number, id as i32))?;
+        code.jump(Code::Jne_rel32_64, MISS)?;
+        code.save(RECORD, rax)?;
+        let runs = MemoryOperand::with_base_displ(rax, 8);
+        code.push(Instruction::with1(Code::Inc_rm64, runs))?;
+        code.load(rcx, TEMP)?;
+        code.load(rax, SAVE_RAX)?;
+        code.jump(Code::Jmp_rel32_64, body)?;
+        code.label(MISS);
+        return to_fresh(code);
+    }
     // rcx = the segment minus the entry's.
     code.load(rax, SEGMENT)?;
     runs_index(code, rax, id)?;
@@ -445,11 +440,11 @@ pub(super) fn count_run(
         runs_word(RunsWord::Segment),
     ))?;
     subtract_rcx(code, rax, rcx)?;
-    code.jump(Code::Jrcxz_rel8_64, labels.test_record)?;
-    code.label(labels.miss);
+    code.jump(Code::Jrcxz_rel8_64, TEST_RECORD)?;
+    code.label(MISS);
     to_fresh(code)?;
     // rcx = this number minus the record's.
-    code.label(labels.test_record);
+    code.label(TEST_RECORD);
     runs_index(code, rax, id)?;
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
@@ -460,12 +455,11 @@ pub(super) fn count_run(
     code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, number))?;
     code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     code.lea(rcx, rcx, i64::from(id) + 1)?;
-    code.jump(Code::Jrcxz_rel8_64, labels.hit)?;
-    code.jump(Code::Jmp_rel32_64, labels.miss)?;
-    code.label(labels.hit);
+    code.jump(Code::Jrcxz_rel8_64, HIT)?;
+    code.jump(Code::Jmp_rel32_64, MISS)?;
+    code.label(HIT);
     code.save(RECORD, rax)?;
     add_run(code, rax)?;
-    counted(code)?;
     code.load(rcx, TEMP)?;
     code.load(rax, SAVE_RAX)?;
     code.jump(Code::Jmp_rel32_64, body)
@@ -480,13 +474,23 @@ fn add_run(code: &mut Emit, record: Register) -> Result<(), Refusal> {
     code.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))
 }
 
-/// The labels of the quiet path's [`count_run`] (above the labels of the
-/// checks of a translation's code).
-const QUIET_COUNT: CountLabels = CountLabels {
-    test_record: 0x800,
-    miss: 0x801,
-    hit: 0x802,
-};
+/// Labels of [`count_run`] (above the labels of the checks of a
+/// translation's code): the test of the number in the entry's record, its
+/// miss, one more run in the segment's record.
+const TEST_RECORD: u64 = 0x800;
+const MISS: u64 = 0x801;
+const HIT: u64 = 0x802;
+
+/// Whether a translation's code at its entry may change the program's
+/// status flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Flags {
+    /// No: the block may read them before it gives them values.
+    Kept,
+    /// Yes: the block gives them all values before it reads any
+    /// (`flags::status_flags_dead`).
+    Free,
+}
 
 /// Where a translation's quiet path goes on for the rules of pending calls
 /// (`pending::resume_routine`'s entries).
@@ -514,32 +518,51 @@ pub(super) fn quiet_path(
     region: u32,
     body: u64,
     rules: Rules,
+    flags: Flags,
 ) -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
     code.label(QUIET);
     code.save(SAVE_RAX, rax)?;
     code.save(TEMP, rcx)?;
-    jump_if_equal(&mut code, Value::Number(region), SEGMENT_REGION, TEST_STACK)?;
-    code.jump(Code::Jmp_rel32_64, BUMP)?;
-    code.label(TEST_STACK);
-    // rax = the segment's stack pointer minus the thread's, rcx = that
-    // without its low 16 bits: 0 when the thread's is at most 64 KiB
-    // below the segment's, or at it.
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, rsp))?;
-    code.load(rax, SEGMENT_SP)?;
-    subtract_rcx(&mut code, rax, rax)?;
-    code.push(Instruction::with2(
-        Code::Movzx_r32_rm16,
-        Register::ECX,
-        Register::AX,
-    ))?;
-    subtract_rcx(&mut code, rax, rcx)?;
-    code.jump(Code::Jrcxz_rel8_64, TEST_SEGMENT)?;
-    code.jump(Code::Jmp_rel32_64, BUMP)?;
+    match flags {
+        Flags::Kept => {
+            jump_if_equal(&mut code, Value::Number(region), SEGMENT_REGION, TEST_STACK)?;
+            code.jump(Code::Jmp_rel32_64, BUMP)?;
+            code.label(TEST_STACK);
+            // rax = the segment's stack pointer minus the thread's, rcx =
+            // that without its low 16 bits: 0 when the thread's is at most
+            // 64 KiB below the segment's, or at it.
+            code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, rsp))?;
+            code.load(rax, SEGMENT_SP)?;
+            subtract_rcx(&mut code, rax, rax)?;
+            code.push(Instruction::with2(
+                Code::Movzx_r32_rm16,
+                Register::ECX,
+                Register::AX,
+            ))?;
+            subtract_rcx(&mut code, rax, rcx)?;
+            code.jump(Code::Jrcxz_rel8_64, TEST_SEGMENT)?;
+            code.jump(Code::Jmp_rel32_64, BUMP)?;
+        }
+        Flags::Free => {
+            // The same tests with `cmp` (the region as `set_region`
+            // writes it).
+            code.push(Instruction::with2(
+                Code::Cmp_rm64_imm32,
+                slot(SEGMENT_REGION),
+                region as i32,
+            ))?;
+            code.jump(Code::Jne_rel32_64, BUMP)?;
+            code.load(rax, SEGMENT_SP)?;
+            code.push(Instruction::with2(Code::Sub_r64_rm64, rax, rsp))?;
+            code.push(Instruction::with2(Code::Cmp_rm64_imm32, rax, 0xffff))?;
+            code.jump(Code::Ja_rel32_64, BUMP)?;
+        }
+    }
     code.label(TEST_SEGMENT);
     match counted {
-        Counted::Cached => count_run(&mut code, id, QUIET_COUNT, body, |_| Ok(()))?,
+        Counted::Cached => count_run(&mut code, id, body, flags)?,
         Counted::Calls { .. } => to_routine(&mut code, rules.entry, rules.calling)?,
         Counted::Returns => to_routine(&mut code, rules.entry, rules.returning)?,
         Counted::Never | Counted::Callee | Counted::Relay { .. } => to_fresh(&mut code)?,
@@ -889,7 +912,7 @@ mod tests {
             for (region, bytes) in [(Some(2), 24), (None, 32)] {
                 let pieces = [
                     entry(record(counted, bytes)).unwrap(),
-                    quiet_path(counted, 7, 2, body, RULES).unwrap(),
+                    quiet_path(counted, 7, 2, body, RULES, Flags::Kept).unwrap(),
                     resume_path(region, 0x7f00_0000_0100, 0x7f00_0010_0000).unwrap(),
                 ];
                 let mut list: Vec<Instruction> = pieces.concat();
@@ -905,6 +928,31 @@ mod tests {
                     assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
                 }
             }
+        }
+    }
+
+    /// The quiet path of a block whose flags are dead at its entry tests
+    /// with `cmp`: it encodes in one pass, and is shorter.
+    #[test]
+    fn the_quiet_path_with_the_flags_free_encodes_and_is_shorter() {
+        let body = 3;
+        let at = 0x7f00_0000_0000;
+        for counted in super::super::pending::KINDS {
+            let bytes = |flags: Flags| {
+                let mut list = entry(record(counted, 24)).unwrap();
+                list.append(&mut quiet_path(counted, 7, 2, body, RULES, flags).unwrap());
+                let mut first = Instruction::with(Code::Nopd);
+                first.set_ip(body);
+                list.push(first);
+                let one_pass = super::super::encode::encode_in_one_pass(&list, at);
+                assert!(one_pass.is_some(), "{counted:?} {flags:?}: not in one pass");
+                encode(&list, at).unwrap().0.len()
+            };
+            let (kept, free) = (bytes(Flags::Kept), bytes(Flags::Free));
+            assert!(
+                free < kept,
+                "{counted:?}: {free} bytes, not fewer than {kept}"
+            );
         }
     }
 

@@ -847,8 +847,18 @@ pub(super) fn translate(
             calling,
             returning,
         };
-        code.list
-            .append(&mut quiet::quiet_path(counts, id, region, BODY, rules)?);
+        // The quiet path runs before the block's first instruction.
+        let instructions = block
+            .insns
+            .iter()
+            .filter_map(|insn| insn.instruction.as_ref());
+        let flags = match super::flags::status_flags_dead(instructions) && id <= i32::MAX as u32 {
+            true => quiet::Flags::Free,
+            false => quiet::Flags::Kept,
+        };
+        code.list.append(&mut quiet::quiet_path(
+            counts, id, region, BODY, rules, flags,
+        )?);
     }
     let resume_path = code.list.len();
     if quiet.is_some() && original.is_none() {
