@@ -175,8 +175,8 @@ fn data(at: i64) -> MemoryOperand {
 }
 
 /// The resume routine, encoded at `at`: the rest of every translation's
-/// resume path (`quiet::resume_path`: rax and rcx in their slots, the
-/// region set, the translation's entry in rax), its flags saved, by what
+/// resume path (`quiet::resume_path`: rax in its slot, the region set,
+/// the translation's entry in rax; rcx saved first), its flags saved, by what
 /// the run arrives from:
 ///
 /// - a pending call's return (`RETURNED`): when the translation allows
@@ -227,6 +227,8 @@ pub(super) fn resume_routine(
         code.save(SAVE_RDX, rdx)?;
         code.load(rdx, super::area::RESUMING)
     };
+    // The resume entry (rax saved, rcx the program's).
+    code.save(TEMP, rcx)?;
     enter(&mut code)?;
 
     // A pending call's return.

@@ -758,10 +758,10 @@ fn call_word(at: i64) -> MemoryOperand {
 }
 
 /// The resume path (label [`RESUME_PATH`]), where calls and returns
-/// enter: rax and rcx saved, the segment's region the block's (`region`),
-/// rax the translation's `entry`, then the region's resume routine
-/// (`pending::resume_routine`), which counts the run in a record of the
-/// block written before or goes on to write one.
+/// enter: rax saved, the segment's region the block's (`region`), rax the
+/// translation's `entry`, then the region's resume routine
+/// (`pending::resume_routine`), which saves rcx and counts the run in a
+/// record of the block written before or goes on to write one.
 pub(super) fn resume_path(
     region: Option<u32>,
     entry: u64,
@@ -771,7 +771,6 @@ pub(super) fn resume_path(
     code.label(RESUME_PATH);
     code.save(SAVE_RAX, Register::RAX)?;
     set_region(&mut code, region)?;
-    code.save(TEMP, Register::RCX)?;
     to_routine(&mut code, entry, routine)?;
     Ok(code.list)
 }
