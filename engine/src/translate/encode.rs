@@ -32,6 +32,23 @@ pub(super) fn encode(list: &[Instruction], at: u64) -> Result<(Vec<u8>, Vec<u32>
     Ok((encoded.code_buffer, encoded.new_instruction_offsets))
 }
 
+/// The address of the instruction labelled `label` in `list`, encoded at
+/// `at` with `offsets` (as [`encode`] returns them); an error naming
+/// `what` when no instruction has the label.
+pub(super) fn labelled(
+    list: &[Instruction],
+    offsets: &[u32],
+    at: u64,
+    label: u64,
+    what: &str,
+) -> Result<u64, String> {
+    list.iter()
+        .position(|instruction| instruction.ip() == label)
+        .and_then(|index| offsets.get(index))
+        .map(|&offset| at + u64::from(offset))
+        .ok_or_else(|| format!("{what}: an entry missing"))
+}
+
 /// [`encode`] with one encoding of each instruction; `None` for a list
 /// that needs the `BlockEncoder`.
 pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u8>, Vec<u32>)> {

@@ -52,8 +52,7 @@ use crate::event::Repeat;
 use super::area::{
     slot, Area, BACK, CURSOR, JUMP, PENDING_CALL, PENDING_CALLEE, PENDING_CALLEE_SP,
     PENDING_CALL_SP, PENDING_RELAY, PENDING_RELAY_SP, PENDING_RETURN, PENDING_RETURN_SP,
-    PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, TEMP,
-    WRITE_RDX,
+    PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE, SAVE_RDX, SEGMENT, TEMP, WRITE_RDX,
 };
 use super::emit::Emit;
 use super::memory::Memory;
@@ -401,10 +400,7 @@ pub(super) fn resume_routine(
     code.lea(rax, rdx, -(BODY_ENTRY as i64))?;
     code.save(JUMP, rax)?;
     restore_flags(&mut code)?;
-    code.load(rdx, SAVE_RDX)?;
-    code.load(rcx, TEMP)?;
-    code.load(rax, SAVE_RAX)?;
-    code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
+    super::records::back_through_jump(&mut code)?;
 
     // On at the writing of its record (rax and rcx in their slots).
     code.label(TO_FRESH);
@@ -424,13 +420,8 @@ pub(super) fn resume_routine(
     code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
     let (bytes, offsets) = super::encode::encode(&code.list, at)
         .map_err(|error| format!("the resume routine: {error}"))?;
-    let entry = |label: u64| {
-        let index = code.list.iter().position(|i| i.ip() == label);
-        index
-            .and_then(|index| offsets.get(index))
-            .map(|&offset| at + u64::from(offset))
-            .ok_or_else(|| "the resume routine: an entry missing".to_string())
-    };
+    let entry =
+        |label| super::encode::labelled(&code.list, &offsets, at, label, "the resume routine");
     Ok(RuleRoutine {
         calling: entry(CALLING)?,
         returning: entry(RETURNING)?,

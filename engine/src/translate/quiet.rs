@@ -262,6 +262,24 @@ pub(super) fn runs_word(word: RunsWord) -> MemoryOperand {
     )
 }
 
+/// The record at `record` entered in the table of records for the segment
+/// whose number is in `segment`, at the index in rcx.
+pub(super) fn enter_record(
+    code: &mut Emit,
+    segment: Register,
+    record: Register,
+) -> Result<(), Refusal> {
+    let entry = [(RunsWord::Segment, segment), (RunsWord::Record, record)];
+    for (word, register) in entry {
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            runs_word(word),
+            register,
+        ))?;
+    }
+    Ok(())
+}
+
 /// How a translation's entry and record look.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Record {
@@ -382,16 +400,7 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
         code.save(SAVE_RDX, rdx)?;
         code.load(rdx, SEGMENT)?;
         runs_index(&mut code, rdx, record.layout.id)?;
-        code.push(Instruction::with2(
-            Code::Mov_rm64_r64,
-            runs_word(RunsWord::Segment),
-            rdx,
-        ))?;
-        code.push(Instruction::with2(
-            Code::Mov_rm64_r64,
-            runs_word(RunsWord::Record),
-            rax,
-        ))?;
+        enter_record(&mut code, rdx, rax)?;
         code.load(rdx, SAVE_RDX)?;
         code.load(rcx, TEMP)?;
     }
@@ -408,67 +417,59 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
 /// else a record ([`to_fresh`]). With `flags` free, the tests are `cmp`.
 fn count_run(code: &mut Emit, id: u32, body: u64, flags: Flags) -> Result<(), Refusal> {
     let (rax, rcx) = (Register::RAX, Register::RCX);
-    if flags == Flags::Free {
-        code.load(rax, SEGMENT)?;
-        runs_index(code, rax, id)?;
-        let segment = runs_word(RunsWord::Segment);
-        code.push(Instruction::with2(Code::Cmp_rm64_r64, segment, rax))?;
-        code.jump(Code::Jne_rel32_64, MISS)?;
-        code.push(Instruction::with2(
-            Code::Mov_r64_rm64,
-            rax,
-            runs_word(RunsWord::Record),
-        ))?;
-        let number = MemoryOperand::with_base(rax);
-        code.push(Instruction::with2(Code::Cmp_rm64_imm32, number, id as i32))?;
-        code.jump(Code::Jne_rel32_64, MISS)?;
-        code.save(RECORD, rax)?;
-        let runs = MemoryOperand::with_base_displ(rax, 8);
-        code.push(Instruction::with1(Code::Inc_rm64, runs))?;
-        code.load(rcx, TEMP)?;
-        code.load(rax, SAVE_RAX)?;
-        code.jump(Code::Jmp_rel32_64, body)?;
-        code.label(MISS);
-        return to_fresh(code);
-    }
-    // rcx = the segment minus the entry's.
+    // rax = the segment, rcx = the index of its entry for `id`.
     code.load(rax, SEGMENT)?;
     runs_index(code, rax, id)?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        rcx,
-        runs_word(RunsWord::Segment),
-    ))?;
-    subtract_rcx(code, rax, rcx)?;
-    code.jump(Code::Jrcxz_rel8_64, TEST_RECORD)?;
-    code.label(MISS);
-    to_fresh(code)?;
-    // rcx = this number minus the record's.
-    code.label(TEST_RECORD);
-    runs_index(code, rax, id)?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        rax,
-        runs_word(RunsWord::Record),
-    ))?;
+    let segment = runs_word(RunsWord::Segment);
+    let record = runs_word(RunsWord::Record);
     let number = MemoryOperand::with_base(rax);
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, number))?;
-    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-    code.lea(rcx, rcx, i64::from(id) + 1)?;
-    code.jump(Code::Jrcxz_rel8_64, HIT)?;
-    code.jump(Code::Jmp_rel32_64, MISS)?;
+    match flags {
+        Flags::Free => {
+            code.push(Instruction::with2(Code::Cmp_rm64_r64, segment, rax))?;
+            code.jump(Code::Jne_rel32_64, MISS)?;
+            code.push(Instruction::with2(Code::Mov_r64_rm64, rax, record))?;
+            code.push(Instruction::with2(Code::Cmp_rm64_imm32, number, id as i32))?;
+            code.jump(Code::Jne_rel32_64, MISS)?;
+        }
+        Flags::Kept => {
+            // rcx = the segment minus the entry's.
+            code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, segment))?;
+            subtract_rcx(code, rax, rcx)?;
+            code.jump(Code::Jrcxz_rel8_64, TEST_RECORD)?;
+            code.label(MISS);
+            to_fresh(code)?;
+            // rcx = this number minus the record's.
+            code.label(TEST_RECORD);
+            runs_index(code, rax, id)?;
+            code.push(Instruction::with2(Code::Mov_r64_rm64, rax, record))?;
+            code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, number))?;
+            code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+            code.lea(rcx, rcx, i64::from(id) + 1)?;
+            code.jump(Code::Jrcxz_rel8_64, HIT)?;
+            code.jump(Code::Jmp_rel32_64, MISS)?;
+        }
+    }
     code.label(HIT);
     code.save(RECORD, rax)?;
-    add_run(code, rax)?;
+    add_run(code, rax, flags)?;
     code.load(rcx, TEMP)?;
     code.load(rax, SAVE_RAX)?;
-    code.jump(Code::Jmp_rel32_64, body)
+    code.jump(Code::Jmp_rel32_64, body)?;
+    if flags == Flags::Free {
+        code.label(MISS);
+        to_fresh(code)?;
+    }
+    Ok(())
 }
 
-/// One more run in the record at `record` (its runs word, through rcx).
-fn add_run(code: &mut Emit, record: Register) -> Result<(), Refusal> {
+/// One more run in the record at `record` (its runs word: `inc` with the
+/// flags free, else through rcx).
+fn add_run(code: &mut Emit, record: Register, flags: Flags) -> Result<(), Refusal> {
     let rcx = Register::RCX;
     let runs = MemoryOperand::with_base_displ(record, 8);
+    if flags == Flags::Free {
+        return code.push(Instruction::with1(Code::Inc_rm64, runs));
+    }
     code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
     code.lea(rcx, rcx, 1)?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))

@@ -34,9 +34,7 @@ use super::area::{
     WRITING,
 };
 use super::emit::Emit;
-use super::quiet::{
-    new_segment, runs_index_of, runs_word, RunsWord, BODY_ENTRY, DATA, FRESH_ENTRY,
-};
+use super::quiet::{enter_record, new_segment, runs_index_of, BODY_ENTRY, DATA, FRESH_ENTRY};
 use super::translator::{RecordLayout, Refusal};
 
 /// Labels of the routine.
@@ -107,6 +105,15 @@ fn start_record(code: &mut Emit) -> Result<(), Refusal> {
     ))
 }
 
+/// rdx, rcx and rax back from their slots, then on at the address in the
+/// `JUMP` slot (flags untouched).
+pub(super) fn back_through_jump(code: &mut Emit) -> Result<(), Refusal> {
+    code.load(Register::RDX, SAVE_RDX)?;
+    code.load(Register::RCX, TEMP)?;
+    code.load(Register::RAX, SAVE_RAX)?;
+    code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))
+}
+
 /// The record routine, encoded at `at`, whose `fresh` entry has a
 /// pending call's records written by the routine at `write_pending`.
 pub(super) fn record_routine(at: u64, write_pending: u64) -> Result<RecordRoutine, Refusal> {
@@ -137,16 +144,7 @@ pub(super) fn record_routine(at: u64, write_pending: u64) -> Result<RecordRoutin
     code.load(rdx, SEGMENT)?;
     code.load(rcx, WRITING)?;
     runs_index_of(&mut code, rcx, rdx)?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        runs_word(RunsWord::Segment),
-        rdx,
-    ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        runs_word(RunsWord::Record),
-        rax,
-    ))?;
+    enter_record(&mut code, rdx, rax)?;
     code.lea(rax, rax, 24)?;
     code.jump(Code::Jmp_rel32_64, WRITTEN)?;
 
@@ -161,20 +159,12 @@ pub(super) fn record_routine(at: u64, write_pending: u64) -> Result<RecordRoutin
     code.load(rax, WRITING)?;
     code.lea(rax, rax, -(BODY_ENTRY as i64))?;
     code.save(JUMP, rax)?;
-    code.load(rdx, SAVE_RDX)?;
-    code.load(rcx, TEMP)?;
-    code.load(rax, SAVE_RAX)?;
-    code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
+    back_through_jump(&mut code)?;
 
     let (bytes, offsets) = super::encode::encode(&code.list, at)
         .map_err(|error| format!("the record routine: {error}"))?;
-    let entry = |label: u64| {
-        let index = code.list.iter().position(|i| i.ip() == label);
-        index
-            .and_then(|index| offsets.get(index))
-            .map(|&offset| at + u64::from(offset))
-            .ok_or_else(|| "the record routine: an entry missing".to_string())
-    };
+    let entry =
+        |label| super::encode::labelled(&code.list, &offsets, at, label, "the record routine");
     Ok(RecordRoutine {
         entries: RecordEntries {
             bump: entry(BUMP)?,
