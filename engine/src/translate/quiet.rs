@@ -128,6 +128,9 @@ const RESUME_PATH: u64 = 11;
 /// segment is the one of the call's last run, and so is the target.
 const SAME_CALLER: u64 = 12;
 const SAME_TARGET: u64 = 13;
+/// The same for the second caller's segment a PLT stub keeps.
+const SAME_CALLER_B: u64 = 18;
+const SAME_TARGET_B: u64 = 19;
 /// Label of a new segment for the callee.
 const NEW: u64 = 14;
 /// Label of the callee's segment chosen.
@@ -663,8 +666,24 @@ fn choose_segment(
     code.load(rdx, SEGMENT)?;
     match callee.cache {
         Some(at) => {
+            // A PLT stub makes no call, so its cache entry has no return
+            // words: it keeps two caller's segments (the stub serves the
+            // call sites of its target), the last one first.
+            let ways = match forget {
+                Forget::Caller => 2,
+                Forget::CallingRecord => 1,
+            };
             jump_if_equal(code, Value::Register(rdx), at, SAME_CALLER)?;
+            if ways == 2 {
+                jump_if_equal(code, Value::Register(rdx), at + 16, SAME_CALLER_B)?;
+            }
             code.label(NEW);
+            if ways == 2 {
+                code.load(rcx, at)?;
+                code.save(at + 16, rcx)?;
+                code.load(rcx, at + 8)?;
+                code.save(at + 24, rcx)?;
+            }
             code.save(at, rdx)?;
             if let Some(target) = callee.target {
                 code.save(target, rax)?;
@@ -672,31 +691,16 @@ fn choose_segment(
             new_segment(code, rdx)?;
             code.save(at + 8, rdx)?;
             code.jump(Code::Jmp_rel32_64, CHOSEN)?;
-            code.label(SAME_CALLER);
-            if let Some(target) = callee.target {
-                jump_if_equal(code, Value::Register(rax), target, SAME_TARGET)?;
-                match forget {
-                    Forget::CallingRecord => {
-                        runs_index(code, rdx, callee.id)?;
-                        code.push(Instruction::with2(
-                            Code::Mov_rm64_imm32,
-                            runs_word(RunsWord::Segment),
-                            0,
-                        ))?;
-                    }
-                    Forget::Caller => {
-                        let rcx = Register::RCX;
-                        code.load(rcx, TOP_CALL)?;
-                        code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, call_word(24)))?;
-                        code.jump(Code::Jrcxz_rel8_64, NEW)?;
-                        let caller =
-                            MemoryOperand::new(rcx, Register::None, 1, 0, 1, false, Register::GS);
-                        code.push(Instruction::with2(Code::Mov_rm64_imm32, caller, 0))?;
-                    }
-                }
-                code.jump(Code::Jmp_rel32_64, NEW)?;
-                code.label(SAME_TARGET);
+            if ways == 2 {
+                code.label(SAME_CALLER_B);
+                same_target(code, callee, forget, SAME_TARGET_B)?;
+                code.label(SAME_TARGET_B);
+                code.load(rdx, at + 24)?;
+                code.jump(Code::Jmp_rel32_64, CHOSEN)?;
             }
+            code.label(SAME_CALLER);
+            same_target(code, callee, forget, SAME_TARGET)?;
+            code.label(SAME_TARGET);
             code.load(rdx, at + 8)?;
         }
         None => new_segment(code, rdx)?,
@@ -705,6 +709,38 @@ fn choose_segment(
     code.save(SEGMENT, rdx)?;
     code.lea(rcx, rsp, sp_delta)?;
     code.save(SEGMENT_SP, rcx)
+}
+
+/// In [`choose_segment`], a caller's segment found in the cache entry:
+/// on to `same` when the transfer is direct or its target (in rax) is the
+/// last run's, else what `forget` says is forgotten, the cache entry's
+/// caller's segments too (a stub's: they were kept for the old target),
+/// and on to a new segment.
+fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Result<(), Refusal> {
+    let (Some(target), Some(at)) = (callee.target, callee.cache) else {
+        return code.jump(Code::Jmp_rel32_64, same);
+    };
+    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+    jump_if_equal(code, Value::Register(rax), target, same)?;
+    match forget {
+        Forget::CallingRecord => {
+            runs_index(code, rdx, callee.id)?;
+            code.push(Instruction::with2(
+                Code::Mov_rm64_imm32,
+                runs_word(RunsWord::Segment),
+                0,
+            ))?;
+        }
+        Forget::Caller => {
+            code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(at), 0))?;
+            code.load(rcx, TOP_CALL)?;
+            code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, call_word(24)))?;
+            code.jump(Code::Jrcxz_rel8_64, NEW)?;
+            let caller = MemoryOperand::new(rcx, Register::None, 1, 0, 1, false, Register::GS);
+            code.push(Instruction::with2(Code::Mov_rm64_imm32, caller, 0))?;
+        }
+    }
+    code.jump(Code::Jmp_rel32_64, NEW)
 }
 
 /// The code before a PLT stub's jump to its target (in rax; the stub's

@@ -1,7 +1,8 @@
 /* Calls that repeat the last call of their arc, for run_backends.rs: a
    loop calling leaf functions directly (one whose path changes from call
    to call), through a table whose target changes every few turns, two in
-   a row, nested, and libc's through the PLT (bound at the first call). */
+   a row, nested, and libc's through the PLT (bound at the first call),
+   from two call sites in turn. */
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +21,8 @@ __attribute__((noinline)) static int branchy(int x)
 
 __attribute__((noinline)) static int twice(step_fn f, int x) { return f(x) + f(x + 1); }
 
+__attribute__((noinline)) static long measure(const char *text) { return (long)strlen(text) + 1; }
+
 int main(int argc, char **argv)
 {
     (void)argv;
@@ -32,6 +35,7 @@ int main(int argc, char **argv)
         sum += table[(i >> 3) & 1](i);
         sum += twice(table[i & 1], i);
         sum += (long)strlen(text + (i & 3));
+        sum += measure(text + (i & 1));
     }
     printf("%ld\n", sum);
     return 0;
