@@ -177,8 +177,9 @@ pub(super) fn new_epoch() -> u64 {
 /// The offset in a thread's area of the cache entry of translation
 /// `id`'s call: the caller's segment at its last run, the callee's
 /// segment then, and the segment and address of the record of the run
-/// its return went on to (four words: `pending`). `None` past the entries
-/// an area has.
+/// its return went on to (four words: `pending`); for a PLT stub's jump,
+/// two pairs of the caller's segment and its target's segment
+/// ([`choose_segment`]). `None` past the entries an area has.
 pub(super) fn call_cache(id: u32) -> Option<u64> {
     (u64::from(id) < COUNTERS).then(|| Area::QUIET_BASE + 32 * u64::from(id))
 }
@@ -652,9 +653,10 @@ enum Forget {
 /// The segment of a call's callee or of the target of a PLT stub's jump
 /// ([`call_entry`], [`relay_entry`]; rcx and rdx free, an indirect
 /// target in rax): the one the transfer had at its last run when the
-/// thread's segment (and an indirect target) is the one it had then,
-/// else a new one (kept with the segment and target for the next run;
-/// to another target than the last run's, what `forget` says is
+/// thread's segment (and an indirect target) is the one it had then (for
+/// a PLT stub's jump, at one of the last two runs from different
+/// segments), else a new one (kept with the segment and target for the
+/// next run; to another target than the last run's, what `forget` says is
 /// forgotten); its stack pointer the thread's plus `sp_delta`.
 fn choose_segment(
     code: &mut Emit,
