@@ -344,10 +344,7 @@ pub(super) fn resume_routine(
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
     cmp_slot_zero(&mut code, PENDING_RELAY)?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    count_in_segment(&mut code)?;
-    code.save(PENDING_RELAY, rax)?;
-    code.save(PENDING_RELAY_SP, rsp)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    count_and_keep(&mut code, PENDING_RELAY, PENDING_RELAY_SP)?;
 
     // A pending call's callee.
     code.label(NOT_RELAYED);
@@ -357,10 +354,7 @@ pub(super) fn resume_routine(
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
     cmp_slot_zero(&mut code, PENDING_CALLEE)?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    count_in_segment(&mut code)?;
-    code.save(PENDING_CALLEE, rax)?;
-    code.save(PENDING_CALLEE_SP, rsp)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    count_and_keep(&mut code, PENDING_CALLEE, PENDING_CALLEE_SP)?;
 
     // A block ending in a call, from its quiet path: when no call is
     // pending and the call's cache entry says its last run was made in
@@ -378,10 +372,7 @@ pub(super) fn resume_routine(
     ))?;
     code.load(rax, SEGMENT)?;
     call_repeats_here(&mut code, rax, TO_FRESH)?;
-    count_in_segment(&mut code)?;
-    code.save(PENDING_CALL, rax)?;
-    code.save(PENDING_CALL_SP, rsp)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    count_and_keep(&mut code, PENDING_CALL, PENDING_CALL_SP)?;
 
     // A block ending in `ret`, from its quiet path: in a pending call's
     // callee, the run counted in the block's record of the segment.
@@ -389,10 +380,7 @@ pub(super) fn resume_routine(
     enter(&mut code)?;
     cmp_slot_zero(&mut code, PENDING_CALLEE)?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    count_in_segment(&mut code)?;
-    code.save(PENDING_RETURN, rax)?;
-    code.save(PENDING_RETURN_SP, rsp)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    count_and_keep(&mut code, PENDING_RETURN, PENDING_RETURN_SP)?;
 
     // On at the translation's first instruction, everything back.
     code.label(TO_BODY);
@@ -463,6 +451,17 @@ fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
     let runs = MemoryOperand::with_base_displ(rax, 8);
     code.push(Instruction::with1(Code::Inc_rm64, runs))?;
     code.save(RECORD, rax)
+}
+
+/// In the resume routine: the run counted in the translation's record of
+/// the segment ([`count_in_segment`]), that record kept in the slot at
+/// `record` and the stack pointer in the slot at `sp`, then on at the
+/// translation's first instruction.
+fn count_and_keep(code: &mut Emit, record: u64, sp: u64) -> Result<(), Refusal> {
+    count_in_segment(code)?;
+    code.save(record, Register::RAX)?;
+    code.save(sp, Register::RSP)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)
 }
 
 /// In the resume routine, rcx the number of a translation ending in a
