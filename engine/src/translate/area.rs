@@ -120,45 +120,46 @@ pub(super) const TIMING_R11: u64 = 176;
 pub(super) const PENDING_CALL: u64 = 184;
 /// See [`PENDING_CALL`].
 pub(super) const PENDING_CALL_SP: u64 = 192;
-/// The record the callee's first run was counted in (0: none yet), and
-/// its stack pointer.
-pub(super) const PENDING_CALLEE: u64 = 200;
-/// See [`PENDING_CALLEE`].
-pub(super) const PENDING_CALLEE_SP: u64 = 208;
 /// The record the run of the block ending in the callee's `ret` was
 /// counted in (0: none), and its stack pointer.
-pub(super) const PENDING_RETURN: u64 = 216;
+pub(super) const PENDING_RETURN: u64 = 200;
 /// See [`PENDING_RETURN`].
-pub(super) const PENDING_RETURN_SP: u64 = 224;
+pub(super) const PENDING_RETURN_SP: u64 = 208;
 /// The offset of the pending call's entry in the stack of calls.
-pub(super) const PENDING_ENTRY: u64 = 232;
+pub(super) const PENDING_ENTRY: u64 = 216;
 /// The cache entry of the pending call that has just returned (0: none).
-pub(super) const RETURNED: u64 = 240;
+pub(super) const RETURNED: u64 = 224;
 /// The cache entry of the call a return has just matched (not pending;
 /// 0: none).
-pub(super) const RETURN_CACHE: u64 = 248;
-/// The record the run of the block a pending call's PLT stub jumped to
-/// was counted in (0: none), and its stack pointer.
-pub(super) const PENDING_RELAY: u64 = 256;
-/// See [`PENDING_RELAY`].
-pub(super) const PENDING_RELAY_SP: u64 = 264;
-/// 1 while a PLT stub's jump goes to its target (`quiet::relay_entry`).
-pub(super) const RELAYING: u64 = 272;
+pub(super) const RETURN_CACHE: u64 = 232;
+/// Bytes of the pending call's chain in use (`PENDING_CHAIN`; 0: the
+/// callee's first run not counted yet).
+pub(super) const CHAIN_END: u64 = 240;
+/// The pending call's chain (`pending`): the records the runs of the
+/// callee's first block and of the targets of its jumps into other
+/// functions were counted in, in order, each with its stack pointer
+/// ([`CHAIN`] pairs of words; the unused ones 0).
+pub(super) const PENDING_CHAIN: u64 = 248;
+/// Runs the chain of a pending call holds at most.
+pub(super) const CHAIN: u64 = 8;
+/// 1 while a jump into another function goes to its target
+/// (`quiet::relay_entry`).
+pub(super) const RELAYING: u64 = PENDING_CHAIN + 16 * CHAIN;
 /// Where the routine that writes a pending call's records goes back to.
-pub(super) const BACK: u64 = 280;
+pub(super) const BACK: u64 = RELAYING + 8;
 /// Scratch slot for the tracee's rdx in that routine.
-pub(super) const WRITE_RDX: u64 = 288;
+pub(super) const WRITE_RDX: u64 = BACK + 8;
 /// The entry of the translation the resume routine works for
 /// (`pending::resume_routine`).
-pub(super) const RESUMING: u64 = 296;
+pub(super) const RESUMING: u64 = WRITE_RDX + 8;
 /// The tracee's flags in the resume routine (`lahf`/`seto`).
-pub(super) const RESUME_FLAGS: u64 = 304;
+pub(super) const RESUME_FLAGS: u64 = RESUMING + 8;
 /// The entry of the translation whose record the record routine writes
 /// (`records`).
-pub(super) const WRITING: u64 = 312;
+pub(super) const WRITING: u64 = RESUME_FLAGS + 8;
 /// The slots of a pending call, from [`PENDING_CALL`], all zeroed when
 /// the tracer settles it (`pending`).
-pub(super) const PENDING_SLOTS: usize = 12;
+pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_CALL) / 8 + 1) as usize;
 const _: () = assert!(RELAYING == PENDING_CALL + 8 * (PENDING_SLOTS as u64 - 1));
 // `Area::start_half` writes these four slots at once.
 const _: () =
@@ -213,6 +214,12 @@ impl Area {
     pub const CALLS_BASE: u64 = Area::QUIET_BASE + 32 * COUNTERS;
     /// Offset of the thread's table of records of quiet runs (`quiet`).
     pub const RUNS_BASE: u64 = Area::CALLS_BASE + CALLS_BYTES;
+
+    /// An area at `base` whose slots are ordinary memory, for tests.
+    #[cfg(test)]
+    pub fn for_test(base: u64) -> Area {
+        Area { base, half: PAGE }
+    }
 
     /// The address of the slot at `offset`.
     pub fn at(&self, offset: u64) -> u64 {

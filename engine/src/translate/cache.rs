@@ -19,6 +19,7 @@ use super::interned::Interned;
 use super::layout::Layout;
 use super::memory::Memory;
 use super::parts::{Lists, Parts, Trap};
+use super::pending::RuleEntries;
 use super::plan::{self, Plan};
 use super::protect::Protection;
 use super::records::RecordEntries;
@@ -236,11 +237,9 @@ struct Region {
     /// The record routine (`records`), and its entries.
     records: Range<u64>,
     record_entries: RecordEntries,
-    /// The resume routine (`pending`), and its entries for the quiet
-    /// paths of blocks ending in a call or in `ret`.
+    /// The resume routine (`pending`), and its entries for quiet paths.
     resume: Range<u64>,
-    calling: u64,
-    returning: u64,
+    rules: RuleEntries,
 }
 
 impl Region {
@@ -269,7 +268,7 @@ impl Region {
             super::pending::resume_routine(next, write_pending.start).map_err(Error::Unexpected)?;
         memory.write(next, &routine.bytes)?;
         let resume = next..next + routine.bytes.len() as u64;
-        let (calling, returning) = (routine.calling, routine.returning);
+        let rules = routine.entries;
         let next = align(resume.end);
         let record =
             super::records::record_routine(next, write_pending.start).map_err(Error::Unexpected)?;
@@ -291,8 +290,7 @@ impl Region {
             records,
             record_entries: record.entries,
             resume,
-            calling,
-            returning,
+            rules,
         })
     }
 
@@ -769,8 +767,7 @@ impl Cache {
                 calls: region.calls,
                 records: region.record_entries,
                 resume: region.resume.start,
-                calling: region.calling,
-                returning: region.returning,
+                rules: region.rules,
                 capture,
                 cpuid_trap,
                 original,

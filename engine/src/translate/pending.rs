@@ -7,38 +7,47 @@
 //! says that the call's last run was made in the thread's segment, and
 //! that its return then went on to a block whose record in the segment
 //! it kept, counts its run in its record of the segment (found in the
-//! table of records) and makes the call pending ([`resume_routine`]'s calling entry: the
-//! record and the stack pointer in `PENDING_CALL`). The call goes to the
-//! callee's segment of that last run (for an indirect call, when its
-//! target is that run's; else to a new segment, where the callee finds no
-//! record); there the callee's first block counts its run in its record
-//! of that segment ([`resume_routine`]: `PENDING_CALLEE`); a PLT stub's
-//! jump goes on to its target's segment of its last run, where the
-//! target's first block counts its run too (`quiet::relay_entry`,
-//! `PENDING_RELAY`); the blocks of the callee that keep the context count
-//! theirs as always, and a block ending in `ret` counts its run too
-//! ([`resume_routine`]'s returning entry: `PENDING_RETURN`). When the return matches the call
+//! table of records) and makes the call pending ([`resume_routine`]'s
+//! calling entry: the record and the stack pointer in `PENDING_CALL`).
+//! The call goes to the callee's segment of that last run (for an
+//! indirect call, when its target is that run's; else to a new segment,
+//! where the callee finds no record); there the callee's first block
+//! counts its run in its record of that segment, the first of the call's
+//! chain ([`resume_routine`]: `PENDING_CHAIN`, [`CHAIN`] runs at most). A
+//! jump into another function (a PLT stub's, or a tail jump,
+//! [`Counted::Tail`]) goes on to its target's segment of its last run
+//! from the thread's segment (`quiet::relay_entry`), where the target's
+//! first block counts its run at the chain's end too; so does the block
+//! that jumps, at the chain's end, when it is not already there (its
+//! quiet path, [`resume_routine`]'s tailing entry). The blocks of the
+//! callee that keep the context count theirs as always, and a block
+//! ending in `ret` counts its run too ([`resume_routine`]'s returning
+//! entry: `PENDING_RETURN`). When the return matches the call
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
 //! its run in the record the cache entry kept ([`resume_routine`]) and
 //! the call is over, counted: the calling block's record says its runs
-//! made the call each time (`Repeat::Calls`), the sink counts them on the
-//! arc of the first, whose callee's records hold the costs of all of
-//! them. So the calling block's record in the segment must be of a run
-//! whose call took the same way: a call (or a PLT stub's jump) to another
-//! target than its last run's takes that record out of the table of
-//! records (or makes the call's next run start no pending call).
+//! made the call each time (`Repeat::Calls`; a tail jump's, its jump),
+//! the sink counts them on the arc of the first, whose callee's records
+//! hold the costs of all of them. So the calling block's record in the
+//! segment must be of a run whose call took the same way: a call (or a
+//! PLT stub's jump) to another target than its last run's takes that
+//! record out of the table of records (or makes the call's next run start
+//! no pending call).
 //!
 //! Anything else that needs a record while a call is pending (a block
 //! with no record in the segment, another call, a return to elsewhere, a
-//! system call) first writes the pending call's records in order
-//! ([`write_routine`]: the calling block's, the callee's first block's,
-//! the PLT stub's target's and the returning block's, each with one run,
-//! taken off the records they were counted in), so that the records read
-//! in order are those of the call run plainly. So does the tracer at
-//! every drain or hand-off of a buffer half ([`settle`]). One call at most
-//! is pending: a call made in a pending call's callee writes the pending
-//! call's records first. `PENDING_CALLEE`, `PENDING_RELAY`,
-//! `PENDING_RETURN` and `RETURNED` are zero whenever `PENDING_CALL` is.
+//! system call, a chain full) first writes the pending call's records in
+//! order ([`write_routine`]: the calling block's, its chain's and the
+//! returning block's, each with one run, taken off the records they were
+//! counted in), so that the records read in order are those of the call
+//! run plainly: the runs counted elsewhere keep the context of the
+//! chain's run before them, and each jump into another function follows
+//! the run of the block that made it. So does the tracer at every drain
+//! or hand-off of a buffer half ([`settle`]). One call at most is pending:
+//! a call made in a pending call's callee writes the pending call's
+//! records first. `CHAIN_END`, the chain's entries, `PENDING_RETURN` and
+//! `RETURNED` are zero whenever `PENDING_CALL` is; the chain's entries
+//! past `CHAIN_END` are zero.
 //!
 //! A normal return keeps in the call's cache entry the segment and the
 //! address of the record it goes on to write ([`resume_routine`],
@@ -50,13 +59,13 @@ use crate::error::{Error, Result};
 use crate::event::Repeat;
 
 use super::area::{
-    slot, Area, BACK, CURSOR, JUMP, PENDING_CALL, PENDING_CALLEE, PENDING_CALLEE_SP,
-    PENDING_CALL_SP, PENDING_RELAY, PENDING_RELAY_SP, PENDING_RETURN, PENDING_RETURN_SP,
-    PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE, SAVE_RDX, SEGMENT, TEMP, WRITE_RDX,
+    slot, Area, BACK, CHAIN, CHAIN_END, CURSOR, JUMP, PENDING_CALL, PENDING_CALL_SP, PENDING_CHAIN,
+    PENDING_RETURN, PENDING_RETURN_SP, PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE,
+    SAVE_RDX, SEGMENT, TEMP, WRITE_RDX,
 };
 use super::emit::Emit;
 use super::memory::Memory;
-use super::quiet::{runs_index_of, runs_word, subtract_rcx, RunsWord};
+use super::quiet::{runs_index_of, runs_word, RunsWord};
 use super::translator::Refusal;
 
 /// Which runs of a translation may be counted in a record of it written
@@ -87,6 +96,15 @@ pub(super) enum Counted {
         /// The jump's cache entry (`quiet::call_cache`).
         cache: u64,
     },
+    /// A block of a function not skipped ending in a direct jump into
+    /// another function (a tail call, which the sink takes for a call from
+    /// the block), whose cache entry for its jump is at `cache`
+    /// (`quiet::relay_entry`): the runs of a pending call's callee, each
+    /// followed by its jump.
+    Tail {
+        /// The jump's cache entry (`quiet::call_cache`).
+        cache: u64,
+    },
 }
 
 impl Counted {
@@ -96,7 +114,7 @@ impl Counted {
         match self {
             Counted::Never => None,
             Counted::Cached => Some(Repeat::Again),
-            Counted::Calls { .. } => Some(Repeat::Calls),
+            Counted::Calls { .. } | Counted::Tail { .. } => Some(Repeat::Calls),
             Counted::Callee | Counted::Returns | Counted::Relay { .. } => Some(Repeat::InContext),
         }
     }
@@ -115,7 +133,11 @@ impl Counted {
     fn as_callee(self) -> bool {
         matches!(
             self,
-            Counted::Cached | Counted::Callee | Counted::Returns | Counted::Relay { .. }
+            Counted::Cached
+                | Counted::Callee
+                | Counted::Returns
+                | Counted::Relay { .. }
+                | Counted::Tail { .. }
         )
     }
 }
@@ -166,6 +188,13 @@ const NOT_RELAYED: u64 = 8;
 const RETURNED_FAIL: u64 = 9;
 const CALLING: u64 = 10;
 const RETURNING: u64 = 11;
+const TAILING: u64 = 12;
+const APPEND: u64 = 13;
+const CALL_OVER: u64 = 14;
+const CLEAR_CHAIN: u64 = 15;
+const CHAIN_CLEARED: u64 = 16;
+const FIND_IN_CHAIN: u64 = 17;
+const NOT_IN_CHAIN: u64 = 18;
 
 /// The byte or word at `at` of the data word of the translation whose
 /// entry is in rdx.
@@ -186,13 +215,17 @@ fn data(at: i64) -> MemoryOperand {
 /// - a normal return (`RETURN_CACHE`): the segment and the address of the
 ///   record it writes kept in the call's cache entry, when the
 ///   translation allows and no call is pending;
-/// - a pending call (`PENDING_CALL` set, `PENDING_CALLEE` not): when the
-///   translation allows, the run counted in its record of the segment
-///   (found in the table of records; kept in `PENDING_CALLEE`);
+/// - a jump into another function (`RELAYING`) in a pending call's
+///   chain: when the translation allows and the chain has room, the run
+///   counted in its record of the segment (found in the table of
+///   records), kept at the chain's end;
+/// - a pending call (`PENDING_CALL` set, its chain empty): the same, for
+///   the callee's first run;
 ///
 /// and its other entries, for the quiet paths of blocks ending in a call
-/// (`calling`: a pending call made) or in `ret` (`returning`: the run
-/// counted in a pending call's callee); then on at the translation's
+/// (`calling`: a pending call made), in `ret` (`returning`: the run
+/// counted in a pending call's callee) or in a jump into another function
+/// (`tailing`: the run counted, kept at the chain's end); then on at the translation's
 /// first instruction (its body entry,
 /// [`super::quiet::BODY_ENTRY`] bytes before its entry) when the run was
 /// counted, else at the writing of its record (its fresh entry), through
@@ -271,23 +304,28 @@ pub(super) fn resume_routine(
     ))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     count(&mut code)?;
-    for done in [RETURNED, PENDING_CALLEE, PENDING_RELAY, PENDING_RETURN] {
-        clear(&mut code, done)?;
-    }
     code.save(PENDING_CALL, rax)?;
     code.save(PENDING_CALL_SP, rsp)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    code.jump(Code::Jmp_rel32_64, CALL_OVER)?;
     code.label(RETURNED_COUNT);
     count(&mut code)?;
-    for done in [
-        RETURNED,
-        PENDING_CALLEE,
-        PENDING_RELAY,
-        PENDING_RETURN,
-        PENDING_CALL,
-    ] {
-        clear(&mut code, done)?;
-    }
+    clear(&mut code, PENDING_CALL)?;
+    // The returned call's state gone (its chain's entries back to 0).
+    code.label(CALL_OVER);
+    clear(&mut code, RETURNED)?;
+    clear(&mut code, PENDING_RETURN)?;
+    code.load(rcx, CHAIN_END)?;
+    code.label(CLEAR_CHAIN);
+    code.jump(Code::Jrcxz_rel8_64, CHAIN_CLEARED)?;
+    code.lea(rcx, rcx, -16)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        area_word(rcx, PENDING_CHAIN as i64),
+        0,
+    ))?;
+    code.jump(Code::Jmp_rel32_64, CLEAR_CHAIN)?;
+    code.label(CHAIN_CLEARED);
+    clear(&mut code, CHAIN_END)?;
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
 
     // Not counted: the call's next run makes no pending call until a
@@ -332,19 +370,17 @@ pub(super) fn resume_routine(
     ))?;
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
-    // The target of a PLT stub's jump, in a pending call once the stub's
-    // run was counted.
+    // The target of a jump into another function (`quiet::relay_entry`),
+    // in a pending call once the jumping block's run was counted: the
+    // first such target, or the second.
     code.label(NOT_RETURN);
     cmp_slot_zero(&mut code, RELAYING)?;
     code.jump(Code::Je_rel32_64, NOT_RELAYED)?;
     clear(&mut code, RELAYING)?;
     cmp_zero(&mut code, data(7))?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    cmp_slot_zero(&mut code, PENDING_CALLEE)?;
-    code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    cmp_slot_zero(&mut code, PENDING_RELAY)?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    count_and_keep(&mut code, PENDING_RELAY, PENDING_RELAY_SP)?;
+    chain_has_room(&mut code)?;
+    code.jump(Code::Jmp_rel32_64, APPEND)?;
 
     // A pending call's callee.
     code.label(NOT_RELAYED);
@@ -352,9 +388,24 @@ pub(super) fn resume_routine(
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
     cmp_slot_zero(&mut code, PENDING_CALL)?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    cmp_slot_zero(&mut code, PENDING_CALLEE)?;
+    cmp_slot_zero(&mut code, CHAIN_END)?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    count_and_keep(&mut code, PENDING_CALLEE, PENDING_CALLEE_SP)?;
+    code.label(APPEND);
+    count_in_segment(&mut code)?;
+    code.load(rcx, CHAIN_END)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        area_word(rcx, PENDING_CHAIN as i64),
+        rax,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        area_word(rcx, PENDING_CHAIN as i64 + 8),
+        rsp,
+    ))?;
+    code.lea(rcx, rcx, 16)?;
+    code.save(CHAIN_END, rcx)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
 
     // A block ending in a call, from its quiet path: when no call is
     // pending and the call's cache entry says its last run was made in
@@ -376,11 +427,36 @@ pub(super) fn resume_routine(
 
     // A block ending in `ret`, from its quiet path: in a pending call's
     // callee, the run counted in the block's record of the segment.
+    // (Kept unless its record is one of the chain's, which holds the run
+    // in order.)
     code.label(RETURNING);
     enter(&mut code)?;
-    cmp_slot_zero(&mut code, PENDING_CALLEE)?;
+    cmp_slot_zero(&mut code, CHAIN_END)?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    count_and_keep(&mut code, PENDING_RETURN, PENDING_RETURN_SP)?;
+    count_in_segment(&mut code)?;
+    code.load(rcx, CHAIN_END)?;
+    code.label(FIND_IN_CHAIN);
+    code.jump(Code::Jrcxz_rel8_64, NOT_IN_CHAIN)?;
+    code.lea(rcx, rcx, -16)?;
+    code.push(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rax,
+        area_word(rcx, PENDING_CHAIN as i64),
+    ))?;
+    code.jump(Code::Je_rel32_64, TO_BODY)?;
+    code.jump(Code::Jmp_rel32_64, FIND_IN_CHAIN)?;
+    code.label(NOT_IN_CHAIN);
+    code.save(PENDING_RETURN, rax)?;
+    code.save(PENDING_RETURN_SP, rsp)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+
+    // A block ending in a jump into another function, from its quiet
+    // path: in a pending call's chain, the run counted and kept at the
+    // chain's end (its jump's target follows it there).
+    code.label(TAILING);
+    enter(&mut code)?;
+    chain_has_room(&mut code)?;
+    code.jump(Code::Jmp_rel32_64, APPEND)?;
 
     // On at the translation's first instruction, everything back.
     code.label(TO_BODY);
@@ -411,8 +487,11 @@ pub(super) fn resume_routine(
     let entry =
         |label| super::encode::labelled(&code.list, &offsets, at, label, "the resume routine");
     Ok(RuleRoutine {
-        calling: entry(CALLING)?,
-        returning: entry(RETURNING)?,
+        entries: RuleEntries {
+            calling: entry(CALLING)?,
+            returning: entry(RETURNING)?,
+            tailing: entry(TAILING)?,
+        },
         bytes,
     })
 }
@@ -421,10 +500,35 @@ pub(super) fn resume_routine(
 pub(super) struct RuleRoutine {
     /// The bytes, from its resume entry (`resume_routine`).
     pub bytes: Vec<u8>,
-    /// Where the quiet path of a block ending in a call goes on.
+    /// Its entries for quiet paths.
+    pub entries: RuleEntries,
+}
+
+/// The resume routine's entries where quiet paths go on
+/// (`quiet::quiet_path`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct RuleEntries {
+    /// For a block ending in a call.
     pub calling: u64,
-    /// Where the quiet path of a block ending in `ret` goes on.
+    /// For a block ending in `ret`.
     pub returning: u64,
+    /// For a block ending in a jump into another function
+    /// ([`Counted::Tail`]).
+    pub tailing: u64,
+}
+
+/// In the resume routine: on to [`TO_FRESH`] unless a pending call's
+/// chain has a run and room for one more.
+fn chain_has_room(code: &mut Emit) -> Result<(), Refusal> {
+    code.push(Instruction::with2(Code::Cmp_rm64_imm8, slot(CHAIN_END), 0))?;
+    code.jump(Code::Je_rel32_64, TO_FRESH)?;
+    let full = (16 * CHAIN) as i32;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm32,
+        slot(CHAIN_END),
+        full,
+    ))?;
+    code.jump(Code::Jae_rel32_64, TO_FRESH)
 }
 
 /// In the resume routine (the translation's entry in rdx): when the
@@ -487,12 +591,11 @@ fn restore_flags(code: &mut Emit) -> std::result::Result<(), Refusal> {
 }
 
 /// Labels of the routine.
-const WRITE_NO_CALLEE: u64 = 1;
-const WRITE_ALL: u64 = 2;
-const TAKE_CALLEE: u64 = 3;
-const TAKE_RETURN: u64 = 4;
-const WRITE_NO_RELAY: u64 = 5;
-const TAKE_RELAY: u64 = 6;
+const WRITE_ALL: u64 = 1;
+const TAKE_RETURN: u64 = 2;
+/// Labels after each entry of the chain, written and taken.
+const WRITE_CHAIN: u64 = 0x100;
+const TAKE_CHAIN: u64 = 0x200;
 
 /// Appends at rdx a record of the translation whose record is at
 /// `record`, with one run and the stack pointer in the slot at `sp`;
@@ -521,32 +624,23 @@ fn take_run(code: &mut Emit, record: Register) -> Result<(), Refusal> {
     code.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))
 }
 
-/// rax = the returning block's record, then rcx = 0 (for the caller's
-/// `jrcxz` to `none`) when there is none or it is the callee's first
-/// block's or the PLT stub's target's (one record counted once).
-fn returning_record(code: &mut Emit, none: u64) -> Result<(), Refusal> {
-    let (rax, rcx) = (Register::RAX, Register::RCX);
-    code.load(rcx, PENDING_RETURN)?;
-    code.jump(Code::Jrcxz_rel8_64, none)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-    code.load(rcx, PENDING_RELAY)?;
-    subtract_rcx(code, rax, rcx)?;
-    code.jump(Code::Jrcxz_rel8_64, none)?;
-    code.load(rcx, PENDING_CALLEE)?;
-    subtract_rcx(code, rax, rcx)
+/// The slot of the record of the pending call's chain's entry `index`
+/// ([`PENDING_CHAIN`]), and the slot of its stack pointer.
+fn chain_entry(index: u64) -> (u64, u64) {
+    let at = PENDING_CHAIN + 16 * index;
+    (at, at + 8)
 }
 
 /// The routine, encoded at `at`, that writes the pending call's records
 /// in order, entered by a jump from a translation's record writing (rax
 /// and rcx in their slots, a call pending) and going back through the
 /// `BACK` slot (the translation's fresh entry, rax its entry), flags
-/// untouched: at the
-/// cursor, the calling block's record, the callee's first block's and
-/// the returning block's (when they ran and are not the callee's first),
-/// each with one run and the stack pointer of its run; only then (a store
-/// that faults in a guard page has changed nothing: the tracer settles
-/// the call, `stops`) the cursor moved, a run taken off each record they
-/// were counted in, and no call pending.
+/// untouched: at the cursor, the calling block's record, those of its
+/// chain and the returning block's (when it ran), each with one run and
+/// the stack pointer of its run; only then (a store that faults in a
+/// guard page has changed nothing: the tracer settles the call, `stops`)
+/// the cursor moved, a run taken off each record they were counted in,
+/// and no call pending.
 pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     let mut code = Emit::default();
@@ -554,44 +648,38 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
     code.load(rdx, CURSOR)?;
     code.load(rax, PENDING_CALL)?;
     copy_record(&mut code, rax, PENDING_CALL_SP)?;
-    code.load(rcx, PENDING_CALLEE)?;
-    code.jump(Code::Jrcxz_rel8_64, WRITE_NO_CALLEE)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-    copy_record(&mut code, rax, PENDING_CALLEE_SP)?;
-    code.label(WRITE_NO_CALLEE);
-    code.load(rcx, PENDING_RELAY)?;
-    code.jump(Code::Jrcxz_rel8_64, WRITE_NO_RELAY)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-    copy_record(&mut code, rax, PENDING_RELAY_SP)?;
-    code.label(WRITE_NO_RELAY);
-    returning_record(&mut code, WRITE_ALL)?;
+    // Each entry of the chain in turn (the unused ones are 0).
+    for index in 0..CHAIN {
+        let (record, sp) = chain_entry(index);
+        code.load(rcx, record)?;
+        code.jump(Code::Jrcxz_rel8_64, WRITE_CHAIN + index)?;
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
+        copy_record(&mut code, rax, sp)?;
+        code.label(WRITE_CHAIN + index);
+    }
+    code.load(rcx, PENDING_RETURN)?;
     code.jump(Code::Jrcxz_rel8_64, WRITE_ALL)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
     copy_record(&mut code, rax, PENDING_RETURN_SP)?;
     code.label(WRITE_ALL);
     code.save(CURSOR, rdx)?;
     code.load(rax, PENDING_CALL)?;
     take_run(&mut code, rax)?;
-    code.load(rcx, PENDING_CALLEE)?;
-    code.jump(Code::Jrcxz_rel8_64, TAKE_CALLEE)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-    take_run(&mut code, rax)?;
-    code.label(TAKE_CALLEE);
-    code.load(rcx, PENDING_RELAY)?;
-    code.jump(Code::Jrcxz_rel8_64, TAKE_RELAY)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-    take_run(&mut code, rax)?;
-    code.label(TAKE_RELAY);
-    returning_record(&mut code, TAKE_RETURN)?;
+    for index in 0..CHAIN {
+        let (record, _) = chain_entry(index);
+        code.load(rcx, record)?;
+        code.jump(Code::Jrcxz_rel8_64, TAKE_CHAIN + index)?;
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
+        take_run(&mut code, rax)?;
+        clear(&mut code, record)?;
+        code.label(TAKE_CHAIN + index);
+    }
+    code.load(rcx, PENDING_RETURN)?;
     code.jump(Code::Jrcxz_rel8_64, TAKE_RETURN)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
     take_run(&mut code, rax)?;
     code.label(TAKE_RETURN);
-    for done in [
-        PENDING_CALL,
-        PENDING_CALLEE,
-        PENDING_RELAY,
-        PENDING_RETURN,
-        RETURNED,
-    ] {
+    for done in [PENDING_CALL, CHAIN_END, PENDING_RETURN, RETURNED] {
         clear(&mut code, done)?;
     }
     code.load(rdx, WRITE_RDX)?;
@@ -612,18 +700,21 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
 pub(super) fn settle(memory: &Memory, area: &Area) -> Result<Vec<u64>> {
     let mut slots = [0u64; PENDING_SLOTS];
     memory.read(area.at(PENDING_CALL), bytemuck::cast_slice_mut(&mut slots))?;
-    let [call, call_sp, callee, callee_sp, ret, ret_sp, _, _, _, relay, relay_sp, _] = slots;
-    if call == 0 {
+    let slot = |offset: u64| slots[((offset - PENDING_CALL) / 8) as usize];
+    let call = (slot(PENDING_CALL), slot(PENDING_CALL_SP));
+    if call.0 == 0 {
         return Ok(Vec::new());
     }
-    let mut words = Vec::with_capacity(12);
-    let returning = (ret != callee && ret != relay).then_some((ret, ret_sp));
-    let records = [(call, call_sp), (callee, callee_sp), (relay, relay_sp)];
-    for (record, sp) in records
-        .into_iter()
-        .chain(returning)
-        .filter(|&(record, _)| record != 0)
-    {
+    let chain = (0..CHAIN)
+        .map(chain_entry)
+        .map(|(record, sp)| (slot(record), slot(sp)));
+    let returning = (slot(PENDING_RETURN), slot(PENDING_RETURN_SP));
+    let records: Vec<(u64, u64)> = std::iter::once(call)
+        .chain(chain)
+        .chain(std::iter::once(returning))
+        .collect();
+    let mut words = Vec::with_capacity(3 * records.len());
+    for (record, sp) in records.into_iter().filter(|&(record, _)| record != 0) {
         let id = memory.read_u64(record)?;
         let runs = memory.read_u64(record + 8)?.checked_sub(1).ok_or_else(|| {
             Error::Unexpected("translate: a pending call's record counts no run".into())
@@ -637,13 +728,14 @@ pub(super) fn settle(memory: &Memory, area: &Area) -> Result<Vec<u64>> {
 
 /// One of each kind of [`Counted`], for tests.
 #[cfg(test)]
-pub(super) const KINDS: [Counted; 6] = [
+pub(super) const KINDS: [Counted; 7] = [
     Counted::Never,
     Counted::Cached,
     Counted::Callee,
     Counted::Calls { cache: 0x10_0000 },
     Counted::Returns,
     Counted::Relay { cache: 0x10_0020 },
+    Counted::Tail { cache: 0x10_0040 },
 ];
 
 #[cfg(test)]
@@ -666,8 +758,56 @@ mod tests {
         let at = 0x7f00_0000_0000;
         let routine = resume_routine(at, 0x7f00_0000_1000).unwrap();
         let end = at + routine.bytes.len() as u64;
-        assert!((at + 1..end).contains(&routine.calling));
-        assert!((routine.calling + 1..end).contains(&routine.returning));
+        let entries = routine.entries;
+        assert!((at + 1..end).contains(&entries.calling));
+        assert!((entries.calling + 1..end).contains(&entries.returning));
+        assert!((entries.returning + 1..end).contains(&entries.tailing));
+    }
+
+    /// The tracer settles a pending call as the routine writing its
+    /// records does: the calling block's, its chain's in order, the
+    /// returning block's, each with one run taken off its record, and
+    /// every slot zeroed.
+    #[test]
+    fn settling_writes_the_call_its_chain_and_its_return_in_order() {
+        let memory = Memory::open(std::process::id() as i32).unwrap();
+        let slots = vec![0u64; (PENDING_CALL / 8) as usize + PENDING_SLOTS];
+        let area = Area::for_test(slots.as_ptr() as u64);
+        // Records: [translation number, runs], each counted twice.
+        let records: Vec<[u64; 2]> = (0..4).map(|id| [10 + id, 2]).collect();
+        let record = |index: usize| records[index].as_ptr() as u64;
+        let set = |offset: u64, value: u64| memory.write_u64(area.at(offset), value).unwrap();
+        set(PENDING_CALL, record(0));
+        set(PENDING_CALL_SP, 0x100);
+        for index in 0..2 {
+            let (entry, sp) = chain_entry(index);
+            set(entry, record(1 + index as usize));
+            set(sp, 0x0f8);
+        }
+        set(CHAIN_END, 32);
+        set(PENDING_RETURN, record(3));
+        set(PENDING_RETURN_SP, 0x0f0);
+        set(RELAYING, 1);
+        let words = settle(&memory, &area).unwrap();
+        let expected = [
+            [10, 1, 0x100],
+            [11, 1, 0x0f8],
+            [12, 1, 0x0f8],
+            [13, 1, 0x0f0],
+        ];
+        assert_eq!(words, expected.concat());
+        for index in 0..records.len() {
+            let runs = memory.read_u64(record(index) + 8).unwrap();
+            assert_eq!(runs, 1, "a run taken off");
+        }
+        for index in 0..PENDING_SLOTS as u64 {
+            let word = memory.read_u64(area.at(PENDING_CALL + 8 * index)).unwrap();
+            assert_eq!(word, 0, "slot {index}");
+        }
+        assert!(
+            settle(&memory, &area).unwrap().is_empty(),
+            "nothing pending"
+        );
     }
 
     #[test]
@@ -682,5 +822,10 @@ mod tests {
         assert!(!Counted::Calls { cache: 0 }.as_callee());
         assert!(!Counted::Returns.after_return());
         assert!(Counted::Cached.as_callee() && Counted::Cached.after_return());
+        // A tail jump's runs each jump on, as a call: counted so, as a
+        // callee's first block or a jump's target, never after a return.
+        let tail = Counted::Tail { cache: 0 };
+        assert_eq!(tail.repeat(), Some(Repeat::Calls));
+        assert!(tail.as_callee() && !tail.after_return());
     }
 }

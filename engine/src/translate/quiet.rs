@@ -105,7 +105,7 @@ use super::area::{
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
-use super::pending::Counted;
+use super::pending::{Counted, RuleEntries};
 use super::records::RecordEntries;
 use super::translator::{advance_cursor, write_record, RecordLayout, Refusal, SLOT_LEN};
 
@@ -128,7 +128,8 @@ const RESUME_PATH: u64 = 11;
 /// segment is the one of the call's last run, and so is the target.
 const SAME_CALLER: u64 = 12;
 const SAME_TARGET: u64 = 13;
-/// The same for the second caller's segment a PLT stub keeps.
+/// The same for the second caller's segment a jump into another function
+/// keeps ([`relay_entry`]).
 const SAME_CALLER_B: u64 = 18;
 const SAME_TARGET_B: u64 = 19;
 /// Label of a new segment for the callee.
@@ -177,9 +178,9 @@ pub(super) fn new_epoch() -> u64 {
 /// The offset in a thread's area of the cache entry of translation
 /// `id`'s call: the caller's segment at its last run, the callee's
 /// segment then, and the segment and address of the record of the run
-/// its return went on to (four words: `pending`); for a PLT stub's jump,
-/// two pairs of the caller's segment and its target's segment
-/// ([`choose_segment`]). `None` past the entries an area has.
+/// its return went on to (four words: `pending`); for a jump into another
+/// function ([`relay_entry`]), two pairs of the caller's segment and its
+/// target's segment ([`choose_segment`]). `None` past the entries an area has.
 pub(super) fn call_cache(id: u32) -> Option<u64> {
     (u64::from(id) < COUNTERS).then(|| Area::QUIET_BASE + 32 * u64::from(id))
 }
@@ -321,7 +322,7 @@ enum Value {
 
 /// `into` = `from` minus rcx, flags untouched (`not rcx`, `lea`); rcx
 /// is lost.
-pub(super) fn subtract_rcx(code: &mut Emit, from: Register, into: Register) -> Result<(), Refusal> {
+fn subtract_rcx(code: &mut Emit, from: Register, into: Register) -> Result<(), Refusal> {
     let rcx = Register::RCX;
     code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     let sum = MemoryOperand::new(from, rcx, 1, 1, 1, false, Register::None);
@@ -503,10 +504,8 @@ pub(super) enum Flags {
 pub(super) struct Rules {
     /// The translation's entry.
     pub entry: u64,
-    /// The entry for a block ending in a call.
-    pub calling: u64,
-    /// The entry for a block ending in `ret`.
-    pub returning: u64,
+    /// The resume routine's entries.
+    pub routine: RuleEntries,
 }
 
 /// The quiet path (label [`QUIET`]), after the block's end, ending in
@@ -568,8 +567,9 @@ pub(super) fn quiet_path(
     code.label(TEST_SEGMENT);
     match counted {
         Counted::Cached => count_run(&mut code, id, body, flags)?,
-        Counted::Calls { .. } => to_routine(&mut code, rules.entry, rules.calling)?,
-        Counted::Returns => to_routine(&mut code, rules.entry, rules.returning)?,
+        Counted::Calls { .. } => to_routine(&mut code, rules.entry, rules.routine.calling)?,
+        Counted::Returns => to_routine(&mut code, rules.entry, rules.routine.returning)?,
+        Counted::Tail { .. } => to_routine(&mut code, rules.entry, rules.routine.tailing)?,
         Counted::Never | Counted::Callee | Counted::Relay { .. } => to_fresh(&mut code)?,
     }
     Ok(code.list)
@@ -646,16 +646,17 @@ enum Forget {
     /// records (a call's).
     CallingRecord,
     /// The caller's segment in the cache entry of the call that led here
-    /// (a PLT stub's jump: the call's next run makes no pending call).
+    /// (a jump into another function, [`relay_entry`]: the call's next run
+    /// makes no pending call).
     Caller,
 }
 
-/// The segment of a call's callee or of the target of a PLT stub's jump
-/// ([`call_entry`], [`relay_entry`]; rcx and rdx free, an indirect
-/// target in rax): the one the transfer had at its last run when the
-/// thread's segment (and an indirect target) is the one it had then (for
-/// a PLT stub's jump, at one of the last two runs from different
-/// segments), else a new one (kept with the segment and target for the
+/// The segment of a call's callee or of the target of a jump into another
+/// function ([`call_entry`], [`relay_entry`]; rcx and rdx free, an
+/// indirect target in rax): the one the transfer had at its last run when
+/// the thread's segment (and an indirect target) is the one it had then
+/// (for a jump into another function, at one of the last two runs from
+/// different segments), else a new one (kept with the segment and target for the
 /// next run; to another target than the last run's, what `forget` says is
 /// forgotten); its stack pointer the thread's plus `sp_delta`.
 fn choose_segment(
@@ -668,9 +669,10 @@ fn choose_segment(
     code.load(rdx, SEGMENT)?;
     match callee.cache {
         Some(at) => {
-            // A PLT stub makes no call, so its cache entry has no return
-            // words: it keeps two caller's segments (the stub serves the
-            // call sites of its target), the last one first.
+            // A jump into another function makes no call, so its cache
+            // entry has no return words: it keeps two caller's segments (a
+            // PLT stub serves the call sites of its target), the last one
+            // first.
             let ways = match forget {
                 Forget::Caller => 2,
                 Forget::CallingRecord => 1,
@@ -745,12 +747,13 @@ fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Re
     code.jump(Code::Jmp_rel32_64, NEW)
 }
 
-/// The code before a PLT stub's jump to its target (in rax; the stub's
-/// cache entry and target slot in `callee`): the target's segment chosen
-/// as a call's ([`choose_segment`]), and `RELAYING` set, for the target's
-/// resume entry (the jump goes through the lookup routine of calls): in
-/// a pending call the target's first run may be counted too (`pending`).
-/// Flags untouched; rcx and rdx saved and back.
+/// The code before a jump into another function: a PLT stub's jump to
+/// its target (in rax; the stub's cache entry and target slot in
+/// `callee`; the jump goes through the lookup routine of calls) or a
+/// direct tail jump (no target slot): the target's segment chosen as a
+/// call's ([`choose_segment`]), and `RELAYING` set, for the target's
+/// resume entry: in a pending call the target's first run may be counted
+/// too (`pending`). Flags untouched; rcx and rdx saved and back.
 pub(super) fn relay_entry(callee: Callee) -> Result<Vec<Instruction>, Refusal> {
     let (rcx, rdx) = (Register::RCX, Register::RDX);
     let mut code = Emit::default();
@@ -936,8 +939,11 @@ mod tests {
     /// Where quiet paths go on for the rules of pending calls.
     const RULES: Rules = Rules {
         entry: 0x7f00_0000_0100,
-        calling: 0x7f00_0010_0040,
-        returning: 0x7f00_0010_0080,
+        routine: RuleEntries {
+            calling: 0x7f00_0010_0040,
+            returning: 0x7f00_0010_0080,
+            tailing: 0x7f00_0010_00c0,
+        },
     };
 
     /// What the program's code runs into: each piece encodes (at an

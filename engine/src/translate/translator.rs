@@ -86,7 +86,7 @@ use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
 use super::emit::Emit;
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
-use super::pending::{self, Counted};
+use super::pending::{self, Counted, RuleEntries};
 use super::quiet;
 use super::records::RecordEntries;
 use super::timing::{self, SystemCallWords};
@@ -473,11 +473,8 @@ pub(super) struct Target<'a> {
     /// The region's resume routine, where resume paths go on (see
     /// `pending`).
     pub resume: u64,
-    /// Its entries where the quiet paths of blocks ending in a call or in
-    /// `ret` go on.
-    pub calling: u64,
-    /// See [`Target::calling`].
-    pub returning: u64,
+    /// Its entries where quiet paths go on.
+    pub rules: RuleEntries,
     /// Whether and how it records what its executions did.
     pub capture: Capture,
     /// Whether a `cpuid` traps, for the tracer to answer as Valgrind's
@@ -526,8 +523,7 @@ pub(super) fn translate(
         calls,
         records,
         resume,
-        calling,
-        returning,
+        rules,
         capture,
         cpuid_trap,
         original,
@@ -570,6 +566,16 @@ pub(super) fn translate(
         .filter(|place| place.skipped && block.last().flow == Flow::Jump { direct: false })
         .and_then(|_| quiet::call_cache(id))
         .filter(|_| !block.last().rep);
+    // A direct jump into another function (the sink takes it for a call,
+    // `Place::continues_to`) from a function not skipped chooses its
+    // target's segment as a PLT stub's jump does.
+    let tail = quiet
+        .filter(|_| !capture.enabled && original.is_none())
+        .filter(|quiet| quiet.place.is_some_and(|place| !place.skipped))
+        .filter(|quiet| quiet.exits == [false])
+        .filter(|_| matches!(block.last().flow, Flow::Jump { .. }) && is_direct(block.last()))
+        .filter(|_| !block.last().rep && targets != [block.addr])
+        .and_then(|_| quiet::call_cache(id));
     let exits: Vec<ExitSlot> = targets
         .iter()
         .enumerate()
@@ -578,7 +584,7 @@ pub(super) fn translate(
             stub: at + count * SLOT_STRIDE + index as u64,
             target,
             entrance: match quiet {
-                Some(_) if calls_directly => Entrance::Resume,
+                Some(_) if calls_directly || tail.is_some() => Entrance::Resume,
                 Some(quiet) if quiet.exits.get(index) == Some(&true) => Entrance::Quiet,
                 _ => Entrance::Entry,
             },
@@ -672,6 +678,14 @@ pub(super) fn translate(
                 code.jump(Code::Jmp_rel32_64, slot_of(1))?;
             }
             Flow::Jump { .. } if is_direct(last) => {
+                if let Some(cache) = tail {
+                    let callee = quiet::Callee {
+                        id,
+                        cache: Some(cache),
+                        target: None,
+                    };
+                    code.list.append(&mut quiet::relay_entry(callee)?);
+                }
                 code.jump(Code::Jmp_rel32_64, slot_of(0))?;
             }
             Flow::Call if is_direct(last) => {
@@ -834,6 +848,7 @@ pub(super) fn translate(
         Some(cache) if relay.is_some() && recorder.words() == 0 => Counted::Relay { cache },
         _ if !plain => Counted::Never,
         _ if ends_quietly => Counted::Callee,
+        Some(cache) if tail.is_some() => Counted::Tail { cache },
         Some(cache) if block.last().flow == Flow::Call => Counted::Calls { cache },
         _ if block.last().flow == Flow::Return => Counted::Returns,
         _ => Counted::Never,
@@ -844,8 +859,7 @@ pub(super) fn translate(
     if let (true, Some(region)) = (quiet_entry, region) {
         let rules = quiet::Rules {
             entry,
-            calling,
-            returning,
+            routine: rules,
         };
         // The quiet path runs before the block's first instruction.
         let instructions = block

@@ -2,7 +2,9 @@
    loop calling leaf functions directly (one whose path changes from call
    to call), through a table whose target changes every few turns, two in
    a row, nested, and libc's through the PLT (bound at the first call),
-   from two call sites in turn. */
+   from two call sites in turn; calls whose callee jumps on into another
+   function (a tail call: a wrapper of ours, and libc's strcoll through the
+   PLT, which jumps on to __strcoll_l). */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +25,8 @@ __attribute__((noinline)) static int twice(step_fn f, int x) { return f(x) + f(x
 
 __attribute__((noinline)) static long measure(const char *text) { return (long)strlen(text) + 1; }
 
+__attribute__((noinline)) int wrapper(int x) { return branchy(x ^ 5); }
+
 int main(int argc, char **argv)
 {
     (void)argv;
@@ -36,6 +40,8 @@ int main(int argc, char **argv)
         sum += twice(table[i & 1], i);
         sum += (long)strlen(text + (i & 3));
         sum += measure(text + (i & 1));
+        sum += wrapper(i);
+        sum += strcoll(text + (i & 1), text);
     }
     printf("%ld\n", sum);
     return 0;
