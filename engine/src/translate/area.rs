@@ -114,34 +114,28 @@ pub(super) const TIMING_RDI: u64 = 160;
 pub(super) const TIMING_RSI: u64 = 168;
 /// See [`TIMING_RAX`].
 pub(super) const TIMING_R11: u64 = 176;
-/// The pending call's state (`pending`): the record its calling block's
-/// run was counted in (0: no call is pending), and that run's stack
-/// pointer.
-pub(super) const PENDING_CALL: u64 = 184;
-/// See [`PENDING_CALL`].
-pub(super) const PENDING_CALL_SP: u64 = 192;
-/// The record the run of the block ending in the callee's `ret` was
-/// counted in (0: none), and its stack pointer.
-pub(super) const PENDING_RETURN: u64 = 200;
-/// See [`PENDING_RETURN`].
-pub(super) const PENDING_RETURN_SP: u64 = 208;
-/// The offset of the pending call's entry in the stack of calls.
-pub(super) const PENDING_ENTRY: u64 = 216;
+/// Bytes of the pending calls' frames in use (`pending`: 16 per pending
+/// call, innermost last; 0: no call is pending).
+pub(super) const PENDING_DEPTH: u64 = 184;
+/// The pending calls' frames ([`DEPTH`] of them): for each, the offset of
+/// its entry in the stack of calls and the offset in the chain of its
+/// calling block's run.
+pub(super) const PENDING_FRAMES: u64 = 192;
+/// Calls pending at once, at most (nested).
+pub(super) const DEPTH: u64 = 8;
 /// The cache entry of the pending call that has just returned (0: none).
-pub(super) const RETURNED: u64 = 224;
+pub(super) const RETURNED: u64 = PENDING_FRAMES + 16 * DEPTH;
 /// The cache entry of the call a return has just matched (not pending;
 /// 0: none).
-pub(super) const RETURN_CACHE: u64 = 232;
-/// Bytes of the pending call's chain in use (`PENDING_CHAIN`; 0: the
-/// callee's first run not counted yet).
-pub(super) const CHAIN_END: u64 = 240;
-/// The pending call's chain (`pending`): the records the runs of the
-/// callee's first block and of the targets of its jumps into other
-/// functions were counted in, in order, each with its stack pointer
-/// ([`CHAIN`] pairs of words; the unused ones 0).
-pub(super) const PENDING_CHAIN: u64 = 248;
-/// Runs the chain of a pending call holds at most.
-pub(super) const CHAIN: u64 = 8;
+pub(super) const RETURN_CACHE: u64 = RETURNED + 8;
+/// Bytes of the pending calls' chain in use (`PENDING_CHAIN`).
+pub(super) const CHAIN_END: u64 = RETURN_CACHE + 8;
+/// The pending calls' chain (`pending`): the records the runs kept in
+/// order were counted in, each with its stack pointer ([`CHAIN`] pairs of
+/// words).
+pub(super) const PENDING_CHAIN: u64 = CHAIN_END + 8;
+/// Runs the chain holds at most.
+pub(super) const CHAIN: u64 = 48;
 /// 1 while a jump into another function goes to its target
 /// (`quiet::relay_entry`).
 pub(super) const RELAYING: u64 = PENDING_CHAIN + 16 * CHAIN;
@@ -157,10 +151,9 @@ pub(super) const RESUME_FLAGS: u64 = RESUMING + 8;
 /// The entry of the translation whose record the record routine writes
 /// (`records`).
 pub(super) const WRITING: u64 = RESUME_FLAGS + 8;
-/// The slots of a pending call, from [`PENDING_CALL`], all zeroed when
+/// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
-pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_CALL) / 8 + 1) as usize;
-const _: () = assert!(RELAYING == PENDING_CALL + 8 * (PENDING_SLOTS as u64 - 1));
+pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_DEPTH) / 8 + 1) as usize;
 // `Area::start_half` writes these four slots at once.
 const _: () =
     assert!(SEGMENT == RECORD + 8 && SEGMENT_SP == SEGMENT + 8 && LIVE_CALLS == SEGMENT_SP + 8);
@@ -292,7 +285,7 @@ impl Area {
         let slots = [self.spare_record(), quiet::new_epoch(), 0, 0];
         memory.write(self.at(RECORD), bytemuck::cast_slice(&slots))?;
         let pending = [0u64; PENDING_SLOTS];
-        memory.write(self.at(PENDING_CALL), bytemuck::cast_slice(&pending))
+        memory.write(self.at(PENDING_DEPTH), bytemuck::cast_slice(&pending))
     }
 
     /// The scratch slots now.

@@ -8,46 +8,47 @@
 //! that its return then went on to a block whose record in the segment
 //! it kept, counts its run in its record of the segment (found in the
 //! table of records) and makes the call pending ([`resume_routine`]'s
-//! calling entry: the record and the stack pointer in `PENDING_CALL`).
-//! The call goes to the callee's segment of that last run (for an
-//! indirect call, when its target is that run's; else to a new segment,
-//! where the callee finds no record); there the callee's first block
-//! counts its run in its record of that segment, the first of the call's
-//! chain ([`resume_routine`]: `PENDING_CHAIN`, [`CHAIN`] runs at most). A
-//! jump into another function (a PLT stub's, or a tail jump,
-//! [`Counted::Tail`]) goes on to its target's segment of its last run
-//! from the thread's segment (`quiet::relay_entry`), where the target's
-//! first block counts its run at the chain's end too; so does the block
-//! that jumps, at the chain's end, when it is not already there (its
-//! quiet path, [`resume_routine`]'s tailing entry). The blocks of the
-//! callee that keep the context count theirs as always, and a block
-//! ending in `ret` counts its run too ([`resume_routine`]'s returning
-//! entry: `PENDING_RETURN`). When the return matches the call
+//! calling entry): its run kept at the end of the thread's chain of runs
+//! in order (`PENDING_CHAIN`, [`CHAIN`] runs at most) and a frame pushed
+//! for it (`PENDING_FRAMES`, [`DEPTH`] at most: the call's entry in the
+//! stack of calls and its run's place in the chain). The call goes to the
+//! callee's segment of that last run (for an indirect call, when its
+//! target is that run's; else to a new segment, where the callee finds no
+//! record); there the callee's first block counts its run in its record
+//! of that segment, at the chain's end (a block ending in a call makes
+//! its own call pending too, nested). A jump into another function (a PLT
+//! stub's, or a tail jump, [`Counted::Tail`]) goes on to its target's
+//! segment of its last run from the thread's segment
+//! (`quiet::relay_entry`), where the target's first block counts its run
+//! at the chain's end too; so does the block that jumps when it is not
+//! already there (its quiet path, [`resume_routine`]'s chained entry).
+//! The blocks of the callee that keep the context count theirs as always;
+//! a block ending in a call makes a nested call pending as above, and one
+//! ending in `ret` counts its run at the chain's end (the chained entry).
+//! When the return matches the innermost pending call
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
-//! its run in the record the cache entry kept ([`resume_routine`]) and
-//! the call is over, counted: the calling block's record says its runs
-//! made the call each time (`Repeat::Calls`; a tail jump's, its jump),
-//! the sink counts them on the arc of the first, whose callee's records
-//! hold the costs of all of them. So the calling block's record in the
-//! segment must be of a run whose call took the same way: a call (or a
-//! PLT stub's jump) to another target than its last run's takes that
-//! record out of the table of records (or makes the call's next run start
-//! no pending call).
+//! its run in the record the cache entry kept ([`resume_routine`]), at
+//! the chain's end while an outer call is pending, and the call is over,
+//! counted: the calling block's record says its runs made the call each
+//! time (`Repeat::Calls`; a tail jump's, its jump), the sink counts them
+//! on the arc of the first, whose callee's records hold the costs of all
+//! of them. When the outermost is over, the chain is emptied. So the
+//! calling block's record in the segment must be of a run whose call took
+//! the same way: a call (or a PLT stub's jump) to another target than its
+//! last run's takes that record out of the table of records (or makes the
+//! call's next run start no pending call).
 //!
 //! Anything else that needs a record while a call is pending (a block
-//! with no record in the segment, another call, a return to elsewhere, a
-//! system call, a chain full) first writes the pending call's records in
-//! order ([`write_routine`]: the calling block's, its chain's and the
-//! returning block's, each with one run, taken off the records they were
-//! counted in), so that the records read in order are those of the call
-//! run plainly: the runs counted elsewhere keep the context of the
-//! chain's run before them, and each jump into another function follows
-//! the run of the block that made it. So does the tracer at every drain
-//! or hand-off of a buffer half ([`settle`]). One call at most is pending:
-//! a call made in a pending call's callee writes the pending call's
-//! records first. `CHAIN_END`, the chain's entries, `PENDING_RETURN` and
-//! `RETURNED` are zero whenever `PENDING_CALL` is; the chain's entries
-//! past `CHAIN_END` are zero.
+//! with no record in the segment, a call that cannot be made pending, a
+//! return to elsewhere, a system call, the chain or the frames full)
+//! first writes the chain's runs in order ([`write_routine`], each with
+//! one run, taken off the record it was counted in), so that the records
+//! read in order are those of the calls run plainly: the runs counted
+//! elsewhere keep the context of the chain's run before them, and each
+//! jump into another function follows the run of the block that made it.
+//! So does the tracer at every drain or hand-off of a buffer half
+//! ([`settle`]). `CHAIN_END` and `RETURNED` are zero whenever
+//! `PENDING_DEPTH` is.
 //!
 //! A normal return keeps in the call's cache entry the segment and the
 //! address of the record it goes on to write ([`resume_routine`],
@@ -59,9 +60,9 @@ use crate::error::{Error, Result};
 use crate::event::Repeat;
 
 use super::area::{
-    slot, Area, BACK, CHAIN, CHAIN_END, CURSOR, JUMP, PENDING_CALL, PENDING_CALL_SP, PENDING_CHAIN,
-    PENDING_RETURN, PENDING_RETURN_SP, PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE,
-    SAVE_RDX, SEGMENT, TEMP, WRITE_RDX,
+    slot, Area, BACK, CHAIN, CHAIN_END, CURSOR, DEPTH, JUMP, PENDING_CHAIN, PENDING_DEPTH,
+    PENDING_FRAMES, PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE, SAVE_RDX, SEGMENT,
+    TEMP, TOP_CALL, WRITE_RDX,
 };
 use super::emit::Emit;
 use super::memory::Memory;
@@ -128,18 +129,33 @@ impl Counted {
         )
     }
 
-    /// Whether the first run of a pending call's callee may be counted:
-    /// not one that makes a call itself.
-    fn as_callee(self) -> bool {
-        matches!(
-            self,
+    /// Whether the first run of a pending call's callee (or of a jump's
+    /// target in it) may be counted, and how ([`AsCallee`]).
+    fn as_callee(self) -> AsCallee {
+        match self {
+            Counted::Never => AsCallee::No,
+            Counted::Calls { .. } => AsCallee::Calling,
             Counted::Cached
-                | Counted::Callee
-                | Counted::Returns
-                | Counted::Relay { .. }
-                | Counted::Tail { .. }
-        )
+            | Counted::Callee
+            | Counted::Returns
+            | Counted::Relay { .. }
+            | Counted::Tail { .. } => AsCallee::Yes,
+        }
     }
+}
+
+/// Whether the first run of a pending call's callee may be counted (the
+/// byte the resume routine reads, [`data_word`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum AsCallee {
+    /// No: it writes its record.
+    No = 0,
+    /// Yes, kept in the chain.
+    Yes = 1,
+    /// Yes, and its call is made pending too (nested): a block ending in
+    /// a call, when the call's cache entry allows.
+    Calling = 2,
 }
 
 /// The word at `displacement` of the thread's area plus `base` (a
@@ -172,7 +188,7 @@ pub(super) fn data_word(counted: Counted, id: u32) -> [u8; 8] {
     word[..4].copy_from_slice(&id.to_le_bytes());
     word[4..6].copy_from_slice(&spread.to_le_bytes());
     word[6] = u8::from(counted.after_return());
-    word[7] = u8::from(counted.as_callee());
+    word[7] = counted.as_callee() as u8;
     word
 }
 
@@ -187,14 +203,11 @@ const PLAIN_FRESH: u64 = 7;
 const NOT_RELAYED: u64 = 8;
 const RETURNED_FAIL: u64 = 9;
 const CALLING: u64 = 10;
-const RETURNING: u64 = 11;
-const TAILING: u64 = 12;
-const APPEND: u64 = 13;
-const CALL_OVER: u64 = 14;
-const CLEAR_CHAIN: u64 = 15;
-const CHAIN_CLEARED: u64 = 16;
-const FIND_IN_CHAIN: u64 = 17;
-const NOT_IN_CHAIN: u64 = 18;
+const CHAINED: u64 = 11;
+const APPEND: u64 = 12;
+const AS_CALLEE: u64 = 13;
+const OUTERMOST: u64 = 14;
+const CALLS_OUTERMOST: u64 = 15;
 
 /// The byte or word at `at` of the data word of the translation whose
 /// entry is in rdx.
@@ -204,39 +217,37 @@ fn data(at: i64) -> MemoryOperand {
 
 /// The resume routine, encoded at `at`: the rest of every translation's
 /// resume path (`quiet::resume_path`: rax in its slot, the region set,
-/// the translation's entry in rax; rcx saved first), its flags saved, by what
-/// the run arrives from:
+/// the translation's entry in rax; rcx saved first), its flags saved, by
+/// what the run arrives from:
 ///
-/// - a pending call's return (`RETURNED`): when the translation allows
-///   ([`data_word`]) and the call's cache entry kept a record of the
-///   translation in the thread's segment, the run counted there, the call
-///   over (for a block ending in a call, its own call pending when the
-///   calling entry's conditions hold);
+/// - the innermost pending call's return (`RETURNED`): when the
+///   translation allows ([`data_word`]) and the call's cache entry kept a
+///   record of the translation in the thread's segment, the run counted
+///   there, the call over (for a block ending in a call, its own call
+///   pending when the calling entry's conditions hold);
 /// - a normal return (`RETURN_CACHE`): the segment and the address of the
 ///   record it writes kept in the call's cache entry, when the
 ///   translation allows and no call is pending;
-/// - a jump into another function (`RELAYING`) in a pending call's
-///   chain: when the translation allows and the chain has room, the run
-///   counted in its record of the segment (found in the table of
-///   records), kept at the chain's end;
-/// - a pending call (`PENDING_CALL` set, its chain empty): the same, for
-///   the callee's first run;
+/// - a jump into another function (`RELAYING`) while a call is pending:
+///   when the translation allows and the chain has room, the run counted
+///   in its record of the segment (found in the table of records), kept
+///   at the chain's end;
+/// - the innermost pending call: the same, for its callee's first run;
 ///
 /// and its other entries, for the quiet paths of blocks ending in a call
-/// (`calling`: a pending call made), in `ret` (`returning`: the run
-/// counted in a pending call's callee) or in a jump into another function
-/// (`tailing`: the run counted, kept at the chain's end); then on at the translation's
-/// first instruction (its body entry,
-/// [`super::quiet::BODY_ENTRY`] bytes before its entry) when the run was
-/// counted, else at the writing of its record (its fresh entry), through
-/// `write_pending` (the routine writing a pending call's records first)
-/// while a call is pending.
+/// (`calling`: a pending call made, nested in those pending when there is
+/// room) or in `ret` or a jump into another function (`chained`: the run
+/// counted and kept at the chain's end); then on at the translation's
+/// first instruction (its body entry, [`super::quiet::BODY_ENTRY`] bytes
+/// before its entry) when the run was counted, else at the writing of its
+/// record (its fresh entry), through `write_pending` (the routine writing
+/// the pending calls' records first) while a call is pending.
 pub(super) fn resume_routine(
     at: u64,
     write_pending: u64,
 ) -> std::result::Result<RuleRoutine, Refusal> {
     use super::quiet::{BODY_ENTRY, FRESH_ENTRY};
-    let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
+    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     let mut code = Emit::default();
     let cmp_zero = |code: &mut Emit, operand: MemoryOperand| {
         code.push(Instruction::with2(Code::Cmp_rm8_imm8, operand, 0))
@@ -263,12 +274,19 @@ pub(super) fn resume_routine(
     code.save(TEMP, rcx)?;
     enter(&mut code)?;
 
-    // A pending call's return.
+    // The innermost pending call's return (when the chain has room for
+    // the run, kept there while an outer call is pending).
     code.load(rcx, RETURNED)?;
     code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
     code.jump(Code::Je_rel32_64, NOT_RETURNED)?;
     cmp_zero(&mut code, data(6))?;
     code.jump(Code::Je_rel32_64, RETURNED_FAIL)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm32,
+        slot(CHAIN_END),
+        (16 * (CHAIN - 1)) as i32,
+    ))?;
+    code.jump(Code::Ja_rel32_64, RETURNED_FAIL)?;
     let kept = |at: i64| area_word(rcx, at);
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, kept(16)))?;
     code.push(Instruction::with2(Code::Cmp_r64_rm64, rax, slot(SEGMENT)))?;
@@ -282,11 +300,16 @@ pub(super) fn resume_routine(
     let number = MemoryOperand::with_base(rax);
     code.push(Instruction::with2(Code::Cmp_rm64_r64, number, rcx))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
-    cmp_zero(&mut code, data(7))?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm8_imm8,
+        data(7),
+        AsCallee::Calling as u8 as i32,
+    ))?;
     code.jump(Code::Jne_rel32_64, RETURNED_COUNT)?;
     // A block ending in a call: its own call pending when its cache entry
-    // says so (as at the calling entry), and when its record in the segment is the one
-    // kept (a call to another target takes it out of the table).
+    // says so (as at the calling entry), and when its record in the
+    // segment is the one kept (a call to another target takes it out of
+    // the table).
     code.load(rdx, SEGMENT)?;
     call_repeats_here(&mut code, rdx, RETURNED_FAIL)?;
     code.load(rcx, super::area::RESUMING)?;
@@ -304,27 +327,22 @@ pub(super) fn resume_routine(
     ))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     count(&mut code)?;
-    code.save(PENDING_CALL, rax)?;
-    code.save(PENDING_CALL_SP, rsp)?;
-    code.jump(Code::Jmp_rel32_64, CALL_OVER)?;
+    clear(&mut code, RETURNED)?;
+    pop_frame(&mut code, CALLS_OUTERMOST)?;
+    push_frame(&mut code)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    code.label(CALLS_OUTERMOST);
+    clear(&mut code, CHAIN_END)?;
+    push_frame(&mut code)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
     code.label(RETURNED_COUNT);
     count(&mut code)?;
-    clear(&mut code, PENDING_CALL)?;
-    // The returned call's state gone (its chain's entries back to 0).
-    code.label(CALL_OVER);
     clear(&mut code, RETURNED)?;
-    clear(&mut code, PENDING_RETURN)?;
-    code.load(rcx, CHAIN_END)?;
-    code.label(CLEAR_CHAIN);
-    code.jump(Code::Jrcxz_rel8_64, CHAIN_CLEARED)?;
-    code.lea(rcx, rcx, -16)?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_imm32,
-        area_word(rcx, PENDING_CHAIN as i64),
-        0,
-    ))?;
-    code.jump(Code::Jmp_rel32_64, CLEAR_CHAIN)?;
-    code.label(CHAIN_CLEARED);
+    pop_frame(&mut code, OUTERMOST)?;
+    append(&mut code)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    // The outermost pending call over: the chain's runs are all counted.
+    code.label(OUTERMOST);
     clear(&mut code, CHAIN_END)?;
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
 
@@ -347,7 +365,7 @@ pub(super) fn resume_routine(
     clear(&mut code, RETURN_CACHE)?;
     cmp_zero(&mut code, data(6))?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    cmp_slot_zero(&mut code, PENDING_CALL)?;
+    cmp_slot_zero(&mut code, PENDING_DEPTH)?;
     code.jump(Code::Jne_rel32_64, DROP_KEPT)?;
     code.load(rax, SEGMENT)?;
     code.push(Instruction::with2(
@@ -371,8 +389,8 @@ pub(super) fn resume_routine(
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
     // The target of a jump into another function (`quiet::relay_entry`),
-    // in a pending call once the jumping block's run was counted: the
-    // first such target, or the second.
+    // while a call is pending: its jumping block's run is the chain's
+    // last.
     code.label(NOT_RETURN);
     cmp_slot_zero(&mut code, RELAYING)?;
     code.jump(Code::Je_rel32_64, NOT_RELAYED)?;
@@ -380,42 +398,40 @@ pub(super) fn resume_routine(
     cmp_zero(&mut code, data(7))?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
     chain_has_room(&mut code)?;
-    code.jump(Code::Jmp_rel32_64, APPEND)?;
+    code.jump(Code::Jmp_rel32_64, AS_CALLEE)?;
 
-    // A pending call's callee.
+    // The innermost pending call's callee: its calling block's run the
+    // chain's last.
     code.label(NOT_RELAYED);
     cmp_zero(&mut code, data(7))?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    cmp_slot_zero(&mut code, PENDING_CALL)?;
+    code.load(rcx, PENDING_DEPTH)?;
+    code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    cmp_slot_zero(&mut code, CHAIN_END)?;
-    code.jump(Code::Jne_rel32_64, TO_FRESH)?;
-    code.label(APPEND);
-    count_in_segment(&mut code)?;
-    code.load(rcx, CHAIN_END)?;
     code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        area_word(rcx, PENDING_CHAIN as i64),
+        Code::Mov_r64_rm64,
         rax,
+        area_word(rcx, PENDING_FRAMES as i64 - 8),
     ))?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        area_word(rcx, PENDING_CHAIN as i64 + 8),
-        rsp,
-    ))?;
-    code.lea(rcx, rcx, 16)?;
-    code.save(CHAIN_END, rcx)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
-
-    // A block ending in a call, from its quiet path: when no call is
-    // pending and the call's cache entry says its last run was made in
-    // the thread's segment with a record kept for its return, the run
-    // counted in the block's record of the segment makes the call
-    // pending.
-    code.label(CALLING);
-    enter(&mut code)?;
-    cmp_slot_zero(&mut code, PENDING_CALL)?;
+    code.lea(rax, rax, 16)?;
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rax, slot(CHAIN_END)))?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
+    chain_has_room(&mut code)?;
+    // A block ending in a call counted so makes its call pending too,
+    // when there is room for it and its cache entry allows.
+    code.label(AS_CALLEE);
+    code.push(Instruction::with2(
+        Code::Cmp_rm8_imm8,
+        data(7),
+        AsCallee::Calling as u8 as i32,
+    ))?;
+    code.jump(Code::Jne_rel32_64, APPEND)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm32,
+        slot(PENDING_DEPTH),
+        (16 * (DEPTH - 1)) as i32,
+    ))?;
+    code.jump(Code::Ja_rel32_64, TO_FRESH)?;
     code.push(Instruction::with2(
         Code::Mov_r32_rm32,
         Register::ECX,
@@ -423,37 +439,50 @@ pub(super) fn resume_routine(
     ))?;
     code.load(rax, SEGMENT)?;
     call_repeats_here(&mut code, rax, TO_FRESH)?;
-    count_and_keep(&mut code, PENDING_CALL, PENDING_CALL_SP)?;
-
-    // A block ending in `ret`, from its quiet path: in a pending call's
-    // callee, the run counted in the block's record of the segment.
-    // (Kept unless its record is one of the chain's, which holds the run
-    // in order.)
-    code.label(RETURNING);
-    enter(&mut code)?;
-    cmp_slot_zero(&mut code, CHAIN_END)?;
-    code.jump(Code::Je_rel32_64, TO_FRESH)?;
     count_in_segment(&mut code)?;
-    code.load(rcx, CHAIN_END)?;
-    code.label(FIND_IN_CHAIN);
-    code.jump(Code::Jrcxz_rel8_64, NOT_IN_CHAIN)?;
-    code.lea(rcx, rcx, -16)?;
-    code.push(Instruction::with2(
-        Code::Cmp_r64_rm64,
-        rax,
-        area_word(rcx, PENDING_CHAIN as i64),
-    ))?;
-    code.jump(Code::Je_rel32_64, TO_BODY)?;
-    code.jump(Code::Jmp_rel32_64, FIND_IN_CHAIN)?;
-    code.label(NOT_IN_CHAIN);
-    code.save(PENDING_RETURN, rax)?;
-    code.save(PENDING_RETURN_SP, rsp)?;
+    push_frame(&mut code)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    code.label(APPEND);
+    count_in_segment(&mut code)?;
+    append(&mut code)?;
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
 
-    // A block ending in a jump into another function, from its quiet
-    // path: in a pending call's chain, the run counted and kept at the
-    // chain's end (its jump's target follows it there).
-    code.label(TAILING);
+    // A block ending in a call, from its quiet path: when there is room
+    // for one more pending call and the call's cache entry says its last
+    // run was made in the thread's segment with a record kept for its
+    // return, the run counted in the block's record of the segment makes
+    // the call pending.
+    code.label(CALLING);
+    enter(&mut code)?;
+    let deepest = (16 * (DEPTH - 1)) as i32;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm32,
+        slot(PENDING_DEPTH),
+        deepest,
+    ))?;
+    code.jump(Code::Ja_rel32_64, TO_FRESH)?;
+    let last = (16 * (CHAIN - 1)) as i32;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm32,
+        slot(CHAIN_END),
+        last,
+    ))?;
+    code.jump(Code::Ja_rel32_64, TO_FRESH)?;
+    code.push(Instruction::with2(
+        Code::Mov_r32_rm32,
+        Register::ECX,
+        data(0),
+    ))?;
+    code.load(rax, SEGMENT)?;
+    call_repeats_here(&mut code, rax, TO_FRESH)?;
+    count_in_segment(&mut code)?;
+    push_frame(&mut code)?;
+    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+
+    // A block ending in `ret` or in a jump into another function, from
+    // its quiet path: while a call is pending, the run counted and kept
+    // at the chain's end (a jump's target follows it there).
+    code.label(CHAINED);
     enter(&mut code)?;
     chain_has_room(&mut code)?;
     code.jump(Code::Jmp_rel32_64, APPEND)?;
@@ -463,22 +492,22 @@ pub(super) fn resume_routine(
     code.load(rdx, super::area::RESUMING)?;
     code.lea(rax, rdx, -(BODY_ENTRY as i64))?;
     code.save(JUMP, rax)?;
-    restore_flags(&mut code)?;
+    restore_flags(&mut code, super::area::RESUME_FLAGS)?;
     super::records::back_through_jump(&mut code)?;
 
     // On at the writing of its record (rax and rcx in their slots).
     code.label(TO_FRESH);
     code.load(rdx, super::area::RESUMING)?;
     code.lea(rax, rdx, -(FRESH_ENTRY as i64))?;
-    cmp_slot_zero(&mut code, PENDING_CALL)?;
+    cmp_slot_zero(&mut code, PENDING_DEPTH)?;
     code.jump(Code::Je_rel32_64, PLAIN_FRESH)?;
     code.save(BACK, rax)?;
-    restore_flags(&mut code)?;
+    restore_flags(&mut code, super::area::RESUME_FLAGS)?;
     code.load(rdx, SAVE_RDX)?;
     code.jump(Code::Jmp_rel32_64, write_pending)?;
     code.label(PLAIN_FRESH);
     code.save(JUMP, rax)?;
-    restore_flags(&mut code)?;
+    restore_flags(&mut code, super::area::RESUME_FLAGS)?;
     code.load(rdx, SAVE_RDX)?;
     code.load(rax, super::area::RESUMING)?;
     code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
@@ -489,8 +518,7 @@ pub(super) fn resume_routine(
     Ok(RuleRoutine {
         entries: RuleEntries {
             calling: entry(CALLING)?,
-            returning: entry(RETURNING)?,
-            tailing: entry(TAILING)?,
+            chained: entry(CHAINED)?,
         },
         bytes,
     })
@@ -510,25 +538,76 @@ pub(super) struct RuleRoutine {
 pub(super) struct RuleEntries {
     /// For a block ending in a call.
     pub calling: u64,
-    /// For a block ending in `ret`.
-    pub returning: u64,
-    /// For a block ending in a jump into another function
-    /// ([`Counted::Tail`]).
-    pub tailing: u64,
+    /// For a block ending in `ret` or in a jump into another function
+    /// ([`Counted::Returns`], [`Counted::Tail`]).
+    pub chained: u64,
 }
 
-/// In the resume routine: on to [`TO_FRESH`] unless a pending call's
-/// chain has a run and room for one more.
+/// In the resume routine: on to [`TO_FRESH`] unless a call is pending
+/// and the chain has room for one more run.
 fn chain_has_room(code: &mut Emit) -> Result<(), Refusal> {
-    code.push(Instruction::with2(Code::Cmp_rm64_imm8, slot(CHAIN_END), 0))?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm8,
+        slot(PENDING_DEPTH),
+        0,
+    ))?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    let full = (16 * CHAIN) as i32;
+    let last = (16 * (CHAIN - 1)) as i32;
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm32,
         slot(CHAIN_END),
-        full,
+        last,
     ))?;
-    code.jump(Code::Jae_rel32_64, TO_FRESH)
+    code.jump(Code::Ja_rel32_64, TO_FRESH)
+}
+
+/// In the resume routine: the record in rax, with the stack pointer, at
+/// the chain's end; rcx lost.
+fn append(code: &mut Emit) -> Result<(), Refusal> {
+    let (rax, rcx) = (Register::RAX, Register::RCX);
+    code.load(rcx, CHAIN_END)?;
+    let record = area_word(rcx, PENDING_CHAIN as i64);
+    code.push(Instruction::with2(Code::Mov_rm64_r64, record, rax))?;
+    let sp = area_word(rcx, PENDING_CHAIN as i64 + 8);
+    code.push(Instruction::with2(Code::Mov_rm64_r64, sp, Register::RSP))?;
+    code.lea(rcx, rcx, 16)?;
+    code.save(CHAIN_END, rcx)
+}
+
+/// In the resume routine: the calling block's record in rax (its run
+/// counted) at the chain's end and a frame for its call pushed, the
+/// call's entry in the stack of calls the one after the top (the block's
+/// call enters it next); rcx and rdx lost.
+fn push_frame(code: &mut Emit) -> Result<(), Refusal> {
+    let (rcx, rdx) = (Register::RCX, Register::RDX);
+    code.load(rdx, PENDING_DEPTH)?;
+    code.load(rcx, CHAIN_END)?;
+    let frame = |at: i64| area_word(rdx, PENDING_FRAMES as i64 + at);
+    code.push(Instruction::with2(Code::Mov_rm64_r64, frame(8), rcx))?;
+    append(code)?;
+    code.load(rcx, TOP_CALL)?;
+    code.lea(rcx, rcx, 32)?;
+    code.push(Instruction::with2(
+        Code::Movzx_r32_rm16,
+        Register::ECX,
+        Register::CX,
+    ))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, frame(0), rcx))?;
+    code.lea(rdx, rdx, 16)?;
+    code.save(PENDING_DEPTH, rdx)
+}
+
+/// In the resume routine: the innermost pending call over, counted: its
+/// frame popped (its runs stay in the chain, in order, while an outer
+/// call is pending), then on to `outermost` when it was the outermost;
+/// rcx lost.
+fn pop_frame(code: &mut Emit, outermost: u64) -> Result<(), Refusal> {
+    let rcx = Register::RCX;
+    code.load(rcx, PENDING_DEPTH)?;
+    code.lea(rcx, rcx, -16)?;
+    code.save(PENDING_DEPTH, rcx)?;
+    code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
+    code.jump(Code::Je_rel32_64, outermost)
 }
 
 /// In the resume routine (the translation's entry in rdx): when the
@@ -557,17 +636,6 @@ fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
     code.save(RECORD, rax)
 }
 
-/// In the resume routine: the run counted in the translation's record of
-/// the segment ([`count_in_segment`]), that record kept in the slot at
-/// `record` and the stack pointer in the slot at `sp`, then on at the
-/// translation's first instruction.
-fn count_and_keep(code: &mut Emit, record: u64, sp: u64) -> Result<(), Refusal> {
-    count_in_segment(code)?;
-    code.save(record, Register::RAX)?;
-    code.save(sp, Register::RSP)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)
-}
-
 /// In the resume routine, rcx the number of a translation ending in a
 /// call (lost): on to `fail` unless the call's cache entry says that its
 /// last run was made in the thread's segment (in `segment`) and that a
@@ -582,106 +650,98 @@ fn call_repeats_here(code: &mut Emit, segment: Register, fail: u64) -> Result<()
     code.jump(Code::Jne_rel32_64, fail)
 }
 
-/// The tracee's flags back from the resume routine's slot (rax lost).
-fn restore_flags(code: &mut Emit) -> std::result::Result<(), Refusal> {
+/// The flags kept with `lahf`/`seto` at `from` saved (rax lost).
+fn save_flags(code: &mut Emit, into: u64) -> std::result::Result<(), Refusal> {
+    code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
+    code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
+    code.save(into, Register::RAX)
+}
+
+/// The tracee's flags back from the slot at `from` (rax lost).
+fn restore_flags(code: &mut Emit, from: u64) -> std::result::Result<(), Refusal> {
     let rax = Register::RAX;
-    code.load(rax, super::area::RESUME_FLAGS)?;
+    code.load(rax, from)?;
     code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;
     code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Sahf)))
 }
 
+/// The tracee's flags `eflags` with the status flags the write routine
+/// kept (`kept`: `lahf` in bits 8-15, `seto` in bits 0-7) back: what the
+/// tracer restores when a store of the routine faults.
+pub(super) fn flags_kept(eflags: u64, kept: u64) -> u64 {
+    // SF, ZF, AF, PF and CF are where `lahf` puts them, one byte up.
+    const FROM_AH: u64 = 0xd5;
+    const OF: u64 = 1 << 11;
+    let ah = (kept >> 8) & FROM_AH;
+    let of = if kept & 0xff != 0 { OF } else { 0 };
+    (eflags & !(FROM_AH | OF)) | ah | of
+}
+
 /// Labels of the routine.
-const WRITE_ALL: u64 = 1;
-const TAKE_RETURN: u64 = 2;
-/// Labels after each entry of the chain, written and taken.
-const WRITE_CHAIN: u64 = 0x100;
-const TAKE_CHAIN: u64 = 0x200;
+const COPY: u64 = 1;
+const COPIED: u64 = 2;
+const TAKE: u64 = 3;
+const TAKEN: u64 = 4;
 
-/// Appends at rdx a record of the translation whose record is at
-/// `record`, with one run and the stack pointer in the slot at `sp`;
-/// rdx moves past it; rcx is lost.
-fn copy_record(code: &mut Emit, record: Register, sp: u64) -> Result<(), Refusal> {
-    let (rcx, rdx) = (Register::RCX, Register::RDX);
-    let word = |at: i64| MemoryOperand::with_base_displ(rdx, at);
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        rcx,
-        MemoryOperand::with_base(record),
-    ))?;
-    code.push(Instruction::with2(Code::Mov_rm64_r64, word(0), rcx))?;
-    code.push(Instruction::with2(Code::Mov_rm64_imm32, word(8), 1))?;
-    code.load(rcx, sp)?;
-    code.push(Instruction::with2(Code::Mov_rm64_r64, word(16), rcx))?;
-    code.lea(rdx, rdx, 24)
-}
-
-/// One run less in the record at `record` (its runs word, through rcx).
-fn take_run(code: &mut Emit, record: Register) -> Result<(), Refusal> {
-    let rcx = Register::RCX;
-    let runs = MemoryOperand::with_base_displ(record, 8);
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, runs))?;
-    code.lea(rcx, rcx, -1)?;
-    code.push(Instruction::with2(Code::Mov_rm64_r64, runs, rcx))
-}
-
-/// The slot of the record of the pending call's chain's entry `index`
-/// ([`PENDING_CHAIN`]), and the slot of its stack pointer.
-fn chain_entry(index: u64) -> (u64, u64) {
-    let at = PENDING_CHAIN + 16 * index;
-    (at, at + 8)
-}
-
-/// The routine, encoded at `at`, that writes the pending call's records
+/// The routine, encoded at `at`, that writes the pending calls' records
 /// in order, entered by a jump from a translation's record writing (rax
 /// and rcx in their slots, a call pending) and going back through the
-/// `BACK` slot (the translation's fresh entry, rax its entry), flags
-/// untouched: at the cursor, the calling block's record, those of its
-/// chain and the returning block's (when it ran), each with one run and
-/// the stack pointer of its run; only then (a store that faults in a
-/// guard page has changed nothing: the tracer settles the call, `stops`)
-/// the cursor moved, a run taken off each record they were counted in,
-/// and no call pending.
+/// `BACK` slot (the translation's fresh entry, rax its entry), the flags
+/// kept: at the cursor, the chain's, each with one run and the stack
+/// pointer of its run; only then (a store that faults in a guard page has
+/// changed nothing: the tracer settles the calls, `stops`) the cursor
+/// moved, a run taken off each record they were counted in, and no call
+/// pending.
 pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+    let flags = super::area::RESUME_FLAGS;
     let mut code = Emit::default();
     code.save(WRITE_RDX, rdx)?;
+    save_flags(&mut code, flags)?;
     code.load(rdx, CURSOR)?;
-    code.load(rax, PENDING_CALL)?;
-    copy_record(&mut code, rax, PENDING_CALL_SP)?;
-    // Each entry of the chain in turn (the unused ones are 0).
-    for index in 0..CHAIN {
-        let (record, sp) = chain_entry(index);
-        code.load(rcx, record)?;
-        code.jump(Code::Jrcxz_rel8_64, WRITE_CHAIN + index)?;
-        code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-        copy_record(&mut code, rax, sp)?;
-        code.label(WRITE_CHAIN + index);
-    }
-    code.load(rcx, PENDING_RETURN)?;
-    code.jump(Code::Jrcxz_rel8_64, WRITE_ALL)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-    copy_record(&mut code, rax, PENDING_RETURN_SP)?;
-    code.label(WRITE_ALL);
+    code.push(Instruction::with2(
+        Code::Xor_r32_rm32,
+        Register::ECX,
+        Register::ECX,
+    ))?;
+    let entry = |at: i64| area_word(rcx, PENDING_CHAIN as i64 + at);
+    code.label(COPY);
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, slot(CHAIN_END)))?;
+    code.jump(Code::Jae_rel32_64, COPIED)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, entry(0)))?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rax,
+        MemoryOperand::with_base(rax),
+    ))?;
+    let word = |at: i64| MemoryOperand::with_base_displ(rdx, at);
+    code.push(Instruction::with2(Code::Mov_rm64_r64, word(0), rax))?;
+    code.push(Instruction::with2(Code::Mov_rm64_imm32, word(8), 1))?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, entry(8)))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, word(16), rax))?;
+    code.lea(rdx, rdx, 24)?;
+    code.lea(rcx, rcx, 16)?;
+    code.jump(Code::Jmp_rel32_64, COPY)?;
+    code.label(COPIED);
     code.save(CURSOR, rdx)?;
-    code.load(rax, PENDING_CALL)?;
-    take_run(&mut code, rax)?;
-    for index in 0..CHAIN {
-        let (record, _) = chain_entry(index);
-        code.load(rcx, record)?;
-        code.jump(Code::Jrcxz_rel8_64, TAKE_CHAIN + index)?;
-        code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-        take_run(&mut code, rax)?;
-        clear(&mut code, record)?;
-        code.label(TAKE_CHAIN + index);
-    }
-    code.load(rcx, PENDING_RETURN)?;
-    code.jump(Code::Jrcxz_rel8_64, TAKE_RETURN)?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, rcx))?;
-    take_run(&mut code, rax)?;
-    code.label(TAKE_RETURN);
-    for done in [PENDING_CALL, CHAIN_END, PENDING_RETURN, RETURNED] {
+    code.push(Instruction::with2(
+        Code::Xor_r32_rm32,
+        Register::ECX,
+        Register::ECX,
+    ))?;
+    code.label(TAKE);
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, slot(CHAIN_END)))?;
+    code.jump(Code::Jae_rel32_64, TAKEN)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, entry(0)))?;
+    let runs = MemoryOperand::with_base_displ(rax, 8);
+    code.push(Instruction::with1(Code::Dec_rm64, runs))?;
+    code.lea(rcx, rcx, 16)?;
+    code.jump(Code::Jmp_rel32_64, TAKE)?;
+    code.label(TAKEN);
+    for done in [PENDING_DEPTH, CHAIN_END, RETURNED] {
         clear(&mut code, done)?;
     }
+    restore_flags(&mut code, flags)?;
     code.load(rdx, WRITE_RDX)?;
     // The fresh entry is entered with rax its translation's entry.
     code.load(rax, BACK)?;
@@ -693,28 +753,24 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
 }
 
 /// What [`write_routine`] does, by the tracer for a stopped thread
-/// (`area`): the words of the pending call's records (none when no call
+/// (`area`): the words of the pending calls' records (none when no call
 /// is pending), a run taken off each record they were counted in, and the
 /// thread's pending slots zeroed. The caller appends the words to the
 /// records read so far, in order.
 pub(super) fn settle(memory: &Memory, area: &Area) -> Result<Vec<u64>> {
     let mut slots = [0u64; PENDING_SLOTS];
-    memory.read(area.at(PENDING_CALL), bytemuck::cast_slice_mut(&mut slots))?;
-    let slot = |offset: u64| slots[((offset - PENDING_CALL) / 8) as usize];
-    let call = (slot(PENDING_CALL), slot(PENDING_CALL_SP));
-    if call.0 == 0 {
+    memory.read(area.at(PENDING_DEPTH), bytemuck::cast_slice_mut(&mut slots))?;
+    let slot = |offset: u64| slots.get(((offset - PENDING_DEPTH) / 8) as usize).copied();
+    if slot(PENDING_DEPTH) == Some(0) {
         return Ok(Vec::new());
     }
-    let chain = (0..CHAIN)
-        .map(chain_entry)
-        .map(|(record, sp)| (slot(record), slot(sp)));
-    let returning = (slot(PENDING_RETURN), slot(PENDING_RETURN_SP));
-    let records: Vec<(u64, u64)> = std::iter::once(call)
-        .chain(chain)
-        .chain(std::iter::once(returning))
-        .collect();
-    let mut words = Vec::with_capacity(3 * records.len());
-    for (record, sp) in records.into_iter().filter(|&(record, _)| record != 0) {
+    let end = slot(CHAIN_END).unwrap_or(0).min(16 * CHAIN);
+    let mut words = Vec::with_capacity(3 * (end / 16) as usize);
+    for at in (0..end).step_by(16) {
+        let (Some(record), Some(sp)) = (slot(PENDING_CHAIN + at), slot(PENDING_CHAIN + at + 8))
+        else {
+            break;
+        };
         let id = memory.read_u64(record)?;
         let runs = memory.read_u64(record + 8)?.checked_sub(1).ok_or_else(|| {
             Error::Unexpected("translate: a pending call's record counts no run".into())
@@ -722,7 +778,7 @@ pub(super) fn settle(memory: &Memory, area: &Area) -> Result<Vec<u64>> {
         memory.write_u64(record + 8, runs)?;
         words.extend([id, 1, sp]);
     }
-    memory.write(area.at(PENDING_CALL), &[0u8; 8 * PENDING_SLOTS])?;
+    memory.write(area.at(PENDING_DEPTH), &[0u8; 8 * PENDING_SLOTS])?;
     Ok(words)
 }
 
@@ -748,8 +804,21 @@ mod tests {
             let word = data_word(counted, 7);
             assert_eq!(u32::from_le_bytes([word[0], word[1], word[2], word[3]]), 7);
             assert_eq!(word[6] == 1, counted.after_return(), "{counted:?}");
-            assert_eq!(word[7] == 1, counted.as_callee(), "{counted:?}");
+            assert_eq!(word[7], counted.as_callee() as u8, "{counted:?}");
         }
+    }
+
+    #[test]
+    fn the_flags_the_write_routine_kept_come_back() {
+        // A tracee's flags: IF and the reserved bit, then ZF and CF set.
+        let base = 0x202;
+        let kept = |ah: u64, of: u64| (ah << 8) | of;
+        // ZF and CF set, OF clear.
+        assert_eq!(flags_kept(base | 0x800, kept(0x41, 0)), base | 0x41);
+        // OF set; SF, AF, PF from AH (bit 1 of AH is always 1: ignored).
+        assert_eq!(flags_kept(base, kept(0x96, 1)), base | 0x94 | 0x800);
+        // Everything clear.
+        assert_eq!(flags_kept(base | 0x8d5, kept(0x02, 0)), base);
     }
 
     #[test]
@@ -760,48 +829,49 @@ mod tests {
         let end = at + routine.bytes.len() as u64;
         let entries = routine.entries;
         assert!((at + 1..end).contains(&entries.calling));
-        assert!((entries.calling + 1..end).contains(&entries.returning));
-        assert!((entries.returning + 1..end).contains(&entries.tailing));
+        assert!((entries.calling + 1..end).contains(&entries.chained));
     }
 
-    /// The tracer settles a pending call as the routine writing its
-    /// records does: the calling block's, its chain's in order, the
-    /// returning block's, each with one run taken off its record, and
-    /// every slot zeroed.
+    /// The tracer settles pending calls as the routine writing their
+    /// records does: the chain's runs in order, each with one run taken
+    /// off its record, and every slot zeroed.
     #[test]
-    fn settling_writes_the_call_its_chain_and_its_return_in_order() {
+    fn settling_writes_the_chain_in_order() {
         let memory = Memory::open(std::process::id() as i32).unwrap();
-        let slots = vec![0u64; (PENDING_CALL / 8) as usize + PENDING_SLOTS];
+        let slots = vec![0u64; (PENDING_DEPTH / 8) as usize + PENDING_SLOTS];
         let area = Area::for_test(slots.as_ptr() as u64);
         // Records: [translation number, runs], each counted twice.
-        let records: Vec<[u64; 2]> = (0..4).map(|id| [10 + id, 2]).collect();
+        let records: Vec<[u64; 2]> = (0..5).map(|id| [10 + id, 2]).collect();
         let record = |index: usize| records[index].as_ptr() as u64;
         let set = |offset: u64, value: u64| memory.write_u64(area.at(offset), value).unwrap();
-        set(PENDING_CALL, record(0));
-        set(PENDING_CALL_SP, 0x100);
-        for index in 0..2 {
-            let (entry, sp) = chain_entry(index);
-            set(entry, record(1 + index as usize));
-            set(sp, 0x0f8);
+        // Two calls pending, the inner one's callee running: the outer
+        // call, its callee's first run, the inner call, its callee's
+        // first run and a jump's target's.
+        set(PENDING_DEPTH, 32);
+        set(PENDING_FRAMES + 8, 0);
+        set(PENDING_FRAMES + 24, 32);
+        for index in 0..4 {
+            set(PENDING_CHAIN + 16 * index, record(index as usize));
+            set(PENDING_CHAIN + 16 * index + 8, 0x100 - 8 * index);
         }
-        set(CHAIN_END, 32);
-        set(PENDING_RETURN, record(3));
-        set(PENDING_RETURN_SP, 0x0f0);
+        // A stale entry past the chain's end.
+        set(PENDING_CHAIN + 64, record(4));
+        set(CHAIN_END, 64);
         set(RELAYING, 1);
         let words = settle(&memory, &area).unwrap();
         let expected = [
             [10, 1, 0x100],
             [11, 1, 0x0f8],
-            [12, 1, 0x0f8],
-            [13, 1, 0x0f0],
+            [12, 1, 0x0f0],
+            [13, 1, 0x0e8],
         ];
         assert_eq!(words, expected.concat());
         for index in 0..records.len() {
             let runs = memory.read_u64(record(index) + 8).unwrap();
-            assert_eq!(runs, 1, "a run taken off");
+            assert_eq!(runs, if index < 4 { 1 } else { 2 }, "record {index}");
         }
         for index in 0..PENDING_SLOTS as u64 {
-            let word = memory.read_u64(area.at(PENDING_CALL + 8 * index)).unwrap();
+            let word = memory.read_u64(area.at(PENDING_DEPTH + 8 * index)).unwrap();
             assert_eq!(word, 0, "slot {index}");
         }
         assert!(
@@ -817,15 +887,19 @@ mod tests {
         assert_eq!(Counted::Calls { cache: 0 }.repeat(), Some(Repeat::Calls));
         assert_eq!(Counted::Returns.repeat(), Some(Repeat::InContext));
         assert_eq!(Counted::Callee.repeat(), Some(Repeat::InContext));
-        // A block that calls is never a pending call's callee; one that
-        // returns never runs right after a pending call's return.
-        assert!(!Counted::Calls { cache: 0 }.as_callee());
+        // A block that calls is a pending call's callee only with its own
+        // call pending too; one that returns never runs right after a
+        // pending call's return.
+        let calls = Counted::Calls { cache: 0 };
+        assert_eq!(calls.as_callee(), AsCallee::Calling);
+        assert_eq!(Counted::Never.as_callee(), AsCallee::No);
         assert!(!Counted::Returns.after_return());
-        assert!(Counted::Cached.as_callee() && Counted::Cached.after_return());
+        assert_eq!(Counted::Cached.as_callee(), AsCallee::Yes);
+        assert!(Counted::Cached.after_return());
         // A tail jump's runs each jump on, as a call: counted so, as a
         // callee's first block or a jump's target, never after a return.
         let tail = Counted::Tail { cache: 0 };
         assert_eq!(tail.repeat(), Some(Repeat::Calls));
-        assert!(tail.as_callee() && !tail.after_return());
+        assert!(tail.as_callee() == AsCallee::Yes && !tail.after_return());
     }
 }

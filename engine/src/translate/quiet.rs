@@ -99,7 +99,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, LIVE_CALLS, NEXT_SEGMENT, PENDING_CALL, PENDING_ENTRY, RECORD, RELAYING, RESUME,
+    slot, Area, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH, PENDING_FRAMES, RECORD, RELAYING, RESUME,
     RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP,
     TOP_CALL,
 };
@@ -568,8 +568,9 @@ pub(super) fn quiet_path(
     match counted {
         Counted::Cached => count_run(&mut code, id, body, flags)?,
         Counted::Calls { .. } => to_routine(&mut code, rules.entry, rules.routine.calling)?,
-        Counted::Returns => to_routine(&mut code, rules.entry, rules.routine.returning)?,
-        Counted::Tail { .. } => to_routine(&mut code, rules.entry, rules.routine.tailing)?,
+        Counted::Returns | Counted::Tail { .. } => {
+            to_routine(&mut code, rules.entry, rules.routine.chained)?
+        }
         Counted::Never | Counted::Callee | Counted::Relay { .. } => to_fresh(&mut code)?,
     }
     Ok(code.list)
@@ -599,15 +600,14 @@ pub(super) fn call_target(id: u32) -> Option<u64> {
 
 /// The code before a call that returns to `return_addr`: the call on the
 /// thread's stack of calls (segment, stack pointer before the call,
-/// return address, its cache entry; the ring's top moved first, its
-/// offset kept for a pending call, `pending`), flags untouched (`lea`,
-/// `movzx`, `jrcxz`); rcx and rdx saved and back. With quiet runs
-/// (`callee`), then the callee's segment, the call entering the callee at
-/// its resume entry: the one the call had at its last run when the
-/// caller's segment (and for an indirect call the target) is the one it
-/// had then (label [`SAME_CALLER`]), else a new one (label [`NEW`];
-/// kept with the caller's segment and target for the next run); its stack
-/// pointer the one after the call.
+/// return address, its cache entry; the ring's top moved first), flags
+/// untouched (`lea`, `movzx`, `jrcxz`); rcx and rdx saved and back. With
+/// quiet runs (`callee`), then the callee's segment, the call entering
+/// the callee at its resume entry: the one the call had at its last run
+/// when the caller's segment (and for an indirect call the target) is the
+/// one it had then (label [`SAME_CALLER`]), else a new one (label
+/// [`NEW`]; kept with the caller's segment and target for the next run);
+/// its stack pointer the one after the call.
 pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruction>, Refusal> {
     let (rcx, rdx, rsp) = (Register::RCX, Register::RDX, Register::RSP);
     let mut code = Emit::default();
@@ -626,7 +626,6 @@ pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruc
         call_word(24),
         cache,
     ))?;
-    code.save(PENDING_ENTRY, rcx)?;
     code.load(rdx, LIVE_CALLS)?;
     code.lea(rdx, rdx, 1)?;
     code.save(LIVE_CALLS, rdx)?;
@@ -825,8 +824,8 @@ pub(super) fn resume_path(
 /// segment goes on (number back, stack pointer the thread's; the resume
 /// path sets the region), it is dropped and `RESUME` says to go on at
 /// the target's resume entry, its cache entry in `RETURNED` when it is
-/// the pending call's (`pending`), else in `RETURN_CACHE`; else `RESUME`
-/// is 0. At most [`CHECKS`] entries are looked at.
+/// the innermost pending call's (`pending`), else in `RETURN_CACHE`; else
+/// `RESUME` is 0. At most [`CHECKS`] entries are looked at.
 pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx, rsp) = (Register::RAX, Register::RCX, Register::RSP);
     let mut code = Emit::default();
@@ -859,17 +858,24 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
         resume,
     ))?;
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(24)))?;
+    // The innermost pending call's entry (rbx is set again below).
+    code.load(Register::RBX, PENDING_DEPTH)?;
     code.push(Instruction::with2(
-        Code::Cmp_rm64_imm8,
-        slot(PENDING_CALL),
-        0,
+        Code::Test_rm64_r64,
+        Register::RBX,
+        Register::RBX,
     ))?;
     code.jump(Code::Je_rel32_64, NOT_PENDING)?;
-    code.push(Instruction::with2(
-        Code::Cmp_r64_rm64,
-        rcx,
-        slot(PENDING_ENTRY),
-    ))?;
+    let innermost = MemoryOperand::new(
+        Register::RBX,
+        Register::None,
+        1,
+        PENDING_FRAMES as i64 - 16,
+        1,
+        false,
+        Register::GS,
+    );
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, innermost))?;
     code.jump(Code::Jne_rel32_64, NOT_PENDING)?;
     code.save(RETURNED, rax)?;
     code.jump(Code::Jmp_rel32_64, KEPT_CACHE)?;
@@ -941,8 +947,7 @@ mod tests {
         entry: 0x7f00_0000_0100,
         routine: RuleEntries {
             calling: 0x7f00_0010_0040,
-            returning: 0x7f00_0010_0080,
-            tailing: 0x7f00_0010_00c0,
+            chained: 0x7f00_0010_0080,
         },
     };
 

@@ -30,7 +30,7 @@
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, BACK, CURSOR, JUMP, PENDING_CALL, RECORD, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_SP, TEMP,
+    slot, BACK, CURSOR, JUMP, PENDING_DEPTH, RECORD, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_SP, TEMP,
     WRITING,
 };
 use super::emit::Emit;
@@ -126,7 +126,7 @@ pub(super) fn record_routine(at: u64, write_pending: u64) -> Result<RecordRoutin
     code.save(SEGMENT_SP, rsp)?;
 
     code.label(FRESH);
-    code.load(rcx, PENDING_CALL)?;
+    code.load(rcx, PENDING_DEPTH)?;
     code.jump(Code::Jrcxz_rel8_64, NONE_PENDING)?;
     code.lea(rcx, rax, -(FRESH_ENTRY as i64))?;
     code.save(BACK, rcx)?;

@@ -15,7 +15,9 @@ use crate::error::{Error, Result};
 use crate::event::{EventSink, Lifecycle, SystemCall, Thread};
 use crate::ptrace::{self, Regs};
 
-use super::area::{Area, BACK, RECORD, SAVE_RAX, SAVE_RDX, TARGET, TEMP, WRITE_RDX, WRITING};
+use super::area::{
+    Area, BACK, RECORD, RESUME_FLAGS, SAVE_RAX, SAVE_RDX, TARGET, TEMP, WRITE_RDX, WRITING,
+};
 use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Replaying, Saved};
 use super::cache::{Cache, Stub};
 use super::inject;
@@ -220,11 +222,13 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             // full one is replayed.
             let memory = &self.space.memory;
             let entry = if self.space.cache.writes_pending(regs.rip) {
-                // In the routine writing a pending call's records, for the
-                // translation whose fresh entry it goes back to: rcx and
-                // rdx are in their slots too.
+                // In the routine writing the pending calls' records, for
+                // the translation whose fresh entry it goes back to: rcx,
+                // rdx and the flags are in their slots too.
                 regs.rcx = memory.read_u64(area.at(TEMP))?;
                 regs.rdx = memory.read_u64(area.at(WRITE_RDX))?;
+                let flags = memory.read_u64(area.at(RESUME_FLAGS))?;
+                regs.eflags = super::pending::flags_kept(regs.eflags, flags);
                 let back = memory.read_u64(area.at(BACK))?;
                 Some(back + quiet::FRESH_ENTRY)
                     .filter(|&entry| self.space.cache.entry_holding(entry) == Some(entry))
