@@ -136,9 +136,15 @@ pub(super) const CHAIN_END: u64 = RETURN_CACHE + 8;
 pub(super) const PENDING_CHAIN: u64 = CHAIN_END + 8;
 /// Runs the chain holds at most.
 pub(super) const CHAIN: u64 = 48;
+/// The record a block ending in an indirect jump counted its run in,
+/// from its quiet path until the lookup routine of jumps (0: none), and
+/// the run's stack pointer (`pending`).
+pub(super) const JUMPER: u64 = PENDING_CHAIN + 16 * CHAIN;
+/// See [`JUMPER`].
+pub(super) const JUMPER_SP: u64 = JUMPER + 8;
 /// 1 while a jump into another function goes to its target
 /// (`quiet::relay_entry`).
-pub(super) const RELAYING: u64 = PENDING_CHAIN + 16 * CHAIN;
+pub(super) const RELAYING: u64 = JUMPER_SP + 8;
 /// Where the routine that writes a pending call's records goes back to.
 pub(super) const BACK: u64 = RELAYING + 8;
 /// Scratch slot for the tracee's rdx in that routine.

@@ -47,8 +47,13 @@
 //! elsewhere keep the context of the chain's run before them, and each
 //! jump into another function follows the run of the block that made it.
 //! So does the tracer at every drain or hand-off of a buffer half
-//! ([`settle`]). `CHAIN_END` and `RETURNED` are zero whenever
-//! `PENDING_DEPTH` is.
+//! ([`settle`]). `RETURNED` is zero whenever `PENDING_DEPTH` is, and so is
+//! `CHAIN_END` but for a moment: a block left through an indirect jump
+//! ([`Counted::Dispatch`]) counts a run arriving through its quiet entry
+//! like a cached block, keeping it in `JUMPER`; when the jump's target
+//! does not keep the segment, the run joins the chain (the lookup routine
+//! of jumps, [`jumper_check`], or the tracer on a miss, [`jumper_in_order`])
+//! and the target's record writes the chain first.
 //!
 //! A normal return keeps in the call's cache entry the segment and the
 //! address of the record it goes on to write ([`resume_routine`],
@@ -60,9 +65,9 @@ use crate::error::{Error, Result};
 use crate::event::Repeat;
 
 use super::area::{
-    slot, Area, BACK, CHAIN, CHAIN_END, CURSOR, DEPTH, JUMP, PENDING_CHAIN, PENDING_DEPTH,
-    PENDING_FRAMES, PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE, SAVE_RDX, SEGMENT,
-    TEMP, TOP_CALL, WRITE_RDX,
+    slot, Area, BACK, CHAIN, CHAIN_END, CURSOR, DEPTH, JUMP, JUMPER, JUMPER_SP, PENDING_CHAIN,
+    PENDING_DEPTH, PENDING_FRAMES, PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE,
+    SAVE_RDX, SEGMENT, TEMP, TOP_CALL, WRITE_RDX,
 };
 use super::emit::Emit;
 use super::memory::Memory;
@@ -90,6 +95,12 @@ pub(super) enum Counted {
     },
     /// A block ending in `ret`: the runs in a pending call's callee.
     Returns,
+    /// A block left through an indirect jump (not a PLT stub's), with a
+    /// quiet entry: the runs that arrive through it, kept in `JUMPER` until
+    /// the lookup routine of jumps finds whether the jump keeps the
+    /// segment (else the run joins the chain, in order, before the
+    /// target's record), and those of a pending call.
+    Dispatch,
     /// A PLT stub (a block of a function that costs its caller, ending in
     /// an indirect jump), whose cache entry for its jump is at `cache`
     /// (`quiet::relay_entry`): the runs of a pending call's callee.
@@ -114,7 +125,7 @@ impl Counted {
     pub fn repeat(self) -> Option<Repeat> {
         match self {
             Counted::Never => None,
-            Counted::Cached => Some(Repeat::Again),
+            Counted::Cached | Counted::Dispatch => Some(Repeat::Again),
             Counted::Calls { .. } | Counted::Tail { .. } => Some(Repeat::Calls),
             Counted::Callee | Counted::Returns | Counted::Relay { .. } => Some(Repeat::InContext),
         }
@@ -136,6 +147,7 @@ impl Counted {
             Counted::Never => AsCallee::No,
             Counted::Calls { .. } => AsCallee::Calling,
             Counted::Cached
+            | Counted::Dispatch
             | Counted::Callee
             | Counted::Returns
             | Counted::Relay { .. }
@@ -208,6 +220,12 @@ const APPEND: u64 = 12;
 const AS_CALLEE: u64 = 13;
 const OUTERMOST: u64 = 14;
 const CALLS_OUTERMOST: u64 = 15;
+
+/// The last place in the chain the resume routine appends at: the
+/// chain's last entry is kept for a run in `JUMPER` (the lookup routine
+/// of jumps appends it, and the target's record writes the chain at
+/// once).
+const LAST_APPEND: i32 = (16 * (CHAIN - 2)) as i32;
 
 /// The byte or word at `at` of the data word of the translation whose
 /// entry is in rdx.
@@ -284,7 +302,7 @@ pub(super) fn resume_routine(
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm32,
         slot(CHAIN_END),
-        (16 * (CHAIN - 1)) as i32,
+        LAST_APPEND,
     ))?;
     code.jump(Code::Ja_rel32_64, RETURNED_FAIL)?;
     let kept = |at: i64| area_word(rcx, at);
@@ -461,11 +479,10 @@ pub(super) fn resume_routine(
         deepest,
     ))?;
     code.jump(Code::Ja_rel32_64, TO_FRESH)?;
-    let last = (16 * (CHAIN - 1)) as i32;
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm32,
         slot(CHAIN_END),
-        last,
+        LAST_APPEND,
     ))?;
     code.jump(Code::Ja_rel32_64, TO_FRESH)?;
     code.push(Instruction::with2(
@@ -499,7 +516,7 @@ pub(super) fn resume_routine(
     code.label(TO_FRESH);
     code.load(rdx, super::area::RESUMING)?;
     code.lea(rax, rdx, -(FRESH_ENTRY as i64))?;
-    cmp_slot_zero(&mut code, PENDING_DEPTH)?;
+    cmp_slot_zero(&mut code, CHAIN_END)?;
     code.jump(Code::Je_rel32_64, PLAIN_FRESH)?;
     code.save(BACK, rax)?;
     restore_flags(&mut code, super::area::RESUME_FLAGS)?;
@@ -552,11 +569,10 @@ fn chain_has_room(code: &mut Emit) -> Result<(), Refusal> {
         0,
     ))?;
     code.jump(Code::Je_rel32_64, TO_FRESH)?;
-    let last = (16 * (CHAIN - 1)) as i32;
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm32,
         slot(CHAIN_END),
-        last,
+        LAST_APPEND,
     ))?;
     code.jump(Code::Ja_rel32_64, TO_FRESH)
 }
@@ -665,6 +681,77 @@ fn restore_flags(code: &mut Emit, from: u64) -> std::result::Result<(), Refusal>
     code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Sahf)))
 }
 
+/// The code of the lookup routine of jumps once it has found the target
+/// (its quiet entry in the `JUMP` slot; flags, rax and rbx saved, both
+/// free): a run counted in `JUMPER` by the jumping block's quiet path
+/// stays counted when the target's quiet path keeps the segment (the
+/// target has one, of the segment's region, and the stack pointer is at
+/// most 64 KiB below the segment's: the same tests); else it joins the
+/// chain (in the entry kept for it), whose runs the target's record then
+/// writes first, in order. `JUMPER` is 0 after.
+pub(super) fn jumper_check() -> Result<Vec<Instruction>, Refusal> {
+    const IN_ORDER: u64 = 0x30;
+    const DONE: u64 = 0x31;
+    let (rax, rbx) = (Register::RAX, Register::RBX);
+    let mut code = Emit::default();
+    code.load(rbx, JUMPER)?;
+    code.push(Instruction::with2(Code::Test_rm64_r64, rbx, rbx))?;
+    code.jump(Code::Je_rel32_64, DONE)?;
+    clear(&mut code, JUMPER)?;
+    code.load(rax, JUMP)?;
+    let place = super::quiet::QUIET_ENTRY as i64 - super::quiet::PLACE as i64;
+    code.push(Instruction::with2(
+        Code::Movsxd_r64_rm32,
+        rax,
+        MemoryOperand::with_base_displ(rax, place),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rax,
+        slot(super::area::SEGMENT_REGION),
+    ))?;
+    code.jump(Code::Jne_rel32_64, IN_ORDER)?;
+    code.load(rax, super::area::SEGMENT_SP)?;
+    code.push(Instruction::with2(Code::Sub_r64_rm64, rax, Register::RSP))?;
+    code.push(Instruction::with2(Code::Cmp_rm64_imm32, rax, 0xffff))?;
+    code.jump(Code::Jbe_rel32_64, DONE)?;
+    code.label(IN_ORDER);
+    code.load(rax, CHAIN_END)?;
+    let entry = |at: i64| area_word(rax, PENDING_CHAIN as i64 + at);
+    code.push(Instruction::with2(Code::Mov_rm64_r64, entry(0), rbx))?;
+    code.load(rbx, JUMPER_SP)?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, entry(8), rbx))?;
+    code.lea(rax, rax, 16)?;
+    code.save(CHAIN_END, rax)?;
+    // (rax is the routine's scratch until it restores the program's.)
+    code.label(DONE);
+    code.load(rax, JUMP)?;
+    Ok(code.list)
+}
+
+/// What the lookup routine of jumps does with a run in `JUMPER` when the
+/// tracer finds the target instead (a miss), which it enters at its entry
+/// (a new segment, whose record writes the chain first): the run joins
+/// the chain, in the entry kept for it (`jumper_check`).
+pub(super) fn jumper_in_order(memory: &Memory, area: &Area) -> Result<()> {
+    let record = memory.read_u64(area.at(JUMPER))?;
+    if record == 0 {
+        return Ok(());
+    }
+    let sp = memory.read_u64(area.at(JUMPER_SP))?;
+    let end = memory.read_u64(area.at(CHAIN_END))?;
+    if end >= 16 * CHAIN {
+        return Err(Error::Unexpected(
+            "translate: no room in the chain for a jumping block's run".into(),
+        ));
+    }
+    let entry = area.at(PENDING_CHAIN + end);
+    memory.write_u64(entry, record)?;
+    memory.write_u64(entry + 8, sp)?;
+    memory.write_u64(area.at(CHAIN_END), end + 16)?;
+    memory.write_u64(area.at(JUMPER), 0)
+}
+
 /// The tracee's flags `eflags` with the status flags the write routine
 /// kept (`kept`: `lahf` in bits 8-15, `seto` in bits 0-7) back: what the
 /// tracer restores when a store of the routine faults.
@@ -753,22 +840,29 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
 }
 
 /// What [`write_routine`] does, by the tracer for a stopped thread
-/// (`area`): the words of the pending calls' records (none when no call
-/// is pending), a run taken off each record they were counted in, and the
-/// thread's pending slots zeroed. The caller appends the words to the
+/// (`area`): the words of the chain's runs and of the run in `JUMPER`
+/// (none when there are none), a run taken off each record they were
+/// counted in, and the thread's pending slots zeroed. The caller appends the words to the
 /// records read so far, in order.
 pub(super) fn settle(memory: &Memory, area: &Area) -> Result<Vec<u64>> {
     let mut slots = [0u64; PENDING_SLOTS];
     memory.read(area.at(PENDING_DEPTH), bytemuck::cast_slice_mut(&mut slots))?;
     let slot = |offset: u64| slots.get(((offset - PENDING_DEPTH) / 8) as usize).copied();
-    if slot(PENDING_DEPTH) == Some(0) {
+    let end = slot(CHAIN_END).unwrap_or(0).min(16 * CHAIN);
+    let jumper = [(JUMPER, JUMPER_SP)]
+        .into_iter()
+        .filter(|_| slot(JUMPER) != Some(0));
+    let runs: Vec<(u64, u64)> = (0..end)
+        .step_by(16)
+        .map(|at| (PENDING_CHAIN + at, PENDING_CHAIN + at + 8))
+        .chain(jumper)
+        .collect();
+    if runs.is_empty() {
         return Ok(Vec::new());
     }
-    let end = slot(CHAIN_END).unwrap_or(0).min(16 * CHAIN);
-    let mut words = Vec::with_capacity(3 * (end / 16) as usize);
-    for at in (0..end).step_by(16) {
-        let (Some(record), Some(sp)) = (slot(PENDING_CHAIN + at), slot(PENDING_CHAIN + at + 8))
-        else {
+    let mut words = Vec::with_capacity(3 * runs.len());
+    for (record, sp) in runs {
+        let (Some(record), Some(sp)) = (slot(record), slot(sp)) else {
             break;
         };
         let id = memory.read_u64(record)?;
@@ -784,9 +878,10 @@ pub(super) fn settle(memory: &Memory, area: &Area) -> Result<Vec<u64>> {
 
 /// One of each kind of [`Counted`], for tests.
 #[cfg(test)]
-pub(super) const KINDS: [Counted; 7] = [
+pub(super) const KINDS: [Counted; 8] = [
     Counted::Never,
     Counted::Cached,
+    Counted::Dispatch,
     Counted::Callee,
     Counted::Calls { cache: 0x10_0000 },
     Counted::Returns,
@@ -878,6 +973,48 @@ mod tests {
             settle(&memory, &area).unwrap().is_empty(),
             "nothing pending"
         );
+    }
+
+    /// A run of a block left through an indirect jump, counted from its
+    /// quiet path: on a lookup miss the tracer puts it at the chain's end
+    /// (the entry kept for it), and settling writes it after the chain.
+    #[test]
+    fn a_jumping_block_s_run_joins_the_chain_in_order() {
+        let memory = Memory::open(std::process::id() as i32).unwrap();
+        let slots = vec![0u64; (PENDING_DEPTH / 8) as usize + PENDING_SLOTS];
+        let area = Area::for_test(slots.as_ptr() as u64);
+        let records: Vec<[u64; 2]> = (0..2).map(|id| [20 + id, 3]).collect();
+        let record = |index: usize| records[index].as_ptr() as u64;
+        let set = |offset: u64, value: u64| memory.write_u64(area.at(offset), value).unwrap();
+        let get = |offset: u64| memory.read_u64(area.at(offset)).unwrap();
+        // Nothing kept: nothing to do.
+        jumper_in_order(&memory, &area).unwrap();
+        assert_eq!(get(CHAIN_END), 0);
+        // A pending call's run in the chain, then the jumping block's.
+        set(PENDING_DEPTH, 16);
+        set(PENDING_CHAIN, record(0));
+        set(PENDING_CHAIN + 8, 0x200);
+        set(CHAIN_END, 16);
+        set(JUMPER, record(1));
+        set(JUMPER_SP, 0x1f0);
+        jumper_in_order(&memory, &area).unwrap();
+        assert_eq!(get(JUMPER), 0);
+        assert_eq!(get(CHAIN_END), 32);
+        assert_eq!(
+            [get(PENDING_CHAIN + 16), get(PENDING_CHAIN + 24)],
+            [record(1), 0x1f0]
+        );
+        let words = settle(&memory, &area).unwrap();
+        assert_eq!(words, [20, 1, 0x200, 21, 1, 0x1f0]);
+        // A run still in `JUMPER` when the tracer settles comes last.
+        set(JUMPER, record(1));
+        set(JUMPER_SP, 0x1e0);
+        assert_eq!(settle(&memory, &area).unwrap(), [21, 1, 0x1e0]);
+        assert_eq!(memory.read_u64(record(1) + 8).unwrap(), 1);
+        // A full chain is an error, not a lost run.
+        set(CHAIN_END, 16 * CHAIN);
+        set(JUMPER, record(0));
+        assert!(jumper_in_order(&memory, &area).is_err());
     }
 
     #[test]

@@ -85,7 +85,8 @@
 //! runs so ("cached"): the record of a block left otherwise must come
 //! right before the next block's, whose arrival the replay computes from
 //! it (but in a pending call, whose records come in order when it needs
-//! them, `pending`). Tests are `not`/`lea`/`jrcxz`, flags untouched (but
+//! them, and a block left through an indirect jump, whose run joins them
+//! when its target needs it, `pending`). Tests are `not`/`lea`/`jrcxz`, flags untouched (but
 //! `cmp` in the quiet path of a block that gives every status flag a value
 //! before it reads one, `flags`); rax and rcx are saved in the thread's
 //! slots (a record store that faults in a guard page restarts the
@@ -99,9 +100,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH, PENDING_FRAMES, RECORD, RELAYING, RESUME,
-    RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP,
-    TOP_CALL,
+    slot, Area, JUMPER, JUMPER_SP, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH, PENDING_FRAMES, RECORD,
+    RELAYING, RESUME, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION,
+    SEGMENT_SP, TARGET, TEMP, TOP_CALL,
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
@@ -160,9 +161,13 @@ pub(super) const FRESH_ENTRY: u64 = RESUME_ENTRY + SLOT_LEN;
 /// routine goes on after counting a run (`pending`).
 pub(super) const BODY_ENTRY: u64 = FRESH_ENTRY + SLOT_LEN;
 /// Bytes before a translation's entry of its data word for the resume
-/// routine (`pending::data_word`), before the body entry: the bytes of
-/// the header that quiet runs take.
+/// routine (`pending::data_word`), before the body entry.
 pub(super) const DATA: u64 = BODY_ENTRY + 8;
+/// Bytes before a translation's entry of its place word, before the data
+/// word: the sink's region of its quiet path (-1: it has none), for the
+/// lookup routine of jumps (`pending`); the bytes of the header that
+/// quiet runs take.
+pub(super) const PLACE: u64 = DATA + 8;
 /// Entries of the stack of calls a return looks at, at most.
 const CHECKS: i32 = 8;
 
@@ -420,7 +425,15 @@ pub(super) fn entry(record: Record) -> Result<Vec<Instruction>, Refusal> {
 /// one more run there (its address in rax and in the `RECORD` slot, for
 /// a block that loops on itself), rcx and rax back and a jump to `body`;
 /// else a record ([`to_fresh`]). With `flags` free, the tests are `cmp`.
-fn count_run(code: &mut Emit, id: u32, body: u64, flags: Flags) -> Result<(), Refusal> {
+/// With `jumper` (a block ending in an indirect jump) the counted run's
+/// record and stack pointer are kept in `JUMPER` (`pending`).
+fn count_run(
+    code: &mut Emit,
+    id: u32,
+    body: u64,
+    flags: Flags,
+    jumper: bool,
+) -> Result<(), Refusal> {
     let (rax, rcx) = (Register::RAX, Register::RCX);
     // rax = the segment, rcx = the index of its entry for `id`.
     code.load(rax, SEGMENT)?;
@@ -457,6 +470,10 @@ fn count_run(code: &mut Emit, id: u32, body: u64, flags: Flags) -> Result<(), Re
     code.label(HIT);
     code.save(RECORD, rax)?;
     add_run(code, rax, flags)?;
+    if jumper {
+        code.save(JUMPER, rax)?;
+        code.save(JUMPER_SP, Register::RSP)?;
+    }
     code.load(rcx, TEMP)?;
     code.load(rax, SAVE_RAX)?;
     code.jump(Code::Jmp_rel32_64, body)?;
@@ -566,7 +583,8 @@ pub(super) fn quiet_path(
     }
     code.label(TEST_SEGMENT);
     match counted {
-        Counted::Cached => count_run(&mut code, id, body, flags)?,
+        Counted::Cached => count_run(&mut code, id, body, flags, false)?,
+        Counted::Dispatch => count_run(&mut code, id, body, flags, true)?,
         Counted::Calls { .. } => to_routine(&mut code, rules.entry, rules.routine.calling)?,
         Counted::Returns | Counted::Tail { .. } => {
             to_routine(&mut code, rules.entry, rules.routine.chained)?

@@ -5,9 +5,10 @@
 //! jumps to an entry of the routine:
 //!
 //! - `bump`: a new segment (number, stack pointer), then `fresh`;
-//! - `fresh`: the records of a pending call first (the region's routine
-//!   of pending calls, `pending::write_routine`, which goes back to the
-//!   translation's fresh entry), else straight on at the fresh entry;
+//! - `fresh`: the runs kept in order for pending calls first, when there
+//!   are any (the region's routine of pending calls,
+//!   `pending::write_routine`, which goes back to the translation's fresh
+//!   entry), else straight on at the fresh entry;
 //!
 //! and the translation's fresh entry (entered with rax its entry's
 //! address) leads to the writing of its record, for the two layouts
@@ -30,7 +31,7 @@
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, BACK, CURSOR, JUMP, PENDING_DEPTH, RECORD, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_SP, TEMP,
+    slot, BACK, CHAIN_END, CURSOR, JUMP, RECORD, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_SP, TEMP,
     WRITING,
 };
 use super::emit::Emit;
@@ -59,7 +60,8 @@ pub(super) struct RecordRoutine {
 pub(super) struct RecordEntries {
     /// A new segment, then `fresh`.
     pub bump: u64,
-    /// A pending call's records, then the translation's fresh entry.
+    /// The runs kept in order for pending calls, then the translation's
+    /// fresh entry.
     pub fresh: u64,
     /// The writing of a record [number, 1, stack pointer] entered in the
     /// table of records.
@@ -126,7 +128,7 @@ pub(super) fn record_routine(at: u64, write_pending: u64) -> Result<RecordRoutin
     code.save(SEGMENT_SP, rsp)?;
 
     code.label(FRESH);
-    code.load(rcx, PENDING_DEPTH)?;
+    code.load(rcx, CHAIN_END)?;
     code.jump(Code::Jrcxz_rel8_64, NONE_PENDING)?;
     code.lea(rcx, rax, -(FRESH_ENTRY as i64))?;
     code.save(BACK, rcx)?;

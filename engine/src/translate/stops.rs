@@ -171,6 +171,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             let stub = regs.rip.wrapping_sub(1);
             match self.space.cache.stub(stub) {
                 Some(Stub::Miss) => {
+                    super::pending::jumper_in_order(&self.space.memory, &area)?;
                     regs.rip = self.space.memory.read_u64(area.at(TARGET))?;
                     return self.enter(&mut regs);
                 }

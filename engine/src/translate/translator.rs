@@ -551,7 +551,7 @@ pub(super) fn translate(
     let stubs_end = count * (SLOT_STRIDE + 1) + u64::from(watches_syscall);
     // With quiet runs, the header ends in the data word and the body,
     // fresh, resume and quiet entries.
-    let entries = if quiet.is_some() { quiet::DATA } else { 0 };
+    let entries = if quiet.is_some() { quiet::PLACE } else { 0 };
     let header = (stubs_end + entries + 15) & !15;
     let syscall_trap = watches_syscall.then_some(at + count * (SLOT_STRIDE + 1));
     let entry = at + header;
@@ -605,6 +605,13 @@ pub(super) fn translate(
     let ends_quietly =
         !exits.is_empty() && exits.iter().all(|exit| exit.entrance == Entrance::Quiet);
     let cached = quiet_entry && ends_quietly;
+    // A block left through an indirect jump (not a PLT stub's) whose runs
+    // arriving quietly may be counted too (`pending`).
+    let dispatches = quiet_entry
+        && relay.is_none()
+        && !block.last().rep
+        && matches!(block.last().flow, Flow::Jump { .. })
+        && !is_direct(block.last());
     let slot_of = |index: usize| {
         if repeat_exit == Some(index) {
             return REPEAT;
@@ -849,6 +856,7 @@ pub(super) fn translate(
         _ if !plain => Counted::Never,
         _ if ends_quietly => Counted::Callee,
         Some(cache) if tail.is_some() => Counted::Tail { cache },
+        _ if dispatches => Counted::Dispatch,
         Some(cache) if block.last().flow == Flow::Call => Counted::Calls { cache },
         _ if block.last().flow == Flow::Return => Counted::Returns,
         _ => Counted::Never,
@@ -947,10 +955,15 @@ pub(super) fn translate(
     }
     bytes.resize(header as usize, INT3);
     if quiet.is_some() {
-        // The data word, then the body, fresh, resume and quiet entries: to
-        // the entry when the translation has no such path.
+        // The place and data words, then the body, fresh, resume and quiet
+        // entries: to the entry when the translation has no such path.
         let data = (entry - quiet::DATA - at) as usize;
         bytes[data..data + 8].copy_from_slice(&pending::data_word(counts, id));
+        let place = (entry - quiet::PLACE - at) as usize;
+        let quiet_region = region
+            .filter(|_| quiet_entry)
+            .map_or(-1, |region| region as i32);
+        bytes[place..place + 4].copy_from_slice(&quiet_region.to_le_bytes());
         let first = entry + offsets.get(body).map_or(0, |&offset| u64::from(offset));
         let body_jump = entry - quiet::BODY_ENTRY;
         let fresh = entry - quiet::FRESH_ENTRY;
@@ -1238,6 +1251,9 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
         }
     }
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(JUMP), rax))?;
+    if kind == Lookup::Jumps {
+        code.list.append(&mut pending::jumper_check()?);
+    }
     let restore = |code: &mut Emitter, first_ip: u64| -> Result<(), Refusal> {
         code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, slot(SAVE_RBX)))?;
         if let Some(first) = code.list.last_mut() {
@@ -1269,6 +1285,28 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
 mod tests {
     use super::*;
     use iced_x86::{Decoder, DecoderOptions};
+
+    /// Every lookup routine encodes, its miss `int3` inside it; the one
+    /// of jumps checks a jumping block's kept run (`pending::jumper_check`).
+    #[test]
+    fn the_lookup_routines_encode() {
+        let at = 0x7f00_0000_1000;
+        let mut lengths = Vec::new();
+        for kind in [Lookup::Any, Lookup::Returns, Lookup::Jumps, Lookup::Calls] {
+            let (bytes, miss) = lookup_routine(at, kind).unwrap();
+            assert!((at..at + bytes.len() as u64).contains(&miss), "{kind:?}");
+            lengths.push(bytes.len());
+        }
+        let check: usize = super::super::encode::encode(&pending::jumper_check().unwrap(), at)
+            .unwrap()
+            .0
+            .len();
+        assert_eq!(
+            lengths[2],
+            lengths[0] + 4 + check,
+            "jumps: Any's, `sub`, the check"
+        );
+    }
 
     #[test]
     fn a_slot_is_linked_by_one_aligned_four_byte_write() {

@@ -4,7 +4,9 @@
    a row, nested, and libc's through the PLT (bound at the first call),
    from two call sites in turn; calls whose callee jumps on into another
    function (a tail call: a wrapper of ours, and libc's strcoll through the
-   PLT, which jumps on to __strcoll_l). */
+   PLT, which jumps on to __strcoll_l); and a switch through a jump table
+   whose cases are first reached one after another, long after the jump's
+   first runs, each followed by a tail call through a pointer. */
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +29,25 @@ __attribute__((noinline)) static long measure(const char *text) { return (long)s
 
 __attribute__((noinline)) int wrapper(int x) { return branchy(x ^ 5); }
 
+__attribute__((noinline)) static int via(step_fn f, int x) { return f(x); }
+
+__attribute__((noinline)) static int dispatch(int op, int x)
+{
+    switch (op) {
+    case 0: return x + 1;
+    case 1: return x * 3;
+    case 2: return x - 7;
+    case 3: return x ^ 0x55;
+    case 4: return x << 2;
+    case 5: return x >> 1;
+    case 6: return x | 9;
+    case 7: return x & 0x3f;
+    case 8: return x * x;
+    case 9: return x + op;
+    default: return 0;
+    }
+}
+
 int main(int argc, char **argv)
 {
     (void)argv;
@@ -42,6 +63,10 @@ int main(int argc, char **argv)
         sum += measure(text + (i & 1));
         sum += wrapper(i);
         sum += strcoll(text + (i & 1), text);
+        for (int op = 0; op <= i / 20 && op < 10; op++) {
+            sum += dispatch(op, i);
+            sum += via(table[op & 1], i);
+        }
     }
     printf("%ld\n", sum);
     return 0;
