@@ -220,6 +220,7 @@ const APPEND: u64 = 12;
 const AS_CALLEE: u64 = 13;
 const OUTERMOST: u64 = 14;
 const CALLS_OUTERMOST: u64 = 15;
+const MAKE_PENDING: u64 = 16;
 
 /// The last place in the chain the resume routine appends at: the
 /// chain's last entry is kept for a run in `JUMPER` (the lookup routine
@@ -444,6 +445,12 @@ pub(super) fn resume_routine(
         AsCallee::Calling as u8 as i32,
     ))?;
     code.jump(Code::Jne_rel32_64, APPEND)?;
+    // The block's call made pending (the chain has room for its run):
+    // when there is room for one more pending call and the call's cache
+    // entry says its last run was made in the thread's segment with a
+    // record kept for its return, the run counted in the block's record
+    // of the segment.
+    code.label(MAKE_PENDING);
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm32,
         slot(PENDING_DEPTH),
@@ -465,36 +472,17 @@ pub(super) fn resume_routine(
     append(&mut code)?;
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
 
-    // A block ending in a call, from its quiet path: when there is room
-    // for one more pending call and the call's cache entry says its last
-    // run was made in the thread's segment with a record kept for its
-    // return, the run counted in the block's record of the segment makes
-    // the call pending.
+    // A block ending in a call, from its quiet path: its call made pending
+    // when the chain has room.
     code.label(CALLING);
     enter(&mut code)?;
-    let deepest = (16 * (DEPTH - 1)) as i32;
-    code.push(Instruction::with2(
-        Code::Cmp_rm64_imm32,
-        slot(PENDING_DEPTH),
-        deepest,
-    ))?;
-    code.jump(Code::Ja_rel32_64, TO_FRESH)?;
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm32,
         slot(CHAIN_END),
         LAST_APPEND,
     ))?;
     code.jump(Code::Ja_rel32_64, TO_FRESH)?;
-    code.push(Instruction::with2(
-        Code::Mov_r32_rm32,
-        Register::ECX,
-        data(0),
-    ))?;
-    code.load(rax, SEGMENT)?;
-    call_repeats_here(&mut code, rax, TO_FRESH)?;
-    count_in_segment(&mut code)?;
-    push_frame(&mut code)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    code.jump(Code::Jmp_rel32_64, MAKE_PENDING)?;
 
     // A block ending in `ret` or in a jump into another function, from
     // its quiet path: while a call is pending, the run counted and kept
