@@ -86,9 +86,10 @@
 //! right before the next block's, whose arrival the replay computes from
 //! it (but in a pending call, whose records come in order when it needs
 //! them, and a block left through an indirect jump, whose run joins them
-//! when its target needs it, `pending`). Tests are `not`/`lea`/`jrcxz`, flags untouched (but
-//! `cmp` in the quiet path of a block that gives every status flag a value
-//! before it reads one, `flags`); rax and rcx are saved in the thread's
+//! when its target needs it, `pending`). Tests are `not`/`lea`/`jrcxz`,
+//! flags untouched (but `cmp` in the quiet path of a block that gives
+//! every status flag a value before it reads one, `flags`); rax and rcx
+//! are saved in the thread's
 //! slots (a record store that faults in a guard page restarts the
 //! translation at its entry, see `stops`). The tracer starts a new
 //! segment and empties the stack of calls whenever it empties or hands
