@@ -86,13 +86,10 @@ pub(super) enum Counted {
     /// A block left through quiet exits alone, with no quiet entry (it
     /// starts a function): the runs of a pending call.
     Callee,
-    /// A block ending in a call, whose cache entry is at `cache`:
-    /// the runs that make a call pending, and those a pending call
-    /// returns to.
-    Calls {
-        /// The call's cache entry (`quiet::call_cache`).
-        cache: u64,
-    },
+    /// A block ending in a call, with a cache entry for it
+    /// (`quiet::call_cache`): the runs that make a call pending, and those
+    /// a pending call returns to.
+    Calls,
     /// A block ending in `ret`: the runs in a pending call's callee.
     Returns,
     /// A block left through an indirect jump (not a PLT stub's), with a
@@ -102,21 +99,14 @@ pub(super) enum Counted {
     /// target's record), and those of a pending call.
     Dispatch,
     /// A PLT stub (a block of a function that costs its caller, ending in
-    /// an indirect jump), whose cache entry for its jump is at `cache`
+    /// an indirect jump), with a cache entry for its jump
     /// (`quiet::relay_entry`): the runs of a pending call's callee.
-    Relay {
-        /// The jump's cache entry (`quiet::call_cache`).
-        cache: u64,
-    },
+    Relay,
     /// A block of a function not skipped ending in a direct jump into
     /// another function (a tail call, which the sink takes for a call from
-    /// the block), whose cache entry for its jump is at `cache`
-    /// (`quiet::relay_entry`): the runs of a pending call's callee, each
-    /// followed by its jump.
-    Tail {
-        /// The jump's cache entry (`quiet::call_cache`).
-        cache: u64,
-    },
+    /// the block), with a cache entry for its jump (`quiet::relay_entry`):
+    /// the runs of a pending call's callee, each followed by its jump.
+    Tail,
 }
 
 impl Counted {
@@ -126,18 +116,15 @@ impl Counted {
         match self {
             Counted::Never => None,
             Counted::Cached | Counted::Dispatch => Some(Repeat::Again),
-            Counted::Calls { .. } | Counted::Tail { .. } => Some(Repeat::Calls),
-            Counted::Callee | Counted::Returns | Counted::Relay { .. } => Some(Repeat::InContext),
+            Counted::Calls | Counted::Tail => Some(Repeat::Calls),
+            Counted::Callee | Counted::Returns | Counted::Relay => Some(Repeat::InContext),
         }
     }
 
     /// Whether a run a pending call returns to may be counted: a block
     /// whose successor needs no record right after its own.
     fn after_return(self) -> bool {
-        matches!(
-            self,
-            Counted::Cached | Counted::Callee | Counted::Calls { .. }
-        )
+        matches!(self, Counted::Cached | Counted::Callee | Counted::Calls)
     }
 
     /// Whether the first run of a pending call's callee (or of a jump's
@@ -145,13 +132,13 @@ impl Counted {
     fn as_callee(self) -> AsCallee {
         match self {
             Counted::Never => AsCallee::No,
-            Counted::Calls { .. } => AsCallee::Calling,
+            Counted::Calls => AsCallee::Calling,
             Counted::Cached
             | Counted::Dispatch
             | Counted::Callee
             | Counted::Returns
-            | Counted::Relay { .. }
-            | Counted::Tail { .. } => AsCallee::Yes,
+            | Counted::Relay
+            | Counted::Tail => AsCallee::Yes,
         }
     }
 }
@@ -871,10 +858,10 @@ pub(super) const KINDS: [Counted; 8] = [
     Counted::Cached,
     Counted::Dispatch,
     Counted::Callee,
-    Counted::Calls { cache: 0x10_0000 },
+    Counted::Calls,
     Counted::Returns,
-    Counted::Relay { cache: 0x10_0020 },
-    Counted::Tail { cache: 0x10_0040 },
+    Counted::Relay,
+    Counted::Tail,
 ];
 
 #[cfg(test)]
@@ -915,18 +902,47 @@ mod tests {
         assert!((entries.calling + 1..end).contains(&entries.chained));
     }
 
+    /// A thread's slots up to its pending calls', in this process's
+    /// memory (written and read as the tracer does a tracee's).
+    struct Slots {
+        memory: Memory,
+        words: Vec<u64>,
+    }
+
+    impl Slots {
+        fn new() -> Slots {
+            Slots {
+                memory: Memory::open(std::process::id() as i32).unwrap(),
+                words: vec![0; (PENDING_DEPTH / 8) as usize + PENDING_SLOTS],
+            }
+        }
+
+        fn area(&self) -> Area {
+            Area::for_test(self.words.as_ptr() as u64)
+        }
+
+        fn set(&self, offset: u64, value: u64) {
+            self.memory
+                .write_u64(self.area().at(offset), value)
+                .unwrap();
+        }
+
+        fn get(&self, offset: u64) -> u64 {
+            self.memory.read_u64(self.area().at(offset)).unwrap()
+        }
+    }
+
     /// The tracer settles pending calls as the routine writing their
     /// records does: the chain's runs in order, each with one run taken
     /// off its record, and every slot zeroed.
     #[test]
     fn settling_writes_the_chain_in_order() {
-        let memory = Memory::open(std::process::id() as i32).unwrap();
-        let slots = vec![0u64; (PENDING_DEPTH / 8) as usize + PENDING_SLOTS];
-        let area = Area::for_test(slots.as_ptr() as u64);
+        let slots = Slots::new();
+        let (memory, area) = (&slots.memory, slots.area());
         // Records: [translation number, runs], each counted twice.
         let records: Vec<[u64; 2]> = (0..5).map(|id| [10 + id, 2]).collect();
         let record = |index: usize| records[index].as_ptr() as u64;
-        let set = |offset: u64, value: u64| memory.write_u64(area.at(offset), value).unwrap();
+        let set = |offset: u64, value: u64| slots.set(offset, value);
         // Two calls pending, the inner one's callee running: the outer
         // call, its callee's first run, the inner call, its callee's
         // first run and a jump's target's.
@@ -941,7 +957,7 @@ mod tests {
         set(PENDING_CHAIN + 64, record(4));
         set(CHAIN_END, 64);
         set(RELAYING, 1);
-        let words = settle(&memory, &area).unwrap();
+        let words = settle(memory, &area).unwrap();
         let expected = [
             [10, 1, 0x100],
             [11, 1, 0x0f8],
@@ -954,13 +970,9 @@ mod tests {
             assert_eq!(runs, if index < 4 { 1 } else { 2 }, "record {index}");
         }
         for index in 0..PENDING_SLOTS as u64 {
-            let word = memory.read_u64(area.at(PENDING_DEPTH + 8 * index)).unwrap();
-            assert_eq!(word, 0, "slot {index}");
+            assert_eq!(slots.get(PENDING_DEPTH + 8 * index), 0, "slot {index}");
         }
-        assert!(
-            settle(&memory, &area).unwrap().is_empty(),
-            "nothing pending"
-        );
+        assert!(settle(memory, &area).unwrap().is_empty(), "nothing pending");
     }
 
     /// A run of a block left through an indirect jump, counted from its
@@ -968,15 +980,14 @@ mod tests {
     /// (the entry kept for it), and settling writes it after the chain.
     #[test]
     fn a_jumping_block_s_run_joins_the_chain_in_order() {
-        let memory = Memory::open(std::process::id() as i32).unwrap();
-        let slots = vec![0u64; (PENDING_DEPTH / 8) as usize + PENDING_SLOTS];
-        let area = Area::for_test(slots.as_ptr() as u64);
+        let slots = Slots::new();
+        let (memory, area) = (&slots.memory, slots.area());
         let records: Vec<[u64; 2]> = (0..2).map(|id| [20 + id, 3]).collect();
         let record = |index: usize| records[index].as_ptr() as u64;
-        let set = |offset: u64, value: u64| memory.write_u64(area.at(offset), value).unwrap();
-        let get = |offset: u64| memory.read_u64(area.at(offset)).unwrap();
+        let set = |offset: u64, value: u64| slots.set(offset, value);
+        let get = |offset: u64| slots.get(offset);
         // Nothing kept: nothing to do.
-        jumper_in_order(&memory, &area).unwrap();
+        jumper_in_order(memory, &area).unwrap();
         assert_eq!(get(CHAIN_END), 0);
         // A pending call's run in the chain, then the jumping block's.
         set(PENDING_DEPTH, 16);
@@ -985,37 +996,37 @@ mod tests {
         set(CHAIN_END, 16);
         set(JUMPER, record(1));
         set(JUMPER_SP, 0x1f0);
-        jumper_in_order(&memory, &area).unwrap();
+        jumper_in_order(memory, &area).unwrap();
         assert_eq!(get(JUMPER), 0);
         assert_eq!(get(CHAIN_END), 32);
         assert_eq!(
             [get(PENDING_CHAIN + 16), get(PENDING_CHAIN + 24)],
             [record(1), 0x1f0]
         );
-        let words = settle(&memory, &area).unwrap();
+        let words = settle(memory, &area).unwrap();
         assert_eq!(words, [20, 1, 0x200, 21, 1, 0x1f0]);
         // A run still in `JUMPER` when the tracer settles comes last.
         set(JUMPER, record(1));
         set(JUMPER_SP, 0x1e0);
-        assert_eq!(settle(&memory, &area).unwrap(), [21, 1, 0x1e0]);
+        assert_eq!(settle(memory, &area).unwrap(), [21, 1, 0x1e0]);
         assert_eq!(memory.read_u64(record(1) + 8).unwrap(), 1);
         // A full chain is an error, not a lost run.
         set(CHAIN_END, 16 * CHAIN);
         set(JUMPER, record(0));
-        assert!(jumper_in_order(&memory, &area).is_err());
+        assert!(jumper_in_order(memory, &area).is_err());
     }
 
     #[test]
     fn repeats_are_reported_as_the_runs_were_counted() {
         assert_eq!(Counted::Never.repeat(), None);
         assert_eq!(Counted::Cached.repeat(), Some(Repeat::Again));
-        assert_eq!(Counted::Calls { cache: 0 }.repeat(), Some(Repeat::Calls));
+        assert_eq!(Counted::Calls.repeat(), Some(Repeat::Calls));
         assert_eq!(Counted::Returns.repeat(), Some(Repeat::InContext));
         assert_eq!(Counted::Callee.repeat(), Some(Repeat::InContext));
         // A block that calls is a pending call's callee only with its own
         // call pending too; one that returns never runs right after a
         // pending call's return.
-        let calls = Counted::Calls { cache: 0 };
+        let calls = Counted::Calls;
         assert_eq!(calls.as_callee(), AsCallee::Calling);
         assert_eq!(Counted::Never.as_callee(), AsCallee::No);
         assert!(!Counted::Returns.after_return());
@@ -1023,7 +1034,7 @@ mod tests {
         assert!(Counted::Cached.after_return());
         // A tail jump's runs each jump on, as a call: counted so, as a
         // callee's first block or a jump's target, never after a return.
-        let tail = Counted::Tail { cache: 0 };
+        let tail = Counted::Tail;
         assert_eq!(tail.repeat(), Some(Repeat::Calls));
         assert!(tail.as_callee() == AsCallee::Yes && !tail.after_return());
     }

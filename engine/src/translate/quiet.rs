@@ -586,11 +586,11 @@ pub(super) fn quiet_path(
     match counted {
         Counted::Cached => count_run(&mut code, id, body, flags, false)?,
         Counted::Dispatch => count_run(&mut code, id, body, flags, true)?,
-        Counted::Calls { .. } => to_routine(&mut code, rules.entry, rules.routine.calling)?,
-        Counted::Returns | Counted::Tail { .. } => {
+        Counted::Calls => to_routine(&mut code, rules.entry, rules.routine.calling)?,
+        Counted::Returns | Counted::Tail => {
             to_routine(&mut code, rules.entry, rules.routine.chained)?
         }
-        Counted::Never | Counted::Callee | Counted::Relay { .. } => to_fresh(&mut code)?,
+        Counted::Never | Counted::Callee | Counted::Relay => to_fresh(&mut code)?,
     }
     Ok(code.list)
 }

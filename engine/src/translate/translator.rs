@@ -558,24 +558,23 @@ pub(super) fn translate(
     let quiet_jump = quiet_entry.then_some(entry - quiet::QUIET_ENTRY);
     // A direct call chooses its callee's segment (`quiet::call_entry`).
     let calls_directly = calls_directly(block);
-    // A PLT stub's jump chooses its target's segment as a call does, its
-    // cache entry that of a call (`quiet::relay_entry`).
-    let relay = quiet
-        .filter(|_| !capture.enabled && original.is_none())
-        .and_then(|quiet| quiet.place)
-        .filter(|place| place.skipped && block.last().flow == Flow::Jump { direct: false })
-        .and_then(|_| quiet::call_cache(id))
-        .filter(|_| !block.last().rep);
-    // A direct jump into another function (the sink takes it for a call,
-    // `Place::continues_to`) from a function not skipped chooses its
-    // target's segment as a PLT stub's jump does.
-    let tail = quiet
-        .filter(|_| !capture.enabled && original.is_none())
-        .filter(|quiet| quiet.place.is_some_and(|place| !place.skipped))
-        .filter(|quiet| quiet.exits == [false])
-        .filter(|_| matches!(block.last().flow, Flow::Jump { .. }) && is_direct(block.last()))
-        .filter(|_| !block.last().rep && targets != [block.addr])
-        .and_then(|_| quiet::call_cache(id));
+    // A jump into another function chooses its target's segment as a
+    // call does, its cache entry that of a call (`quiet::relay_entry`):
+    // a PLT stub's, and a direct one (the sink takes it for a call,
+    // `Place::continues_to`) from a function not skipped.
+    let jumps_away = quiet
+        .filter(|_| !capture.enabled && original.is_none() && !block.last().rep)
+        .filter(|_| matches!(block.last().flow, Flow::Jump { .. }))
+        .zip(quiet::call_cache(id));
+    let relay = jumps_away
+        .filter(|(quiet, _)| quiet.place.is_some_and(|place| place.skipped))
+        .filter(|_| block.last().flow == Flow::Jump { direct: false })
+        .map(|(_, cache)| cache);
+    let tail = jumps_away
+        .filter(|(quiet, _)| quiet.place.is_some_and(|place| !place.skipped))
+        .filter(|(quiet, _)| quiet.exits == [false] && is_direct(block.last()))
+        .filter(|_| targets != [block.addr])
+        .map(|(_, cache)| cache);
     let exits: Vec<ExitSlot> = targets
         .iter()
         .enumerate()
@@ -850,15 +849,16 @@ pub(super) fn translate(
         && recorder.words() == 0
         && !block.last().rep
         && place.is_some_and(|place| !place.skipped);
-    let counts = match quiet::call_cache(id) {
+    let has_cache = quiet::call_cache(id).is_some();
+    let counts = match block.last().flow {
         _ if cached => Counted::Cached,
-        Some(cache) if relay.is_some() && recorder.words() == 0 => Counted::Relay { cache },
+        _ if relay.is_some() && recorder.words() == 0 => Counted::Relay,
         _ if !plain => Counted::Never,
         _ if ends_quietly => Counted::Callee,
-        Some(cache) if tail.is_some() => Counted::Tail { cache },
+        _ if tail.is_some() => Counted::Tail,
         _ if dispatches => Counted::Dispatch,
-        Some(cache) if block.last().flow == Flow::Call => Counted::Calls { cache },
-        _ if block.last().flow == Flow::Return => Counted::Returns,
+        Flow::Call if has_cache => Counted::Calls,
+        Flow::Return => Counted::Returns,
         _ => Counted::Never,
     };
     // The record counts runs.
