@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::ahead::SimulationAhead;
 use crate::control::Control;
 use cgx_engine::{
-    Block, BlockEvent, EventSink, Lifecycle, Place, SimulatedBlocks, SystemCall, Thread,
-    WholeBlocks,
+    Block, BlockEvent, EventSink, FilteredAccess, Lifecycle, Place, SimulatedBlocks, SystemCall,
+    Thread, WholeBlocks,
 };
 use cgx_formats::{Part, Profile, TooManyNames};
 
@@ -256,6 +256,12 @@ impl EventSink for Collector {
             BlockEvent::Conditional(taken) => process.conditional_branch(thread.tid, addr, taken),
             BlockEvent::Indirect(target) => process.indirect_branch(thread.tid, addr, target),
             BlockEvent::Bus => process.bus_locked(thread.tid),
+        });
+    }
+
+    fn accesses_filtered(&mut self, thread: Thread, accesses: &[FilteredAccess]) {
+        self.on_process(thread.pid, |process| {
+            process.accesses_filtered(thread.tid, accesses)
         });
     }
 

@@ -158,6 +158,11 @@ pub struct Options {
     pub extensions: cgx_sim::Extensions,
     /// The simulated caches (detected, or `--I1`/`--D1`/`--LL`).
     pub caches: cgx_sim::CachesConfig,
+    /// The backend filters the fetches and data accesses that hit the
+    /// most recently used line of their set (`RunOptions::filter`): runs
+    /// and events come counted, and only the other fetches and accesses
+    /// are simulated.
+    pub filtered: bool,
 }
 
 impl Options {
@@ -233,6 +238,7 @@ impl Default for Options {
             collect_systime: SystemTime::No,
             extensions: cgx_sim::Extensions::default(),
             caches: cgx_sim::CachesConfig::DEFAULT,
+            filtered: false,
         }
     }
 }

@@ -864,6 +864,12 @@ impl Counts {
         }
     }
 
+    /// Whether there are none.
+    #[inline]
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
     /// The first event counted (the step's own: `Ir`, `Dr`, `Dw`, `Bc` or
     /// `Bi`, which every run of its instruction counts) and the others
     /// (its misses).

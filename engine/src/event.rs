@@ -114,6 +114,31 @@ pub struct WholeBlock<'a> {
     pub again: Block,
     /// How those runs relate to this one.
     pub repeat: Repeat,
+    /// With `RunOptions::filter`, the data accesses every run makes (their
+    /// addresses are not known: 0).
+    pub(crate) accesses: &'a [crate::translate::PlannedAccess],
+}
+
+impl<'a> WholeBlock<'a> {
+    /// With `RunOptions::filter`, the data accesses each run makes, each
+    /// with the number of the instruction it follows, in order (their
+    /// addresses are not known: 0); none otherwise.
+    pub fn accesses(&self) -> impl Iterator<Item = (usize, DataAccess)> + 'a {
+        self.accesses
+            .iter()
+            .map(|access| (access.position(), access.at(0)))
+    }
+}
+
+/// A fetch or data access the program's thread did not filter
+/// (`RunOptions::filter`), for the cache simulation: it may miss or
+/// change which line of its set was used last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FilteredAccess {
+    /// The instruction (address, length).
+    pub instruction: (u64, u8),
+    /// Its data access, or `None` for its fetch.
+    pub access: Option<DataAccess>,
 }
 
 /// How the repeats of a [`WholeBlock`] ran.
@@ -424,6 +449,12 @@ pub trait EventSink {
     /// instrumentation sees them), a conditional branch's outcome or an
     /// indirect jump's target (see [`BlockEvent`]).
     fn instruction_event(&mut self, _thread: Thread, _addr: u64, _event: BlockEvent) {}
+
+    /// With `RunOptions::filter`, the fetches and data accesses the
+    /// program's thread did not filter, in the order they ran (their
+    /// instructions' runs and events are reported apart, and counted
+    /// only).
+    fn accesses_filtered(&mut self, _thread: Thread, _accesses: &[FilteredAccess]) {}
 
     /// `thread` made the system call `call` with the `syscall` instruction
     /// last reported (the last of its block), with the times the run's

@@ -41,11 +41,13 @@ pub mod translate;
 pub use control::control_signal;
 pub use error::{Error, Result};
 pub use event::{
-    AccessKind, Ahead, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, InstructionCounter,
-    Lifecycle, NoAhead, Place, Repeat, SimulatedBlock, SystemCall, Thread, WholeBlock,
+    AccessKind, Ahead, Arrival, Block, BlockEvent, DataAccess, EventSink, Exit, FilteredAccess,
+    InstructionCounter, Lifecycle, NoAhead, Place, Repeat, SimulatedBlock, SystemCall, Thread,
+    WholeBlock,
 };
 pub use launch::Command;
 pub use prefetch::prefetch;
 pub use step::{Outcome, RunOptions};
 pub use system_time::SystemCallClocks;
+pub use translate::{FilterGeometry, L1Filter};
 pub use translate::{Repeats, SimulatedBlocks, WholeBlocks};

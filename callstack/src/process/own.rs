@@ -3,7 +3,7 @@
 //! sequences of blocks (`Ir` alone).
 
 use cgx_engine::symbols::Symbols;
-use cgx_engine::{BlockEvent, Repeats, SimulatedBlocks, WholeBlocks};
+use cgx_engine::{BlockEvent, FilteredAccess, Repeats, SimulatedBlocks, WholeBlocks};
 use rustc_hash::FxHashMap;
 
 use super::{costs_key, Process};
@@ -149,6 +149,7 @@ impl Process {
     /// cache-use model to tell whether the thread collects).
     pub(super) fn add_to_charged(&mut self, tid: i32, step: Step) {
         let width = self.events.len().min(MAX_EVENTS);
+        let filtered = self.options.filtered;
         let Process {
             threads,
             simulation,
@@ -167,6 +168,8 @@ impl Process {
             Some(behind) => {
                 ahead::with_misses(simulation.every_run(step), behind.next_step().misses)
             }
+            // As the fetch's (`Process::charge_to_own_function`).
+            None if filtered => simulation.every_run(step),
             None => simulation.step(step, &mut |_| {}),
         };
         if let Some(charged) = *last_charged {
@@ -228,9 +231,134 @@ impl Process {
                 let misses = behind.next_step().misses;
                 ahead::with_misses(simulation.every_run(Step::Fetch(addr, len)), misses)
             }
+            // The fetch reaches the simulation apart, when the filter lets
+            // it through (`Process::accesses_filtered`).
+            _ if options.filtered => simulation.every_run(Step::Fetch(addr, len)),
             _ => simulation.fetch(addr, len, &mut |_| {}),
         };
         charge_own(thread, table, charged, counts);
+    }
+
+    /// Whole blocks run on thread `tid` whose fetches and accesses the
+    /// backend filtered (`Options::filtered`): each block's runs count
+    /// what every run counts (`Ir`, `Dr`, `Dw`) in one go; their misses
+    /// come apart ([`Process::accesses_filtered`]).
+    pub(super) fn blocks_filtered(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
+        // Creates the thread when it is new.
+        self.thread(tid);
+        let Process {
+            threads,
+            costs,
+            simulation,
+            recent_slots,
+            own_runs,
+            last_charged,
+            functions,
+            symbols,
+            pid,
+            own_contexts,
+            contexts,
+            options,
+            events,
+            blocks: blocks_run,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            return;
+        };
+        let key = costs_key(options, thread.number);
+        let table = costs.entry(key).or_default();
+        for whole in blocks {
+            let runs = 1 + whole.repeats;
+            *blocks_run += runs;
+            let block = (whole.block.addr, whole.instructions.len());
+            let slot = whole.key as usize;
+            let known = own_runs.get(slot).and_then(Option::as_deref);
+            if known.is_none_or(|own| !own.fits(block, key, table)) {
+                let mut charged_steps = Vec::with_capacity(whole.instructions.len());
+                let mut every = Vec::new();
+                let mut accesses = whole.accesses().peekable();
+                for (index, &(addr, len)) in (0u32..).zip(whole.instructions) {
+                    let mut own =
+                        OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
+                    let charged =
+                        own_charge(recent_slots, table, key, &mut own, events.len(), addr);
+                    charged_steps.push(charged);
+                    let mut steps = vec![Step::Fetch(addr, len)];
+                    while let Some((_, access)) = accesses.next_if(|&(at, _)| at == index as usize)
+                    {
+                        steps.push(Step::Data(access));
+                    }
+                    for step in steps {
+                        let counts = simulation.every_run(step);
+                        every.extend(counts.split_first().0.map(|column| (index, column as u32)));
+                    }
+                }
+                let own = OwnRun::new(block.0, &charged_steps, &every, table, Box::default());
+                if own_runs.len() <= slot {
+                    own_runs.resize(slot + 1, None);
+                }
+                own_runs[slot] = own.map(Box::new);
+            }
+            match own_runs.get(slot).and_then(Option::as_deref) {
+                Some(own) => {
+                    own.charge(table, runs);
+                    thread.count_each(&own.total, runs);
+                    *last_charged = Some(own.last);
+                }
+                None => {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The fetches and data accesses of thread `tid` the backend's filter
+    /// let through, in the order they ran: each is simulated, its misses
+    /// charged to its instruction (what every run counts comes with the
+    /// runs, [`Process::blocks_filtered`]).
+    pub fn accesses_filtered(&mut self, tid: i32, accesses: &[FilteredAccess]) {
+        if !self.instrumenting {
+            return;
+        }
+        // Creates the thread when it is new.
+        self.thread(tid);
+        let Process {
+            threads,
+            costs,
+            simulation,
+            recent_slots,
+            functions,
+            symbols,
+            pid,
+            own_contexts,
+            contexts,
+            options,
+            events,
+            ..
+        } = self;
+        let Some(thread) = threads.get_mut(&tid) else {
+            return;
+        };
+        let key = costs_key(options, thread.number);
+        let table = costs.entry(key).or_default();
+        for &FilteredAccess {
+            instruction: (addr, len),
+            access,
+        } in accesses
+        {
+            let step = match access {
+                Some(access) => Step::Data(access),
+                None => Step::Fetch(addr, len),
+            };
+            let (_, misses) = simulation.step(step, &mut |_| {}).split_first();
+            if misses.is_empty() {
+                continue;
+            }
+            let mut own = OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
+            let charged = own_charge(recent_slots, table, key, &mut own, events.len(), addr);
+            charge_own(thread, table, charged, misses);
+        }
     }
 
     /// Cachegrind's attribution of a whole block without simulation: its

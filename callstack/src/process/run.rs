@@ -84,6 +84,13 @@ impl Process {
     /// simulation and Cachegrind's attribution, the thread and its tables
     /// are looked up once for all of them.
     pub fn blocks_executed(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
+        if self.options.filtered {
+            match self.instrumenting {
+                true => self.blocks_filtered(tid, blocks),
+                false => blocks.for_each(drop),
+            }
+            return;
+        }
         if self.options.cachegrind && !self.simulation.simulates_fetches() {
             match self.instrumenting {
                 true => self.count_sequences(tid, blocks),

@@ -180,10 +180,14 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         None
     };
     let command_line = command_line(&options);
+    let filter = caches
+        .as_ref()
+        .and_then(|setup| l1_filter(&options, &setup.config));
     let collector = Collector::new(collector_options(
         &options,
         command_line.clone(),
         caches.as_ref().map(|setup| setup.config),
+        filter.is_some(),
     ))?;
     let control = options.serves_control().then(|| command_line.clone());
     let log = match options.time_stamp {
@@ -209,6 +213,7 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         quiet_runs: collector.options().quiet_runs(),
         job_control: true,
         system_calls: options.collect_systime.clocks(),
+        filter,
     };
     let result = trace::trace(
         &command,
@@ -240,6 +245,24 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
     }
 }
 
+/// The filter of first-level cache hits the translate backend runs with
+/// Cachegrind's cache simulation alone (no branch simulation), when this
+/// host and `caches` allow it (see [`cgx_engine::L1Filter`]).
+fn l1_filter(options: &Options, caches: &CachesConfig) -> Option<cgx_engine::L1Filter> {
+    let applies = options.tool == Tool::Cachegrind
+        && options.cache_sim
+        && !options.branch_sim
+        && options.backend == Backend::Translate;
+    let geometry = |cache: &cgx_sim::CacheConfig| cgx_engine::FilterGeometry {
+        line_size: cache.line_size,
+        sets: cache.sets(),
+    };
+    let (i1, d1) = (geometry(&caches.i1), geometry(&caches.d1));
+    applies
+        .then(|| cgx_engine::L1Filter::for_host(i1, d1, caches.min_line_size()))
+        .flatten()
+}
+
 /// The message for a run of `program` the translate backend could not
 /// finish: what it could not handle, and that a profile it wrote is
 /// incomplete.
@@ -268,13 +291,15 @@ fn command_line(options: &Options) -> String {
 }
 
 /// The collector's options for this run, simulating `caches` (when they were
-/// configured). Cachegrind has no dumps on request nor threads: all of a
+/// configured), with the backend filtering first-level hits when
+/// `filtered`. Cachegrind has no dumps on request nor threads: all of a
 /// process goes into one file (combined parts, added up when converted), and
 /// costs are attributed as Cachegrind does.
 fn collector_options(
     options: &Options,
     command: String,
     caches: Option<CachesConfig>,
+    filtered: bool,
 ) -> cgx_callstack::Options {
     let cachegrind = options.tool == Tool::Cachegrind;
     cgx_callstack::Options {
@@ -310,6 +335,7 @@ fn collector_options(
             prefetch: options.simulate_hwpref,
         },
         caches: caches.unwrap_or_default(),
+        filtered,
     }
 }
 
@@ -408,7 +434,7 @@ mod tests {
         let mut options = Options::new("p".into());
         options.separate_recs = 5;
         options.fn_skip = vec!["f*".into()];
-        let callgrind = collector_options(&options, "p".into(), None);
+        let callgrind = collector_options(&options, "p".into(), None, false);
         assert_eq!(callgrind.separate_recursions, 5);
         assert_eq!(callgrind.fn_skip, ["f*"]);
         assert!(!callgrind.cachegrind && !callgrind.combine_dumps);
@@ -417,7 +443,7 @@ mod tests {
         assert!(callgrind.cacheuse_inclusive);
         assert_eq!(callgrind.caches, CachesConfig::DEFAULT);
         options.tool = Tool::Cachegrind;
-        let cachegrind = collector_options(&options, "p".into(), None);
+        let cachegrind = collector_options(&options, "p".into(), None, false);
         assert!(cachegrind.cachegrind && cachegrind.combine_dumps);
     }
 
@@ -432,14 +458,14 @@ mod tests {
             ll: cgx_sim::CacheConfig::new(1 << 20, 16, 64),
             ..CachesConfig::DEFAULT
         };
-        let collector = collector_options(&options, "p".into(), Some(caches));
+        let collector = collector_options(&options, "p".into(), Some(caches), false);
         assert!(collector.cache_sim && collector.branch_sim && collector.cacheuse);
         assert!(!collector.cacheuse_inclusive);
         assert_eq!(collector.caches, caches);
         // Cache use without the cache simulation (--cacheuse=yes
         // --cache-sim=no): the events stay, with zeros, as in Valgrind.
         options.cache_sim = false;
-        let collector = collector_options(&options, "p".into(), Some(caches));
+        let collector = collector_options(&options, "p".into(), Some(caches), false);
         assert!(collector.cacheuse && !collector.cache_sim);
     }
 }

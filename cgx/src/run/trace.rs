@@ -8,8 +8,8 @@
 
 use cgx_callstack::{Collector, Dump, SimulationAhead};
 use cgx_engine::{
-    Block, BlockEvent, Command, EventSink, Exit, Lifecycle, Place, RunOptions, SimulatedBlocks,
-    SystemCall, Thread, WholeBlocks,
+    Block, BlockEvent, Command, EventSink, Exit, FilteredAccess, Lifecycle, Place, RunOptions,
+    SimulatedBlocks, SystemCall, Thread, WholeBlocks,
 };
 
 use super::options::Backend;
@@ -254,6 +254,10 @@ impl EventSink for Tap<'_> {
     #[inline]
     fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
         self.collector.instruction_event(thread, addr, event);
+    }
+
+    fn accesses_filtered(&mut self, thread: Thread, accesses: &[FilteredAccess]) {
+        self.collector.accesses_filtered(thread, accesses);
     }
 
     fn system_call(&mut self, thread: Thread, call: SystemCall) {

@@ -105,6 +105,16 @@ pub struct RunOptions {
     /// ([`crate::EventSink::blocks_executed`]) in no particular order, with
     /// no stack pointer (0) and as arriving by falling through.
     pub counts_only: bool,
+    /// With Cachegrind's cache simulation and no branch simulation, the
+    /// translate backend may filter the fetches and data accesses that
+    /// hit the most recently used line of their set in the program's
+    /// threads (see `translate::L1Filter`): runs are then counted as with
+    /// `counts_only` ([`crate::EventSink::blocks_executed`], with their
+    /// accesses), the other fetches and accesses reported apart
+    /// ([`crate::EventSink::accesses_filtered`]) and the events of
+    /// instructions reported one by one only counted. The step backend
+    /// ignores it.
+    pub filter: Option<crate::translate::L1Filter>,
     /// The translate backend may report a run of a block that keeps its
     /// thread's context by the sink's rules ([`crate::EventSink::place`])
     /// as a repeat of its block's run reported earlier in that context

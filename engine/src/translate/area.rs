@@ -47,6 +47,7 @@ use iced_x86::{MemoryOperand, Register};
 use crate::error::{Error, Result};
 use crate::ptrace::{self, Regs};
 
+use super::filter;
 use super::inject;
 use super::layout::{Layout, BUFFER_SIZE, COUNTERS, MAX_RECORD, PAGE};
 
@@ -157,6 +158,15 @@ pub(super) const RESUME_FLAGS: u64 = RESUMING + 8;
 /// The entry of the translation whose record the record routine writes
 /// (`records`).
 pub(super) const WRITING: u64 = RESUME_FLAGS + 8;
+/// Scratch slots of the filter's checks and record paths (`filter`):
+/// the tracee's rax, rcx, rdx and flags. Never live at a safe point.
+pub(super) const FILTER_RAX: u64 = WRITING + 8;
+/// See [`FILTER_RAX`].
+pub(super) const FILTER_RCX: u64 = FILTER_RAX + 8;
+/// See [`FILTER_RAX`].
+pub(super) const FILTER_RDX: u64 = FILTER_RCX + 8;
+/// See [`FILTER_RAX`] (`lahf`/`seto`).
+pub(super) const FILTER_FLAGS: u64 = FILTER_RDX + 8;
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_DEPTH) / 8 + 1) as usize;
@@ -202,8 +212,12 @@ pub(super) struct Area {
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 =
-        PAGE + 2 * (BUFFER_SIZE + PAGE) + 40 * COUNTERS + CALLS_BYTES + RUNS_BYTES;
+    pub const SIZE: u64 = PAGE
+        + 2 * (BUFFER_SIZE + PAGE)
+        + 40 * COUNTERS
+        + CALLS_BYTES
+        + RUNS_BYTES
+        + filter::TABLES_BYTES;
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
     pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
     /// Offset of the translations' entries for quiet runs (translation
@@ -213,6 +227,9 @@ impl Area {
     pub const CALLS_BASE: u64 = Area::QUIET_BASE + 32 * COUNTERS;
     /// Offset of the thread's table of records of quiet runs (`quiet`).
     pub const RUNS_BASE: u64 = Area::CALLS_BASE + CALLS_BYTES;
+    /// Offset of the thread's tables of the filter (`filter`): I1's, then
+    /// D1's.
+    pub const FILTER_BASE: u64 = Area::RUNS_BASE + RUNS_BYTES;
 
     /// An area at `base` whose slots are ordinary memory, for tests.
     #[cfg(test)]
@@ -343,6 +360,14 @@ impl Area {
         let zeros = vec![0u8; (last + 1 - first) * 8];
         memory.write(base + 8 * first as u64, &zeros)?;
         Ok(true)
+    }
+
+    /// Makes the thread's filter tables name no line (`filter`): an area
+    /// copied by `fork` or taken over by a new thread, whose tables knew
+    /// another simulation's lines, or a thread whose stepped block the
+    /// simulation saw whole.
+    pub fn forget_filtered(&self, memory: &Memory) -> Result<()> {
+        memory.write(self.at(Area::FILTER_BASE), &filter::invalid_tables())
     }
 
     /// Zeroes the run counters of the first `count` translations (an area

@@ -19,7 +19,10 @@
 use std::ops::Range;
 
 use crate::error::{Error, Result};
-use crate::event::{Arrival, Block, EventSink, Repeat, SimulatedBlock, Thread, WholeBlock};
+use crate::event::{
+    Arrival, Block, BlockEvent, DataAccess, EventSink, FilteredAccess, NoAhead, Repeat,
+    SimulatedBlock, Thread, WholeBlock,
+};
 use crate::flow::{End, ExitRule};
 use crate::ptrace::Regs;
 use crate::semantics::{self, BranchRules, Dynamic, InstructionAt, Pass, Registers, Superblock};
@@ -28,6 +31,7 @@ use crate::step::RunOptions;
 use super::area::{Area, CURSOR};
 use super::cache::{Cache, Interruption, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
+use super::filter::{self, Check};
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
 use super::pending;
@@ -58,6 +62,12 @@ pub(super) struct Replay {
     words: Vec<u64>,
     /// Translations count their runs in the thread's area (`area`).
     counts_only: bool,
+    /// The program's threads filter fetches and data accesses (`filter`):
+    /// the records are counted runs and filter records.
+    pub filtered: bool,
+    /// The fetches and accesses of filter records or of a stepped
+    /// instruction on their way to the sink (kept between drains).
+    unfiltered: Vec<FilteredAccess>,
     /// The run counts being replayed (kept between drains).
     counts: Vec<u64>,
     /// The word buffers of chunks replayed on a helper thread (`ahead`),
@@ -133,7 +143,9 @@ impl Replay {
             known: 0,
             superblock: Superblock::start(),
             words: Vec::new(),
-            counts_only: options.counts_only,
+            counts_only: options.counts_only || options.filter.is_some(),
+            filtered: options.filter.is_some(),
+            unfiltered: Vec::new(),
             counts: Vec::new(),
             chunk_buffers: ChunkBuffers::default(),
         }
@@ -204,7 +216,38 @@ impl Replay {
             after,
             offset: 0,
         };
-        self.executed(sink, thread, instruction, None, after.rip, &registers);
+        if !self.filtered {
+            self.executed(sink, thread, instruction, None, after.rip, &registers);
+            return;
+        }
+        // Its fetch and accesses were not filtered: all go to the
+        // simulation (the stepper then invalidates the thread's tables).
+        let mut accesses = Vec::new();
+        let mut noting = Noting {
+            sink: &mut *sink,
+            accesses: &mut accesses,
+        };
+        self.executed(
+            &mut noting,
+            thread,
+            instruction,
+            None,
+            after.rip,
+            &registers,
+        );
+        let at = (instruction.at, instruction.decoded.len);
+        let mut unfiltered = std::mem::take(&mut self.unfiltered);
+        unfiltered.clear();
+        unfiltered.push(FilteredAccess {
+            instruction: at,
+            access: None,
+        });
+        unfiltered.extend(accesses.into_iter().map(|access| FilteredAccess {
+            instruction: at,
+            access: Some(access),
+        }));
+        sink.accesses_filtered(thread, &unfiltered);
+        self.unfiltered = unfiltered;
     }
 
     /// A client request was served: Cachegrind's superblock ends there.
@@ -426,6 +469,13 @@ impl<'a> WholeBlocks<'a> {
         };
         self.replay.ran_again(runs, info.instructions.len());
         self.records += runs;
+        let (key, accesses) = match self.replay.filtered {
+            true => match filtered_key(id as u64, &info, &[]) {
+                Some(filtered) => filtered,
+                None => return self.fail(format!("translate: translation {id} beyond the keys")),
+            },
+            false => (key, &[][..]),
+        };
         Some(WholeBlock {
             key,
             block,
@@ -433,6 +483,7 @@ impl<'a> WholeBlocks<'a> {
             repeats: runs - 1,
             again: block,
             repeat: Repeat::Again,
+            accesses,
         })
     }
 }
@@ -451,6 +502,10 @@ impl<'a> Iterator for WholeBlocks<'a> {
         }
         loop {
             let &id = self.words.get(self.at)?;
+            if filter::is_record(id) {
+                // Filter records go to the sink apart (`replay_chunk`).
+                return None;
+            }
             let (Some(info), Ok(key)) = (self.cache.replay_info(id), u32::try_from(id)) else {
                 return self.fail(format!("translate: a record of unknown translation {id}"));
             };
@@ -495,6 +550,20 @@ impl<'a> Iterator for WholeBlocks<'a> {
             };
             self.replay.ran(info.exit, count);
             self.replay.ran_again(runs - 1, count);
+            let (key, accesses) = match self.replay.filtered {
+                true => {
+                    let start = end - (RECORD_HEADER / 8) as usize - info.words + 1;
+                    let words = self.words.get(start..end - 1).unwrap_or_default();
+                    match filtered_key(id, &info, words) {
+                        Some(filtered) => filtered,
+                        None => {
+                            return self
+                                .fail(format!("translate: translation {id} beyond the keys"))
+                        }
+                    }
+                }
+                false => (key, &[][..]),
+            };
             return Some(WholeBlock {
                 key,
                 block,
@@ -502,6 +571,7 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 repeats: runs - 1,
                 again,
                 repeat: info.counts_runs.unwrap_or(Repeat::Again),
+                accesses,
             });
         }
     }
@@ -913,7 +983,8 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         .end
         .saturating_sub(records.start)
         .div_ceil(CHUNK_BYTES);
-    if split.is_none() && counts.is_empty() && replay.simulations && chunks > 1 {
+    if split.is_none() && counts.is_empty() && replay.simulations && !replay.filtered && chunks > 1
+    {
         if let Some(ahead) = sink.ahead(thread) {
             let to = Replaying {
                 replay: &mut *replay,
@@ -985,7 +1056,7 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
     let kept = (split.is_some() && !more).then_some(words.len());
     let mut counts = counts;
     loop {
-        if !replay.simulations {
+        if !replay.simulations || replay.filtered {
             // All records up to one kept for `split` or a timed system
             // call go to the sink in one call.
             let mut blocks = WholeBlocks {
@@ -1019,9 +1090,35 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
         let Some(&id) = words.get(at) else {
             break;
         };
+        if filter::is_record(id) {
+            let mut unfiltered = std::mem::take(&mut replay.unfiltered);
+            unfiltered.clear();
+            let taken = filter_records(cache, words.get(at..).unwrap_or_default(), &mut unfiltered);
+            let taken = match taken {
+                Ok(taken) => taken,
+                Err(error) => {
+                    replay.unfiltered = unfiltered;
+                    return Err(error);
+                }
+            };
+            sink.accesses_filtered(thread, &unfiltered);
+            replay.unfiltered = unfiltered;
+            if taken == 0 {
+                // Cut at the chunk's end.
+                if more {
+                    break;
+                }
+                return Err(Error::Unexpected(
+                    "translate: a filter record past the cursor".into(),
+                ));
+            }
+            at += taken;
+            records += (taken / 2) as u64;
+            continue;
+        }
         // A plan follows Callgrind's rules, which give Cachegrind's data
         // accesses but not its branches.
-        if replay.simulations && (!replay.cachegrind || !replay.branches) {
+        if replay.simulations && !replay.filtered && (!replay.cachegrind || !replay.branches) {
             // The records of planned blocks go to the sink in one call;
             // the others, and one kept for `split`, are replayed below.
             let mut blocks = SimulatedBlocks {
@@ -1098,6 +1195,87 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
         records += 1;
     }
     Ok((at, records, open))
+}
+
+/// With a filter, the key of a run of translation `info` whose record
+/// holds `words` ([`SimulatedBlock::key`]'s: a REP block's last pass has
+/// its own) and the data accesses of such a run; `None` beyond the keys.
+fn filtered_key<'a>(
+    id: u64,
+    info: &ReplayInfo<'a>,
+    words: &[u64],
+) -> Option<(u32, &'a [crate::translate::PlannedAccess])> {
+    let Some(plan) = info.plan else {
+        return Some((key_of(id, false)?, &[]));
+    };
+    let (run, last_pass) = plan.run(words);
+    Some((key_of(id, last_pass)?, &run.accesses))
+}
+
+/// The filter records at the start of `words` (each two words: the tag,
+/// the address), as the fetches and accesses they stand for, into `out`;
+/// how many words they took (a record cut at the end is left).
+fn filter_records(cache: &Cache, words: &[u64], out: &mut Vec<FilteredAccess>) -> Result<usize> {
+    let mut at = 0;
+    while let (Some(&tag), Some(&addr)) = (words.get(at), words.get(at + 1)) {
+        if !filter::is_record(tag) {
+            break;
+        }
+        let (id, check) = filter::of_tag(tag);
+        let unknown = || Error::Unexpected(format!("translate: a filter record of {id}"));
+        let info = cache.replay_info(id).ok_or_else(unknown)?;
+        let access = match check {
+            Check::Fetch(position) => {
+                let instruction = *info.instructions.get(position).ok_or_else(unknown)?;
+                FilteredAccess {
+                    instruction,
+                    access: None,
+                }
+            }
+            Check::Access(number) => {
+                let planned = info
+                    .plan
+                    .and_then(|plan| plan.every.accesses.get(number))
+                    .ok_or_else(unknown)?;
+                let instruction = *info
+                    .instructions
+                    .get(planned.position())
+                    .ok_or_else(unknown)?;
+                FilteredAccess {
+                    instruction,
+                    access: Some(planned.at(addr)),
+                }
+            }
+        };
+        out.push(access);
+        at += 2;
+    }
+    Ok(at)
+}
+
+/// A sink that notes the data accesses reported to the one it wraps.
+struct Noting<'a, S: ?Sized> {
+    sink: &'a mut S,
+    accesses: &'a mut Vec<DataAccess>,
+}
+
+impl<S: EventSink + ?Sized> EventSink for Noting<'_, S> {
+    type Ahead = NoAhead;
+
+    fn block(&mut self, thread: Thread, block: Block) {
+        self.sink.block(thread, block);
+    }
+
+    fn instruction(&mut self, thread: Thread, addr: u64, len: u8) {
+        self.sink.instruction(thread, addr, len);
+    }
+
+    fn instruction_event(&mut self, thread: Thread, addr: u64, event: BlockEvent) {
+        if let BlockEvent::Access(access) = event {
+            self.accesses.push(access);
+        }
+        self.sink.instruction_event(thread, addr, event);
+    }
 }
 
 #[cfg(test)]

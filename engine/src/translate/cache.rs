@@ -74,6 +74,8 @@ struct Translation {
     code: Range<u64>,
     /// The space it takes in its region, header and alignment included.
     space: Range<u64>,
+    /// Where its filter's record paths restart, ascending (`filter`).
+    filter_paths: Box<[u64]>,
 }
 
 impl Translation {
@@ -446,6 +448,22 @@ impl Cache {
         self.regions
             .iter()
             .any(|region| region.records.contains(&addr))
+    }
+
+    /// Where a thread at `addr`, in a filter's record path whose record
+    /// store faulted, restarts the path (`filter`).
+    pub fn filter_path_holding(&self, addr: u64) -> Option<u64> {
+        let (_, &id) = self.by_entry.range(..=addr).next_back()?;
+        let translation = self.translations.get(id as usize)?;
+        if !translation.code.contains(&addr) {
+            return None;
+        }
+        let paths = &translation.filter_paths;
+        let after = paths.partition_point(|&start| start <= addr);
+        after
+            .checked_sub(1)
+            .and_then(|index| paths.get(index))
+            .copied()
     }
 
     /// Whether a thread at `addr` holds no state of the instrumentation,
@@ -879,6 +897,7 @@ impl Cache {
             quiet_entry: emitted.quiet_entry.is_some(),
             code,
             space,
+            filter_paths: emitted.filter_paths.into_boxed_slice(),
         };
         match reused_id {
             Some(id) => {

@@ -28,6 +28,7 @@ use crate::semantics::{register_bit, Accesses, Branch, Decoded, Dynamic};
 use crate::system_time::SystemCallClocks;
 
 use super::area::{slot, CAPTURE_RAX, CAPTURE_RBX, RECORD};
+use super::filter::L1Filter;
 use super::layout::{BUFFER_SIZE, MAX_RECORD, RECORD_HEADER};
 use super::timing::SystemCallWords;
 use super::translator::Refusal;
@@ -43,6 +44,8 @@ pub(super) enum Source {
     Static(u64),
     /// The recorded word with this number.
     Word(usize),
+    /// Not recorded: checked in the tracee (`filter`).
+    Filtered,
 }
 
 /// Where the replay finds what one execution of an instruction did.
@@ -76,27 +79,36 @@ pub(super) struct Capture {
     pub fsgsbase: bool,
     /// How a block's `syscall` is timed (`timing`).
     pub system_calls: SystemCallClocks,
+    /// Check fetches and data accesses against the thread's tables,
+    /// recording the others (`filter`); runs are counted.
+    pub filter: Option<L1Filter>,
 }
 
 impl Capture {
-    /// Recording as `enabled`, `counting` and `quiet` say (the first
-    /// that applies), timing system calls with `system_calls`, with what
-    /// this machine allows (the tracee runs on the tracer's kernel and
-    /// CPU).
+    /// Recording as `filter`, `enabled`, `counting` and `quiet` say (the
+    /// first that applies: a filter counts runs), timing system calls
+    /// with `system_calls`, with what this machine allows (the tracee runs
+    /// on the tracer's kernel and CPU).
     pub fn new(
         enabled: bool,
         counting: bool,
         quiet: bool,
         system_calls: SystemCallClocks,
+        filter: Option<L1Filter>,
     ) -> Capture {
         // SAFETY: getauxval only reads the process's auxiliary vector.
         let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+        let (enabled, counting) = match filter {
+            Some(_) => (false, true),
+            None => (enabled, counting && !enabled),
+        };
         Capture {
             enabled,
-            counting: counting && !enabled,
+            counting,
             quiet: quiet && !counting && !enabled,
             fsgsbase: hwcap2 & HWCAP2_FSGSBASE != 0,
             system_calls,
+            filter,
         }
     }
 
@@ -108,7 +120,7 @@ impl Capture {
     /// program's memory is smaller (gzip and a python3 loop under
     /// Callgrind took as long as with 1 MiB halves).
     pub fn buffer_half(&self) -> u64 {
-        if self.enabled {
+        if self.enabled || self.filter.is_some() {
             BUFFER_SIZE
         } else {
             BUFFER_SIZE / 8
@@ -145,6 +157,84 @@ fn built(instruction: Result<Instruction, iced_x86::IcedError>) -> Result<Instru
     instruction.map_err(|error| format!("iced: {error}"))
 }
 
+/// Where a memory operand's address is, for the code that records or
+/// checks it ([`operand_address`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum OperandAddress {
+    /// A constant, known when translating (an absolute or RIP-relative
+    /// operand).
+    Known(u64),
+    /// Computed by [`lea_operand`].
+    Computed,
+}
+
+/// Where `memory`'s address is; refuses operands whose address the
+/// instrumentation cannot compute (vector indexes, 32-bit addressing,
+/// `gs`, `fs` without FSGSBASE unless `fsgsbase`, a 64-bit displacement
+/// with registers).
+pub(super) fn operand_address(
+    memory: &UsedMemory,
+    fsgsbase: bool,
+) -> Result<OperandAddress, Refusal> {
+    let has_segment = match memory.segment() {
+        Register::FS => true,
+        // The GS base is the backend's (`area`).
+        Register::GS => return Err("a gs operand".into()),
+        _ => false,
+    };
+    let (base, index) = (memory.base(), memory.index());
+    if base == Register::None && index == Register::None && !has_segment {
+        return Ok(OperandAddress::Known(memory.displacement()));
+    }
+    if memory.vsib_size() != 0
+        || memory.address_size() != iced_x86::CodeSize::Code64
+        || !(base == Register::None || base.is_gpr64())
+        || !(index == Register::None || index.is_gpr64())
+    {
+        return Err(format!(
+            "an operand whose address is not recorded: {memory:?}"
+        ));
+    }
+    if has_segment && !fsgsbase {
+        return Err("an fs operand without FSGSBASE".into());
+    }
+    if i32::try_from(memory.displacement() as i64).is_err() {
+        return Err("a 64-bit displacement with registers".into());
+    }
+    Ok(OperandAddress::Computed)
+}
+
+/// `lea dest, [memory]`, plus the `fs` base for an `fs` operand (read
+/// into `scratch`, whose value is lost then); flags untouched. For an
+/// operand [`operand_address`] says is computed.
+pub(super) fn lea_operand(
+    code: &mut Vec<Instruction>,
+    memory: &UsedMemory,
+    dest: Register,
+    scratch: Register,
+) -> Result<(), Refusal> {
+    let displacement = memory.displacement() as i64;
+    let operand = MemoryOperand::new(
+        memory.base(),
+        memory.index(),
+        memory.scale(),
+        displacement,
+        if displacement == 0 { 0 } else { 1 },
+        false,
+        Register::None,
+    );
+    code.push(built(Instruction::with2(Code::Lea_r64_m, dest, operand))?);
+    if memory.segment() == Register::FS {
+        code.push(built(Instruction::with1(Code::Rdfsbase_r64, scratch))?);
+        code.push(built(Instruction::with2(
+            Code::Lea_r64_m,
+            dest,
+            MemoryOperand::with_base_index(dest, scratch),
+        ))?);
+    }
+    Ok(())
+}
+
 impl Recorder {
     /// Recording as `capture` says.
     pub fn new(capture: Capture) -> Recorder {
@@ -179,9 +269,15 @@ impl Recorder {
         RECORD_HEADER + 8 * self.words as u64
     }
 
+    /// Whether sources are kept per instruction: words are recorded, or
+    /// the accesses are filtered (their plan needs the operands).
+    fn sourced(&self) -> bool {
+        self.capture.enabled || self.capture.filter.is_some()
+    }
+
     /// Starts the next instruction of the block.
     pub fn next_instruction(&mut self) {
-        if self.enabled() {
+        if self.sourced() {
             self.sources.push(Sources::default());
         }
     }
@@ -241,6 +337,14 @@ impl Recorder {
         code: &mut Vec<Instruction>,
         accesses: &Accesses,
     ) -> Result<(), Refusal> {
+        if self.capture.filter.is_some() {
+            let operands = accesses.operands().count();
+            let current = self.current()?;
+            current
+                .operands
+                .extend(std::iter::repeat_n(Source::Filtered, operands));
+            return Ok(());
+        }
         if !self.enabled() {
             return Ok(());
         }
@@ -257,40 +361,19 @@ impl Recorder {
         code: &mut Vec<Instruction>,
         memory: &UsedMemory,
     ) -> Result<Source, Refusal> {
-        let segment_base = match memory.segment() {
-            Register::FS => Some(Code::Rdfsbase_r64),
-            // The GS base is the backend's (`area`).
-            Register::GS => return Err("a gs operand".into()),
-            _ => None,
-        };
+        if let OperandAddress::Known(addr) = operand_address(memory, self.capture.fsgsbase)? {
+            return Ok(Source::Static(addr));
+        }
+        let has_segment = memory.segment() == Register::FS;
         let (base, index) = (memory.base(), memory.index());
-        if base == Register::None && index == Register::None && segment_base.is_none() {
-            return Ok(Source::Static(memory.displacement()));
-        }
-        if memory.vsib_size() != 0
-            || memory.address_size() != iced_x86::CodeSize::Code64
-            || !(base == Register::None || base.is_gpr64())
-            || !(index == Register::None || index.is_gpr64())
-        {
-            return Err(format!(
-                "an operand whose address is not recorded: {memory:?}"
-            ));
-        }
-        if segment_base.is_some() && !self.capture.fsgsbase {
-            return Err("an fs operand without FSGSBASE".into());
-        }
-        let displacement = memory.displacement() as i64;
-        if i32::try_from(displacement).is_err() {
-            return Err("a 64-bit displacement with registers".into());
-        }
         let form = (base, index, memory.scale(), memory.displacement());
-        if segment_base.is_none() {
+        if !has_segment {
             if let Some(same) = self.unchanged.iter().find(|operand| operand.form == form) {
                 return Ok(Source::Word(same.word));
             }
         }
         let word = self.word()?;
-        if segment_base.is_none() {
+        if !has_segment {
             let registers = [base, index]
                 .into_iter()
                 .filter_map(register_bit)
@@ -306,32 +389,15 @@ impl Recorder {
             slot(CAPTURE_RAX),
             Register::RAX,
         ))?);
-        let operand = MemoryOperand::new(
-            base,
-            index,
-            memory.scale(),
-            displacement,
-            if displacement == 0 { 0 } else { 1 },
-            false,
-            Register::None,
-        );
-        code.push(built(Instruction::with2(
-            Code::Lea_r64_m,
-            Register::RAX,
-            operand,
-        ))?);
-        if let Some(read_base) = segment_base {
+        if has_segment {
             code.push(built(Instruction::with2(
                 Code::Mov_rm64_r64,
                 slot(CAPTURE_RBX),
                 Register::RBX,
             ))?);
-            code.push(built(Instruction::with1(read_base, Register::RBX))?);
-            code.push(built(Instruction::with2(
-                Code::Lea_r64_m,
-                Register::RAX,
-                MemoryOperand::with_base_index(Register::RAX, Register::RBX),
-            ))?);
+        }
+        lea_operand(code, memory, Register::RAX, Register::RBX)?;
+        if has_segment {
             code.push(built(Instruction::with2(
                 Code::Mov_r64_rm64,
                 Register::RBX,
@@ -376,9 +442,10 @@ impl Recorder {
         Ok(())
     }
 
-    /// Records `rcx` (before a REP pass).
+    /// Records `rcx` (before a REP pass; also with a filter, which needs
+    /// to know a last pass).
     pub fn counter(&mut self, code: &mut Vec<Instruction>) -> Result<(), Refusal> {
-        if !self.enabled() {
+        if !self.sourced() {
             return Ok(());
         }
         let word = self.word()?;
@@ -478,6 +545,8 @@ impl Dynamic for Recorded<'_> {
         match self.sources.operands.get(index)? {
             Source::Static(addr) => Some(*addr),
             Source::Word(word) => self.words.get(*word).copied(),
+            // Its fetches and accesses reach the simulation apart.
+            Source::Filtered => Some(0),
         }
     }
 
@@ -500,11 +569,20 @@ mod tests {
     #[test]
     fn records_for_simulations_get_whole_halves_and_counting_runs_an_eighth() {
         let clocks = SystemCallClocks::default();
-        let simulating = Capture::new(true, false, false, clocks);
-        let counting = Capture::new(false, true, false, clocks);
+        let simulating = Capture::new(true, false, false, clocks, None);
+        let counting = Capture::new(false, true, false, clocks, None);
+        let i1 = super::super::filter::FilterGeometry {
+            line_size: 64,
+            sets: 64,
+        };
+        let filter = L1Filter::new(i1, i1, 64, true);
+        let filtering = Capture::new(true, false, false, clocks, filter);
         assert_eq!(simulating.buffer_half(), BUFFER_SIZE);
         assert_eq!(counting.buffer_half(), BUFFER_SIZE / 8);
-        for capture in [simulating, counting] {
+        // A filter counts runs and records the rest in whole halves.
+        assert!(filtering.counting && !filtering.enabled);
+        assert_eq!(filtering.buffer_half(), BUFFER_SIZE);
+        for capture in [simulating, counting, filtering] {
             let half = capture.buffer_half();
             // Whole pages, each with room for the longest record.
             assert!(half.is_multiple_of(PAGE) && half > MAX_RECORD, "{half}");
@@ -520,6 +598,7 @@ mod tests {
             quiet: false,
             fsgsbase: false,
             system_calls: SystemCallClocks::Off,
+            filter: None,
         };
         let mut recorder = Recorder::new(capture);
         let mut code = Vec::new();

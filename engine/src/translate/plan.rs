@@ -52,6 +52,22 @@ impl PlannedAccess {
         }
     }
 
+    /// The number of the instruction it follows, in its block.
+    #[inline]
+    pub fn position(&self) -> usize {
+        self.instruction as usize
+    }
+
+    /// Its size and kind, at `addr`.
+    #[inline]
+    pub fn at(&self, addr: u64) -> DataAccess {
+        DataAccess {
+            addr,
+            size: self.size,
+            kind: self.kind,
+        }
+    }
+
     /// The access of `event`, if it is one (and its word has a number that
     /// fits).
     fn of(event: &PlannedEvent) -> Option<PlannedAccess> {
@@ -67,6 +83,8 @@ impl PlannedAccess {
         let (word, offset) = match source {
             Source::Static(addr) => (NO_WORD, addr.wrapping_add(offset)),
             Source::Word(word) => (u32::try_from(word).ok().filter(|&w| w != NO_WORD)?, offset),
+            // Its address is in the filter's record (`filter`).
+            Source::Filtered => (NO_WORD, offset),
         };
         Some(PlannedAccess {
             instruction: event.instruction,
@@ -160,6 +178,7 @@ impl PlannedEvent {
                 let base = match source {
                     Source::Static(addr) => addr,
                     Source::Word(index) => word(Some(index)),
+                    Source::Filtered => 0,
                 };
                 BlockEvent::Access(DataAccess {
                     addr: base.wrapping_add(offset),

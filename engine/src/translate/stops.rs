@@ -233,6 +233,15 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 let back = memory.read_u64(area.at(BACK))?;
                 Some(back + quiet::FRESH_ENTRY)
                     .filter(|&entry| self.space.cache.entry_holding(entry) == Some(entry))
+            } else if let Some(restart) = self.space.cache.filter_path_holding(regs.rip) {
+                // In a filter's record path: it starts again (nothing
+                // changed yet; it reloads what it needs from the slots).
+                regs.rip = restart;
+                let records = hand_off(&self.space.memory, &area)?;
+                ptrace::set_regs(tid, &regs)?;
+                ptrace::cont(tid, 0)?;
+                self.replay_handed_off(records)?;
+                return Ok(Next::Resumed);
             } else if self.space.cache.writes_record(regs.rip) {
                 // In the routine writing a translation's record: rcx and
                 // rdx are in their slots too.
@@ -558,6 +567,12 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 &mut self.outcome.steps,
                 self.cpu,
             )?;
+            if self.state.replay.filtered {
+                // The simulation saw the stepped block's fetches and
+                // accesses whole: the thread's tables forget what they
+                // knew (`filter`).
+                self.state.area.forget_filtered(&self.space.memory)?;
+            }
             match stepped {
                 Stepped::Left => self.set_executable(regs, span, false)?,
                 Stepped::Stopped(status) => return Ok(Next::Again(status)),

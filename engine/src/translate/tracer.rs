@@ -80,6 +80,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 options.counts_only,
                 options.quiet_runs,
                 options.system_calls,
+                options.filter,
             ),
             spaces: HashMap::new(),
             next_space: 0,
@@ -339,6 +340,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 Some(area) => {
                     area.reset(&space.memory)?;
                     area.clear_counts(&space.memory, space.cache.translations())?;
+                    if self.capture.filter.is_some() {
+                        area.forget_filtered(&space.memory)?;
+                    }
                     area
                 }
                 None => {
@@ -446,6 +450,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 // The parent's records and run counts so far are its own.
                 parent_area.reset(&copy.memory)?;
                 parent_area.clear_counts(&copy.memory, copy.cache.translations())?;
+                if self.capture.filter.is_some() {
+                    parent_area.forget_filtered(&copy.memory)?;
+                }
                 let key = self.next_space;
                 self.next_space += 1;
                 self.spaces.insert(key, copy);

@@ -85,6 +85,7 @@ use super::area::{
 use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
 use super::emit::Emit;
+use super::filter;
 use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
 use super::pending::{self, Counted, RuleEntries};
 use super::quiet;
@@ -199,6 +200,9 @@ pub(super) struct Emitted {
     /// instructions, in order, up to the last one that is copied (a
     /// block's last `jmp`, `call` or `ret` is not).
     pub safe: Vec<u64>,
+    /// With a filter, where each of its record paths restarts after its
+    /// record store faulted, ascending (`filter`).
+    pub filter_paths: Vec<u64>,
 }
 
 /// Where the displacement of the slot at `slot` is, and its bytes when
@@ -590,14 +594,20 @@ pub(super) fn translate(
         })
         .collect();
     // A block ending in `syscall` keeps its record: a `fork` splits the
-    // replay before its last instruction (see `buffer`).
-    let counted = capture.counting && !watches_syscall && u64::from(id) < COUNTERS;
+    // replay before its last instruction (see `buffer`); with a filter, a
+    // REP block too: its record says whether a pass iterates.
+    let filter = capture.filter;
+    let filtered_rep = filter.is_some() && block.last().rep;
+    let counted = capture.counting && !watches_syscall && !filtered_rep && u64::from(id) < COUNTERS;
     // An exit back to the block's own start (never the fall-through); not
     // when the code is checked (each run checks it).
-    let repeat_exit =
-        (!capture.enabled && !counted && original.is_none() && block.keeps_stack_pointer())
-            .then(|| targets.iter().position(|&target| target == block.addr))
-            .flatten();
+    let repeat_exit = (!capture.enabled
+        && !counted
+        && !filtered_rep
+        && original.is_none()
+        && block.keeps_stack_pointer())
+    .then(|| targets.iter().position(|&target| target == block.addr))
+    .flatten();
     // Quiet runs counted in the segment's record (`quiet`): a block left
     // through quiet exits alone (a run that counts quiet runs records no
     // words).
@@ -628,11 +638,26 @@ pub(super) fn translate(
     let mut system_call = None;
     let mut code = Emitter::new();
     code.cpuid_trap = cpuid_trap;
+    let mut checks = filter.map(|filter| filter::Checks::new(filter, id, capture.fsgsbase));
+    let instructions: Vec<(u64, u8)> = block.insns.iter().map(|i| (i.addr, i.len)).collect();
+    let fetch_points = filter.map_or_else(Vec::new, |filter| filter.fetch_points(&instructions));
+    let fetch_check = |checks: &mut Option<filter::Checks>,
+                       list: &mut Vec<Instruction>,
+                       at: usize| {
+        match (checks.as_mut(), fetch_points.get(at)) {
+            (Some(checks), Some(true)) => checks.fetch(list, at, instructions[at]),
+            _ => Ok(()),
+        }
+    };
     let (body, last) = block.insns.split_at(block.insns.len() - 1);
-    for (insn, decoded) in body.iter().zip(&decoded) {
+    for (index, (insn, decoded)) in body.iter().zip(&decoded).enumerate() {
         let Some(instruction) = insn.instruction else {
             return Err("client request".into());
         };
+        fetch_check(&mut checks, &mut code.list, index)?;
+        if let Some(checks) = checks.as_mut() {
+            access_checks(checks, &mut code.list, decoded)?;
+        }
         recorder.next_instruction();
         recorder.addresses(&mut code.list, &decoded.accesses)?;
         let mut instruction = instruction;
@@ -647,11 +672,17 @@ pub(super) fn translate(
     instruction.set_ip(0);
     let next = last.next();
     let last_decoded = decoded.last().ok_or_else(|| "an empty block".to_string())?;
+    let last_index = block.insns.len() - 1;
+    fetch_check(&mut checks, &mut code.list, last_index)?;
     recorder.next_instruction();
     if last.rep {
         recorder.counter(&mut code.list)?;
         recorder.addresses(&mut code.list, &last_decoded.accesses)?;
         code.jump(Code::Jrcxz_rel8_64, slot_of(0))?;
+        // Only a pass that iterates accesses memory.
+        if let Some(checks) = checks.as_mut() {
+            access_checks(checks, &mut code.list, last_decoded)?;
+        }
         let mut once = instruction;
         once.set_has_rep_prefix(false);
         once.set_has_repne_prefix(false);
@@ -675,6 +706,9 @@ pub(super) fn translate(
         }
         code.jump(Code::Jmp_rel32_64, slot_of(1))?;
     } else {
+        if let Some(checks) = checks.as_mut() {
+            access_checks(checks, &mut code.list, last_decoded)?;
+        }
         recorder.addresses(&mut code.list, &last_decoded.accesses)?;
         match last.flow {
             Flow::ConditionalJump => {
@@ -831,6 +865,19 @@ pub(super) fn translate(
         }
     }
 
+    // The filter's record paths, after the body; each access checked is
+    // one the plan has, in the same order (`filter`).
+    let filter_labels = match checks {
+        Some(checks) => {
+            let planned = super::plan::plan(&decoded, &recorder.sources)
+                .map(|plan| plan.every.accesses.len());
+            if planned != Some(checks.accesses()) {
+                return Err("filtered accesses the plan does not have".into());
+            }
+            checks.finish(&mut code.list)
+        }
+        None => Vec::new(),
+    };
     let repeats = repeat_exit.is_some();
     if repeats || quiet.is_some() {
         if let Some(first) = code.list.first_mut() {
@@ -938,6 +985,10 @@ pub(super) fn translate(
         Some(_) => None,
     };
     let cpuid_traps = code.cpuid_traps.iter().filter_map(at_offset).collect();
+    let filter_paths = filter_labels
+        .iter()
+        .map(|&label| super::encode::labelled(&list, &offsets, entry, label, "a filter path"))
+        .collect::<Result<Vec<u64>, Refusal>>()?;
     // The stale path's last instruction is its `int3`.
     let stale_trap = match original {
         Some(_) => offsets.last().map(|&offset| entry + u64::from(offset)),
@@ -999,7 +1050,25 @@ pub(super) fn translate(
         counted,
         safe,
         quiet_entry: quiet_jump,
+        filter_paths,
     })
+}
+
+/// The filter's checks of `decoded`'s data accesses, in the order its
+/// plan has them (`plan`).
+fn access_checks(
+    checks: &mut filter::Checks,
+    list: &mut Vec<Instruction>,
+    decoded: &Decoded,
+) -> Result<(), Refusal> {
+    let mut accesses = Vec::new();
+    decoded
+        .accesses
+        .templates(|_, memory, offset, size, _| accesses.push((*memory, offset, size)));
+    for (memory, offset, size) in accesses {
+        checks.access(list, &memory, offset, size)?;
+    }
+    Ok(())
 }
 
 /// The pieces the check of a block's `len` bytes reads: (offset, size)

@@ -1,0 +1,742 @@
+//! Cachegrind's first-level caches filtered in the program's own thread
+//! ([`L1Filter`], `RunOptions::filter`): with Cachegrind's cache
+//! simulation and no branch simulation, runs are counted (`area`), which
+//! gives `Ir`, `Dr` and `Dw`, and a translation checks each fetch the I1
+//! simulation sees ([`fetch_points`]) and each data access against a
+//! table of the thread's area. A fetch or access whose lines are each the
+//! most recently used of their set changes nothing in an LRU cache and
+//! hits: nothing is written. Any other writes a record of two words (a
+//! tag naming the translation and the fetch or access, [`tag`], and the
+//! address), and the table learns its lines as the simulation will; the
+//! tracer simulates the recorded ones, in order, and counts their misses.
+//!
+//! A table has [`ENTRIES`] entries, one per value of a line number's low
+//! byte; entry `line & 0xff` holds `-line` (adding the line's number then
+//! gives 0, which `jrcxz` tests without touching the flags) only while
+//! `line` is the most recently used line of its set, else some other
+//! line's or [`INVALID`]. A line becoming the most recent of its set
+//! first invalidates the entries of the set's other lines
+//! ([`Table::learn`]). So a table never claims a line the simulation
+//! does not have first in its set; an entry left invalid only records an
+//! access that then hits. A new table (zeros) claims line 0 first in set
+//! 0, as the simulation's tags start. Tables are per thread: threads that
+//! run at once each filter with what they did themselves. A stepped block
+//! (`stepper`) goes to the simulation whole, and the thread's tables are
+//! invalidated after it ([`invalid_tables`]).
+//!
+//! The checks use `rax`, `rcx` and `rdx` through the area's slots and
+//! change no flag (`lea`, `mov`, `movzx`, BMI2's `shrx`, `jrcxz`); the
+//! path that writes a record ([`Checks::finish`], out of line) keeps the
+//! flags in a slot (`lahf`/`seto`). Its record store may fault in the
+//! buffer's guard page: nothing has changed then, and the tracer restarts
+//! the path from its start with the other half ([`Checks::finish`]'s
+//! starts).
+
+use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
+
+use super::area::{Area, CURSOR, FILTER_FLAGS, FILTER_RAX, FILTER_RCX, FILTER_RDX};
+use super::capture::{operand_address, OperandAddress};
+use super::emit::Emit;
+use super::translator::Refusal;
+
+/// Entries of a thread's table for one cache.
+pub(super) const ENTRIES: u64 = 256;
+/// A cache's sets share the table's entries: at most this many entries
+/// per set (sets of at least 32).
+const MOST_ALIASES: u64 = 8;
+/// What an entry naming no line holds (no line's negated number: line
+/// numbers are below 2^58).
+pub(super) const INVALID: u64 = 1;
+/// Bytes of a thread's two tables, I1's then D1's.
+pub(super) const TABLES_BYTES: u64 = 2 * ENTRIES * 8;
+/// A filter record's first word has this bit (a translation's id never).
+const RECORD_BIT: u64 = 1 << 63;
+/// ... and this one for a fetch.
+const FETCH_BIT: u64 = 1 << 62;
+/// Bits of the fetch's instruction or the access's number in a tag.
+const INDEX_BITS: u32 = 16;
+/// The labels the checks give their instructions (below `encode`'s
+/// limit, above the translator's and `quiet`'s).
+const FIRST_LABEL: u64 = 0x100;
+const LABELS_END: u64 = 0x800;
+
+/// One first-level cache as the filter sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FilterGeometry {
+    /// Bytes of a line.
+    pub line_size: u32,
+    /// Sets.
+    pub sets: u32,
+}
+
+impl FilterGeometry {
+    /// Whether a table can stand for the cache's sets.
+    fn fits(&self) -> bool {
+        let sets = u64::from(self.sets);
+        self.sets.is_power_of_two()
+            && sets <= ENTRIES
+            && ENTRIES / sets <= MOST_ALIASES
+            && self.line_size.is_power_of_two()
+            && self.line_size >= 8
+    }
+
+    fn line_bits(&self) -> u32 {
+        self.line_size.trailing_zeros()
+    }
+}
+
+/// Cachegrind's I1 and D1 filtered in the program's threads (see the
+/// module): their geometry, and the size data accesses are clamped to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct L1Filter {
+    i1: FilterGeometry,
+    d1: FilterGeometry,
+    min_line: u32,
+}
+
+impl L1Filter {
+    /// The filter of `i1` and `d1` for a simulation that clamps data
+    /// accesses to `min_line` bytes (its smallest line), on this host:
+    /// `None` when a cache's sets do not fit a table (fewer than 32 or
+    /// more than 256) or the processor lacks BMI2.
+    pub fn for_host(i1: FilterGeometry, d1: FilterGeometry, min_line: u32) -> Option<L1Filter> {
+        L1Filter::new(
+            i1,
+            d1,
+            min_line,
+            std::arch::is_x86_feature_detected!("bmi2"),
+        )
+    }
+
+    /// [`L1Filter::for_host`] on a host with BMI2 or without.
+    pub fn new(
+        i1: FilterGeometry,
+        d1: FilterGeometry,
+        min_line: u32,
+        bmi2: bool,
+    ) -> Option<L1Filter> {
+        (bmi2 && i1.fits() && d1.fits() && min_line >= 1).then_some(L1Filter { i1, d1, min_line })
+    }
+
+    /// Which of `instructions` (address, length) the I1 simulation sees
+    /// fetched in a run of their block: the first, and each not wholly in
+    /// the line its predecessor ended in (the others hit that line, the
+    /// most recently used of its set).
+    pub fn fetch_points(&self, instructions: &[(u64, u8)]) -> Vec<bool> {
+        fetch_points(instructions, self.i1.line_size)
+    }
+}
+
+/// See [`L1Filter::fetch_points`], for lines of `line_size` bytes.
+pub fn fetch_points(instructions: &[(u64, u8)], line_size: u32) -> Vec<bool> {
+    let bits = line_size.trailing_zeros();
+    let mut ended_in = None;
+    instructions
+        .iter()
+        .map(|&(addr, len)| {
+            let last = addr.wrapping_add(u64::from(len.max(1)) - 1) >> bits;
+            let point = ended_in != Some(addr >> bits) || addr >> bits != last;
+            ended_in = Some(last);
+            point
+        })
+        .collect()
+}
+
+/// What a filter record stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Check {
+    /// The fetch of the block's instruction at this position.
+    Fetch(usize),
+    /// The block's data access with this number in its plan's accesses.
+    Access(usize),
+}
+
+/// The first word of a filter record of translation `id`.
+pub(super) fn tag(id: u32, check: Check) -> u64 {
+    let (kind, index) = match check {
+        Check::Fetch(position) => (FETCH_BIT, position),
+        Check::Access(number) => (0, number),
+    };
+    RECORD_BIT | kind | (u64::from(id) << INDEX_BITS) | (index as u64 & 0xffff)
+}
+
+/// Whether a record's first word is a filter record's.
+#[inline(always)]
+pub(super) fn is_record(word: u64) -> bool {
+    word & RECORD_BIT != 0
+}
+
+/// The translation and check a filter record's first word names.
+#[inline]
+pub(super) fn of_tag(word: u64) -> (u64, Check) {
+    let id = (word & !(RECORD_BIT | FETCH_BIT)) >> INDEX_BITS;
+    let index = (word & 0xffff) as usize;
+    match word & FETCH_BIT != 0 {
+        true => (id, Check::Fetch(index)),
+        false => (id, Check::Access(index)),
+    }
+}
+
+/// Bytes that make both of a thread's tables name no line.
+pub(super) fn invalid_tables() -> Vec<u8> {
+    (0..TABLES_BYTES / 8)
+        .flat_map(|_| INVALID.to_le_bytes())
+        .collect()
+}
+
+/// A thread's table for one cache, as the checks and the record paths
+/// keep it: the rule their code follows, for its tests.
+#[cfg(test)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Table {
+    entries: Vec<u64>,
+    geometry: FilterGeometry,
+}
+
+#[cfg(test)]
+impl Table {
+    /// A new table (zeros).
+    pub fn new(geometry: FilterGeometry) -> Table {
+        Table {
+            entries: vec![0; ENTRIES as usize],
+            geometry,
+        }
+    }
+
+    /// The first and last lines of `size` bytes at `addr`.
+    fn lines(&self, addr: u64, size: u32) -> (u64, u64) {
+        let bits = self.geometry.line_bits();
+        let last = addr.wrapping_add(u64::from(size.max(1)) - 1);
+        (addr >> bits, last >> bits)
+    }
+
+    /// Whether `line` is in its entry.
+    fn names(&self, line: u64) -> bool {
+        self.entries[(line & 0xff) as usize] == line.wrapping_neg()
+    }
+
+    /// Whether each line of `size` bytes at `addr` is the most recently
+    /// used of its set (with `one_line`, also that there is one).
+    pub fn hits(&self, addr: u64, size: u32, one_line: bool) -> bool {
+        let (first, last) = self.lines(addr, size);
+        (first == last || !one_line) && self.names(first) && self.names(last)
+    }
+
+    /// The lines of `size` bytes at `addr` were used, in order.
+    pub fn learn(&mut self, addr: u64, size: u32) {
+        let (first, last) = self.lines(addr, size);
+        self.first_in_set(first);
+        if last != first {
+            self.first_in_set(last);
+        }
+    }
+
+    /// `line` is now the most recently used of its set.
+    fn first_in_set(&mut self, line: u64) {
+        let sets = u64::from(self.geometry.sets);
+        for alias in ((line & (sets - 1))..ENTRIES).step_by(sets as usize) {
+            self.entries[alias as usize] = INVALID;
+        }
+        self.entries[(line & 0xff) as usize] = line.wrapping_neg();
+    }
+}
+
+/// A cache's table in the area and the rule for its lines.
+#[derive(Clone, Copy, Debug)]
+struct TableAt {
+    /// Offset of its entries in the area.
+    base: u64,
+    geometry: FilterGeometry,
+}
+
+impl TableAt {
+    /// `gs:[base + index * 8 + extra]`.
+    fn entry(&self, index: Register, extra: u64) -> MemoryOperand {
+        MemoryOperand::new(
+            Register::None,
+            index,
+            8,
+            (self.base + extra) as i64,
+            8,
+            false,
+            Register::GS,
+        )
+    }
+}
+
+/// The checks of one translation being emitted (see the module), and
+/// their out-of-line record paths.
+pub(super) struct Checks {
+    filter: L1Filter,
+    id: u32,
+    fsgsbase: bool,
+    /// Data accesses checked so far: the next one's number.
+    accesses: usize,
+    /// The next free label.
+    label: u64,
+    /// The record paths, appended after the block's code.
+    paths: Emit,
+    /// Each path's first label.
+    starts: Vec<u64>,
+}
+
+/// Where an access's address is: known when translating, or computed.
+enum Address<'a> {
+    Known(u64),
+    Operand(&'a UsedMemory, u64),
+}
+
+impl Checks {
+    /// The checks of translation `id` (`fsgsbase`: `rdfsbase` may be
+    /// used).
+    pub fn new(filter: L1Filter, id: u32, fsgsbase: bool) -> Checks {
+        Checks {
+            filter,
+            id,
+            fsgsbase,
+            accesses: 0,
+            label: FIRST_LABEL,
+            paths: Emit::default(),
+            starts: Vec::new(),
+        }
+    }
+
+    /// Data accesses checked so far.
+    pub fn accesses(&self) -> usize {
+        self.accesses
+    }
+
+    fn i1(&self) -> TableAt {
+        TableAt {
+            base: Area::FILTER_BASE,
+            geometry: self.filter.i1,
+        }
+    }
+
+    fn d1(&self) -> TableAt {
+        TableAt {
+            base: Area::FILTER_BASE + ENTRIES * 8,
+            geometry: self.filter.d1,
+        }
+    }
+
+    fn new_label(&mut self) -> Result<u64, Refusal> {
+        let label = self.label;
+        if label >= LABELS_END {
+            return Err("too many filtered accesses".into());
+        }
+        self.label += 1;
+        Ok(label)
+    }
+
+    /// Checks the fetch of the instruction of `len` bytes at `addr`, at
+    /// `position` in the block.
+    pub fn fetch(
+        &mut self,
+        code: &mut Vec<Instruction>,
+        position: usize,
+        (addr, len): (u64, u8),
+    ) -> Result<(), Refusal> {
+        let check = Check::Fetch(position);
+        self.check(code, self.i1(), Address::Known(addr), u32::from(len), check)
+    }
+
+    /// Checks the data access at `offset` bytes from `memory`'s address, of
+    /// `size` bytes (clamped as the simulation clamps it).
+    pub fn access(
+        &mut self,
+        code: &mut Vec<Instruction>,
+        memory: &UsedMemory,
+        offset: u64,
+        size: u32,
+    ) -> Result<(), Refusal> {
+        let check = Check::Access(self.accesses);
+        self.accesses += 1;
+        let size = size.min(self.filter.min_line);
+        let address = match operand_address(memory, self.fsgsbase)? {
+            OperandAddress::Known(addr) => Address::Known(addr.wrapping_add(offset)),
+            OperandAddress::Computed => Address::Operand(memory, offset),
+        };
+        self.check(code, self.d1(), address, size, check)
+    }
+
+    /// The check of `size` bytes at `address` against `table`, whose
+    /// record path writes `check`.
+    fn check(
+        &mut self,
+        code: &mut Vec<Instruction>,
+        table: TableAt,
+        address: Address<'_>,
+        size: u32,
+        check: Check,
+    ) -> Result<(), Refusal> {
+        let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+        let (hit, path) = (self.new_label()?, self.new_label()?);
+        let mut emit = Emit::default();
+        let bits = table.geometry.line_bits();
+        match address {
+            Address::Known(addr) => {
+                emit.save(FILTER_RAX, rax)?;
+                emit.save(FILTER_RCX, rcx)?;
+                let last = addr.wrapping_add(u64::from(size.max(1)) - 1);
+                let (first, last) = (addr >> bits, last >> bits);
+                let lines: &[u64] = if first == last {
+                    &[first]
+                } else {
+                    &[first, last]
+                };
+                for (index, &line) in lines.iter().enumerate() {
+                    emit.push(Instruction::with2(
+                        Code::Mov_r64_rm64,
+                        rcx,
+                        table.entry(Register::None, (line & 0xff) * 8),
+                    ))?;
+                    emit.push(Instruction::with2(Code::Mov_r64_imm64, rax, line))?;
+                    emit.push(Instruction::with2(
+                        Code::Lea_r64_m,
+                        rcx,
+                        MemoryOperand::with_base_index(rcx, rax),
+                    ))?;
+                    let next = match index + 1 == lines.len() {
+                        true => hit,
+                        false => self.new_label()?,
+                    };
+                    emit.jump(Code::Jrcxz_rel8_64, next)?;
+                    emit.jump(Code::Jmp_rel32_64, path)?;
+                    emit.label(next);
+                }
+                emit.load(rcx, FILTER_RCX)?;
+                emit.load(rax, FILTER_RAX)?;
+            }
+            Address::Operand(memory, offset) => {
+                emit.save(FILTER_RAX, rax)?;
+                emit.save(FILTER_RCX, rcx)?;
+                emit.save(FILTER_RDX, rdx)?;
+                address_to_rax(&mut emit, memory, offset)?;
+                emit.push(Instruction::with2(Code::Mov_r32_imm32, Register::EDX, bits))?;
+                if size > 1 {
+                    emit.lea(rcx, rax, i64::from(size) - 1)?;
+                    emit.push(Instruction::with3(
+                        Code::VEX_Shrx_r64_rm64_r64,
+                        rcx,
+                        rcx,
+                        rdx,
+                    ))?;
+                    emit.push(Instruction::with3(
+                        Code::VEX_Shrx_r64_rm64_r64,
+                        rax,
+                        rax,
+                        rdx,
+                    ))?;
+                    emit.push(Instruction::with2(
+                        Code::Movzx_r32_rm8,
+                        Register::EDX,
+                        Register::CL,
+                    ))?;
+                    emit.push(Instruction::with2(
+                        Code::Mov_r64_rm64,
+                        rdx,
+                        table.entry(rdx, 0),
+                    ))?;
+                    // The last line in its entry, then the first the same.
+                    emit.push(Instruction::with2(
+                        Code::Lea_r64_m,
+                        rcx,
+                        MemoryOperand::with_base_index(rcx, rdx),
+                    ))?;
+                    let same = self.new_label()?;
+                    emit.jump(Code::Jrcxz_rel8_64, same)?;
+                    emit.jump(Code::Jmp_rel32_64, path)?;
+                    emit.label(same);
+                    emit.push(Instruction::with2(
+                        Code::Lea_r64_m,
+                        rcx,
+                        MemoryOperand::with_base_index(rax, rdx),
+                    ))?;
+                } else {
+                    emit.push(Instruction::with3(
+                        Code::VEX_Shrx_r64_rm64_r64,
+                        rax,
+                        rax,
+                        rdx,
+                    ))?;
+                    emit.push(Instruction::with2(
+                        Code::Movzx_r32_rm8,
+                        Register::EDX,
+                        Register::AL,
+                    ))?;
+                    emit.push(Instruction::with2(
+                        Code::Mov_r64_rm64,
+                        rdx,
+                        table.entry(rdx, 0),
+                    ))?;
+                    emit.push(Instruction::with2(
+                        Code::Lea_r64_m,
+                        rcx,
+                        MemoryOperand::with_base_index(rax, rdx),
+                    ))?;
+                }
+                emit.jump(Code::Jrcxz_rel8_64, hit)?;
+                emit.jump(Code::Jmp_rel32_64, path)?;
+                emit.label(hit);
+                emit.load(rdx, FILTER_RDX)?;
+                emit.load(rcx, FILTER_RCX)?;
+                emit.load(rax, FILTER_RAX)?;
+            }
+        }
+        code.append(&mut emit.list);
+        self.record_path(table, address, size, check, path, hit)
+    }
+
+    /// The out-of-line path of a check: writes the record, teaches the
+    /// table, and goes back to `back` (which restores the registers).
+    fn record_path(
+        &mut self,
+        table: TableAt,
+        address: Address<'_>,
+        size: u32,
+        check: Check,
+        start: u64,
+        back: u64,
+    ) -> Result<(), Refusal> {
+        let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+        let known = matches!(address, Address::Known(_));
+        let restart = match known {
+            // The check saved no rdx: the path does, before the point it
+            // restarts from.
+            true => self.new_label()?,
+            false => start,
+        };
+        let code = &mut self.paths;
+        self.starts.push(restart);
+        code.label(start);
+        if known {
+            code.save(FILTER_RDX, rdx)?;
+            code.label(restart);
+        }
+        code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
+        code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
+        code.save(FILTER_FLAGS, rax)?;
+        code.load(rax, FILTER_RAX)?;
+        code.load(rcx, FILTER_RCX)?;
+        if !known {
+            code.load(rdx, FILTER_RDX)?;
+        }
+        match address {
+            Address::Known(addr) => {
+                code.push(Instruction::with2(Code::Mov_r64_imm64, rax, addr))?
+            }
+            Address::Operand(memory, offset) => address_to_rax(code, memory, offset)?,
+        }
+        // The record: a store into the guard page faults here, nothing
+        // changed yet.
+        code.load(rcx, CURSOR)?;
+        code.push(Instruction::with2(
+            Code::Mov_r64_imm64,
+            rdx,
+            tag(self.id, check),
+        ))?;
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            MemoryOperand::with_base(rcx),
+            rdx,
+        ))?;
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            MemoryOperand::with_base_displ(rcx, 8),
+            rax,
+        ))?;
+        code.lea(rcx, rcx, 16)?;
+        code.save(CURSOR, rcx)?;
+        // The table learns the lines, as `Table::learn` (flags free).
+        let bits = table.geometry.line_bits();
+        code.lea(rcx, rax, i64::from(size.max(1)) - 1)?;
+        code.push(Instruction::with2(Code::Shr_rm64_imm8, rax, bits))?;
+        code.push(Instruction::with2(Code::Shr_rm64_imm8, rcx, bits))?;
+        first_in_set(code, table, rax)?;
+        if size > 1 {
+            let done = self.new_label()?;
+            let code = &mut self.paths;
+            code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, rax))?;
+            code.jump(Code::Je_rel32_64, done)?;
+            first_in_set(code, table, rcx)?;
+            code.label(done);
+        }
+        let code = &mut self.paths;
+        code.load(rax, FILTER_FLAGS)?;
+        code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;
+        code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Sahf)))?;
+        if known {
+            // The check saved no rdx.
+            code.load(rdx, FILTER_RDX)?;
+        }
+        code.jump(Code::Jmp_rel32_64, back)
+    }
+
+    /// Appends the record paths to `code`; the labels of their starts (a
+    /// record store faults only in a path, and the path restarts from its
+    /// start).
+    pub fn finish(mut self, code: &mut Vec<Instruction>) -> Vec<u64> {
+        code.append(&mut self.paths.list);
+        self.starts
+    }
+}
+
+/// `lea rax, [memory] (+ fs base) (+ offset)`: rax and rcx hold the
+/// program's values before (rcx is lost with an `fs` operand).
+fn address_to_rax(code: &mut Emit, memory: &UsedMemory, offset: u64) -> Result<(), Refusal> {
+    super::capture::lea_operand(&mut code.list, memory, Register::RAX, Register::RCX)?;
+    if offset != 0 {
+        let offset = offset as i64;
+        if i32::try_from(offset).is_err() {
+            return Err("an access offset out of range".into());
+        }
+        code.lea(Register::RAX, Register::RAX, offset)?;
+    }
+    Ok(())
+}
+
+/// `line` (in `reg`, rax or rcx) is the most recent of its set in
+/// `table` (rdx lost, flags changed), as [`Table::learn`].
+fn first_in_set(code: &mut Emit, table: TableAt, reg: Register) -> Result<(), Refusal> {
+    let (rdx, edx) = (Register::RDX, Register::EDX);
+    let (low32, low8) = match reg {
+        Register::RAX => (Register::EAX, Register::AL),
+        _ => (Register::ECX, Register::CL),
+    };
+    let sets = u64::from(table.geometry.sets);
+    code.push(Instruction::with2(Code::Mov_r32_rm32, edx, low32))?;
+    code.push(Instruction::with2(
+        Code::And_rm32_imm32,
+        edx,
+        (sets - 1) as u32,
+    ))?;
+    for alias in 0..ENTRIES / sets {
+        code.push(Instruction::with2(
+            Code::Mov_rm64_imm32,
+            table.entry(rdx, alias * sets * 8),
+            INVALID as i32,
+        ))?;
+    }
+    code.push(Instruction::with2(Code::Movzx_r32_rm8, edx, low8))?;
+    code.push(Instruction::with1(Code::Neg_rm64, reg))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        table.entry(rdx, 0),
+        reg,
+    ))?;
+    code.push(Instruction::with1(Code::Neg_rm64, reg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const I1: FilterGeometry = FilterGeometry {
+        line_size: 64,
+        sets: 64,
+    };
+
+    #[test]
+    fn a_filter_needs_bmi2_and_sets_a_table_can_stand_for() {
+        assert!(L1Filter::new(I1, I1, 64, true).is_some());
+        assert!(L1Filter::new(I1, I1, 64, false).is_none());
+        let few = FilterGeometry {
+            line_size: 64,
+            sets: 16,
+        };
+        let many = FilterGeometry {
+            line_size: 64,
+            sets: 512,
+        };
+        let odd = FilterGeometry {
+            line_size: 64,
+            sets: 48,
+        };
+        for geometry in [few, many, odd] {
+            assert!(L1Filter::new(geometry, I1, 64, true).is_none());
+            assert!(L1Filter::new(I1, geometry, 64, true).is_none());
+        }
+    }
+
+    #[test]
+    fn a_tag_names_its_translation_and_check() {
+        for (id, check) in [
+            (0, Check::Fetch(0)),
+            (7, Check::Access(3)),
+            (u32::MAX, Check::Fetch(0xffff)),
+            (1 << 20, Check::Access(0)),
+        ] {
+            let word = tag(id, check);
+            assert!(is_record(word));
+            assert_eq!(of_tag(word), (u64::from(id), check));
+        }
+        assert!(!is_record(u64::from(u32::MAX)));
+    }
+
+    #[test]
+    fn fetch_points_are_the_first_and_those_leaving_the_last_line() {
+        let instructions = [
+            (0x1000, 4),
+            (0x1004, 8),
+            (0x103e, 4),
+            (0x1042, 2),
+            (0x1080, 1),
+        ];
+        assert_eq!(
+            fetch_points(&instructions, 64),
+            [true, false, true, false, true]
+        );
+    }
+
+    #[test]
+    fn a_new_table_claims_line_zero_alone() {
+        let table = Table::new(I1);
+        assert!(table.hits(0, 8, true));
+        assert!(!table.hits(64 * 64, 8, true));
+        assert!(!table.hits(256 * 64, 8, true));
+    }
+
+    #[test]
+    fn a_line_learnt_is_claimed_until_another_of_its_set() {
+        let mut table = Table::new(I1);
+        let a = 0x7000_0040;
+        table.learn(a, 8);
+        assert!(table.hits(a + 8, 4, true));
+        // Another line of the same set (64 lines on) and of the same entry
+        // (256 lines on).
+        for other in [a + 64 * 64, a + 256 * 64] {
+            let mut table = table.clone();
+            table.learn(other, 8);
+            assert!(!table.hits(a, 8, true));
+            assert!(table.hits(other, 8, true));
+        }
+        // A line of another set leaves it.
+        table.learn(a + 64, 8);
+        assert!(table.hits(a, 8, true));
+    }
+
+    #[test]
+    fn an_access_across_two_lines_teaches_both_and_hits_only_when_allowed() {
+        let mut table = Table::new(I1);
+        table.learn(0x1000 + 60, 8);
+        assert!(table.hits(0x1000, 4, true));
+        assert!(table.hits(0x1040, 4, true));
+        assert!(table.hits(0x1000 + 60, 8, false));
+        assert!(!table.hits(0x1000 + 60, 8, true));
+    }
+
+    #[test]
+    fn invalid_tables_claim_nothing() {
+        let bytes = invalid_tables();
+        assert_eq!(bytes.len() as u64, TABLES_BYTES);
+        let words: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|word| u64::from_le_bytes(word.try_into().unwrap()))
+            .collect();
+        assert!(words.iter().all(|&word| word == INVALID));
+        // No line below 2^58 has INVALID as its negation.
+        assert_ne!(((1u64 << 58) - 1).wrapping_neg(), INVALID);
+        assert_ne!(0u64.wrapping_neg(), INVALID);
+    }
+}
