@@ -74,8 +74,6 @@ struct Translation {
     code: Range<u64>,
     /// The space it takes in its region, header and alignment included.
     space: Range<u64>,
-    /// Where its filter's record paths restart, ascending (`filter`).
-    filter_paths: Box<[u64]>,
 }
 
 impl Translation {
@@ -336,6 +334,9 @@ pub(super) struct Cache {
     table: HashMap<u64, u64>,
     /// What translations record.
     capture: Capture,
+    /// Where the filter's record paths of each translation that has some
+    /// restart, ascending (`filter`).
+    filter_paths: HashMap<u32, Box<[u64]>>,
 }
 
 impl Cache {
@@ -364,6 +365,7 @@ impl Cache {
             incoming: BTreeSet::new(),
             table: HashMap::new(),
             capture,
+            filter_paths: HashMap::new(),
         })
     }
 
@@ -458,7 +460,7 @@ impl Cache {
         if !translation.code.contains(&addr) {
             return None;
         }
-        let paths = &translation.filter_paths;
+        let paths = self.filter_paths.get(&id)?;
         let after = paths.partition_point(|&start| start <= addr);
         after
             .checked_sub(1)
@@ -897,7 +899,10 @@ impl Cache {
             quiet_entry: emitted.quiet_entry.is_some(),
             code,
             space,
-            filter_paths: emitted.filter_paths.into_boxed_slice(),
+        };
+        match emitted.filter_paths.is_empty() {
+            true => self.filter_paths.remove(&id),
+            false => self.filter_paths.insert(id, emitted.filter_paths.into()),
         };
         match reused_id {
             Some(id) => {
