@@ -285,6 +285,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             &layout,
             self.capture.buffer_half(),
         )?;
+        if self.capture.filter.is_some() {
+            area.forget_filtered(&space.memory)?;
+        }
         area.attach(tid, regs)?;
         self.outcome.areas += 1;
         let key = self.next_space;
@@ -340,9 +343,6 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 Some(area) => {
                     area.reset(&space.memory)?;
                     area.clear_counts(&space.memory, space.cache.translations())?;
-                    if self.capture.filter.is_some() {
-                        area.forget_filtered(&space.memory)?;
-                    }
                     area
                 }
                 None => {
@@ -356,6 +356,12 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     )?
                 }
             };
+            if self.capture.filter.is_some() {
+                // Its tables claim no line (a new area's zeros would
+                // claim line 0 everywhere; a reused one's, another
+                // thread's lines).
+                state.area.forget_filtered(&space.memory)?;
+            }
             state.area.attach(tid, &mut regs)?;
             state.own_area = true;
         }
