@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::ahead::SimulationAhead;
 use crate::control::Control;
 use cgx_engine::{
-    Block, BlockEvent, EventSink, FilteredAccess, Lifecycle, Place, SimulatedBlocks, SystemCall,
+    Block, BlockEvent, EventSink, FilteredAccesses, Lifecycle, Place, SimulatedBlocks, SystemCall,
     Thread, WholeBlocks,
 };
 use cgx_formats::{Part, Profile, TooManyNames};
@@ -259,7 +259,7 @@ impl EventSink for Collector {
         });
     }
 
-    fn accesses_filtered(&mut self, thread: Thread, accesses: &[FilteredAccess]) {
+    fn accesses_filtered(&mut self, thread: Thread, accesses: &mut FilteredAccesses<'_>) {
         self.on_process(thread.pid, |process| {
             process.accesses_filtered(thread.tid, accesses)
         });

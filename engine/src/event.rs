@@ -15,7 +15,7 @@
 //! block's instructions (known from decoding it once) up to the one where the
 //! block was left, so a sink cannot tell the backends apart.
 
-use crate::translate::{RunPlan, SimulatedBlocks, WholeBlocks};
+use crate::translate::{FilteredAccesses, RunPlan, SimulatedBlocks, WholeBlocks};
 
 /// A thread of a traced process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -454,7 +454,9 @@ pub trait EventSink {
     /// program's thread did not filter, in the order they ran (their
     /// instructions' runs and events are reported apart, and counted
     /// only).
-    fn accesses_filtered(&mut self, _thread: Thread, _accesses: &[FilteredAccess]) {}
+    fn accesses_filtered(&mut self, _thread: Thread, accesses: &mut FilteredAccesses<'_>) {
+        accesses.for_each(drop);
+    }
 
     /// `thread` made the system call `call` with the `syscall` instruction
     /// last reported (the last of its block), with the times the run's

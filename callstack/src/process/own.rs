@@ -3,7 +3,9 @@
 //! sequences of blocks (`Ir` alone).
 
 use cgx_engine::symbols::Symbols;
-use cgx_engine::{BlockEvent, FilteredAccess, Repeats, SimulatedBlocks, WholeBlocks};
+use cgx_engine::{
+    BlockEvent, FilteredAccess, FilteredAccesses, Repeats, SimulatedBlocks, WholeBlocks,
+};
 use rustc_hash::FxHashMap;
 
 use super::{costs_key, Process};
@@ -317,7 +319,7 @@ impl Process {
     /// let through, in the order they ran: each is simulated, its misses
     /// charged to its instruction (what every run counts comes with the
     /// runs, [`Process::blocks_filtered`]).
-    pub fn accesses_filtered(&mut self, tid: i32, accesses: &[FilteredAccess]) {
+    pub fn accesses_filtered(&mut self, tid: i32, accesses: &mut FilteredAccesses<'_>) {
         if !self.instrumenting {
             return;
         }
@@ -342,7 +344,7 @@ impl Process {
         };
         let key = costs_key(options, thread.number);
         let table = costs.entry(key).or_default();
-        for &FilteredAccess {
+        for FilteredAccess {
             instruction: (addr, len),
             access,
         } in accesses

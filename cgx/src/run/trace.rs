@@ -8,7 +8,7 @@
 
 use cgx_callstack::{Collector, Dump, SimulationAhead};
 use cgx_engine::{
-    Block, BlockEvent, Command, EventSink, Exit, FilteredAccess, Lifecycle, Place, RunOptions,
+    Block, BlockEvent, Command, EventSink, Exit, FilteredAccesses, Lifecycle, Place, RunOptions,
     SimulatedBlocks, SystemCall, Thread, WholeBlocks,
 };
 
@@ -256,7 +256,7 @@ impl EventSink for Tap<'_> {
         self.collector.instruction_event(thread, addr, event);
     }
 
-    fn accesses_filtered(&mut self, thread: Thread, accesses: &[FilteredAccess]) {
+    fn accesses_filtered(&mut self, thread: Thread, accesses: &mut FilteredAccesses<'_>) {
         self.collector.accesses_filtered(thread, accesses);
     }
 

@@ -31,7 +31,7 @@ use crate::step::RunOptions;
 use super::area::{Area, CURSOR};
 use super::cache::{Cache, Interruption, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
-use super::filter::{self, Check};
+use super::filter;
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
 use super::pending;
@@ -65,8 +65,8 @@ pub(super) struct Replay {
     /// The program's threads filter fetches and data accesses (`filter`):
     /// the records are counted runs and filter records.
     pub filtered: bool,
-    /// The fetches and accesses of filter records or of a stepped
-    /// instruction on their way to the sink (kept between drains).
+    /// The fetch and accesses of a stepped instruction on their way to the
+    /// sink (kept between steps).
     unfiltered: Vec<FilteredAccess>,
     /// The run counts being replayed (kept between drains).
     counts: Vec<u64>,
@@ -246,7 +246,7 @@ impl Replay {
             instruction: at,
             access: Some(access),
         }));
-        sink.accesses_filtered(thread, &unfiltered);
+        sink.accesses_filtered(thread, &mut FilteredAccesses::listed(&unfiltered));
         self.unfiltered = unfiltered;
     }
 
@@ -1091,18 +1091,11 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
             break;
         };
         if filter::is_record(id) {
-            let mut unfiltered = std::mem::take(&mut replay.unfiltered);
-            unfiltered.clear();
-            let taken = filter_records(cache, words.get(at..).unwrap_or_default(), &mut unfiltered);
-            let taken = match taken {
-                Ok(taken) => taken,
-                Err(error) => {
-                    replay.unfiltered = unfiltered;
-                    return Err(error);
-                }
-            };
-            sink.accesses_filtered(thread, &unfiltered);
-            replay.unfiltered = unfiltered;
+            let mut accesses = FilteredAccesses::of_records(words.get(at..).unwrap_or_default());
+            sink.accesses_filtered(thread, &mut accesses);
+            // What the sink did not take.
+            for _ in &mut accesses {}
+            let taken = accesses.words_read();
             if taken == 0 {
                 // Cut at the chunk's end.
                 if more {
@@ -1212,45 +1205,65 @@ fn filtered_key<'a>(
     Some((key_of(id, last_pass)?, &run.accesses))
 }
 
-/// The filter records at the start of `words` (each two words: the tag,
-/// the address), as the fetches and accesses they stand for, into `out`;
-/// how many words they took (a record cut at the end is left).
-fn filter_records(cache: &Cache, words: &[u64], out: &mut Vec<FilteredAccess>) -> Result<usize> {
-    let mut at = 0;
-    while let (Some(&tag), Some(&addr)) = (words.get(at), words.get(at + 1)) {
-        if !filter::is_record(tag) {
-            break;
+/// The fetches and data accesses the program's threads did not filter
+/// (`RunOptions::filter`), in the order they ran
+/// ([`EventSink::accesses_filtered`]): read from filter records (each
+/// says all it stands for, `filter::tag`), or those of a stepped
+/// instruction.
+pub struct FilteredAccesses<'a> {
+    from: Unfiltered<'a>,
+}
+
+/// Where [`FilteredAccesses`] come from.
+enum Unfiltered<'a> {
+    /// The filter records at the start of `words` (two words each: the
+    /// tag, the address), up to the first other record or a record cut
+    /// at the end.
+    Records { words: &'a [u64], at: usize },
+    /// A stepped instruction's.
+    Listed(std::slice::Iter<'a, FilteredAccess>),
+}
+
+impl<'a> FilteredAccesses<'a> {
+    /// Those of the filter records at the start of `words`.
+    fn of_records(words: &'a [u64]) -> FilteredAccesses<'a> {
+        FilteredAccesses {
+            from: Unfiltered::Records { words, at: 0 },
         }
-        let (id, check) = filter::of_tag(tag);
-        let unknown = || Error::Unexpected(format!("translate: a filter record of {id}"));
-        let info = cache.replay_info(id).ok_or_else(unknown)?;
-        let access = match check {
-            Check::Fetch(position) => {
-                let instruction = *info.instructions.get(position).ok_or_else(unknown)?;
-                FilteredAccess {
-                    instruction,
-                    access: None,
-                }
-            }
-            Check::Access(number) => {
-                let planned = info
-                    .plan
-                    .and_then(|plan| plan.every.accesses.get(number))
-                    .ok_or_else(unknown)?;
-                let instruction = *info
-                    .instructions
-                    .get(planned.position())
-                    .ok_or_else(unknown)?;
-                FilteredAccess {
-                    instruction,
-                    access: Some(planned.at(addr)),
-                }
-            }
-        };
-        out.push(access);
-        at += 2;
     }
-    Ok(at)
+
+    /// Those listed.
+    fn listed(accesses: &'a [FilteredAccess]) -> FilteredAccesses<'a> {
+        FilteredAccesses {
+            from: Unfiltered::Listed(accesses.iter()),
+        }
+    }
+
+    /// The words of the records read so far.
+    fn words_read(&self) -> usize {
+        match &self.from {
+            Unfiltered::Records { at, .. } => *at,
+            Unfiltered::Listed(_) => 0,
+        }
+    }
+}
+
+impl Iterator for FilteredAccesses<'_> {
+    type Item = FilteredAccess;
+
+    #[inline]
+    fn next(&mut self) -> Option<FilteredAccess> {
+        let (words, at) = match &mut self.from {
+            Unfiltered::Listed(listed) => return listed.next().copied(),
+            Unfiltered::Records { words, at } => (*words, at),
+        };
+        let (&tag, &addr) = (words.get(*at)?, words.get(*at + 1)?);
+        if !filter::is_record(tag) {
+            return None;
+        }
+        *at += 2;
+        Some(filter::of_record(tag, addr))
+    }
 }
 
 /// A sink that notes the data accesses reported to the one it wraps.

@@ -36,6 +36,8 @@
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
 
+use crate::event::{AccessKind, DataAccess, FilteredAccess};
+
 use super::area::{Area, CURSOR, FILTER_FLAGS, FILTER_RAX, FILTER_RCX, FILTER_RDX};
 use super::capture::{operand_address, OperandAddress};
 use super::emit::Emit;
@@ -55,8 +57,14 @@ pub(super) const TABLES_BYTES: u64 = 2 * ENTRIES * 8;
 const RECORD_BIT: u64 = 1 << 63;
 /// ... and this one for a fetch.
 const FETCH_BIT: u64 = 1 << 62;
-/// Bits of the fetch's instruction or the access's number in a tag.
-const INDEX_BITS: u32 = 16;
+/// Where a data access's kind is in a tag (2 bits).
+const KIND_SHIFT: u32 = 60;
+/// Where the access's size (as the simulation clamps it) or the fetched
+/// instruction's length is (8 bits).
+const SIZE_SHIFT: u32 = 52;
+/// Instructions at addresses below this have filter records (user space
+/// with 4-level page tables is below 2^47).
+const ADDRESS_END: u64 = 1 << SIZE_SHIFT;
 /// The labels the checks give their instructions (below `encode`'s
 /// limit, above the translator's and `quiet`'s).
 const FIRST_LABEL: u64 = 0x100;
@@ -144,22 +152,35 @@ pub fn fetch_points(instructions: &[(u64, u8)], line_size: u32) -> Vec<bool> {
         .collect()
 }
 
-/// What a filter record stands for.
+/// What a filter record stands for: the fetch of an instruction or one
+/// of its data accesses (its address in the record's second word).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Check {
-    /// The fetch of the block's instruction at this position.
-    Fetch(usize),
-    /// The block's data access with this number in its plan's accesses.
-    Access(usize),
+    /// The fetch of the instruction (address, length).
+    Fetch(u64, u8),
+    /// A data access of the instruction at this address, of `size` bytes
+    /// and of this kind.
+    Access(u64, u32, AccessKind),
 }
 
-/// The first word of a filter record of translation `id`.
-pub(super) fn tag(id: u32, check: Check) -> u64 {
-    let (kind, index) = match check {
-        Check::Fetch(position) => (FETCH_BIT, position),
-        Check::Access(number) => (0, number),
+/// The first word of a filter record of `check`: all the record means
+/// but the address, so that its replay reads nothing else; `None` for an
+/// instruction beyond the addresses a tag holds, or an access larger than
+/// a line can be.
+pub(super) fn tag(check: Check) -> Option<u64> {
+    let (bits, addr, size) = match check {
+        Check::Fetch(addr, len) => (FETCH_BIT, addr, u32::from(len)),
+        Check::Access(addr, size, kind) => {
+            let kind = match kind {
+                AccessKind::Read => 0,
+                AccessKind::Write => 1,
+                AccessKind::Modify => 2,
+            };
+            (kind << KIND_SHIFT, addr, size)
+        }
     };
-    RECORD_BIT | kind | (u64::from(id) << INDEX_BITS) | (index as u64 & 0xffff)
+    (addr < ADDRESS_END && size < 1 << (KIND_SHIFT - SIZE_SHIFT))
+        .then_some(RECORD_BIT | bits | (u64::from(size) << SIZE_SHIFT) | addr)
 }
 
 /// Whether a record's first word is a filter record's.
@@ -168,14 +189,27 @@ pub(super) fn is_record(word: u64) -> bool {
     word & RECORD_BIT != 0
 }
 
-/// The translation and check a filter record's first word names.
+/// The fetch or access of a filter record: its `tag` ([`tag`]) and its
+/// `addr`.
 #[inline]
-pub(super) fn of_tag(word: u64) -> (u64, Check) {
-    let id = (word & !(RECORD_BIT | FETCH_BIT)) >> INDEX_BITS;
-    let index = (word & 0xffff) as usize;
-    match word & FETCH_BIT != 0 {
-        true => (id, Check::Fetch(index)),
-        false => (id, Check::Access(index)),
+pub(super) fn of_record(tag: u64, addr: u64) -> FilteredAccess {
+    let instruction = tag & (ADDRESS_END - 1);
+    let size = ((tag >> SIZE_SHIFT) & 0xff) as u32;
+    if tag & FETCH_BIT != 0 {
+        return FilteredAccess {
+            instruction: (instruction, size as u8),
+            access: None,
+        };
+    }
+    let kind = match (tag >> KIND_SHIFT) & 3 {
+        0 => AccessKind::Read,
+        1 => AccessKind::Write,
+        _ => AccessKind::Modify,
+    };
+    FilteredAccess {
+        // The instruction's length is not needed for its accesses.
+        instruction: (instruction, 0),
+        access: Some(DataAccess { addr, size, kind }),
     }
 }
 
@@ -275,7 +309,6 @@ impl TableAt {
 /// their out-of-line record paths.
 pub(super) struct Checks {
     filter: L1Filter,
-    id: u32,
     fsgsbase: bool,
     /// Data accesses checked so far: the next one's number.
     accesses: usize,
@@ -294,12 +327,10 @@ enum Address<'a> {
 }
 
 impl Checks {
-    /// The checks of translation `id` (`fsgsbase`: `rdfsbase` may be
-    /// used).
-    pub fn new(filter: L1Filter, id: u32, fsgsbase: bool) -> Checks {
+    /// The checks of a translation (`fsgsbase`: `rdfsbase` may be used).
+    pub fn new(filter: L1Filter, fsgsbase: bool) -> Checks {
         Checks {
             filter,
-            id,
             fsgsbase,
             accesses: 0,
             label: FIRST_LABEL,
@@ -341,25 +372,25 @@ impl Checks {
     pub fn fetch(
         &mut self,
         code: &mut Vec<Instruction>,
-        position: usize,
         (addr, len): (u64, u8),
     ) -> Result<(), Refusal> {
-        let check = Check::Fetch(position);
+        let check = Check::Fetch(addr, len);
         self.check(code, self.i1(), Address::Known(addr), u32::from(len), check)
     }
 
-    /// Checks the data access at `offset` bytes from `memory`'s address, of
-    /// `size` bytes (clamped as the simulation clamps it).
+    /// Checks the data access of the instruction at `instruction` at
+    /// `offset` bytes from `memory`'s address, of `size` bytes (checked
+    /// clamped as the simulation clamps it) and of `kind`.
     pub fn access(
         &mut self,
         code: &mut Vec<Instruction>,
+        instruction: u64,
         memory: &UsedMemory,
-        offset: u64,
-        size: u32,
+        (offset, size, kind): (u64, u32, AccessKind),
     ) -> Result<(), Refusal> {
-        let check = Check::Access(self.accesses);
-        self.accesses += 1;
         let size = size.min(self.filter.min_line);
+        let check = Check::Access(instruction, size, kind);
+        self.accesses += 1;
         let address = match operand_address(memory, self.fsgsbase)? {
             OperandAddress::Known(addr) => Address::Known(addr.wrapping_add(offset)),
             OperandAddress::Computed => Address::Operand(memory, offset),
@@ -513,11 +544,8 @@ impl Checks {
         // The record: a store into the guard page faults here, nothing
         // changed yet.
         code.load(rcx, CURSOR)?;
-        code.push(Instruction::with2(
-            Code::Mov_r64_imm64,
-            rdx,
-            tag(self.id, check),
-        ))?;
+        let tag = tag(check).ok_or_else(|| "an instruction beyond filter records".to_string())?;
+        code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, tag))?;
         code.push(Instruction::with2(
             Code::Mov_rm64_r64,
             MemoryOperand::with_base(rcx),
@@ -642,18 +670,38 @@ mod tests {
     }
 
     #[test]
-    fn a_tag_names_its_translation_and_check() {
-        for (id, check) in [
-            (0, Check::Fetch(0)),
-            (7, Check::Access(3)),
-            (u32::MAX, Check::Fetch(0xffff)),
-            (1 << 20, Check::Access(0)),
+    fn a_record_says_all_its_fetch_or_access_is() {
+        let at = 0x7fff_ffff_f000;
+        let fetch = tag(Check::Fetch(at, 15)).unwrap();
+        assert!(is_record(fetch));
+        let expected = FilteredAccess {
+            instruction: (at, 15),
+            access: None,
+        };
+        assert_eq!(of_record(fetch, 0), expected);
+        for (size, kind) in [
+            (1, AccessKind::Read),
+            (64, AccessKind::Write),
+            (255, AccessKind::Modify),
         ] {
-            let word = tag(id, check);
+            let word = tag(Check::Access(0x40_1000, size, kind)).unwrap();
             assert!(is_record(word));
-            assert_eq!(of_tag(word), (u64::from(id), check));
+            let access = DataAccess {
+                addr: 0x1234,
+                size,
+                kind,
+            };
+            let expected = FilteredAccess {
+                instruction: (0x40_1000, 0),
+                access: Some(access),
+            };
+            assert_eq!(of_record(word, 0x1234), expected);
         }
+        // A translation's id is no filter record; an instruction beyond
+        // the addresses, or an access of more than 255 bytes, has none.
         assert!(!is_record(u64::from(u32::MAX)));
+        assert_eq!(tag(Check::Fetch(ADDRESS_END, 1)), None);
+        assert_eq!(tag(Check::Access(0, 256, AccessKind::Read)), None);
     }
 
     #[test]

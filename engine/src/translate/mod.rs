@@ -109,7 +109,7 @@ mod ahead;
 mod area;
 mod blocks;
 mod buffer;
-pub use buffer::{Repeats, SimulatedBlocks, WholeBlocks};
+pub use buffer::{FilteredAccesses, Repeats, SimulatedBlocks, WholeBlocks};
 mod cache;
 mod capture;
 mod emit;

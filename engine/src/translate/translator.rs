@@ -638,14 +638,14 @@ pub(super) fn translate(
     let mut system_call = None;
     let mut code = Emitter::new();
     code.cpuid_trap = cpuid_trap;
-    let mut checks = filter.map(|filter| filter::Checks::new(filter, id, capture.fsgsbase));
+    let mut checks = filter.map(|filter| filter::Checks::new(filter, capture.fsgsbase));
     let instructions: Vec<(u64, u8)> = block.insns.iter().map(|i| (i.addr, i.len)).collect();
     let fetch_points = filter.map_or_else(Vec::new, |filter| filter.fetch_points(&instructions));
     let fetch_check = |checks: &mut Option<filter::Checks>,
                        list: &mut Vec<Instruction>,
                        at: usize| {
         match (checks.as_mut(), fetch_points.get(at)) {
-            (Some(checks), Some(true)) => checks.fetch(list, at, instructions[at]),
+            (Some(checks), Some(true)) => checks.fetch(list, instructions[at]),
             _ => Ok(()),
         }
     };
@@ -656,7 +656,7 @@ pub(super) fn translate(
         };
         fetch_check(&mut checks, &mut code.list, index)?;
         if let Some(checks) = checks.as_mut() {
-            access_checks(checks, &mut code.list, decoded)?;
+            access_checks(checks, &mut code.list, insn.addr, decoded)?;
         }
         recorder.next_instruction();
         recorder.addresses(&mut code.list, &decoded.accesses)?;
@@ -681,7 +681,7 @@ pub(super) fn translate(
         code.jump(Code::Jrcxz_rel8_64, slot_of(0))?;
         // Only a pass that iterates accesses memory.
         if let Some(checks) = checks.as_mut() {
-            access_checks(checks, &mut code.list, last_decoded)?;
+            access_checks(checks, &mut code.list, last.addr, last_decoded)?;
         }
         let mut once = instruction;
         once.set_has_rep_prefix(false);
@@ -707,7 +707,7 @@ pub(super) fn translate(
         code.jump(Code::Jmp_rel32_64, slot_of(1))?;
     } else {
         if let Some(checks) = checks.as_mut() {
-            access_checks(checks, &mut code.list, last_decoded)?;
+            access_checks(checks, &mut code.list, last.addr, last_decoded)?;
         }
         recorder.addresses(&mut code.list, &last_decoded.accesses)?;
         match last.flow {
@@ -1054,19 +1054,20 @@ pub(super) fn translate(
     })
 }
 
-/// The filter's checks of `decoded`'s data accesses, in the order its
-/// plan has them (`plan`).
+/// The filter's checks of the data accesses of the instruction at `addr`
+/// (`decoded`), in the order its plan has them (`plan`).
 fn access_checks(
     checks: &mut filter::Checks,
     list: &mut Vec<Instruction>,
+    addr: u64,
     decoded: &Decoded,
 ) -> Result<(), Refusal> {
     let mut accesses = Vec::new();
-    decoded
-        .accesses
-        .templates(|_, memory, offset, size, _| accesses.push((*memory, offset, size)));
-    for (memory, offset, size) in accesses {
-        checks.access(list, &memory, offset, size)?;
+    decoded.accesses.templates(|_, memory, offset, size, kind| {
+        accesses.push((*memory, (offset, size, kind)));
+    });
+    for (memory, access) in accesses {
+        checks.access(list, addr, &memory, access)?;
     }
     Ok(())
 }
