@@ -20,7 +20,11 @@
 //! `run_cachegrind.rs`'s). The same holds for a small dynamically linked
 //! program (`hello.c`) with the cache and branch simulations, and for one
 //! whose calls repeat (`calls_again.c`: direct, indirect, nested and PLT
-//! calls in a loop) with the option sets of quiet runs. On the
+//! calls in a loop) with the option sets of quiet runs, and for one made
+//! for Cachegrind's cache simulation filtered in the program
+//! (`filtered.c`: sweeps, accesses across lines, REP passes, stepped
+//! blocks between loads of one set, a signal handler, a fork) with three
+//! cache geometries. On the
 //! two-thread program (`threads.c`) the same holds for the option sets
 //! without simulations (`--separate-threads=yes` too). On a dynamically
 //! linked program with two threads, a signal handler, `longjmp` and a fork
@@ -306,6 +310,42 @@ fn a_dynamically_linked_program_gives_the_same_profiles_with_simulations() {
             status: 0,
         },
         DYNAMIC_OPTION_SETS,
+    );
+}
+
+/// The command lines compared on `filtered.c`: Cachegrind's cache
+/// simulation, which the translate backend filters in the program's
+/// threads on a host with BMI2 (see `cgx_engine::L1Filter`), with D1 as
+/// the program's sets need it, with other line sizes and sets, and with a
+/// D1 of more sets than the filter takes (records, as everywhere else).
+const FILTER_OPTION_SETS: &[OptionSet] = &[
+    (
+        &["--tool=cachegrind", "--D1=32768,8,64"],
+        "--cachegrind-out-file={out}/cachegrind.out.%p",
+        false,
+    ),
+    (
+        &["--tool=cachegrind", "--I1=16384,4,32", "--D1=16384,2,128"],
+        "--cachegrind-out-file={out}/cachegrind.out.%p",
+        false,
+    ),
+    (
+        &["--tool=cachegrind", "--D1=65536,2,64"],
+        "--cachegrind-out-file={out}/cachegrind.out.%p",
+        false,
+    ),
+];
+
+#[test]
+fn cachegrind_filtered_in_the_program_gives_the_same_profiles() {
+    differential(
+        &Case {
+            source: "filtered.c",
+            kind: Kind::C,
+            args: &[],
+            status: 0,
+        },
+        FILTER_OPTION_SETS,
     );
 }
 

@@ -37,7 +37,9 @@
 //!   of records, 65536 segments then 65536 records' addresses (`quiet`).
 //!   Emptying a half or handing one off starts a new segment and empties
 //!   the stack of calls, so no run is counted in a record the tracer
-//!   reads.
+//!   reads;
+//! - the thread's tables of the lines most recently used in I1's and D1's
+//!   sets (`filter`).
 //!
 //! So threads running at the same time never share a slot or a buffer, and
 //! a full buffer stops only its own thread, and only briefly.

@@ -1053,7 +1053,13 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
     let mut records = 0;
     let mut open = None;
     // A record cut at the end of a chunk waits for the next.
-    let kept = (split.is_some() && !more).then_some(words.len());
+    // With a filter, the fetch of the `syscall` may follow its block's
+    // record (`translator`).
+    let trailing = match replay.filtered && words.len() >= 2 {
+        true => 2 * usize::from(filter::is_record(words[words.len() - 2])),
+        false => 0,
+    };
+    let kept = (split.is_some() && !more).then_some(words.len() - trailing);
     let mut counts = counts;
     loop {
         if !replay.simulations || replay.filtered {

@@ -507,9 +507,13 @@ impl Cache {
     /// block whose record is written and whose instructions are not all
     /// run: the translation, how many of its instructions ran, and the
     /// original address of the next one. `None` elsewhere (at an entry,
-    /// outside translations), and in translations that count their runs
-    /// (a signal handler then sees the whole run before it).
+    /// outside translations), in translations that count their runs
+    /// and with a filter, whose records do not end with the block's (a
+    /// signal handler then sees the whole run before it).
     pub fn interrupted(&self, addr: u64) -> Option<Interruption> {
+        if self.capture.filter.is_some() {
+            return None;
+        }
         let (&entry, &id) = self.by_entry.range(..=addr).next_back()?;
         let translation = self.translations.get(id as usize)?;
         if addr == entry

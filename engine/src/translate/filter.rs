@@ -583,6 +583,15 @@ impl Checks {
         code.jump(Code::Jmp_rel32_64, back)
     }
 
+    /// A label for code that writes a record in the body (a block's own
+    /// record written late, before its `syscall`): a store there that
+    /// faults restarts there too, as a record path's.
+    pub fn restart_label(&mut self) -> Result<u64, Refusal> {
+        let label = self.new_label()?;
+        self.starts.push(label);
+        Ok(label)
+    }
+
     /// Appends the record paths to `code`; the labels of their starts (a
     /// record store faults only in a path, and the path restarts from its
     /// start).

@@ -10,7 +10,12 @@
 //! execution did (`capture`: operand addresses, `jcc` outcomes, indirect
 //! targets, REP counters), and the replay reports each instruction's data
 //! accesses and conditional and indirect branches as the step backend does
-//! (the rules are shared: `crate::semantics`). ptrace stops happen only to translate a
+//! (the rules are shared: `crate::semantics`). With Cachegrind's cache
+//! simulation alone ([`RunOptions::filter`]) blocks count their runs
+//! instead, and the program's threads check each fetch and data access
+//! against tables of the lines most recently used in their sets: only
+//! those that may miss or change the caches are recorded (`filter`).
+//! ptrace stops happen only to translate a
 //! block the first time an exit reaches it (exits are then linked block to
 //! block), on a miss of the in-tracee lookup of indirect targets, when a
 //! buffer half is full (the thread goes on in the other half at once, and

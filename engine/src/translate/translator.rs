@@ -673,6 +673,18 @@ pub(super) fn translate(
     let next = last.next();
     let last_decoded = decoded.last().ok_or_else(|| "an empty block".to_string())?;
     let last_index = block.insns.len() - 1;
+    // With a filter, a block ending in `syscall` writes its record after
+    // the filter records of the instructions before it, so that a `fork`
+    // splits the replay there (`buffer`).
+    let late_record = filter.is_some() && watches_syscall && repeat_exit.is_none();
+    if let (true, Some(checks)) = (late_record, checks.as_mut()) {
+        let label = checks.restart_label()?;
+        let mut record = prologue(id, &recorder, false)?;
+        if let Some(first) = record.first_mut() {
+            first.set_ip(label);
+        }
+        code.list.append(&mut record);
+    }
     fetch_check(&mut checks, &mut code.list, last_index)?;
     recorder.next_instruction();
     if last.rep {
@@ -955,6 +967,7 @@ pub(super) fn translate(
     list.append(&mut match (counted, quiet.is_some()) {
         (true, _) => counting_prologue(id)?,
         (false, true) => quiet::entry(record)?,
+        (false, false) if late_record => Vec::new(),
         (false, false) => prologue(id, &recorder, repeats)?,
     });
     // Where the fresh entry goes on: the record's writing (`quiet`), by
