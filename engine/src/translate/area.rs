@@ -37,9 +37,7 @@
 //!   of records, 65536 segments then 65536 records' addresses (`quiet`).
 //!   Emptying a half or handing one off starts a new segment and empties
 //!   the stack of calls, so no run is counted in a record the tracer
-//!   reads;
-//! - the thread's tables of the lines most recently used in I1's and D1's
-//!   sets (`filter`).
+//!   reads.
 //!
 //! So threads running at the same time never share a slot or a buffer, and
 //! a full buffer stops only its own thread, and only briefly.
@@ -49,7 +47,6 @@ use iced_x86::{MemoryOperand, Register};
 use crate::error::{Error, Result};
 use crate::ptrace::{self, Regs};
 
-use super::filter;
 use super::inject;
 use super::layout::{Layout, BUFFER_SIZE, COUNTERS, MAX_RECORD, PAGE};
 
@@ -169,6 +166,8 @@ pub(super) const FILTER_RCX: u64 = FILTER_RAX + 8;
 pub(super) const FILTER_RDX: u64 = FILTER_RCX + 8;
 /// See [`FILTER_RAX`] (`lahf`/`seto`).
 pub(super) const FILTER_FLAGS: u64 = FILTER_RDX + 8;
+/// The address of the process's filter tables (`Layout::filter_tables`).
+pub(super) const FILTER_TABLES: u64 = FILTER_FLAGS + 8;
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_DEPTH) / 8 + 1) as usize;
@@ -214,12 +213,8 @@ pub(super) struct Area {
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 = PAGE
-        + 2 * (BUFFER_SIZE + PAGE)
-        + 40 * COUNTERS
-        + CALLS_BYTES
-        + RUNS_BYTES
-        + filter::TABLES_BYTES;
+    pub const SIZE: u64 =
+        PAGE + 2 * (BUFFER_SIZE + PAGE) + 40 * COUNTERS + CALLS_BYTES + RUNS_BYTES;
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
     pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
     /// Offset of the translations' entries for quiet runs (translation
@@ -229,9 +224,6 @@ impl Area {
     pub const CALLS_BASE: u64 = Area::QUIET_BASE + 32 * COUNTERS;
     /// Offset of the thread's table of records of quiet runs (`quiet`).
     pub const RUNS_BASE: u64 = Area::CALLS_BASE + CALLS_BYTES;
-    /// Offset of the thread's tables of the filter (`filter`): I1's, then
-    /// D1's.
-    pub const FILTER_BASE: u64 = Area::RUNS_BASE + RUNS_BYTES;
 
     /// An area at `base` whose slots are ordinary memory, for tests.
     #[cfg(test)]
@@ -291,6 +283,7 @@ impl Area {
             }
         }
         memory.write_u64(area.at(TABLE_BASE), layout.table())?;
+        memory.write_u64(area.at(FILTER_TABLES), layout.filter_tables())?;
         area.reset(memory)?;
         Ok(area)
     }
@@ -362,14 +355,6 @@ impl Area {
         let zeros = vec![0u8; (last + 1 - first) * 8];
         memory.write(base + 8 * first as u64, &zeros)?;
         Ok(true)
-    }
-
-    /// Makes the thread's filter tables name no line (`filter`): an area
-    /// copied by `fork` or taken over by a new thread, whose tables knew
-    /// another simulation's lines, or a thread whose stepped block the
-    /// simulation saw whole.
-    pub fn forget_filtered(&self, memory: &Memory) -> Result<()> {
-        memory.write(self.at(Area::FILTER_BASE), &filter::invalid_tables())
     }
 
     /// Zeroes the run counters of the first `count` translations (an area

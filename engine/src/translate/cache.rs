@@ -251,6 +251,8 @@ impl Region {
             filter[number as usize] = 1;
         }
         memory.write(layout.syscall_filter(), &filter)?;
+        // Zeros would claim line 0 in every entry (`filter`).
+        memory.write(layout.filter_tables(), &super::filter::invalid_tables())?;
         let routine = |at: u64, kind: Lookup| -> Result<(u64, u64, u64)> {
             let (bytes, miss) = translator::lookup_routine(at, kind).map_err(Error::Unexpected)?;
             memory.write(at, &bytes)?;

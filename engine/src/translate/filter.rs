@@ -1,14 +1,16 @@
-//! Cachegrind's first-level caches filtered in the program's own thread
+//! Cachegrind's first-level caches filtered in the program's own threads
 //! ([`L1Filter`], `RunOptions::filter`): with Cachegrind's cache
 //! simulation and no branch simulation, runs are counted (`area`), which
 //! gives `Ir`, `Dr` and `Dw`, and a translation checks each fetch the I1
-//! simulation sees ([`fetch_points`]) and each data access against a
-//! table of the thread's area. A fetch or access whose lines are each the
-//! most recently used of their set changes nothing in an LRU cache and
-//! hits: nothing is written. Any other writes a record of two words (a
-//! tag naming the translation and the fetch or access, [`tag`], and the
-//! address), and the table learns its lines as the simulation will; the
-//! tracer simulates the recorded ones, in order, and counts their misses.
+//! simulation sees ([`fetch_points`]) and each data access against the
+//! process's tables (after the first code region's system call filter,
+//! `Layout::filter_tables`; each thread's area holds their address). A
+//! fetch or access whose lines are each the most recently used of their
+//! set changes nothing in an LRU cache and hits: nothing is written. Any
+//! other writes a record of two words (a tag saying all it is, [`tag`],
+//! and the address), and the table learns its lines as the simulation
+//! will; the tracer simulates the recorded ones, in order, and counts
+//! their misses.
 //!
 //! A table has [`ENTRIES`] entries, one per value of a line number's low
 //! byte; entry `line & 0xff` holds `-line` (adding the line's number then
@@ -18,13 +20,18 @@
 //! first invalidates the entries of the set's other lines
 //! ([`Table::learn`]). So a table never claims a line the simulation
 //! does not have first in its set; an entry left invalid only records an
-//! access that then hits (the tracer makes every area's tables claim no
-//! line first). A computed address is checked once: the entry of its last
-//! line plus its first line is 0 only when they are one line, named (an
-//! entry holds only lines of its index). Tables are per thread: threads that
-//! run at once each filter with what they did themselves. A stepped block
-//! (`stepper`) goes to the simulation whole, and the thread's tables are
-//! invalidated after it ([`invalid_tables`]).
+//! access that then hits (new tables claim no line). A computed address is
+//! checked once: the entry of its last line plus its first line is 0 only
+//! when they are one line, named (an entry holds only lines of its index).
+//!
+//! The tables are the process's: a line one thread finds claimed, no
+//! access of any thread displaced since that thread's own last access to
+//! it, so it is the first of its set in the order the tracer simulates
+//! too (each thread's records in order, thread after thread), and the
+//! filter drops only what that simulation would find changes nothing (up
+//! to two threads teaching one set at the same instant). A stepped block
+//! (`stepper`) goes to the simulation whole, and the tables forget all
+//! after it ([`forget`]), as in a forked child.
 //!
 //! The checks use `rax`, `rcx` and `rdx` through the area's slots and
 //! change no flag (`lea`, `mov`, `movzx`, BMI2's `shrx`, `jrcxz`); the
@@ -38,10 +45,12 @@ use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
 
 use crate::event::{AccessKind, DataAccess, FilteredAccess};
 
-use super::area::{Area, CURSOR, FILTER_FLAGS, FILTER_RAX, FILTER_RCX, FILTER_RDX};
+use super::area::{slot, CURSOR, FILTER_FLAGS, FILTER_RAX, FILTER_RCX, FILTER_RDX, FILTER_TABLES};
 use super::capture::{operand_address, OperandAddress};
 use super::emit::Emit;
+use super::memory::Memory;
 use super::translator::Refusal;
+use crate::error::Result;
 
 /// Entries of a thread's table for one cache.
 pub(super) const ENTRIES: u64 = 256;
@@ -213,11 +222,18 @@ pub(super) fn of_record(tag: u64, addr: u64) -> FilteredAccess {
     }
 }
 
-/// Bytes that make both of a thread's tables name no line.
+/// Bytes that make both tables name no line.
 pub(super) fn invalid_tables() -> Vec<u8> {
     (0..TABLES_BYTES / 8)
         .flat_map(|_| INVALID.to_le_bytes())
         .collect()
+}
+
+/// Makes the tables at `tables` in the tracee name no line: after a
+/// stepped block, whose fetches and accesses the simulation saw whole, and
+/// in a forked child, whose simulation is not in step with its copy.
+pub(super) fn forget(memory: &Memory, tables: u64) -> Result<()> {
+    memory.write(tables, &invalid_tables())
 }
 
 /// A thread's table for one cache, as the checks and the record paths
@@ -282,26 +298,20 @@ impl Table {
     }
 }
 
-/// A cache's table in the area and the rule for its lines.
+/// A cache's table, and the rule for its lines.
 #[derive(Clone, Copy, Debug)]
 struct TableAt {
-    /// Offset of its entries in the area.
+    /// Offset of its entries from the tables' address.
     base: u64,
     geometry: FilterGeometry,
 }
 
 impl TableAt {
-    /// `gs:[base + index * 8 + extra]`.
-    fn entry(&self, index: Register, extra: u64) -> MemoryOperand {
-        MemoryOperand::new(
-            Register::None,
-            index,
-            8,
-            (self.base + extra) as i64,
-            8,
-            false,
-            Register::GS,
-        )
+    /// `[tables + index * scale + base + extra]`, `tables` holding the
+    /// tables' address.
+    fn entry(&self, tables: Register, index: Register, scale: u32, extra: u64) -> MemoryOperand {
+        let displacement = (self.base + extra) as i64;
+        MemoryOperand::new(tables, index, scale, displacement, 8, false, Register::None)
     }
 }
 
@@ -346,14 +356,14 @@ impl Checks {
 
     fn i1(&self) -> TableAt {
         TableAt {
-            base: Area::FILTER_BASE,
+            base: 0,
             geometry: self.filter.i1,
         }
     }
 
     fn d1(&self) -> TableAt {
         TableAt {
-            base: Area::FILTER_BASE + ENTRIES * 8,
+            base: ENTRIES * 8,
             geometry: self.filter.d1,
         }
     }
@@ -424,10 +434,11 @@ impl Checks {
                     &[first, last]
                 };
                 for (index, &line) in lines.iter().enumerate() {
+                    emit.load(rcx, FILTER_TABLES)?;
                     emit.push(Instruction::with2(
                         Code::Mov_r64_rm64,
                         rcx,
-                        table.entry(Register::None, (line & 0xff) * 8),
+                        table.entry(rcx, Register::None, 1, (line & 0xff) * 8),
                     ))?;
                     emit.push(Instruction::with2(Code::Mov_r64_imm64, rax, line))?;
                     emit.push(Instruction::with2(
@@ -479,10 +490,11 @@ impl Checks {
                     Register::ECX,
                     index,
                 ))?;
+                emit.load(rdx, FILTER_TABLES)?;
                 emit.push(Instruction::with2(
                     Code::Mov_r64_rm64,
                     rcx,
-                    table.entry(rcx, 0),
+                    table.entry(rdx, rcx, 8, 0),
                 ))?;
                 emit.push(Instruction::with2(
                     Code::Lea_r64_m,
@@ -583,6 +595,12 @@ impl Checks {
         code.jump(Code::Jmp_rel32_64, back)
     }
 
+    /// A label for the translation's own code (the checks take theirs
+    /// from the same ones).
+    pub fn label(&mut self) -> Result<u64, Refusal> {
+        self.new_label()
+    }
+
     /// A label for code that writes a record in the body (a block's own
     /// record written late, before its `syscall`): a store there that
     /// faults restarts there too, as a record path's.
@@ -624,24 +642,35 @@ fn first_in_set(code: &mut Emit, table: TableAt, reg: Register) -> Result<(), Re
         _ => (Register::ECX, Register::CL),
     };
     let sets = u64::from(table.geometry.sets);
+    // rdx: the tables' address plus 8 times the set (then the entry).
+    let entry = |code: &mut Emit| -> std::result::Result<(), Refusal> {
+        code.push(Instruction::with2(Code::Shl_rm32_imm8, edx, 3))?;
+        code.push(Instruction::with2(
+            Code::Add_r64_rm64,
+            rdx,
+            slot(FILTER_TABLES),
+        ))
+    };
     code.push(Instruction::with2(Code::Mov_r32_rm32, edx, low32))?;
     code.push(Instruction::with2(
         Code::And_rm32_imm32,
         edx,
         (sets - 1) as u32,
     ))?;
+    entry(code)?;
     for alias in 0..ENTRIES / sets {
         code.push(Instruction::with2(
             Code::Mov_rm64_imm32,
-            table.entry(rdx, alias * sets * 8),
+            table.entry(rdx, Register::None, 1, alias * sets * 8),
             INVALID as i32,
         ))?;
     }
     code.push(Instruction::with2(Code::Movzx_r32_rm8, edx, low8))?;
+    entry(code)?;
     code.push(Instruction::with1(Code::Neg_rm64, reg))?;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
-        table.entry(rdx, 0),
+        table.entry(rdx, Register::None, 1, 0),
         reg,
     ))?;
     code.push(Instruction::with1(Code::Neg_rm64, reg))
@@ -740,7 +769,7 @@ mod tests {
     fn an_access_from_line_zero_into_line_one_needs_tables_that_forgot() {
         // Zeros name line 0 in every entry: the check of a computed
         // address would take the two lines for one; the tracer writes
-        // invalid tables into every area first (`Area::forget_filtered`).
+        // invalid tables into every code region first.
         let zeros = Table::new(I1);
         assert!(zeros.hits(60, 8, true));
         let forgot = Table {

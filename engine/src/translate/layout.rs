@@ -78,9 +78,15 @@ impl Layout {
     pub fn syscall_filter(&self) -> u64 {
         self.gadget() + GADGET_SPACE
     }
-    /// The code cache (after the system call filter).
-    pub fn code(&self) -> u64 {
+    /// The process's tables of the lines most recently used in I1's and
+    /// D1's sets (`filter`), after the system call filter; the first
+    /// region's are the process's (each thread's `FILTER_TABLES` slot).
+    pub fn filter_tables(&self) -> u64 {
         self.syscall_filter() + SYSCALL_FILTER_SIZE
+    }
+    /// The code cache (after the filter's tables).
+    pub fn code(&self) -> u64 {
+        self.filter_tables() + super::filter::TABLES_BYTES
     }
     /// One past the code cache.
     pub fn end(&self) -> u64 {

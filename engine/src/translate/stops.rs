@@ -569,9 +569,10 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             )?;
             if self.state.replay.filtered {
                 // The simulation saw the stepped block's fetches and
-                // accesses whole: the thread's tables forget what they
-                // knew (`filter`).
-                self.state.area.forget_filtered(&self.space.memory)?;
+                // accesses whole: the tables forget what they knew
+                // (`filter`).
+                let tables = self.space.cache.layout().filter_tables();
+                super::filter::forget(&self.space.memory, tables)?;
             }
             match stepped {
                 Stepped::Left => self.set_executable(regs, span, false)?,

@@ -285,9 +285,6 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             &layout,
             self.capture.buffer_half(),
         )?;
-        if self.capture.filter.is_some() {
-            area.forget_filtered(&space.memory)?;
-        }
         area.attach(tid, regs)?;
         self.outcome.areas += 1;
         let key = self.next_space;
@@ -356,12 +353,6 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     )?
                 }
             };
-            if self.capture.filter.is_some() {
-                // Its tables claim no line (a new area's zeros would
-                // claim line 0 everywhere; a reused one's, another
-                // thread's lines).
-                state.area.forget_filtered(&space.memory)?;
-            }
             state.area.attach(tid, &mut regs)?;
             state.own_area = true;
         }
@@ -457,7 +448,10 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 parent_area.reset(&copy.memory)?;
                 parent_area.clear_counts(&copy.memory, copy.cache.translations())?;
                 if self.capture.filter.is_some() {
-                    parent_area.forget_filtered(&copy.memory)?;
+                    // The child's simulation starts as a copy of the
+                    // parent's, not in step with the copy of its tables.
+                    let tables = copy.cache.layout().filter_tables();
+                    super::filter::forget(&copy.memory, tables)?;
                 }
                 let key = self.next_space;
                 self.next_space += 1;

@@ -690,15 +690,36 @@ pub(super) fn translate(
     if last.rep {
         recorder.counter(&mut code.list)?;
         recorder.addresses(&mut code.list, &last_decoded.accesses)?;
-        code.jump(Code::Jrcxz_rel8_64, slot_of(0))?;
-        // Only a pass that iterates accesses memory.
-        if let Some(checks) = checks.as_mut() {
-            access_checks(checks, &mut code.list, last.addr, last_decoded)?;
+        match checks.as_mut() {
+            Some(checks) => {
+                // Past the fetch's check the exit may be out of `jrcxz`'s
+                // reach: it jumps over a jump to the exit.
+                let (zero, iterate) = (checks.label()?, checks.label()?);
+                code.jump(Code::Jrcxz_rel8_64, zero)?;
+                code.jump(Code::Jmp_rel32_64, iterate)?;
+                code.jump(Code::Jmp_rel32_64, slot_of(0))?;
+                if let Some(exit) = code.list.last_mut() {
+                    exit.set_ip(zero);
+                }
+                let iterating = code.list.len();
+                // Only a pass that iterates accesses memory.
+                access_checks(checks, &mut code.list, last.addr, last_decoded)?;
+                let mut once = instruction;
+                once.set_has_rep_prefix(false);
+                once.set_has_repne_prefix(false);
+                code.program(once);
+                if let Some(first) = code.list.get_mut(iterating) {
+                    first.set_ip(iterate);
+                }
+            }
+            None => {
+                code.jump(Code::Jrcxz_rel8_64, slot_of(0))?;
+                let mut once = instruction;
+                once.set_has_rep_prefix(false);
+                once.set_has_repne_prefix(false);
+                code.program(once);
+            }
         }
-        let mut once = instruction;
-        once.set_has_rep_prefix(false);
-        once.set_has_repne_prefix(false);
-        code.program(once);
         if rep_while_zero_flag(&instruction).is_some() {
             recorder.zero_flag(&mut code.list)?;
         }
