@@ -168,6 +168,12 @@ pub(super) const FILTER_RDX: u64 = FILTER_RCX + 8;
 pub(super) const FILTER_FLAGS: u64 = FILTER_RDX + 8;
 /// The address of the process's filter tables (`Layout::filter_tables`).
 pub(super) const FILTER_TABLES: u64 = FILTER_FLAGS + 8;
+/// The address a filter's record path gives its routine (`filter`).
+pub(super) const FILTER_ADDR: u64 = FILTER_TABLES + 8;
+/// The tag of the record it writes.
+pub(super) const FILTER_TAG: u64 = FILTER_ADDR + 8;
+/// Where the routine goes back to.
+pub(super) const FILTER_BACK: u64 = FILTER_TAG + 8;
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_DEPTH) / 8 + 1) as usize;

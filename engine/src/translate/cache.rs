@@ -15,6 +15,7 @@ use crate::semantics::Decoded;
 
 use super::blocks::{self, CodeWindow, DecodedBlock};
 use super::capture::{Capture, Sources};
+use super::filter::L1Filter;
 use super::interned::Interned;
 use super::layout::Layout;
 use super::memory::Memory;
@@ -240,11 +241,14 @@ struct Region {
     /// The resume routine (`pending`), and its entries for quiet paths.
     resume: Range<u64>,
     rules: RuleEntries,
+    /// With a filter, its routines (`filter`): I1's, D1's.
+    filter_routines: Option<[Range<u64>; 2]>,
 }
 
 impl Region {
-    /// Writes the region's gadget, system call filter and lookup routine.
-    fn new(layout: Layout, memory: &Memory) -> Result<Region> {
+    /// Writes the region's gadget, system call filter and lookup routine
+    /// (and with the filter `l1` its routines).
+    fn new(layout: Layout, memory: &Memory, l1: Option<L1Filter>) -> Result<Region> {
         memory.write(layout.gadget(), &super::layout::GADGET)?;
         let mut filter = vec![0u8; super::layout::SYSCALL_FILTER_SIZE as usize];
         for &number in super::invalidate::WATCHED {
@@ -276,7 +280,22 @@ impl Region {
             super::records::record_routine(next, write_pending.start).map_err(Error::Unexpected)?;
         memory.write(next, &record.bytes)?;
         let records = next..next + record.bytes.len() as u64;
-        let free = align(records.end);
+        let mut next = align(records.end);
+        let filter_routines = match l1 {
+            Some(l1) => {
+                let mut routine = |fetches: bool| -> Result<Range<u64>> {
+                    let bytes =
+                        super::filter::routine(next, &l1, fetches).map_err(Error::Unexpected)?;
+                    memory.write(next, &bytes)?;
+                    let range = next..next + bytes.len() as u64;
+                    next = align(range.end);
+                    Ok(range)
+                };
+                Some([routine(true)?, routine(false)?])
+            }
+            None => None,
+        };
+        let free = next;
         Ok(Region {
             layout,
             free,
@@ -293,6 +312,7 @@ impl Region {
             record_entries: record.entries,
             resume,
             rules,
+            filter_routines,
         })
     }
 
@@ -353,7 +373,7 @@ impl Cache {
         cpuid_trap: bool,
     ) -> Result<Cache> {
         Ok(Cache {
-            regions: vec![Region::new(layout, memory)?],
+            regions: vec![Region::new(layout, memory, capture.filter)?],
             translations: Vec::new(),
             replayed: Vec::new(),
             decodings: Interned::default(),
@@ -378,7 +398,8 @@ impl Cache {
 
     /// Adds the region `layout` (mapped, writable through `memory`).
     pub fn add_region(&mut self, layout: Layout, memory: &Memory) -> Result<()> {
-        self.regions.push(Region::new(layout, memory)?);
+        self.regions
+            .push(Region::new(layout, memory, self.capture.filter)?);
         Ok(())
     }
 
@@ -454,8 +475,19 @@ impl Cache {
             .any(|region| region.records.contains(&addr))
     }
 
-    /// Where a thread at `addr`, in a filter's record path whose record
-    /// store faulted, restarts the path (`filter`).
+    /// The start of the filter routine (`filter`) holding `addr`, if any:
+    /// where a thread whose record store faulted there restarts.
+    pub fn filter_routine_holding(&self, addr: u64) -> Option<u64> {
+        self.regions
+            .iter()
+            .filter_map(|region| region.filter_routines.as_ref())
+            .flatten()
+            .find(|routine| routine.contains(&addr))
+            .map(|routine| routine.start)
+    }
+
+    /// Where a thread at `addr`, in a block's own record written late in
+    /// its translation whose store faulted, restarts it (`filter`).
     pub fn filter_path_holding(&self, addr: u64) -> Option<u64> {
         let (_, &id) = self.by_entry.range(..=addr).next_back()?;
         let translation = self.translations.get(id as usize)?;
@@ -491,6 +523,11 @@ impl Cache {
             || region.write_pending.contains(&addr)
             || region.records.contains(&addr)
             || region.resume.contains(&addr)
+            || region
+                .filter_routines
+                .iter()
+                .flatten()
+                .any(|routine| routine.contains(&addr))
         {
             return false;
         }
@@ -794,6 +831,12 @@ impl Cache {
                 records: region.record_entries,
                 resume: region.resume.start,
                 rules: region.rules,
+                filter_routines: region.filter_routines.as_ref().map(|[i1, d1]| {
+                    super::filter::Routines {
+                        i1: i1.start,
+                        d1: d1.start,
+                    }
+                }),
                 capture,
                 cpuid_trap,
                 original,

@@ -3,14 +3,17 @@
 //! The lists hold no branch whose size depends on where it lands but
 //! `jrcxz` (rel8); labels are instructions given a small fake address
 //! (the translator's `REPEAT`, `BODY`, the system call label, the lookup
-//! routine's miss path), which branches target. Most lists are encoded
+//! routine's miss path), which branches and RIP-relative operands (a
+//! `lea` of a label's address, `filter`) target. Most lists are encoded
 //! here with one pass of iced's `Encoder` (branches to labels patched
 //! after it), several times faster than its `BlockEncoder`; a list that
 //! does not fit that (a `jrcxz` out of reach, a branch or RIP-relative
 //! operand out of rel32 reach) goes to the `BlockEncoder`, which fixes
 //! what it can.
 
-use iced_x86::{BlockEncoder, BlockEncoderOptions, Encoder, Instruction, InstructionBlock, OpKind};
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Encoder, Instruction, InstructionBlock, OpKind, Register,
+};
 
 /// Below this, a branch target is a label (an instruction's fake address):
 /// no code is mapped there (Linux keeps the first pages unmapped,
@@ -75,14 +78,26 @@ pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u
                 instruction.set_near_branch64(ip);
                 to_labels.push((index, to));
             }
+        } else if instruction.memory_base() == Register::RIP {
+            if let Some(to) = label(instruction.memory_displacement64()) {
+                // An operand at itself has the size of the real one.
+                instruction.set_memory_displacement64(ip);
+                to_labels.push((index, to));
+            }
         }
         ip += encoder.encode(&instruction, ip).ok()? as u64;
     }
     let mut bytes = encoder.take_buffer();
     for (index, to) in to_labels {
         let mut instruction = list[index];
-        instruction.as_near_branch();
-        instruction.set_near_branch64(at + u64::from(offsets[to]));
+        let target = at + u64::from(offsets[to]);
+        match instruction.op0_kind() == OpKind::NearBranch64 {
+            true => {
+                instruction.as_near_branch();
+                instruction.set_near_branch64(target);
+            }
+            false => instruction.set_memory_displacement64(target),
+        }
         let start = offsets[index] as usize;
         let end = offsets
             .get(index + 1)
@@ -113,6 +128,30 @@ mod tests {
     fn labelled(mut instruction: Instruction, label: u64) -> Instruction {
         instruction.set_ip(label);
         instruction
+    }
+
+    #[test]
+    fn a_lea_of_a_label_gives_the_labelled_instructions_address() {
+        const LABEL: u64 = 0x123;
+        let lea = Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RAX,
+            MemoryOperand::with_base_displ(Register::RIP, LABEL as i64),
+        )
+        .expect("an instruction");
+        let list = vec![
+            lea,
+            Instruction::with(Code::Nopd),
+            labelled(Instruction::with(Code::Int3), LABEL),
+        ];
+        let (bytes, offsets) = encode_in_one_pass(&list, AT).expect("one pass");
+        let decoded = decode(&bytes, AT);
+        assert_eq!(decoded[0].code(), Code::Lea_r64_m);
+        assert_eq!(
+            decoded[0].memory_displacement64(),
+            AT + u64::from(offsets[2])
+        );
+        assert_eq!(decoded[2].code(), Code::Int3);
     }
 
     #[test]

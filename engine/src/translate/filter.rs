@@ -45,7 +45,10 @@ use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
 
 use crate::event::{AccessKind, DataAccess, FilteredAccess};
 
-use super::area::{slot, CURSOR, FILTER_FLAGS, FILTER_RAX, FILTER_RCX, FILTER_RDX, FILTER_TABLES};
+use super::area::{
+    slot, CURSOR, FILTER_ADDR, FILTER_BACK, FILTER_FLAGS, FILTER_RAX, FILTER_RCX, FILTER_RDX,
+    FILTER_TABLES, FILTER_TAG,
+};
 use super::capture::{operand_address, OperandAddress};
 use super::emit::Emit;
 use super::memory::Memory;
@@ -180,6 +183,8 @@ pub(super) fn tag(check: Check) -> Option<u64> {
     let (bits, addr, size) = match check {
         Check::Fetch(addr, len) => (FETCH_BIT, addr, u32::from(len)),
         Check::Access(addr, size, kind) => {
+            // A size of 0 touches its first byte's line, as a size of 1.
+            let size = size.max(1);
             let kind = match kind {
                 AccessKind::Read => 0,
                 AccessKind::Write => 1,
@@ -326,8 +331,21 @@ pub(super) struct Checks {
     label: u64,
     /// The record paths, appended after the block's code.
     paths: Emit,
-    /// Each path's first label.
+    /// The labels of code in the body that writes a record
+    /// ([`Checks::restart_label`]).
     starts: Vec<u64>,
+    /// Where the record paths go on.
+    routines: Routines,
+}
+
+/// The entries of the region's routines that write a filter record and
+/// teach a table ([`routine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Routines {
+    /// I1's.
+    pub i1: u64,
+    /// D1's.
+    pub d1: u64,
 }
 
 /// Where an access's address is: known when translating, or computed.
@@ -337,9 +355,11 @@ enum Address<'a> {
 }
 
 impl Checks {
-    /// The checks of a translation (`fsgsbase`: `rdfsbase` may be used).
-    pub fn new(filter: L1Filter, fsgsbase: bool) -> Checks {
+    /// The checks of a translation whose record paths go on in
+    /// `routines` (`fsgsbase`: `rdfsbase` may be used).
+    pub fn new(filter: L1Filter, fsgsbase: bool, routines: Routines) -> Checks {
         Checks {
+            routines,
             filter,
             fsgsbase,
             accesses: 0,
@@ -513,8 +533,9 @@ impl Checks {
         self.record_path(table, address, size, check, path, hit)
     }
 
-    /// The out-of-line path of a check: writes the record, teaches the
-    /// table, and goes back to `back` (which restores the registers).
+    /// The out-of-line path of a check: puts the address, the record's
+    /// tag and `back` (which restores the registers) in the slots and goes
+    /// to the table's routine ([`routine`]).
     fn record_path(
         &mut self,
         table: TableAt,
@@ -525,74 +546,37 @@ impl Checks {
         back: u64,
     ) -> Result<(), Refusal> {
         let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
-        let known = matches!(address, Address::Known(_));
-        let restart = match known {
-            // The check saved no rdx: the path does, before the point it
-            // restarts from.
-            true => self.new_label()?,
-            false => start,
+        let _ = size;
+        let routine = match table.base {
+            0 => self.routines.i1,
+            _ => self.routines.d1,
         };
         let code = &mut self.paths;
-        self.starts.push(restart);
         code.label(start);
-        if known {
-            code.save(FILTER_RDX, rdx)?;
-            code.label(restart);
-        }
-        code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
-        code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
-        code.save(FILTER_FLAGS, rax)?;
-        code.load(rax, FILTER_RAX)?;
-        code.load(rcx, FILTER_RCX)?;
-        if !known {
-            code.load(rdx, FILTER_RDX)?;
-        }
         match address {
             Address::Known(addr) => {
-                code.push(Instruction::with2(Code::Mov_r64_imm64, rax, addr))?
+                // The check saved no rdx, which the routine uses.
+                code.save(FILTER_RDX, rdx)?;
+                code.push(Instruction::with2(Code::Mov_r64_imm64, rax, addr))?;
             }
-            Address::Operand(memory, offset) => address_to_rax(code, memory, offset)?,
+            Address::Operand(memory, offset) => {
+                code.load(rax, FILTER_RAX)?;
+                code.load(rcx, FILTER_RCX)?;
+                code.load(rdx, FILTER_RDX)?;
+                address_to_rax(code, memory, offset)?;
+            }
         }
-        // The record: a store into the guard page faults here, nothing
-        // changed yet.
-        code.load(rcx, CURSOR)?;
+        code.save(FILTER_ADDR, rax)?;
         let tag = tag(check).ok_or_else(|| "an instruction beyond filter records".to_string())?;
-        code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, tag))?;
+        code.push(Instruction::with2(Code::Mov_r64_imm64, rax, tag))?;
+        code.save(FILTER_TAG, rax)?;
         code.push(Instruction::with2(
-            Code::Mov_rm64_r64,
-            MemoryOperand::with_base(rcx),
-            rdx,
-        ))?;
-        code.push(Instruction::with2(
-            Code::Mov_rm64_r64,
-            MemoryOperand::with_base_displ(rcx, 8),
+            Code::Lea_r64_m,
             rax,
+            MemoryOperand::with_base_displ(Register::RIP, back as i64),
         ))?;
-        code.lea(rcx, rcx, 16)?;
-        code.save(CURSOR, rcx)?;
-        // The table learns the lines, as `Table::learn` (flags free).
-        let bits = table.geometry.line_bits();
-        code.lea(rcx, rax, i64::from(size.max(1)) - 1)?;
-        code.push(Instruction::with2(Code::Shr_rm64_imm8, rax, bits))?;
-        code.push(Instruction::with2(Code::Shr_rm64_imm8, rcx, bits))?;
-        first_in_set(code, table, rax)?;
-        if size > 1 {
-            let done = self.new_label()?;
-            let code = &mut self.paths;
-            code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, rax))?;
-            code.jump(Code::Je_rel32_64, done)?;
-            first_in_set(code, table, rcx)?;
-            code.label(done);
-        }
-        let code = &mut self.paths;
-        code.load(rax, FILTER_FLAGS)?;
-        code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;
-        code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Sahf)))?;
-        if known {
-            // The check saved no rdx.
-            code.load(rdx, FILTER_RDX)?;
-        }
-        code.jump(Code::Jmp_rel32_64, back)
+        code.save(FILTER_BACK, rax)?;
+        code.jump(Code::Jmp_rel32_64, routine)
     }
 
     /// A label for the translation's own code (the checks take theirs
@@ -610,13 +594,81 @@ impl Checks {
         Ok(label)
     }
 
-    /// Appends the record paths to `code`; the labels of their starts (a
-    /// record store faults only in a path, and the path restarts from its
-    /// start).
+    /// Appends the record paths to `code`; the labels of the code in the
+    /// body that writes a record (a store that faults there restarts
+    /// there).
     pub fn finish(mut self, code: &mut Vec<Instruction>) -> Vec<u64> {
         code.append(&mut self.paths.list);
         self.starts
     }
+}
+
+/// The routine of `filter`'s I1 (`fetches`) or D1 table, encoded at
+/// `at`: the program's rax, rcx and rdx in their slots, the address and the
+/// record's tag in theirs, it appends the record (a store into the guard
+/// page faults before anything changed: the tracer restarts the routine),
+/// teaches the table the lines (as [`Table::learn`], the size from the
+/// tag), and goes back to the slot's address with rdx restored (the rest
+/// there). The flags are kept (`lahf`/`seto`).
+pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u8>, Refusal> {
+    const DONE: u64 = 1;
+    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+    let table = match fetches {
+        true => TableAt {
+            base: 0,
+            geometry: filter.i1,
+        },
+        false => TableAt {
+            base: ENTRIES * 8,
+            geometry: filter.d1,
+        },
+    };
+    let mut code = Emit::default();
+    code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
+    code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
+    code.save(FILTER_FLAGS, rax)?;
+    code.load(rcx, CURSOR)?;
+    code.load(rdx, FILTER_TAG)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        MemoryOperand::with_base(rcx),
+        rdx,
+    ))?;
+    code.load(rax, FILTER_ADDR)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        MemoryOperand::with_base_displ(rcx, 8),
+        rax,
+    ))?;
+    code.lea(rcx, rcx, 16)?;
+    code.save(CURSOR, rcx)?;
+    // The last byte: the address plus the size (at least 1) less one.
+    code.push(Instruction::with2(Code::Shr_rm64_imm8, rdx, SIZE_SHIFT))?;
+    code.push(Instruction::with2(
+        Code::And_rm32_imm32,
+        Register::EDX,
+        0xff,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Lea_r64_m,
+        rcx,
+        MemoryOperand::new(rax, rdx, 1, -1, 8, false, Register::None),
+    ))?;
+    let bits = table.geometry.line_bits();
+    code.push(Instruction::with2(Code::Shr_rm64_imm8, rax, bits))?;
+    code.push(Instruction::with2(Code::Shr_rm64_imm8, rcx, bits))?;
+    first_in_set(&mut code, table, rax)?;
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, rax))?;
+    code.jump(Code::Je_rel32_64, DONE)?;
+    first_in_set(&mut code, table, rcx)?;
+    code.label(DONE);
+    code.load(rax, FILTER_FLAGS)?;
+    code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;
+    code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Sahf)))?;
+    code.load(rdx, FILTER_RDX)?;
+    code.push(Instruction::with1(Code::Jmp_rm64, slot(FILTER_BACK)))?;
+    let (bytes, _) = super::encode::encode(&code.list, at)?;
+    Ok(bytes)
 }
 
 /// `lea rax, [memory] (+ fs base) (+ offset)`: rax and rcx hold the

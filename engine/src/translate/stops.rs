@@ -233,9 +233,15 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 let back = memory.read_u64(area.at(BACK))?;
                 Some(back + quiet::FRESH_ENTRY)
                     .filter(|&entry| self.space.cache.entry_holding(entry) == Some(entry))
-            } else if let Some(restart) = self.space.cache.filter_path_holding(regs.rip) {
-                // In a filter's record path: it starts again (nothing
-                // changed yet; it reloads what it needs from the slots).
+            } else if let Some(restart) = self
+                .space
+                .cache
+                .filter_routine_holding(regs.rip)
+                .or_else(|| self.space.cache.filter_path_holding(regs.rip))
+            {
+                // In a filter routine, or a block's own record written late
+                // (`filter`): it starts again (nothing changed yet; it
+                // reloads what it needs from the slots).
                 regs.rip = restart;
                 let records = hand_off(&self.space.memory, &area)?;
                 ptrace::set_regs(tid, &regs)?;

@@ -493,6 +493,9 @@ pub(super) struct Target<'a> {
     /// With `RunOptions::quiet_runs`: which of its exits are quiet and
     /// where the block is for the sink's rules of contexts (see `quiet`).
     pub quiet: Option<Quiet<'a>>,
+    /// With a filter, the region's routines its record paths go on in
+    /// (`filter`).
+    pub filter_routines: Option<filter::Routines>,
 }
 
 /// A translation's part in quiet runs (`quiet`).
@@ -532,6 +535,7 @@ pub(super) fn translate(
         cpuid_trap,
         original,
         quiet,
+        filter_routines,
     } = target;
     let place = quiet.and_then(|quiet| quiet.place);
     // The region quiet exits lead into: none for a block that starts a
@@ -638,7 +642,13 @@ pub(super) fn translate(
     let mut system_call = None;
     let mut code = Emitter::new();
     code.cpuid_trap = cpuid_trap;
-    let mut checks = filter.map(|filter| filter::Checks::new(filter, capture.fsgsbase));
+    let mut checks = match (filter, filter_routines) {
+        (Some(filter), Some(routines)) => {
+            Some(filter::Checks::new(filter, capture.fsgsbase, routines))
+        }
+        (Some(_), None) => return Err("a filter without its routines".into()),
+        (None, _) => None,
+    };
     let instructions: Vec<(u64, u8)> = block.insns.iter().map(|i| (i.addr, i.len)).collect();
     let fetch_points = filter.map_or_else(Vec::new, |filter| filter.fetch_points(&instructions));
     let fetch_check = |checks: &mut Option<filter::Checks>,
