@@ -297,20 +297,29 @@ impl Process {
                     }
                 }
                 let own = OwnRun::new(block.0, &charged_steps, &every, table, Box::default());
+                if own.is_none() {
+                    // Charged one event at a time (each instruction has a
+                    // slot made above, so this does not happen).
+                    let width = events.len().min(MAX_EVENTS);
+                    for &(index, column) in &every {
+                        if let Some(charged) = charged_steps.get(index as usize) {
+                            let column = column as usize;
+                            table.charge_column(charged.centre, charged.addr, column, runs, width);
+                            thread.count_each(&[(column as u32, 1)], runs);
+                        }
+                    }
+                    *last_charged = charged_steps.last().copied();
+                    continue;
+                }
                 if own_runs.len() <= slot {
                     own_runs.resize(slot + 1, None);
                 }
                 own_runs[slot] = own.map(Box::new);
             }
-            match own_runs.get(slot).and_then(Option::as_deref) {
-                Some(own) => {
-                    own.charge(table, runs);
-                    thread.count_each(&own.total, runs);
-                    *last_charged = Some(own.last);
-                }
-                None => {
-                    return;
-                }
+            if let Some(own) = own_runs.get(slot).and_then(Option::as_deref) {
+                own.charge(table, runs);
+                thread.count_each(&own.total, runs);
+                *last_charged = Some(own.last);
             }
         }
     }
