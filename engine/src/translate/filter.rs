@@ -34,12 +34,13 @@
 //! after it ([`forget`]), as in a forked child.
 //!
 //! The checks use `rax`, `rcx` and `rdx` through the area's slots and
-//! change no flag (`lea`, `mov`, `movzx`, BMI2's `shrx`, `jrcxz`); the
-//! path that writes a record ([`Checks::finish`], out of line) keeps the
-//! flags in a slot (`lahf`/`seto`). Its record store may fault in the
-//! buffer's guard page: nothing has changed then, and the tracer restarts
-//! the path from its start with the other half ([`Checks::finish`]'s
-//! starts).
+//! change no flag (`lea`, `mov`, `movzx`, BMI2's `shrx`, `jrcxz`); a check
+//! that does not hit goes through a short path of its translation (out of
+//! line) to the region's routine of its table ([`routine`]), which keeps
+//! the flags in a slot (`lahf`/`seto`), writes the record and teaches the
+//! table. Its record store may fault in the buffer's guard page: nothing
+//! has changed then, and the tracer restarts the routine with the other
+//! half.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
 
@@ -530,7 +531,7 @@ impl Checks {
             }
         }
         code.append(&mut emit.list);
-        self.record_path(table, address, size, check, path, hit)
+        self.record_path(table, address, check, path, hit)
     }
 
     /// The out-of-line path of a check: puts the address, the record's
@@ -540,13 +541,11 @@ impl Checks {
         &mut self,
         table: TableAt,
         address: Address<'_>,
-        size: u32,
         check: Check,
         start: u64,
         back: u64,
     ) -> Result<(), Refusal> {
         let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
-        let _ = size;
         let routine = match table.base {
             0 => self.routines.i1,
             _ => self.routines.d1,
