@@ -237,14 +237,11 @@ impl Simulation {
             return Box::default();
         };
         let cache_use = self.cache_use;
-        let bits = line_size.trailing_zeros();
-        let mut ended_in = None;
+        let starts = cgx_engine::fetch_points(instructions, line_size);
         let mut points: Vec<FetchPoint> = Vec::new();
-        for (position, &(addr, len)) in (0u32..).zip(instructions) {
-            let last = addr.wrapping_add(u64::from(len.max(1)) - 1);
-            let (first, last) = (addr >> bits, last >> bits);
-            match points.last_mut() {
-                Some(point) if ended_in == Some(first) && first == last => {
+        for ((position, &(addr, len)), starts) in (0u32..).zip(instructions).zip(starts) {
+            match (starts, points.last_mut()) {
+                (false, Some(point)) => {
                     point.followers += 1;
                     if cache_use {
                         point.mask |= cgx_sim::fetch_mask_of(line_size, addr, len.into());
@@ -256,7 +253,6 @@ impl Simulation {
                     mask: 0,
                 }),
             }
-            ended_in = Some(last);
         }
         points.into_boxed_slice()
     }

@@ -49,5 +49,5 @@ pub use launch::Command;
 pub use prefetch::prefetch;
 pub use step::{Outcome, RunOptions};
 pub use system_time::SystemCallClocks;
-pub use translate::{FilterGeometry, FilteredAccesses, L1Filter};
+pub use translate::{fetch_points, FilterGeometry, FilteredAccesses, L1Filter};
 pub use translate::{Repeats, SimulatedBlocks, WholeBlocks};

@@ -150,7 +150,11 @@ impl L1Filter {
     }
 }
 
-/// See [`L1Filter::fetch_points`], for lines of `line_size` bytes.
+/// Which of `instructions` (address, length) the I1 simulation sees
+/// fetched in a run of their block, for lines of `line_size` bytes: the
+/// first, and each not wholly in the line its predecessor ended in (the
+/// others hit that line, the most recently used of its set). The rule of
+/// the filter's checks and of the simulation's steps.
 pub fn fetch_points(instructions: &[(u64, u8)], line_size: u32) -> Vec<bool> {
     let bits = line_size.trailing_zeros();
     let mut ended_in = None;

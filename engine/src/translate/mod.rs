@@ -120,7 +120,7 @@ mod capture;
 mod emit;
 mod encode;
 mod filter;
-pub use filter::{FilterGeometry, L1Filter};
+pub use filter::{fetch_points, FilterGeometry, L1Filter};
 mod flags;
 mod inject;
 mod interned;
