@@ -138,10 +138,7 @@ impl Process {
             }
             let fetches = simulation.fetch_points(simulated.instructions);
             if let Some(own) = OwnRun::new(block.0, &charged_steps, &every, table, fetches) {
-                if own_runs.len() <= slot {
-                    own_runs.resize(slot + 1, None);
-                }
-                own_runs[slot] = Some(Box::new(own));
+                keep(own_runs, slot, own);
             }
         }
     }
@@ -296,8 +293,8 @@ impl Process {
                         every.extend(counts.split_first().0.map(|column| (index, column as u32)));
                     }
                 }
-                let own = OwnRun::new(block.0, &charged_steps, &every, table, Box::default());
-                if own.is_none() {
+                let Some(own) = OwnRun::new(block.0, &charged_steps, &every, table, Box::default())
+                else {
                     // Charged one event at a time (each instruction has a
                     // slot made above, so this does not happen).
                     let width = events.len().min(MAX_EVENTS);
@@ -310,11 +307,8 @@ impl Process {
                     }
                     *last_charged = charged_steps.last().copied();
                     continue;
-                }
-                if own_runs.len() <= slot {
-                    own_runs.resize(slot + 1, None);
-                }
-                own_runs[slot] = own.map(Box::new);
+                };
+                keep(own_runs, slot, own);
             }
             if let Some(own) = own_runs.get(slot).and_then(Option::as_deref) {
                 own.charge(table, runs);
@@ -462,6 +456,14 @@ impl Process {
             }
         }
     }
+}
+
+/// Keeps `own` as what every run of the block with key `slot` charges.
+fn keep(own_runs: &mut Vec<Option<Box<OwnRun>>>, slot: usize, own: OwnRun) {
+    if own_runs.len() <= slot {
+        own_runs.resize(slot + 1, None);
+    }
+    own_runs[slot] = Some(Box::new(own));
 }
 
 /// Where a whole run of a block reports under Cachegrind's attribution:

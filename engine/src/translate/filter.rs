@@ -53,6 +53,7 @@ use super::area::{
 use super::capture::{operand_address, OperandAddress};
 use super::emit::Emit;
 use super::memory::Memory;
+use super::pending::{restore_flags, save_flags};
 use super::translator::Refusal;
 use crate::error::Result;
 
@@ -311,16 +312,33 @@ impl Table {
 /// A cache's table, and the rule for its lines.
 #[derive(Clone, Copy, Debug)]
 struct TableAt {
-    /// Offset of its entries from the tables' address.
-    base: u64,
+    /// I1's (else D1's).
+    fetches: bool,
     geometry: FilterGeometry,
 }
 
 impl TableAt {
+    /// The table of `filter`'s I1 (`fetches`) or D1.
+    fn of(filter: &L1Filter, fetches: bool) -> TableAt {
+        let geometry = match fetches {
+            true => filter.i1,
+            false => filter.d1,
+        };
+        TableAt { fetches, geometry }
+    }
+
+    /// Offset of its entries from the tables' address (I1's first).
+    fn base(&self) -> u64 {
+        match self.fetches {
+            true => 0,
+            false => ENTRIES * 8,
+        }
+    }
+
     /// `[tables + index * scale + base + extra]`, `tables` holding the
     /// tables' address.
     fn entry(&self, tables: Register, index: Register, scale: u32, extra: u64) -> MemoryOperand {
-        let displacement = (self.base + extra) as i64;
+        let displacement = (self.base() + extra) as i64;
         MemoryOperand::new(tables, index, scale, displacement, 8, false, Register::None)
     }
 }
@@ -379,21 +397,9 @@ impl Checks {
         self.accesses
     }
 
-    fn i1(&self) -> TableAt {
-        TableAt {
-            base: 0,
-            geometry: self.filter.i1,
-        }
-    }
-
-    fn d1(&self) -> TableAt {
-        TableAt {
-            base: ENTRIES * 8,
-            geometry: self.filter.d1,
-        }
-    }
-
-    fn new_label(&mut self) -> Result<u64, Refusal> {
+    /// A label for the translation's code (the checks take theirs from
+    /// the same ones).
+    pub fn label(&mut self) -> Result<u64, Refusal> {
         let label = self.label;
         if label >= LABELS_END {
             return Err("too many filtered accesses".into());
@@ -410,7 +416,8 @@ impl Checks {
         (addr, len): (u64, u8),
     ) -> Result<(), Refusal> {
         let check = Check::Fetch(addr, len);
-        self.check(code, self.i1(), Address::Known(addr), u32::from(len), check)
+        let table = TableAt::of(&self.filter, true);
+        self.check(code, table, Address::Known(addr), u32::from(len), check)
     }
 
     /// Checks the data access of the instruction at `instruction` at
@@ -421,7 +428,9 @@ impl Checks {
         code: &mut Vec<Instruction>,
         instruction: u64,
         memory: &UsedMemory,
-        (offset, size, kind): (u64, u32, AccessKind),
+        offset: u64,
+        size: u32,
+        kind: AccessKind,
     ) -> Result<(), Refusal> {
         let size = size.min(self.filter.min_line);
         let check = Check::Access(instruction, size, kind);
@@ -430,7 +439,8 @@ impl Checks {
             OperandAddress::Known(addr) => Address::Known(addr.wrapping_add(offset)),
             OperandAddress::Computed => Address::Operand(memory, offset),
         };
-        self.check(code, self.d1(), address, size, check)
+        let table = TableAt::of(&self.filter, false);
+        self.check(code, table, address, size, check)
     }
 
     /// The check of `size` bytes at `address` against `table`, whose
@@ -444,7 +454,7 @@ impl Checks {
         check: Check,
     ) -> Result<(), Refusal> {
         let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
-        let (hit, path) = (self.new_label()?, self.new_label()?);
+        let (hit, path) = (self.label()?, self.label()?);
         let mut emit = Emit::default();
         let bits = table.geometry.line_bits();
         match address {
@@ -473,7 +483,7 @@ impl Checks {
                     ))?;
                     let next = match index + 1 == lines.len() {
                         true => hit,
-                        false => self.new_label()?,
+                        false => self.label()?,
                     };
                     emit.jump(Code::Jrcxz_rel8_64, next)?;
                     emit.jump(Code::Jmp_rel32_64, path)?;
@@ -535,25 +545,25 @@ impl Checks {
             }
         }
         code.append(&mut emit.list);
-        self.record_path(table, address, check, path, hit)
+        let routine = match table.fetches {
+            true => self.routines.i1,
+            false => self.routines.d1,
+        };
+        self.record_path(routine, address, check, path, hit)
     }
 
     /// The out-of-line path of a check: puts the address, the record's
     /// tag and `back` (which restores the registers) in the slots and goes
-    /// to the table's routine ([`routine`]).
+    /// to its table's `routine` ([`routine`]).
     fn record_path(
         &mut self,
-        table: TableAt,
+        routine: u64,
         address: Address<'_>,
         check: Check,
         start: u64,
         back: u64,
     ) -> Result<(), Refusal> {
         let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
-        let routine = match table.base {
-            0 => self.routines.i1,
-            _ => self.routines.d1,
-        };
         let code = &mut self.paths;
         code.label(start);
         match address {
@@ -582,17 +592,11 @@ impl Checks {
         code.jump(Code::Jmp_rel32_64, routine)
     }
 
-    /// A label for the translation's own code (the checks take theirs
-    /// from the same ones).
-    pub fn label(&mut self) -> Result<u64, Refusal> {
-        self.new_label()
-    }
-
     /// A label for code that writes a record in the body (a block's own
     /// record written late, before its `syscall`): a store there that
     /// faults restarts there too, as a record path's.
     pub fn restart_label(&mut self) -> Result<u64, Refusal> {
-        let label = self.new_label()?;
+        let label = self.label()?;
         self.starts.push(label);
         Ok(label)
     }
@@ -616,20 +620,9 @@ impl Checks {
 pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u8>, Refusal> {
     const DONE: u64 = 1;
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
-    let table = match fetches {
-        true => TableAt {
-            base: 0,
-            geometry: filter.i1,
-        },
-        false => TableAt {
-            base: ENTRIES * 8,
-            geometry: filter.d1,
-        },
-    };
+    let table = TableAt::of(filter, fetches);
     let mut code = Emit::default();
-    code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
-    code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
-    code.save(FILTER_FLAGS, rax)?;
+    save_flags(&mut code, FILTER_FLAGS)?;
     code.load(rcx, CURSOR)?;
     code.load(rdx, FILTER_TAG)?;
     code.push(Instruction::with2(
@@ -665,9 +658,7 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
     code.jump(Code::Je_rel32_64, DONE)?;
     first_in_set(&mut code, table, rcx)?;
     code.label(DONE);
-    code.load(rax, FILTER_FLAGS)?;
-    code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;
-    code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Sahf)))?;
+    restore_flags(&mut code, FILTER_FLAGS)?;
     code.load(rdx, FILTER_RDX)?;
     code.push(Instruction::with1(Code::Jmp_rm64, slot(FILTER_BACK)))?;
     let (bytes, _) = super::encode::encode(&code.list, at)?;

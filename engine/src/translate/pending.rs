@@ -642,14 +642,14 @@ fn call_repeats_here(code: &mut Emit, segment: Register, fail: u64) -> Result<()
 }
 
 /// The flags kept with `lahf`/`seto` at `from` saved (rax lost).
-fn save_flags(code: &mut Emit, into: u64) -> std::result::Result<(), Refusal> {
+pub(super) fn save_flags(code: &mut Emit, into: u64) -> std::result::Result<(), Refusal> {
     code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Lahf)))?;
     code.push(Instruction::with1(Code::Seto_rm8, Register::AL))?;
     code.save(into, Register::RAX)
 }
 
 /// The tracee's flags back from the slot at `from` (rax lost).
-fn restore_flags(code: &mut Emit, from: u64) -> std::result::Result<(), Refusal> {
+pub(super) fn restore_flags(code: &mut Emit, from: u64) -> std::result::Result<(), Refusal> {
     let rax = Register::RAX;
     code.load(rax, from)?;
     code.push(Instruction::with2(Code::Add_rm8_imm8, Register::AL, 0x7f))?;

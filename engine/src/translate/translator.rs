@@ -700,7 +700,7 @@ pub(super) fn translate(
     if last.rep {
         recorder.counter(&mut code.list)?;
         recorder.addresses(&mut code.list, &last_decoded.accesses)?;
-        match checks.as_mut() {
+        let iterating = match checks.as_mut() {
             Some(checks) => {
                 // Past the fetch's check the exit may be out of `jrcxz`'s
                 // reach: it jumps over a jump to the exit.
@@ -711,23 +711,23 @@ pub(super) fn translate(
                 if let Some(exit) = code.list.last_mut() {
                     exit.set_ip(zero);
                 }
-                let iterating = code.list.len();
+                let iterating = (code.list.len(), iterate);
                 // Only a pass that iterates accesses memory.
                 access_checks(checks, &mut code.list, last.addr, last_decoded)?;
-                let mut once = instruction;
-                once.set_has_rep_prefix(false);
-                once.set_has_repne_prefix(false);
-                code.program(once);
-                if let Some(first) = code.list.get_mut(iterating) {
-                    first.set_ip(iterate);
-                }
+                Some(iterating)
             }
             None => {
                 code.jump(Code::Jrcxz_rel8_64, slot_of(0))?;
-                let mut once = instruction;
-                once.set_has_rep_prefix(false);
-                once.set_has_repne_prefix(false);
-                code.program(once);
+                None
+            }
+        };
+        let mut once = instruction;
+        once.set_has_rep_prefix(false);
+        once.set_has_repne_prefix(false);
+        code.program(once);
+        if let Some((at, label)) = iterating {
+            if let Some(first) = code.list.get_mut(at) {
+                first.set_ip(label);
             }
         }
         if rep_while_zero_flag(&instruction).is_some() {
@@ -1108,10 +1108,10 @@ fn access_checks(
 ) -> Result<(), Refusal> {
     let mut accesses = Vec::new();
     decoded.accesses.templates(|_, memory, offset, size, kind| {
-        accesses.push((*memory, (offset, size, kind)));
+        accesses.push((*memory, offset, size, kind));
     });
-    for (memory, access) in accesses {
-        checks.access(list, addr, &memory, access)?;
+    for (memory, offset, size, kind) in accesses {
+        checks.access(list, addr, &memory, offset, size, kind)?;
     }
     Ok(())
 }
