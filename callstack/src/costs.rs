@@ -119,6 +119,14 @@ impl Profile {
         }
     }
 
+    /// The counts of the instruction at `position` (empty past the last).
+    pub fn row(&self, position: usize) -> &[u64] {
+        let width = self.total.len();
+        self.rows
+            .get(position * width..(position + 1) * width)
+            .unwrap_or_default()
+    }
+
     /// Counts `column` for the instruction at `position`.
     pub fn count(&mut self, position: usize, column: usize) {
         let width = self.total.len();
@@ -503,17 +511,17 @@ impl Costs {
         self.blocks.get(index)?.profile.as_deref()
     }
 
-    /// Adds 1 to event `column` of the instruction at `position` of cost
-    /// table `index`.
+    /// Adds `count` to event `column` of the instruction at `position` of
+    /// cost table `index`.
     #[inline]
-    pub fn count_in_block(&mut self, index: usize, position: usize, column: usize) {
+    pub fn count_in_block(&mut self, index: usize, position: usize, column: usize, count: u64) {
         if let Some(block) = self.blocks.get_mut(index) {
             let width = block.width();
             if column >= width {
                 return;
             }
             if let Some(cell) = block.costs.get_mut(position * width + column) {
-                *cell = cell.wrapping_add(1);
+                *cell = cell.wrapping_add(count);
             }
         }
     }

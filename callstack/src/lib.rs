@@ -39,6 +39,7 @@ mod keys;
 
 mod pending;
 mod process;
+mod run_misses;
 mod sequences;
 mod simulation;
 mod system_time;
@@ -184,10 +185,12 @@ impl Options {
     /// attribution of `Ir` alone (no simulation, no bus events), no jumps
     /// collected and no block triggers, where such a run only adds to its
     /// block's count in the context and to the inclusive costs of the
-    /// call arcs around it.
+    /// call arcs around it; also with the cache simulation when the backend
+    /// filters its fetches and accesses ([`Options::filtered`]), whose
+    /// misses then come apart, each naming its run.
     pub fn quiet_runs(&self) -> bool {
         !self.cachegrind
-            && !self.cache_sim
+            && (!self.cache_sim || self.filtered)
             && !self.branch_sim
             && !self.cacheuse
             && !self.collect_bus

@@ -39,6 +39,15 @@ enum Form {
     },
 }
 
+/// Events beyond a profile: `count` in `column` of the instruction at
+/// `position`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Extra {
+    position: u32,
+    column: u32,
+    count: u64,
+}
+
 /// Executed instructions not charged yet.
 #[derive(Clone, Debug)]
 pub(crate) struct Pending {
@@ -47,7 +56,7 @@ pub(crate) struct Pending {
     costs: Vec<CostArray>,
     /// With a run of a table with a profile: the events beyond it
     /// (instruction position, event column).
-    extras: Vec<(u32, u32)>,
+    extras: Vec<Extra>,
 }
 
 impl Default for Pending {
@@ -116,13 +125,13 @@ impl Pending {
             }
             self.costs.push(cost);
         }
-        for &(position, column) in &self.extras {
+        for extra in &self.extras {
             if let Some(cell) = self
                 .costs
-                .get_mut(position as usize)
-                .and_then(|cost| cost.get_mut(column as usize))
+                .get_mut(extra.position as usize)
+                .and_then(|cost| cost.get_mut(extra.column as usize))
             {
-                *cell += 1;
+                *cell += extra.count;
             }
         }
         self.extras.clear();
@@ -191,7 +200,49 @@ impl Pending {
     /// [`Pending::push_run`]).
     #[inline]
     pub fn count_extra(&mut self, position: usize, column: usize) {
-        self.extras.push((position as u32, column as u32));
+        self.count_extras(position, column, 1);
+    }
+
+    /// `count` more events in `column` of the instruction at `position`
+    /// of a pending whole run of a table with a profile.
+    #[inline]
+    fn count_extras(&mut self, position: usize, column: usize, count: u64) {
+        self.extras.push(Extra {
+            position: position as u32,
+            column: column as u32,
+            count,
+        });
+    }
+
+    /// `count` more events in `column` of the pending instruction at
+    /// `addr` (the last one there): extras of a run of a table with a
+    /// profile, else in its listed cost (the last instruction's when none
+    /// is at `addr`).
+    pub fn count_at(&mut self, costs: &Costs, addr: u64, column: usize, count: u64) {
+        if let Form::Run {
+            table,
+            count: instructions,
+            ..
+        } = self.form
+        {
+            let addrs = costs.block_addrs(table);
+            let position = addrs[..instructions.min(addrs.len())]
+                .iter()
+                .position(|&at| at == addr);
+            if let (Some(_), Some(position)) = (costs.profile(table), position) {
+                self.count_extras(position, column, count);
+                return;
+            }
+        }
+        self.list(costs);
+        let index = self.addrs.iter().rposition(|&at| at == addr);
+        let cost = match index {
+            Some(index) => self.costs.get_mut(index),
+            None => self.costs.last_mut(),
+        };
+        if let Some(cell) = cost.and_then(|cost| cost.get_mut(column)) {
+            *cell += count;
+        }
     }
 
     /// The cost table, instruction count and number of runs of a pending
@@ -250,9 +301,10 @@ impl Pending {
                         }
                     }
                 }
-                for &(_, column) in &self.extras {
-                    match total.get_mut(column as usize) {
-                        Some(sum) if column as usize >= from => *sum = sum.wrapping_add(1),
+                for extra in &self.extras {
+                    let column = extra.column as usize;
+                    match total.get_mut(column) {
+                        Some(sum) if column >= from => *sum = sum.wrapping_add(extra.count),
                         _ => {}
                     }
                 }
@@ -304,8 +356,9 @@ impl Pending {
         } = self.form
         {
             if run == table && costs.count_runs(table, count, runs) {
-                for &(position, column) in &self.extras {
-                    costs.count_in_block(table, position as usize, column as usize);
+                for extra in &self.extras {
+                    let (position, column) = (extra.position as usize, extra.column as usize);
+                    costs.count_in_block(table, position, column, extra.count);
                 }
                 return;
             }

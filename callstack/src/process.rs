@@ -1,10 +1,12 @@
 //! One traced process: its symbols, functions, threads and cost tables.
 //! What happens to them is in the files under `process/`: whole blocks
 //! with Callgrind's attribution (`run`), with the simulations (`simulated`),
+//! with the simulations' fetches and accesses filtered (`filtered`),
 //! Cachegrind's attribution (`own`), client requests and live control
 //! (`requests`), and dumps (`dumps`).
 
 mod dumps;
+mod filtered;
 mod own;
 mod requests;
 mod run;

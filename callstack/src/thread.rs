@@ -35,14 +35,17 @@ use crate::costs::{add, ArcKey, CallArc, Costs, JumpArc, Profile};
 use crate::events::EventSet;
 use crate::functions::{BlockInfo, FnId, Functions};
 use crate::pending::Pending;
+use crate::run_misses::RunMisses;
 use crate::Options;
 
 mod calls;
+mod filtered;
 mod setup;
 mod signals;
 
 use calls::level_of;
 pub(crate) use calls::Trigger;
+pub(crate) use filtered::ProfiledRuns;
 
 /// What a thread's events need from the process.
 pub(crate) struct Shared<'a> {
@@ -240,6 +243,8 @@ pub(crate) struct ThreadState {
     /// the next block's arrival makes (through a skipped function, the
     /// call its jump makes).
     repeated_calls: u64,
+    /// With a filter, the misses of runs not reported yet (`run_misses`).
+    pub run_misses: RunMisses,
 }
 
 impl ThreadState {
@@ -258,6 +263,7 @@ impl ThreadState {
             spare_costs: Vec::new(),
             triggers: Vec::new(),
             repeated_calls: 0,
+            run_misses: RunMisses::default(),
         }
     }
 
@@ -445,6 +451,10 @@ impl ThreadState {
     /// the cache simulation its events (and with branch simulation its
     /// branches) were already counted in the thread's total.
     pub fn finish(&mut self, shared: &Shared<'_>) {
+        // Misses of runs never reported count where the thread ends.
+        for miss in self.run_misses.take_left() {
+            self.count_at(shared.costs, miss.addr, miss.column as usize, miss.count);
+        }
         let from = if shared.events.cache.is_some() { 0 } else { 1 };
         let state = self.state();
         let Some(block) = state.block.as_mut() else {

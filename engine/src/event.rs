@@ -117,6 +117,10 @@ pub struct WholeBlock<'a> {
     /// With `RunOptions::filter`, the data accesses every run makes (their
     /// addresses are not known: 0).
     pub(crate) accesses: &'a [crate::translate::PlannedAccess],
+    /// With `RunOptions::filter` and quiet runs, its record, which the
+    /// [`FilteredAccess::record`] of its runs' fetches and accesses name,
+    /// reported before it ([`EventSink::accesses_filtered`]); else 0.
+    pub record: u64,
 }
 
 impl<'a> WholeBlock<'a> {
@@ -139,6 +143,10 @@ pub struct FilteredAccess {
     pub instruction: (u64, u8),
     /// Its data access, or `None` for its fetch.
     pub access: Option<DataAccess>,
+    /// With quiet runs, the record of the run it belongs to, reported
+    /// after it ([`WholeBlock::record`]); 0 when the run is the thread's
+    /// last block reported (or Cachegrind's, which has no runs).
+    pub record: u64,
 }
 
 /// How the repeats of a [`WholeBlock`] ran.
@@ -453,7 +461,9 @@ pub trait EventSink {
     /// With `RunOptions::filter`, the fetches and data accesses the
     /// program's thread did not filter, in the order they ran (their
     /// instructions' runs and events are reported apart, and counted
-    /// only).
+    /// only). With quiet runs too, a drain's are reported before its
+    /// blocks, each naming the record of its run
+    /// ([`FilteredAccess::record`]).
     fn accesses_filtered(&mut self, _thread: Thread, accesses: &mut FilteredAccesses<'_>) {
         accesses.for_each(drop);
     }

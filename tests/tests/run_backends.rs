@@ -21,10 +21,10 @@
 //! program (`hello.c`) with the cache and branch simulations, and for one
 //! whose calls repeat (`calls_again.c`: direct, indirect, nested and PLT
 //! calls in a loop) with the option sets of quiet runs, and for one made
-//! for Cachegrind's cache simulation filtered in the program
-//! (`filtered.c`: sweeps, accesses across lines, REP passes, stepped
-//! blocks between loads of one set, a signal handler, a fork) with three
-//! cache geometries. On the
+//! for Cachegrind's and Callgrind's cache simulations filtered in the
+//! program (`filtered.c`: sweeps, accesses across lines, REP passes,
+//! stepped blocks between loads of one set, a signal handler, a fork)
+//! with three cache geometries, and Callgrind's on `calls_again.c`. On the
 //! two-thread program (`threads.c`) the same holds for the option sets
 //! without simulations (`--separate-threads=yes` too). On a dynamically
 //! linked program with two threads, a signal handler, `longjmp` and a fork
@@ -334,10 +334,27 @@ const FILTER_OPTION_SETS: &[OptionSet] = &[
         "--cachegrind-out-file={out}/cachegrind.out.%p",
         false,
     ),
+    // Callgrind's, whose filtered runs are counted in segments and whose
+    // filter records name their run (`cgx_engine::FilteredAccess::record`).
+    (
+        &["--cache-sim=yes", "--D1=32768,8,64", "--dump-instr=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &["--cache-sim=yes", "--I1=16384,4,32", "--D1=16384,2,128"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &["--cache-sim=yes", "--D1=65536,2,64"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
 ];
 
 #[test]
-fn cachegrind_filtered_in_the_program_gives_the_same_profiles() {
+fn cache_simulations_filtered_in_the_program_give_the_same_profiles() {
     differential(
         &Case {
             source: "filtered.c",
@@ -367,6 +384,22 @@ const QUIET_OPTION_SETS: &[OptionSet] = &[
     ),
     (
         &["--fn-skip=branchy", "--skip-plt=no"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    // With the cache simulation, filtered in the program (the misses of
+    // runs counted in an earlier call's records).
+    (
+        &["--cache-sim=yes", "--dump-instr=yes"],
+        "--callgrind-out-file={out}/callgrind.out.%p",
+        false,
+    ),
+    (
+        &[
+            "--cache-sim=yes",
+            "--separate-recs=3",
+            "--separate-callers=2",
+        ],
         "--callgrind-out-file={out}/callgrind.out.%p",
         false,
     ),

@@ -326,6 +326,10 @@ impl Process {
         if !self.instrumenting {
             return;
         }
+        if !self.options.cachegrind {
+            self.accesses_attributed(tid, accesses);
+            return;
+        }
         // Creates the thread when it is new.
         self.thread(tid);
         let Process {
@@ -350,6 +354,7 @@ impl Process {
         for FilteredAccess {
             instruction: (addr, len),
             access,
+            ..
         } in accesses
         {
             let step = match access {

@@ -85,9 +85,10 @@ impl Process {
     /// are looked up once for all of them.
     pub fn blocks_executed(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
         if self.options.filtered {
-            match self.instrumenting {
-                true => self.blocks_filtered(tid, blocks),
-                false => blocks.for_each(drop),
+            match (self.instrumenting, self.options.cachegrind) {
+                (true, true) => self.blocks_filtered(tid, blocks),
+                (true, false) => self.blocks_attributed(tid, blocks),
+                (false, _) => blocks.for_each(drop),
             }
             return;
         }

@@ -401,9 +401,21 @@ impl Process {
             simulation.set_collect(thread.collecting());
         }
         if thread.last_cost(costs).is_some() {
-            let counts = simulate(simulation, owners, key, thread, cacheuse, |sim, owner| {
-                sim.step(step, owner)
-            });
+            // With a filter, what it lets through is simulated apart
+            // (`Process::accesses_attributed`).
+            let filtered = options.filtered;
+            let counts =
+                simulate(
+                    simulation,
+                    owners,
+                    key,
+                    thread,
+                    cacheuse,
+                    |sim, owner| match filtered {
+                        true => sim.every_run(step),
+                        false => sim.step(step, owner),
+                    },
+                );
             if let Some(last) = thread.last_cost(costs) {
                 counts.add_to(last);
             }

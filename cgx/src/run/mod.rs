@@ -246,13 +246,20 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
 }
 
 /// The filter of first-level cache hits the translate backend runs with
-/// Cachegrind's cache simulation alone (no branch simulation), when this
+/// Cachegrind's cache simulation alone (no branch simulation), or
+/// Callgrind's (no write-back or prefetch, and the collector's options
+/// with which runs keep their context: `Options::quiet_runs`), when this
 /// host and `caches` allow it (see [`cgx_engine::L1Filter`]).
 fn l1_filter(options: &Options, caches: &CachesConfig) -> Option<cgx_engine::L1Filter> {
-    let applies = options.tool == Tool::Cachegrind
-        && options.cache_sim
-        && !options.branch_sim
-        && options.backend == Backend::Translate;
+    let tool_applies = match options.tool {
+        Tool::Cachegrind => !options.branch_sim,
+        Tool::Callgrind => {
+            !options.simulate_wb
+                && !options.simulate_hwpref
+                && collector_options(options, String::new(), None, true).quiet_runs()
+        }
+    };
+    let applies = tool_applies && options.cache_sim && options.backend == Backend::Translate;
     let geometry = |cache: &cgx_sim::CacheConfig| cgx_engine::FilterGeometry {
         line_size: cache.line_size,
         sets: cache.sets(),

@@ -39,8 +39,19 @@
 //!   the stack of calls, so no run is counted in a record the tracer
 //!   reads.
 //!
+//! - with a filter whose records name their run (`filter::RECORD_WORDS`,
+//!   with quiet runs), the buffer of filter records, in two halves of
+//!   [`FILTER_HALF`] bytes, each followed by a guard page: the record
+//!   store that would overflow a half faults there, and the tracer points
+//!   the filter cursor at the other half, restarts the filter routine,
+//!   and replays the full half while the thread runs. Their records come
+//!   apart from the blocks' so that a block never stops half-way for its
+//!   record buffer: a run and what it names stay in one drain.
+//!
 //! So threads running at the same time never share a slot or a buffer, and
 //! a full buffer stops only its own thread, and only briefly.
+
+use std::ops::Range;
 
 use iced_x86::{MemoryOperand, Register};
 
@@ -53,6 +64,10 @@ use super::layout::{Layout, BUFFER_SIZE, COUNTERS, MAX_RECORD, PAGE};
 /// Bytes of a thread's stack of calls (`quiet`), a ring of 32-byte
 /// entries whose offsets are 16-bit.
 const CALLS_BYTES: u64 = 1 << 16;
+
+/// Bytes of each half of a thread's buffer of filter records that name
+/// their run.
+pub(super) const FILTER_HALF: u64 = BUFFER_SIZE / 2;
 /// Bytes of a thread's table of records of quiet runs (`quiet`): two
 /// words per entry, in two arrays.
 const RUNS_BYTES: u64 = 16 * quiet::RUNS_ENTRIES;
@@ -174,6 +189,9 @@ pub(super) const FILTER_ADDR: u64 = FILTER_TABLES + 8;
 pub(super) const FILTER_TAG: u64 = FILTER_ADDR + 8;
 /// Where the routine goes back to.
 pub(super) const FILTER_BACK: u64 = FILTER_TAG + 8;
+/// The next free word of the buffer of filter records that name their
+/// run (`filter::RECORD_WORDS`).
+pub(super) const FILTER_CURSOR: u64 = FILTER_BACK + 8;
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_DEPTH) / 8 + 1) as usize;
@@ -215,12 +233,18 @@ pub(super) struct Area {
     /// Bytes of each buffer half in use (at most [`BUFFER_SIZE`], a
     /// multiple of [`PAGE`]); the rest of a half's space is never touched.
     half: u64,
+    /// Whether its buffer of filter records is in use (guarded).
+    filter_records: bool,
 }
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 =
-        PAGE + 2 * (BUFFER_SIZE + PAGE) + 40 * COUNTERS + CALLS_BYTES + RUNS_BYTES;
+    pub const SIZE: u64 = PAGE
+        + 2 * (BUFFER_SIZE + PAGE)
+        + 40 * COUNTERS
+        + CALLS_BYTES
+        + RUNS_BYTES
+        + 2 * (FILTER_HALF + PAGE);
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
     pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
     /// Offset of the translations' entries for quiet runs (translation
@@ -230,11 +254,17 @@ impl Area {
     pub const CALLS_BASE: u64 = Area::QUIET_BASE + 32 * COUNTERS;
     /// Offset of the thread's table of records of quiet runs (`quiet`).
     pub const RUNS_BASE: u64 = Area::CALLS_BASE + CALLS_BYTES;
+    /// Offset of the buffer of filter records that name their run.
+    pub const FILTER_BASE: u64 = Area::RUNS_BASE + RUNS_BYTES;
 
     /// An area at `base` whose slots are ordinary memory, for tests.
     #[cfg(test)]
     pub fn for_test(base: u64) -> Area {
-        Area { base, half: PAGE }
+        Area {
+            base,
+            half: PAGE,
+            filter_records: false,
+        }
     }
 
     /// The address of the slot at `offset`.
@@ -270,18 +300,87 @@ impl Area {
         (0..2).find(|&half| (self.guard(half)..self.guard(half) + PAGE).contains(&addr))
     }
 
+    /// The first record of half `half` of the buffer of filter records.
+    pub fn filter_buffer(&self, half: u64) -> u64 {
+        self.base + Area::FILTER_BASE + half * (FILTER_HALF + PAGE)
+    }
+
+    /// The guard page after half `half` of the buffer of filter records.
+    fn filter_guard(&self, half: u64) -> u64 {
+        self.filter_buffer(half) + FILTER_HALF
+    }
+
+    /// The half of the buffer of filter records whose guard page holds
+    /// `addr` (none when that buffer is not in use).
+    pub fn filter_half_guarded_by(&self, addr: u64) -> Option<u64> {
+        let guarded = |half| self.filter_guard(half)..self.filter_guard(half) + PAGE;
+        (0..2).find(|&half| self.filter_records && guarded(half).contains(&addr))
+    }
+
+    /// All the blocks' buffer, for a filter record's run
+    /// ([`crate::event::FilteredAccess::record`]).
+    pub fn whole_buffer(&self) -> Range<u64> {
+        self.buffer(0)..self.guard(1)
+    }
+
+    /// The filter records of a stopped thread that name their run: the
+    /// half of their buffer the filter cursor is in, and their bytes
+    /// (none when that buffer is not in use).
+    pub fn filter_records(&self, memory: &Memory) -> Result<(u64, Range<u64>)> {
+        if !self.filter_records {
+            return Ok((0, 0..0));
+        }
+        let cursor = memory.read_u64(self.at(FILTER_CURSOR))?;
+        let half = (0..2)
+            .find(|&half| (self.filter_buffer(half)..=self.filter_guard(half)).contains(&cursor))
+            .ok_or_else(|| {
+                Error::Unexpected(format!(
+                    "translate: filter cursor {cursor:#x} outside its buffer"
+                ))
+            })?;
+        Ok((half, self.filter_buffer(half)..cursor))
+    }
+
+    /// Makes the empty half `half` of the buffer of filter records the one
+    /// they go to.
+    pub fn start_filter_half(&self, memory: &Memory, half: u64) -> Result<()> {
+        match self.filter_records {
+            true => memory.write_u64(self.at(FILTER_CURSOR), self.filter_buffer(half)),
+            false => Ok(()),
+        }
+    }
+
     /// Maps an area into stopped `tid` (registers `regs`) after the
     /// region `layout` (or as near as it can), with buffer halves of
-    /// `half` bytes (rounded down to whole pages, at most [`BUFFER_SIZE`]), an empty buffer and the region's
+    /// `half` bytes (rounded down to whole pages, at most [`BUFFER_SIZE`]),
+    /// with a buffer of filter records that name their run when
+    /// `filter_records`, empty buffers and the region's
     /// indirect-branch table; the thread's GS base stays as it is (see
     /// [`Area::attach`]).
-    pub fn map(tid: i32, memory: &Memory, regs: &Regs, layout: &Layout, half: u64) -> Result<Area> {
+    pub fn map(
+        tid: i32,
+        memory: &Memory,
+        regs: &Regs,
+        layout: &Layout,
+        half: u64,
+        filter_records: bool,
+    ) -> Result<Area> {
         let gadget = layout.gadget();
         let base = inject::map_data(tid, memory, regs, gadget, layout.end(), Area::SIZE)?;
         let half = (half.min(BUFFER_SIZE) & !(PAGE - 1)).max(PAGE);
-        let area = Area { base, half };
-        for half in 0..2 {
-            let guard = area.guard(half);
+        let area = Area {
+            base,
+            half,
+            filter_records,
+        };
+        let filter_guards = match filter_records {
+            true => vec![area.filter_guard(0), area.filter_guard(1)],
+            false => Vec::new(),
+        };
+        for guard in [area.guard(0), area.guard(1)]
+            .into_iter()
+            .chain(filter_guards)
+        {
             if inject::protect(tid, memory, regs, gadget, guard, PAGE, libc::PROT_NONE)? != 0 {
                 return Err(Error::Unexpected(
                     "translate: cannot protect a record buffer's guard page".into(),
@@ -290,7 +389,7 @@ impl Area {
         }
         memory.write_u64(area.at(TABLE_BASE), layout.table())?;
         memory.write_u64(area.at(FILTER_TABLES), layout.filter_tables())?;
-        area.reset(memory)?;
+        area.reset_all(memory)?;
         Ok(area)
     }
 
@@ -298,6 +397,13 @@ impl Area {
     /// record slot at the spare record).
     pub fn reset(&self, memory: &Memory) -> Result<()> {
         self.start_half(memory, 0)
+    }
+
+    /// Empties the buffers: the blocks' ([`Area::reset`]) and the filter
+    /// records'.
+    pub fn reset_all(&self, memory: &Memory) -> Result<()> {
+        self.reset(memory)?;
+        self.start_filter_half(memory, 0)
     }
 
     /// Makes the empty buffer half `half` the one records go to (the

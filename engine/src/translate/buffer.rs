@@ -28,7 +28,7 @@ use crate::ptrace::Regs;
 use crate::semantics::{self, BranchRules, Dynamic, InstructionAt, Pass, Registers, Superblock};
 use crate::step::RunOptions;
 
-use super::area::{Area, CURSOR};
+use super::area::{Area, CURSOR, RECORD};
 use super::cache::{Cache, Interruption, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
 use super::filter;
@@ -65,11 +65,21 @@ pub(super) struct Replay {
     /// The program's threads filter fetches and data accesses (`filter`):
     /// the records are counted runs and filter records.
     pub filtered: bool,
+    /// ... with quiet runs: each filter record names the record of its run
+    /// (`filter::RECORD_WORDS`), and a drain's are reported before its
+    /// blocks ([`replay_attributed`]).
+    attributed: bool,
     /// The fetch and accesses of a stepped instruction on their way to the
     /// sink (kept between steps).
     unfiltered: Vec<FilteredAccess>,
     /// The run counts being replayed (kept between drains).
     counts: Vec<u64>,
+    /// The filter records being replayed, when they have a buffer of
+    /// their own (kept between drains).
+    filter_words: Vec<u64>,
+    /// Whether blocks were replayed since filter records that name their
+    /// run last were ([`FilteredAccesses::after_blocks`]).
+    pub(super) blocks_since_filtered: bool,
     /// The word buffers of chunks replayed on a helper thread (`ahead`),
     /// kept between drains.
     pub chunk_buffers: ChunkBuffers,
@@ -143,10 +153,13 @@ impl Replay {
             known: 0,
             superblock: Superblock::start(),
             words: Vec::new(),
-            counts_only: options.counts_only || options.filter.is_some(),
+            counts_only: options.counts_only || (options.filter.is_some() && !options.quiet_runs),
             filtered: options.filter.is_some(),
+            attributed: options.filter.is_some() && options.quiet_runs,
             unfiltered: Vec::new(),
             counts: Vec::new(),
+            filter_words: Vec::new(),
+            blocks_since_filtered: false,
             chunk_buffers: ChunkBuffers::default(),
         }
     }
@@ -241,10 +254,12 @@ impl Replay {
         unfiltered.push(FilteredAccess {
             instruction: at,
             access: None,
+            record: 0,
         });
         unfiltered.extend(accesses.into_iter().map(|access| FilteredAccess {
             instruction: at,
             access: Some(access),
+            record: 0,
         }));
         sink.accesses_filtered(thread, &mut FilteredAccesses::listed(&unfiltered));
         self.unfiltered = unfiltered;
@@ -445,6 +460,9 @@ pub struct WholeBlocks<'a> {
     /// The last record, when it counts its runs (translation, stack
     /// pointer).
     open: Option<(u32, u64)>,
+    /// The tracee's address of `words[0]` when the records name theirs
+    /// ([`WholeBlock::record`]), else 0.
+    base: u64,
 }
 
 impl<'a> WholeBlocks<'a> {
@@ -484,6 +502,7 @@ impl<'a> WholeBlocks<'a> {
             again: block,
             repeat: Repeat::Again,
             accesses,
+            record: 0,
         })
     }
 }
@@ -526,6 +545,10 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 runs
             } else {
                 1
+            };
+            let record = match self.base {
+                0 => 0,
+                base => base + 8 * self.at as u64,
             };
             self.at = end;
             if let Some(&next) = self.words.get(end) {
@@ -572,6 +595,7 @@ impl<'a> Iterator for WholeBlocks<'a> {
                 again,
                 repeat: info.counts_runs.unwrap_or(Repeat::Again),
                 accesses,
+                record,
             });
         }
     }
@@ -911,8 +935,120 @@ fn append(memory: &Memory, area: &Area, words: &[u64]) -> Result<()> {
     memory.write_u64(area.at(CURSOR), cursor + 8 * words.len() as u64)
 }
 
-/// [`drain`] once the pending call is settled.
+/// [`drain`] once the pending call is settled: with filter records that
+/// name their run, those first ([`drain_filter_records`]); with `split`,
+/// those of the run in the `RECORD` slot (the block making the system
+/// call) in order with it, before `split` but for the fetch of its last
+/// instruction, after.
 fn drain_records<S: EventSink + ?Sized>(
+    memory: &Memory,
+    cache: &Cache,
+    area: &Area,
+    mut to: Replaying<'_, S>,
+    split: Option<&mut dyn FnMut(&mut S)>,
+) -> Result<u64> {
+    if !to.replay.attributed {
+        return drain_blocks(memory, cache, area, to, split);
+    }
+    let Some(split) = split else {
+        drain_filter_records(memory, area, to.reborrow(), None)?;
+        return drain_blocks(memory, cache, area, to, None);
+    };
+    let running = memory.read_u64(area.at(RECORD))?;
+    let kept = drain_filter_records(memory, area, to.reborrow(), Some(running))?;
+    // The running block's last instruction (a record's first word is its
+    // translation).
+    let last = memory
+        .read_u64(running)
+        .ok()
+        .and_then(|id| cache.replay_info(id))
+        .and_then(|info| info.instructions.last().copied());
+    let fetched_last =
+        |access: &FilteredAccess| access.access.is_none() && Some(access.instruction) == last;
+    let at = match kept.last() {
+        Some(access) if fetched_last(access) => kept.len() - 1,
+        _ => kept.len(),
+    };
+    let (before, after) = kept.split_at(at);
+    let thread = to.thread;
+    let mut in_order = move |sink: &mut S| {
+        sink.accesses_filtered(thread, &mut FilteredAccesses::listed(before));
+        split(sink);
+    };
+    let records = drain_blocks(memory, cache, area, to.reborrow(), Some(&mut in_order))?;
+    to.sink
+        .accesses_filtered(thread, &mut FilteredAccesses::listed(after));
+    Ok(records)
+}
+
+/// The filter records of `area`'s thread that name their run (with quiet
+/// runs), replayed ([`replay_filter_records`]); their buffer is then
+/// empty.
+fn drain_filter_records<S: EventSink + ?Sized>(
+    memory: &Memory,
+    area: &Area,
+    to: Replaying<'_, S>,
+    kept: Option<u64>,
+) -> Result<Vec<FilteredAccess>> {
+    let (_, filtered) = area.filter_records(memory)?;
+    area.start_filter_half(memory, 0)?;
+    replay_filter_records(memory, area, filtered, to, kept)
+}
+
+/// The filter records in the tracee's bytes `filtered`, which name their
+/// run, reported to `to`'s sink ([`EventSink::accesses_filtered`]: a run
+/// in `area`'s buffer named, else 0) but those of run `kept`, returned in
+/// order, naming none (reported with it).
+pub(super) fn replay_filter_records<S: EventSink + ?Sized>(
+    memory: &Memory,
+    area: &Area,
+    filtered: Range<u64>,
+    to: Replaying<'_, S>,
+    kept: Option<u64>,
+) -> Result<Vec<FilteredAccess>> {
+    let Replaying {
+        replay,
+        sink,
+        thread,
+    } = to;
+    if filtered.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut words = std::mem::take(&mut replay.filter_words);
+    words.clear();
+    words.resize(
+        (filtered.end.saturating_sub(filtered.start) / 8) as usize,
+        0,
+    );
+    memory.read_bulk(filtered.start, bytemuck::cast_slice_mut(&mut words))?;
+    let after_blocks = std::mem::take(&mut replay.blocks_since_filtered);
+    let mut accesses = FilteredAccesses::named(&words, area.whole_buffer(), after_blocks);
+    let mut with_kept = Vec::new();
+    match kept {
+        None => {
+            sink.accesses_filtered(thread, &mut accesses);
+            for _ in &mut accesses {}
+        }
+        Some(run) => {
+            let (own, others): (Vec<_>, Vec<_>) = accesses.partition(|access| access.record == run);
+            let mut others = FilteredAccesses::listed(&others);
+            others.after_blocks = after_blocks;
+            sink.accesses_filtered(thread, &mut others);
+            with_kept = own
+                .into_iter()
+                .map(|access| FilteredAccess {
+                    record: 0,
+                    ..access
+                })
+                .collect();
+        }
+    }
+    replay.filter_words = words;
+    Ok(with_kept)
+}
+
+/// [`drain_records`] of the blocks' buffer.
+fn drain_blocks<S: EventSink + ?Sized>(
     memory: &Memory,
     cache: &Cache,
     area: &Area,
@@ -937,19 +1073,38 @@ fn drain_records<S: EventSink + ?Sized>(
     Ok(records)
 }
 
+/// What a stopped thread hands off ([`hand_off`]): the tracee's bytes of
+/// the full half's records, and of the filter records that name their run
+/// (to be replayed first, [`replay_filter_records`]).
+#[derive(Clone, Debug)]
+pub(super) struct HandedOff {
+    pub records: Range<u64>,
+    pub filtered: Range<u64>,
+}
+
 /// A stopped thread's buffer half is full, and the thread is at the
-/// prologue of a block: its records go on in the other half, and the
-/// full half's records are returned, to be replayed with
-/// [`replay_records`] while the thread runs (nothing writes them then).
-/// The last of them is a finished block's (the thread is entering
-/// another), so no record is left open.
-pub(super) fn hand_off(memory: &Memory, area: &Area) -> Result<Range<u64>> {
+/// prologue of a block: its records go on in the other half (its filter
+/// records that name their run too), and the full half's records are
+/// returned, to be replayed with [`replay_records`] while the thread runs
+/// (nothing writes them then). The last of them is a finished block's
+/// (the thread is entering another), so no record is left open.
+pub(super) fn hand_off(memory: &Memory, area: &Area) -> Result<HandedOff> {
     let pending = pending::settle(memory, area)?;
     let (half, records) = records_in(memory, area)?;
     area.start_half(memory, 1 - half)?;
     // The pending call's records come first in the other half.
     append(memory, area, &pending)?;
-    Ok(records)
+    let filtered = hand_off_filter_records(memory, area)?;
+    Ok(HandedOff { records, filtered })
+}
+
+/// A stopped thread's half of filter records that name their run is full:
+/// they go on in the other half, and the full one's bytes are returned,
+/// to be replayed with [`replay_filter_records`] while the thread runs.
+pub(super) fn hand_off_filter_records(memory: &Memory, area: &Area) -> Result<Range<u64>> {
+    let (half, filtered) = area.filter_records(memory)?;
+    area.start_filter_half(memory, 1 - half)?;
+    Ok(filtered)
 }
 
 /// The last record replayed, when it counts its runs: its translation and
@@ -1006,6 +1161,11 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         let left = words.len();
         words.resize(left + (bytes / 8) as usize, 0);
         memory.read_bulk(next, bytemuck::cast_slice_mut(&mut words[left..]))?;
+        // Where `words` start in the tracee, when runs are named.
+        let base = match replay.attributed {
+            true => next - 8 * left as u64,
+            false => 0,
+        };
         next += bytes;
         let more = next < end;
         let to = Replaying {
@@ -1013,7 +1173,7 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
             sink: &mut *sink,
             thread,
         };
-        let (at, records, last) = replay_chunk(cache, &words, counts, more, to, &mut split)?;
+        let (at, records, last) = replay_words(cache, &words, base, counts, more, to, &mut split)?;
         if records > 0 {
             (replayed, open) = (replayed + records, last);
         }
@@ -1024,6 +1184,7 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         }
     }
     replay.words = words;
+    replay.blocks_since_filtered |= replay.attributed && !records.is_empty();
     if let Some(split) = split {
         split(sink);
     }
@@ -1038,6 +1199,20 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
 pub(super) fn replay_chunk<S: EventSink + ?Sized>(
     cache: &Cache,
     words: &[u64],
+    counts: &[u64],
+    more: bool,
+    to: Replaying<'_, S>,
+    split: &mut Option<&mut dyn FnMut(&mut S)>,
+) -> Result<(usize, u64, OpenRecord)> {
+    replay_words(cache, words, 0, counts, more, to, split)
+}
+
+/// [`replay_chunk`] of `words` at `base` in the tracee (0: not said, see
+/// [`WholeBlock::record`]).
+fn replay_words<S: EventSink + ?Sized>(
+    cache: &Cache,
+    words: &[u64],
+    base: u64,
     counts: &[u64],
     more: bool,
     to: Replaying<'_, S>,
@@ -1076,7 +1251,9 @@ pub(super) fn replay_chunk<S: EventSink + ?Sized>(
                 replay: &mut *replay,
                 error: None,
                 records: 0,
-                open: None,
+                // Skipped filter records leave it as it is.
+                open,
+                base,
             };
             sink.blocks_executed(thread, &mut blocks);
             // What the sink did not take goes one block at a time.
@@ -1218,6 +1395,8 @@ fn filtered_key<'a>(
 /// instruction.
 pub struct FilteredAccesses<'a> {
     from: Unfiltered<'a>,
+    /// See [`FilteredAccesses::after_blocks`].
+    after_blocks: bool,
 }
 
 /// Where [`FilteredAccesses`] come from.
@@ -1226,6 +1405,13 @@ enum Unfiltered<'a> {
     /// tag, the address), up to the first other record or a record cut
     /// at the end.
     Records { words: &'a [u64], at: usize },
+    /// The filter records of `words` from `at`, which name their run's
+    /// record ([`FilteredAccesses::named`]).
+    Named {
+        words: &'a [u64],
+        at: usize,
+        records: Range<u64>,
+    },
     /// A stepped instruction's.
     Listed(std::slice::Iter<'a, FilteredAccess>),
 }
@@ -1235,6 +1421,30 @@ impl<'a> FilteredAccesses<'a> {
     fn of_records(words: &'a [u64]) -> FilteredAccesses<'a> {
         FilteredAccesses {
             from: Unfiltered::Records { words, at: 0 },
+            after_blocks: false,
+        }
+    }
+
+    /// With quiet runs, whether blocks were reported since the last
+    /// filtered accesses that named runs: the runs of all those named
+    /// before these were reported then (a run named and not met, one of a
+    /// record with no run left, goes where the thread was), and these may
+    /// name records at the same places again.
+    pub fn after_blocks(&self) -> bool {
+        self.after_blocks
+    }
+
+    /// Those of the filter records `words` that name the record of their
+    /// run (`filter::RECORD_WORDS`): the record named when it is in
+    /// `records` (the tracee's addresses of the blocks' buffer), else 0.
+    fn named(words: &'a [u64], records: Range<u64>, after_blocks: bool) -> FilteredAccesses<'a> {
+        FilteredAccesses {
+            from: Unfiltered::Named {
+                words,
+                at: 0,
+                records,
+            },
+            after_blocks,
         }
     }
 
@@ -1242,13 +1452,14 @@ impl<'a> FilteredAccesses<'a> {
     fn listed(accesses: &'a [FilteredAccess]) -> FilteredAccesses<'a> {
         FilteredAccesses {
             from: Unfiltered::Listed(accesses.iter()),
+            after_blocks: false,
         }
     }
 
     /// The words of the records read so far.
     fn words_read(&self) -> usize {
         match &self.from {
-            Unfiltered::Records { at, .. } => *at,
+            Unfiltered::Records { at, .. } | Unfiltered::Named { at, .. } => *at,
             Unfiltered::Listed(_) => 0,
         }
     }
@@ -1262,13 +1473,20 @@ impl Iterator for FilteredAccesses<'_> {
         let (words, at) = match &mut self.from {
             Unfiltered::Listed(listed) => return listed.next().copied(),
             Unfiltered::Records { words, at } => (*words, at),
+            Unfiltered::Named { words, at, records } => {
+                let (&tag, &addr, &record) =
+                    (words.get(*at)?, words.get(*at + 1)?, words.get(*at + 2)?);
+                *at += filter::RECORD_WORDS;
+                let record = if records.contains(&record) { record } else { 0 };
+                return Some(filter::of_record(tag, addr, record));
+            }
         };
         let (&tag, &addr) = (words.get(*at)?, words.get(*at + 1)?);
         if !filter::is_record(tag) {
             return None;
         }
         *at += 2;
-        Some(filter::of_record(tag, addr))
+        Some(filter::of_record(tag, addr, 0))
     }
 }
 

@@ -86,7 +86,8 @@ pub(super) struct Capture {
 
 impl Capture {
     /// Recording as `filter`, `enabled`, `counting` and `quiet` say (the
-    /// first that applies: a filter counts runs), timing system calls
+    /// first that applies: a filter counts runs, in the tracee's counters
+    /// or with `quiet` in segments), timing system calls
     /// with `system_calls`, with what this machine allows (the tracee runs
     /// on the tracer's kernel and CPU).
     pub fn new(
@@ -98,33 +99,42 @@ impl Capture {
     ) -> Capture {
         // SAFETY: getauxval only reads the process's auxiliary vector.
         let hwcap2 = unsafe { libc::getauxval(libc::AT_HWCAP2) };
+        // A filter counts runs, in segments of quiet runs when asked
+        // (its records then name the record of their run).
         let (enabled, counting) = match filter {
-            Some(_) => (false, true),
+            Some(_) => (false, !quiet),
             None => (enabled, counting && !enabled),
         };
+        let quiet = quiet && !counting && !enabled;
         Capture {
             enabled,
             counting,
-            quiet: quiet && !counting && !enabled,
+            quiet,
             fsgsbase: hwcap2 & HWCAP2_FSGSBASE != 0,
             system_calls,
-            filter,
+            filter: filter.map(|filter| filter.attributed(quiet)),
         }
     }
 
     /// Bytes of each half of a thread's record buffer. When the records
-    /// feed simulations, all of [`BUFFER_SIZE`]: another thread simulates
+    /// feed simulations (or hold a filter's records), all of [`BUFFER_SIZE`]: another thread simulates
     /// a half while the program fills the other, and large halves keep
     /// both busy. Otherwise an eighth (512 KiB): the tracer replays a
     /// half that still sits in the processor's cache as fast, and the
     /// program's memory is smaller (gzip and a python3 loop under
     /// Callgrind took as long as with 1 MiB halves).
     pub fn buffer_half(&self) -> u64 {
-        if self.enabled || self.filter.is_some() {
+        if self.enabled || (self.filter.is_some() && !self.quiet) {
             BUFFER_SIZE
         } else {
             BUFFER_SIZE / 8
         }
+    }
+
+    /// Whether the filter's records name their run and go to a buffer of
+    /// their own (`area`): with quiet runs.
+    pub fn filter_records(&self) -> bool {
+        self.filter.is_some_and(|filter| filter.attributed)
     }
 }
 
@@ -581,7 +591,15 @@ mod tests {
         assert_eq!(counting.buffer_half(), BUFFER_SIZE / 8);
         // A filter counts runs and records the rest in whole halves.
         assert!(filtering.counting && !filtering.enabled);
+        assert!(filtering.filter.is_some_and(|filter| !filter.attributed));
         assert_eq!(filtering.buffer_half(), BUFFER_SIZE);
+        // With quiet runs it counts them in segments, and its records name
+        // the record of their run.
+        let attributing = Capture::new(true, false, true, clocks, filter);
+        assert!(attributing.quiet && !attributing.counting && !attributing.enabled);
+        assert!(attributing.filter.is_some_and(|filter| filter.attributed));
+        assert!(attributing.filter_records() && !filtering.filter_records());
+        assert_eq!(attributing.buffer_half(), BUFFER_SIZE / 8);
         for capture in [simulating, counting, filtering] {
             let half = capture.buffer_half();
             // Whole pages, each with room for the longest record.

@@ -47,8 +47,8 @@ use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
 use crate::event::{AccessKind, DataAccess, FilteredAccess};
 
 use super::area::{
-    slot, CURSOR, FILTER_ADDR, FILTER_BACK, FILTER_FLAGS, FILTER_RAX, FILTER_RCX, FILTER_RDX,
-    FILTER_TABLES, FILTER_TAG,
+    slot, CURSOR, FILTER_ADDR, FILTER_BACK, FILTER_CURSOR, FILTER_FLAGS, FILTER_RAX, FILTER_RCX,
+    FILTER_RDX, FILTER_TABLES, FILTER_TAG, RECORD,
 };
 use super::capture::{operand_address, OperandAddress};
 use super::emit::Emit;
@@ -79,6 +79,11 @@ const SIZE_SHIFT: u32 = 52;
 /// Instructions at addresses below this have filter records (user space
 /// with 4-level page tables is below 2^47).
 const ADDRESS_END: u64 = 1 << SIZE_SHIFT;
+/// Words of a filter record that also names the record of its run (the
+/// `RECORD` slot then: the record of the block running, written by its
+/// prologue, or the spare record right after the tracer emptied the
+/// buffer, before the next block's prologue).
+pub(super) const RECORD_WORDS: usize = 3;
 /// The labels the checks give their instructions (below `encode`'s
 /// limit, above the translator's and `quiet`'s).
 const FIRST_LABEL: u64 = 0x100;
@@ -116,6 +121,9 @@ pub struct L1Filter {
     i1: FilterGeometry,
     d1: FilterGeometry,
     min_line: u32,
+    /// Each record also names the record of the run it belongs to
+    /// ([`RECORD_WORDS`]): with quiet runs (Callgrind's attribution).
+    pub(super) attributed: bool,
 }
 
 impl L1Filter {
@@ -139,7 +147,19 @@ impl L1Filter {
         min_line: u32,
         bmi2: bool,
     ) -> Option<L1Filter> {
-        (bmi2 && i1.fits() && d1.fits() && min_line >= 1).then_some(L1Filter { i1, d1, min_line })
+        let filter = L1Filter {
+            i1,
+            d1,
+            min_line,
+            attributed: false,
+        };
+        (bmi2 && i1.fits() && d1.fits() && min_line >= 1).then_some(filter)
+    }
+
+    /// This filter, its records naming the record of their run when
+    /// `attributed` (see [`RECORD_WORDS`]).
+    pub(super) fn attributed(self, attributed: bool) -> L1Filter {
+        L1Filter { attributed, ..self }
     }
 
     /// Which of `instructions` (address, length) the I1 simulation sees
@@ -209,16 +229,17 @@ pub(super) fn is_record(word: u64) -> bool {
     word & RECORD_BIT != 0
 }
 
-/// The fetch or access of a filter record: its `tag` ([`tag`]) and its
-/// `addr`.
+/// The fetch or access of a filter record: its `tag` ([`tag`]), its
+/// `addr`, and the `record` of its run ([`FilteredAccess::record`]).
 #[inline]
-pub(super) fn of_record(tag: u64, addr: u64) -> FilteredAccess {
+pub(super) fn of_record(tag: u64, addr: u64, record: u64) -> FilteredAccess {
     let instruction = tag & (ADDRESS_END - 1);
     let size = ((tag >> SIZE_SHIFT) & 0xff) as u32;
     if tag & FETCH_BIT != 0 {
         return FilteredAccess {
             instruction: (instruction, size as u8),
             access: None,
+            record,
         };
     }
     let kind = match (tag >> KIND_SHIFT) & 3 {
@@ -230,6 +251,7 @@ pub(super) fn of_record(tag: u64, addr: u64) -> FilteredAccess {
         // The instruction's length is not needed for its accesses.
         instruction: (instruction, 0),
         access: Some(DataAccess { addr, size, kind }),
+        record,
     }
 }
 
@@ -623,7 +645,12 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
     let table = TableAt::of(filter, fetches);
     let mut code = Emit::default();
     save_flags(&mut code, FILTER_FLAGS)?;
-    code.load(rcx, CURSOR)?;
+    // Records that name their run have a buffer of their own (`area`).
+    let cursor = match filter.attributed {
+        true => FILTER_CURSOR,
+        false => CURSOR,
+    };
+    code.load(rcx, cursor)?;
     code.load(rdx, FILTER_TAG)?;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
@@ -636,8 +663,22 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
         MemoryOperand::with_base_displ(rcx, 8),
         rax,
     ))?;
-    code.lea(rcx, rcx, 16)?;
-    code.save(CURSOR, rcx)?;
+    let bytes = match filter.attributed {
+        true => {
+            // The record of the run, then the tag again in rdx.
+            code.load(rdx, RECORD)?;
+            code.push(Instruction::with2(
+                Code::Mov_rm64_r64,
+                MemoryOperand::with_base_displ(rcx, 16),
+                rdx,
+            ))?;
+            code.load(rdx, FILTER_TAG)?;
+            8 * RECORD_WORDS as i64
+        }
+        false => 16,
+    };
+    code.lea(rcx, rcx, bytes)?;
+    code.save(cursor, rcx)?;
     // The last byte: the address plus the size (at least 1) less one.
     code.push(Instruction::with2(Code::Shr_rm64_imm8, rdx, SIZE_SHIFT))?;
     code.push(Instruction::with2(
@@ -761,8 +802,9 @@ mod tests {
         let expected = FilteredAccess {
             instruction: (at, 15),
             access: None,
+            record: 0x7f00_0000_1000,
         };
-        assert_eq!(of_record(fetch, 0), expected);
+        assert_eq!(of_record(fetch, 0, 0x7f00_0000_1000), expected);
         for (size, kind) in [
             (1, AccessKind::Read),
             (64, AccessKind::Write),
@@ -778,8 +820,9 @@ mod tests {
             let expected = FilteredAccess {
                 instruction: (0x40_1000, 0),
                 access: Some(access),
+                record: 0,
             };
-            assert_eq!(of_record(word, 0x1234), expected);
+            assert_eq!(of_record(word, 0x1234, 0), expected);
         }
         // A translation's id is no filter record; an instruction beyond
         // the addresses, or an access of more than 255 bytes, has none.

@@ -17,7 +17,8 @@
 //! - `counted`: [number, 1, stack pointer], the record entered in the
 //!   thread's table of records (a block whose later runs in the segment
 //!   may be counted in it) and its address in the `RECORD` slot;
-//! - `plain`: [number, stack pointer];
+//! - `plain`: [number, stack pointer], its address in the `RECORD` slot
+//!   too (which a filter's records name, `filter`);
 //!
 //! both then on at the translation's first instruction (its body entry),
 //! every register back. A translation whose record holds other words
@@ -77,7 +78,7 @@ impl RecordEntries {
     /// pointer alone.
     pub fn writing(&self, layout: RecordLayout, in_table: bool) -> Option<u64> {
         let counts = layout.bytes == 24 && layout.runs && layout.record_slot;
-        let plain = layout.bytes == 16 && !layout.runs && !layout.record_slot;
+        let plain = layout.bytes == 16 && !layout.runs;
         match (counts, plain) {
             (true, false) if in_table => Some(self.counted),
             (false, true) if !in_table => Some(self.plain),
@@ -154,6 +155,7 @@ pub(super) fn record_routine(at: u64, write_pending: u64) -> Result<RecordRoutin
     start_record(&mut code)?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, word(rax, 0), rcx))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, word(rax, 8), rsp))?;
+    code.save(RECORD, rax)?;
     code.lea(rax, rax, 16)?;
 
     code.label(WRITTEN);
@@ -201,6 +203,8 @@ mod tests {
         };
         assert_eq!(entries.writing(layout(24, true, true), true), Some(3));
         assert_eq!(entries.writing(layout(16, false, false), false), Some(4));
+        // Its address goes to the slot either way.
+        assert_eq!(entries.writing(layout(16, false, true), false), Some(4));
         // A record with a recorded word, or that counts runs outside the
         // table (a block looping on itself), or a plain one in the table.
         assert_eq!(entries.writing(layout(32, true, true), true), None);

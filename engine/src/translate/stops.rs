@@ -7,8 +7,6 @@
 //! step it), a signal for the program. Only the stopped thread is touched:
 //! the others run on.
 
-use std::ops::Range;
-
 use crate::control;
 use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
@@ -16,9 +14,13 @@ use crate::event::{EventSink, Lifecycle, SystemCall, Thread};
 use crate::ptrace::{self, Regs};
 
 use super::area::{
-    Area, BACK, RECORD, RESUME_FLAGS, SAVE_RAX, SAVE_RDX, TARGET, TEMP, WRITE_RDX, WRITING,
+    Area, BACK, FILTER_BACK, RECORD, RESUME_FLAGS, SAVE_RAX, SAVE_RDX, TARGET, TEMP, WRITE_RDX,
+    WRITING,
 };
-use super::buffer::{drain, drain_interrupted, hand_off, replay_records, Replay, Replaying, Saved};
+use super::buffer::{
+    drain, drain_interrupted, hand_off, hand_off_filter_records, replay_filter_records,
+    replay_records, HandedOff, Replay, Replaying, Saved,
+};
 use super::cache::{Cache, Stub};
 use super::inject;
 use super::invalidate::{self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT};
@@ -216,6 +218,33 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             self.outcome.faults += 1;
             return self.enter(&mut regs);
         }
+        if signal == libc::SIGSEGV
+            && fault.is_some_and(|addr| area.filter_half_guarded_by(addr).is_some())
+        {
+            // A half of the thread's filter records that name their run
+            // is full: the filter routine starts again with the other half
+            // (nothing changed yet), and the full one is replayed while
+            // the thread runs.
+            let restart = self
+                .space
+                .cache
+                .filter_routine_holding(regs.rip)
+                .ok_or_else(|| {
+                    Error::Unexpected(
+                        "translate: a filter record stored outside a filter routine".into(),
+                    )
+                })?;
+            regs.rip = restart;
+            let filtered = hand_off_filter_records(&self.space.memory, &area)?;
+            ptrace::set_regs(tid, &regs)?;
+            ptrace::cont(tid, 0)?;
+            let handed = HandedOff {
+                records: 0..0,
+                filtered,
+            };
+            self.replay_handed_off(handed)?;
+            return Ok(Next::Resumed);
+        }
         if signal == libc::SIGSEGV && fault.is_some_and(|addr| area.half_guarded_by(addr).is_some())
         {
             // A half of the thread's record buffer is full: the thread
@@ -244,6 +273,11 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 // reloads what it needs from the slots).
                 regs.rip = restart;
                 let records = hand_off(&self.space.memory, &area)?;
+                let back = memory.read_u64(area.at(FILTER_BACK))?;
+                if let Some(id) = self.space.cache.repeating_holding(back) {
+                    // Inside a block that counts its runs: in a new record.
+                    area.open_record(memory, id, regs.rsp)?;
+                }
                 ptrace::set_regs(tid, &regs)?;
                 ptrace::cont(tid, 0)?;
                 self.replay_handed_off(records)?;
@@ -662,7 +696,14 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
 
     /// Replays the records `records` a full buffer half handed off
     /// ([`hand_off`]), the thread running.
-    fn replay_handed_off(&mut self, records: Range<u64>) -> Result<()> {
+    fn replay_handed_off(&mut self, handed: HandedOff) -> Result<()> {
+        let to = Replaying {
+            replay: &mut self.state.replay,
+            sink: self.sink,
+            thread: self.state.thread,
+        };
+        let area = self.state.area;
+        replay_filter_records(&self.space.memory, &area, handed.filtered, to, None)?;
         let to = Replaying {
             replay: &mut self.state.replay,
             sink: self.sink,
@@ -671,7 +712,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         let (records, _) = replay_records(
             &self.space.memory,
             &self.space.cache,
-            records,
+            handed.records,
             &[],
             to,
             None,

@@ -284,6 +284,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             regs,
             &layout,
             self.capture.buffer_half(),
+            self.capture.filter_records(),
         )?;
         area.attach(tid, regs)?;
         self.outcome.areas += 1;
@@ -338,7 +339,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             let mut regs = ptrace::regs(tid)?;
             state.area = match space.free_areas.pop() {
                 Some(area) => {
-                    area.reset(&space.memory)?;
+                    area.reset_all(&space.memory)?;
                     area.clear_counts(&space.memory, space.cache.translations())?;
                     area
                 }
@@ -350,6 +351,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                         &regs,
                         space.cache.layout(),
                         self.capture.buffer_half(),
+                        self.capture.filter_records(),
                     )?
                 }
             };
@@ -445,7 +447,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     .count();
                 let copy = space.fork(child, threads > 1)?;
                 // The parent's records and run counts so far are its own.
-                parent_area.reset(&copy.memory)?;
+                parent_area.reset_all(&copy.memory)?;
                 parent_area.clear_counts(&copy.memory, copy.cache.translations())?;
                 if self.capture.filter.is_some() {
                     // The child's simulation starts as a copy of the

@@ -686,7 +686,8 @@ pub(super) fn translate(
     // With a filter, a block ending in `syscall` writes its record after
     // the filter records of the instructions before it, so that a `fork`
     // splits the replay there (`buffer`).
-    let late_record = filter.is_some() && watches_syscall && repeat_exit.is_none();
+    let late_record =
+        filter.is_some() && !capture.quiet && watches_syscall && repeat_exit.is_none();
     if let (true, Some(checks)) = (late_record, checks.as_mut()) {
         let label = checks.restart_label()?;
         let mut record = prologue(id, &recorder, false)?;
@@ -987,7 +988,8 @@ pub(super) fn translate(
             id,
             bytes: recorder.record_bytes() + 8 * u64::from(runs),
             runs,
-            record_slot: recorder.words() > 0 || runs,
+            // A filter's records name the record of their run.
+            record_slot: recorder.words() > 0 || runs || filter.is_some(),
         },
         counted: counts,
         // The segment a new one starts is in the block's region.
