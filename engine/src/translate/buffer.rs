@@ -1251,8 +1251,7 @@ fn replay_words<S: EventSink + ?Sized>(
                 replay: &mut *replay,
                 error: None,
                 records: 0,
-                // Skipped filter records leave it as it is.
-                open,
+                open: None,
                 base,
             };
             sink.blocks_executed(thread, &mut blocks);

@@ -989,7 +989,7 @@ pub(super) fn translate(
             bytes: recorder.record_bytes() + 8 * u64::from(runs),
             runs,
             // A filter's records name the record of their run.
-            record_slot: recorder.words() > 0 || runs || filter.is_some(),
+            record_slot: recorder.words() > 0 || runs || capture.filter_records(),
         },
         counted: counts,
         // The segment a new one starts is in the block's region.
