@@ -416,4 +416,37 @@ mod tests {
             Some(vec![3, 1])
         );
     }
+
+    #[test]
+    fn events_counted_at_an_address_go_to_that_instruction_in_either_form() {
+        let (costs, table, instructions) = table_with_profile();
+        // A run: extras of the instruction at that address.
+        let mut run = Pending::default();
+        assert!(run.push_run(table, &instructions, &costs));
+        run.count_at(&costs, 0x1004, 1, 3);
+        run.count_at(&costs, 0x1000, 1, 1);
+        assert_eq!(run.run(), Some((table, 2, 1)));
+        let mut total = vec![0; 2];
+        run.add_to(&costs, &mut total, 0);
+        assert_eq!(total, [2, 5]);
+        run.detach(&costs);
+        assert_eq!(
+            run.last_cost(2, &costs).map(|cost| cost.to_vec()),
+            Some(vec![1, 3])
+        );
+        // Listed: in the cost of the last instruction at that address, or
+        // of the last one when none is there.
+        let mut listed = Pending::default();
+        listed.push(0x1000, &costs);
+        listed.push(0x1004, &costs);
+        listed.count_at(&costs, 0x1000, 1, 2);
+        listed.count_at(&costs, 0x2000, 0, 1);
+        let mut total = vec![0; 2];
+        listed.add_to(&costs, &mut total, 0);
+        assert_eq!(total, [1, 2]);
+        assert_eq!(
+            listed.last_cost(2, &costs).map(|cost| cost.to_vec()),
+            Some(vec![1, 0])
+        );
+    }
 }

@@ -5,7 +5,9 @@
 //!
 //! As in a dump, the calls still active at the end count what they cost so
 //! far, and the thread's last block is not charged (Callgrind charges a
-//! block when the next one starts).
+//! block when the next one starts). Each case runs block by block, in
+//! whole runs of `Ir` alone, and in whole runs that cost a profile (the
+//! path of filtered cache simulations), with the same outcome.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,9 +15,9 @@ use std::sync::Arc;
 use cgx_engine::symbols::SectionKind;
 use cgx_engine::{Arrival, Block};
 
-use super::{Shared, ThreadState, Trigger};
+use super::{ProfiledRuns, Shared, ThreadState, Trigger};
 use crate::context::Contexts;
-use crate::costs::Costs;
+use crate::costs::{Costs, Profile};
 use crate::events::EventSet;
 use crate::functions::{BlockInfo, Function, Functions};
 use crate::Options;
@@ -64,8 +66,11 @@ enum Step {
     /// (`Repeat::InContext`), with its call each time when `true`
     /// (`Repeat::Calls`).
     Again(u64, bool),
+    /// The block just run jumps back to its start, this many times
+    /// (`Repeat::Again`).
+    Loop(u64),
 }
-use Step::{Again, Run, SigReturn, Signal};
+use Step::{Again, Loop, Run, SigReturn, Signal};
 
 const CALL: Arrival = Arrival::Call;
 const RET: Arrival = Arrival::Return;
@@ -111,10 +116,21 @@ type Outcome = (
     Vec<String>,
 );
 
-/// Runs `case`'s steps through the rules: each block's start and then its
-/// instructions, or with `whole` each block as one whole run (the path of
-/// the translate backend, with its shortcuts).
-fn run(case: &Case<'_>, whole: bool) -> Outcome {
+/// How [`run`] reports blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// Each block's start, then its instructions.
+    Steps,
+    /// Each block as one whole run of `Ir` alone (the path of the translate
+    /// backend, with its shortcuts).
+    Whole,
+    /// Each block as one whole run costing its profile (`Ir` for each
+    /// instruction: the path of filtered simulations).
+    Profiled,
+}
+
+/// Runs `case`'s steps through the rules, as `path` reports them.
+fn run(case: &Case<'_>, path: Path) -> Outcome {
     let options = Options {
         separate_recursions: case.recursions,
         collect_atstart: case.collect_atstart,
@@ -146,8 +162,19 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
     let mut costs = Costs::default();
     let mut thread = ThreadState::new(1, &options, events.len(), None);
     let mut tables = vec![None; case.blocks.len()];
+    // Each block's profile: `Ir` for each of its instructions.
+    let profiles: Vec<Arc<Profile>> = (0u32..)
+        .zip(case.blocks)
+        .map(|(number, &(_, _, _, len))| {
+            let mut profile = Profile::new(number, len as usize, events.len());
+            (0..len as usize).for_each(|position| profile.count(position, 0));
+            Arc::new(profile)
+        })
+        .collect();
     let mut triggers = Vec::new();
     let mut last: Vec<(u64, u8)> = Vec::new();
+    let mut last_number = 0;
+    let (mut last_sp, mut last_info) = (0, None);
     for step in case.steps {
         let mut shared = Shared {
             functions: &functions,
@@ -167,8 +194,49 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
                 thread.leave_signal_handler(&mut shared);
                 continue;
             }
+            Again(times, calls) if path == Path::Profiled => {
+                let runs = ProfiledRuns {
+                    times,
+                    instructions: &last,
+                    profile: &profiles[last_number],
+                };
+                thread.profiled_in_context(&mut shared, &runs, calls);
+                continue;
+            }
             Again(times, calls) => {
                 thread.runs_in_context(&mut shared, times, &last, calls);
+                continue;
+            }
+            Loop(times) => {
+                let &(addr, _) = last.first().expect("a block before its loop");
+                let again = Block {
+                    addr,
+                    sp: last_sp,
+                    arrival: JUMP,
+                };
+                let info = last_info.expect("a block before its loop");
+                let table = &mut tables[last_number];
+                match path {
+                    Path::Steps => (0..times).for_each(|_| {
+                        thread.enter_block(&mut shared, addr, last_sp, JUMP, info);
+                        thread.instructions_ir(&mut shared, &last);
+                    }),
+                    Path::Whole => {
+                        let runs = super::RunsAgain {
+                            start: again,
+                            times,
+                        };
+                        thread.whole_block_ir_again(&mut shared, runs, info, &last, table);
+                    }
+                    Path::Profiled => {
+                        let runs = ProfiledRuns {
+                            times,
+                            instructions: &last,
+                            profile: &profiles[last_number],
+                        };
+                        thread.profiled_again(&mut shared, &again, info, &runs, table);
+                    }
+                }
                 continue;
             }
             Run(addr, sp, arrival) => (addr, sp, arrival),
@@ -191,12 +259,24 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
         };
         let instructions: Vec<(u64, u8)> = (addr..addr + len).map(|at| (at, 1)).collect();
         last.clone_from(&instructions);
-        if whole {
-            let block = Block { addr, sp, arrival };
-            thread.whole_block_ir(&mut shared, block, info, &instructions, &mut tables[number]);
-        } else {
-            thread.enter_block(&mut shared, addr, sp, arrival, info);
-            thread.instructions_ir(&mut shared, &instructions);
+        (last_number, last_sp, last_info) = (number, sp, Some(info));
+        let block = Block { addr, sp, arrival };
+        match path {
+            Path::Steps => {
+                thread.enter_block(&mut shared, addr, sp, arrival, info);
+                thread.instructions_ir(&mut shared, &instructions);
+            }
+            Path::Whole => {
+                thread.whole_block_ir(&mut shared, block, info, &instructions, &mut tables[number])
+            }
+            Path::Profiled => {
+                let runs = ProfiledRuns {
+                    times: 0,
+                    instructions: &instructions,
+                    profile: &profiles[number],
+                };
+                thread.whole_block_profiled(&mut shared, &block, info, &runs, &mut tables[number]);
+            }
         }
         triggers.extend(
             thread
@@ -238,9 +318,16 @@ fn run(case: &Case<'_>, whole: bool) -> Outcome {
 
 /// Checks `case`, block by block and in whole runs.
 fn check(case: &Case<'_>) {
-    let (arcs, self_ir, triggers) = run(case, false);
+    let (arcs, self_ir, triggers) = run(case, Path::Steps);
     let block_by_block = (arcs.clone(), self_ir.clone(), triggers.clone());
-    assert_eq!(run(case, true), block_by_block, "{}: whole runs", case.rule);
+    assert_eq!(
+        run(case, Path::Whole),
+        block_by_block,
+        "{}: whole runs",
+        case.rule
+    );
+    let profiled = run(case, Path::Profiled);
+    assert_eq!(profiled, block_by_block, "{}: profiled runs", case.rule);
     assert_eq!(triggers, case.triggers, "{}: triggers", case.rule);
     let want_arcs: Vec<_> = case
         .arcs
@@ -637,6 +724,32 @@ fn a_loop_within_a_function_stays_in_its_context() {
         ],
         arcs: &[("main", "f", 1, 10)],
         self_ir: &[("main", 4), ("f", 10)],
+        ..CASE
+    });
+}
+
+#[test]
+fn a_block_looping_on_itself_counts_each_run_in_its_context() {
+    check(&Case {
+        rule: "a block that jumps back to its start runs in its function's context each time,                in its call's inclusive cost",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks: &[
+            MAIN[0],
+            MAIN[1],
+            MAIN[2],
+            (0x200, "f", true, 1),
+            (0x201, "f", false, 2),
+        ],
+        steps: &[
+            Run(0x100, 0x8000, START),
+            Run(0x200, 0x7ff8, CALL),
+            Run(0x201, 0x7ff8, FALL),
+            Loop(4),
+            Run(0x102, 0x8000, RET),
+            Run(0x104, 0x8000, FALL),
+        ],
+        arcs: &[("main", "f", 1, 11)],
+        self_ir: &[("main", 4), ("f", 11)],
         ..CASE
     });
 }

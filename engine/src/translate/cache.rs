@@ -34,6 +34,10 @@ use crate::event::{Place, Repeat};
 /// into it: rel32 branches and RIP-relative operands reach ±2 GB; the
 /// margin keeps an object's own targets in reach.
 const REACH: u64 = 0x7000_0000;
+/// Bytes a region keeps free for the translations of one stop (a block
+/// and those translated ahead of it); with less, another region is
+/// mapped.
+const ROOM: u64 = 8 << 20;
 
 /// Where the block at an address is for the sink's rules of contexts
 /// (`EventSink::place`): which exits are quiet.
@@ -320,6 +324,13 @@ impl Region {
     fn near(&self, addr: u64) -> bool {
         addr.abs_diff(self.layout.base) < REACH && addr.abs_diff(self.layout.end()) < REACH
     }
+
+    /// Whether its code cache has room for more translations (a JIT's
+    /// code, translated again and again, fills one: another region near
+    /// it takes the next).
+    fn has_room(&self) -> bool {
+        self.layout.end().saturating_sub(self.free) >= ROOM
+    }
 }
 
 /// The translations of one address space (a forked child's starts as a
@@ -403,9 +414,18 @@ impl Cache {
         Ok(())
     }
 
-    /// Whether some region can take translations of code at `addr`.
+    /// Whether some region can take translations of code at `addr` (near
+    /// it, with room).
     pub fn has_region_near(&self, addr: u64) -> bool {
-        self.regions.iter().any(|region| region.near(addr))
+        self.region_for(addr).is_some()
+    }
+
+    /// The region that takes translations of code at `addr`: the last
+    /// mapped near it with room.
+    fn region_for(&self, addr: u64) -> Option<usize> {
+        self.regions
+            .iter()
+            .rposition(|region| region.near(addr) && region.has_room())
     }
 
     /// The region whose mapping holds `addr`.
@@ -864,7 +884,10 @@ impl Cache {
         let (emitted, space) = match in_old_space {
             Some(found) => found,
             None => {
-                let Some(region) = self.regions.iter().find(|region| region.near(addr)) else {
+                let near = self
+                    .region_for(addr)
+                    .or_else(|| self.regions.iter().rposition(|region| region.near(addr)));
+                let Some(region) = near.and_then(|index| self.regions.get(index)) else {
                     return Err(Error::Unexpected(format!(
                         "translate: no code cache region near {addr:#x}"
                     )));
@@ -883,7 +906,7 @@ impl Cache {
                     ));
                 }
                 let space = emitted.at..align(end);
-                if let Some(region) = self.regions.iter_mut().find(|region| region.near(addr)) {
+                if let Some(region) = near.and_then(|index| self.regions.get_mut(index)) {
                     region.free = space.end;
                 }
                 (emitted, space)

@@ -1,14 +1,20 @@
-//! Cachegrind's first-level caches filtered in the program's own threads
+//! The first-level caches filtered in the program's own threads
 //! ([`L1Filter`], `RunOptions::filter`): with Cachegrind's cache
 //! simulation and no branch simulation, runs are counted (`area`), which
-//! gives `Ir`, `Dr` and `Dw`, and a translation checks each fetch the I1
+//! gives `Ir`, `Dr` and `Dw`; with Callgrind's (quiet runs,
+//! `RunOptions::quiet_runs`) they are counted in segments (`quiet`), and
+//! each record also names the record its run is counted in (the `RECORD`
+//! slot, [`RECORD_WORDS`]), in a buffer of its own (`area`), so that the
+//! collector charges its misses to that run's context. A translation
+//! checks each fetch the I1
 //! simulation sees ([`fetch_points`]) and each data access against the
 //! process's tables (after the first code region's system call filter,
 //! `Layout::filter_tables`; each thread's area holds their address). A
 //! fetch or access whose lines are each the most recently used of their
 //! set changes nothing in an LRU cache and hits: nothing is written. Any
 //! other writes a record of two words (a tag saying all it is, [`tag`],
-//! and the address), and the table learns its lines as the simulation
+//! and the address; three with the run's record), and the table learns
+//! its lines as the simulation
 //! will; the tracer simulates the recorded ones, in order, and counts
 //! their misses.
 //!
@@ -40,7 +46,7 @@
 //! the flags in a slot (`lahf`/`seto`), writes the record and teaches the
 //! table. Its record store may fault in the buffer's guard page: nothing
 //! has changed then, and the tracer restarts the routine with the other
-//! half.
+//! half (of the blocks' buffer, or of the filter records' own).
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
 
@@ -634,8 +640,10 @@ impl Checks {
 
 /// The routine of `filter`'s I1 (`fetches`) or D1 table, encoded at
 /// `at`: the program's rax, rcx and rdx in their slots, the address and the
-/// record's tag in theirs, it appends the record (a store into the guard
-/// page faults before anything changed: the tracer restarts the routine),
+/// record's tag in theirs, it appends the record (naming the run's record
+/// too, in the filter records' buffer, when `filter` says so; a store
+/// into the guard page faults before anything changed: the tracer
+/// restarts the routine),
 /// teaches the table the lines (as [`Table::learn`], the size from the
 /// tag), and goes back to the slot's address with rdx restored (the rest
 /// there). The flags are kept (`lahf`/`seto`).

@@ -14,7 +14,10 @@
 //! simulation alone ([`RunOptions::filter`]) blocks count their runs
 //! instead, and the program's threads check each fetch and data access
 //! against tables of the lines most recently used in their sets: only
-//! those that may miss or change the caches are recorded (`filter`).
+//! those that may miss or change the caches are recorded (`filter`); so
+//! with Callgrind's cache simulation alone, whose runs are counted as
+//! quiet runs (below) and whose filter records name the record of their
+//! run, replayed before the blocks.
 //! ptrace stops happen only to translate a
 //! block the first time an exit reaches it (exits are then linked block to
 //! block), on a miss of the in-tracee lookup of indirect targets, when a
