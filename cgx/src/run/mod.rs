@@ -245,29 +245,37 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
     }
 }
 
-/// The filter of first-level cache hits the translate backend runs with
-/// Cachegrind's cache simulation alone (no branch simulation), or
-/// Callgrind's (no write-back or prefetch, and the collector's options
-/// with which runs keep their context: `Options::quiet_runs`), when this
-/// host and `caches` allow it (see [`cgx_engine::L1Filter`]).
+/// The filter of first-level cache hits the translate backend runs with,
+/// when the options allow it ([`filters`]) and this host and `caches`
+/// too (see [`cgx_engine::L1Filter`]).
 fn l1_filter(options: &Options, caches: &CachesConfig) -> Option<cgx_engine::L1Filter> {
-    let tool_applies = match options.tool {
-        Tool::Cachegrind => !options.branch_sim,
-        Tool::Callgrind => {
-            !options.simulate_wb
-                && !options.simulate_hwpref
-                && collector_options(options, String::new(), None, true).quiet_runs()
-        }
-    };
-    let applies = tool_applies && options.cache_sim && options.backend == Backend::Translate;
     let geometry = |cache: &cgx_sim::CacheConfig| cgx_engine::FilterGeometry {
         line_size: cache.line_size,
         sets: cache.sets(),
     };
     let (i1, d1) = (geometry(&caches.i1), geometry(&caches.d1));
-    applies
+    filters(options)
         .then(|| cgx_engine::L1Filter::for_host(i1, d1, caches.min_line_size()))
         .flatten()
+}
+
+/// Whether `options` let the translate backend filter the first-level
+/// caches' hits: Cachegrind's cache simulation alone (no branch
+/// simulation), or Callgrind's with no write-back or prefetch, no timed
+/// system calls (a timed call's block is reported on its own, apart from
+/// the runs whose records keep their misses) and the collector's options
+/// with which runs keep their context (`Options::quiet_runs`).
+fn filters(options: &Options) -> bool {
+    let tool = match options.tool {
+        Tool::Cachegrind => !options.branch_sim,
+        Tool::Callgrind => {
+            !options.simulate_wb
+                && !options.simulate_hwpref
+                && options.collect_systime == cgx_callstack::SystemTime::No
+                && collector_options(options, String::new(), None, true).quiet_runs()
+        }
+    };
+    tool && options.cache_sim && options.backend == Backend::Translate
 }
 
 /// The message for a run of `program` the translate backend could not
@@ -474,5 +482,42 @@ mod tests {
         options.cache_sim = false;
         let collector = collector_options(&options, "p".into(), Some(caches), false);
         assert!(collector.cacheuse && !collector.cache_sim);
+    }
+
+    #[test]
+    fn the_filter_takes_the_cache_simulations_alone() {
+        let cache_sim = |tool: Tool| {
+            let mut options = Options::new("p".into());
+            options.tool = tool;
+            options.cache_sim = true;
+            options
+        };
+        for tool in [Tool::Cachegrind, Tool::Callgrind] {
+            assert!(filters(&cache_sim(tool)), "{tool:?}");
+            let mut branches = cache_sim(tool);
+            branches.branch_sim = true;
+            assert!(!filters(&branches), "{tool:?} with branches");
+            let mut step = cache_sim(tool);
+            step.backend = Backend::Step;
+            assert!(!filters(&step), "{tool:?} stepped");
+            let mut none = cache_sim(tool);
+            none.cache_sim = false;
+            assert!(!filters(&none), "{tool:?} without the simulation");
+        }
+        // Callgrind's: not with what makes a hit change the cache, what
+        // needs every access or every run in order, or timed calls.
+        let changes: [fn(&mut Options); 6] = [
+            |options| options.simulate_wb = true,
+            |options| options.simulate_hwpref = true,
+            |options| options.cacheuse = true,
+            |options| options.collect_jumps = true,
+            |options| options.dump_before = vec!["f".into()],
+            |options| options.collect_systime = cgx_callstack::SystemTime::Msec,
+        ];
+        for (index, change) in changes.iter().enumerate() {
+            let mut options = cache_sim(Tool::Callgrind);
+            change(&mut options);
+            assert!(!filters(&options), "change {index}");
+        }
     }
 }

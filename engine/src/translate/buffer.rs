@@ -15,6 +15,11 @@
 //! on itself is the last one drained, the thread may be inside that
 //! block, so the emptied buffer starts with a new record of it with no
 //! run yet (`Area::open_record`), where its next runs are counted.
+//!
+//! With a filter and quiet runs, the filter records (each naming the
+//! record of its run, in a buffer of their own) are replayed first
+//! ([`replay_filter_records`]), then the blocks, each [`WholeBlock`] with
+//! its record's address.
 
 use std::ops::Range;
 
@@ -66,8 +71,8 @@ pub(super) struct Replay {
     /// the records are counted runs and filter records.
     pub filtered: bool,
     /// ... with quiet runs: each filter record names the record of its run
-    /// (`filter::RECORD_WORDS`), and a drain's are reported before its
-    /// blocks ([`replay_attributed`]).
+    /// (`filter::RECORD_WORDS`), in a buffer of their own, and a drain's
+    /// are reported before its blocks ([`replay_filter_records`]).
     attributed: bool,
     /// The fetch and accesses of a stepped instruction on their way to the
     /// sink (kept between steps).
