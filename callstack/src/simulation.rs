@@ -156,6 +156,31 @@ impl Simulation {
         }
     }
 
+    /// The events every run of a block of `instructions` counts (see
+    /// [`Simulation::every_run`]) whose data accesses are `accesses`
+    /// (each with its instruction's position, in order), as (position,
+    /// column): each instruction's fetch, then its accesses.
+    pub fn every_run_events(
+        &self,
+        instructions: &[(u64, u8)],
+        accesses: impl IntoIterator<Item = (usize, DataAccess)>,
+    ) -> Vec<(u32, u32)> {
+        let mut accesses = accesses.into_iter().peekable();
+        let mut events = Vec::with_capacity(instructions.len());
+        for (position, &(addr, len)) in (0u32..).zip(instructions) {
+            let data = std::iter::from_fn(|| {
+                accesses
+                    .next_if(|&(at, _)| at == position as usize)
+                    .map(|(_, access)| Step::Data(access))
+            });
+            for step in std::iter::once(Step::Fetch(addr, len)).chain(data) {
+                let (column, _) = self.every_run(step).split_first();
+                events.extend(column.map(|column| (position, column as u32)));
+            }
+        }
+        events
+    }
+
     /// The events of fetching the instruction of `len` bytes at `addr` (its
     /// `Ir` included); `loaded` learns the ticket of a line it loads, to
     /// keep its loader (cache use only; see [`Tickets`]).
@@ -925,6 +950,29 @@ mod tests {
             Counts::one(columns.dw)
         );
         assert_eq!(detached.every_run(Step::Fetch(0x1000, 4)), Counts::one(0));
+    }
+
+    #[test]
+    fn every_run_of_a_block_counts_each_fetch_then_its_instruction_s_accesses() {
+        let options = Options {
+            cache_sim: true,
+            ..Options::default()
+        };
+        let events = EventSet::new(&options);
+        let simulation = Simulation::new(&events, &options).expect("the default caches");
+        let columns = events.cache.expect("cache events");
+        let access = |kind| DataAccess {
+            addr: 0,
+            size: 8,
+            kind,
+        };
+        let accesses = [
+            (0, access(AccessKind::Read)),
+            (2, access(AccessKind::Write)),
+        ];
+        let every = simulation.every_run_events(&BLOCK, accesses);
+        let (dr, dw) = (columns.dr as u32, columns.dw as u32);
+        assert_eq!(every, [(0, 0), (0, dr), (1, 0), (2, 0), (2, dw)]);
     }
 
     #[test]

@@ -156,22 +156,13 @@ fn count_here(thread: &mut ThreadState, costs: &Costs, misses: &[RunMiss]) {
     }
 }
 
-/// What every run of `whole` counts (`Ir` for each instruction, `Dr` or
-/// `Dw` for each planned data access, as `simulation` counts them), with
-/// no fetch points (the backend filtered the fetches).
+/// What every run of `whole` counts (`Simulation::every_run_events`),
+/// with no fetch points (the backend filtered the fetches).
 fn every_run_of(simulation: &Simulation, whole: &WholeBlock<'_>, width: usize) -> EveryRun {
     let instructions = whole.instructions;
     let mut profile = Profile::new(whole.key, instructions.len(), width);
-    let mut count = |position: usize, step: Step| {
-        if let (Some(column), _) = simulation.every_run(step).split_first() {
-            profile.count(position, column);
-        }
-    };
-    for (position, &(addr, len)) in instructions.iter().enumerate() {
-        count(position, Step::Fetch(addr, len));
-    }
-    for (position, access) in whole.accesses() {
-        count(position, Step::Data(access));
+    for (position, column) in simulation.every_run_events(instructions, whole.accesses()) {
+        profile.count(position as usize, column as usize);
     }
     EveryRun {
         profile: Arc::new(profile),

@@ -275,24 +275,14 @@ impl Process {
             let known = own_runs.get(slot).and_then(Option::as_deref);
             if known.is_none_or(|own| !own.fits(block, key, table)) {
                 let mut charged_steps = Vec::with_capacity(whole.instructions.len());
-                let mut every = Vec::new();
-                let mut accesses = whole.accesses().peekable();
-                for (index, &(addr, len)) in (0u32..).zip(whole.instructions) {
+                for &(addr, _) in whole.instructions {
                     let mut own =
                         OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
                     let charged =
                         own_charge(recent_slots, table, key, &mut own, events.len(), addr);
                     charged_steps.push(charged);
-                    let mut steps = vec![Step::Fetch(addr, len)];
-                    while let Some((_, access)) = accesses.next_if(|&(at, _)| at == index as usize)
-                    {
-                        steps.push(Step::Data(access));
-                    }
-                    for step in steps {
-                        let counts = simulation.every_run(step);
-                        every.extend(counts.split_first().0.map(|column| (index, column as u32)));
-                    }
                 }
+                let every = simulation.every_run_events(whole.instructions, whole.accesses());
                 let Some(own) = OwnRun::new(block.0, &charged_steps, &every, table, Box::default())
                 else {
                     // Charged one event at a time (each instruction has a
