@@ -32,9 +32,11 @@
 //!   words per translation ([`COUNTERS`] of them): for a translation
 //!   ending in a call, the caller's and the callee's segments of its last
 //!   run and the segment and address of the record its return went on to
-//!   (`quiet::call_cache`); then
-//!   the thread's stack of calls, a ring of 2048 entries, and its table
-//!   of records, 65536 segments then 65536 records' addresses (`quiet`).
+//!   (`quiet::call_cache`); then the thread's table of transfers, 16384
+//!   entries of four words (a segment, a translation, a target, the
+//!   segment the transfer chose), the thread's stack of calls, a ring of
+//!   2048 entries, and its table of records, 65536 segments then 65536
+//!   records' addresses (`quiet`).
 //!   Emptying a half or handing one off starts a new segment and empties
 //!   the stack of calls, so no run is counted in a record the tracer
 //!   reads.
@@ -71,6 +73,8 @@ pub(super) const FILTER_HALF: u64 = BUFFER_SIZE / 2;
 /// Bytes of a thread's table of records of quiet runs (`quiet`): two
 /// words per entry, in two arrays.
 const RUNS_BYTES: u64 = 16 * quiet::RUNS_ENTRIES;
+/// Bytes of a thread's table of transfers (`quiet`).
+const TRANSFERS_BYTES: u64 = 32 * quiet::TRANSFER_ENTRIES;
 use super::memory::Memory;
 use super::quiet;
 
@@ -242,6 +246,7 @@ impl Area {
     pub const SIZE: u64 = PAGE
         + 2 * (BUFFER_SIZE + PAGE)
         + 40 * COUNTERS
+        + TRANSFERS_BYTES
         + CALLS_BYTES
         + RUNS_BYTES
         + 2 * (FILTER_HALF + PAGE);
@@ -250,8 +255,10 @@ impl Area {
     /// Offset of the translations' entries for quiet runs (translation
     /// `id`'s at `32 * id` after, see `quiet`).
     pub const QUIET_BASE: u64 = Area::COUNTER_BASE + 8 * COUNTERS;
+    /// Offset of the thread's table of transfers (`quiet`).
+    pub const TRANSFERS_BASE: u64 = Area::QUIET_BASE + 32 * COUNTERS;
     /// Offset of the thread's stack of calls (`quiet`).
-    pub const CALLS_BASE: u64 = Area::QUIET_BASE + 32 * COUNTERS;
+    pub const CALLS_BASE: u64 = Area::TRANSFERS_BASE + TRANSFERS_BYTES;
     /// Offset of the thread's table of records of quiet runs (`quiet`).
     pub const RUNS_BASE: u64 = Area::CALLS_BASE + CALLS_BYTES;
     /// Offset of the buffer of filter records that name their run.

@@ -55,6 +55,10 @@ pub(super) fn labelled(
 /// [`encode`] with one encoding of each instruction; `None` for a list
 /// that needs the `BlockEncoder`.
 pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u8>, Vec<u32>)> {
+    if has_a_label_twice(list) {
+        // The `BlockEncoder` names the error.
+        return None;
+    }
     let label = |target: u64| {
         (target < LABELS)
             .then(|| {
@@ -109,6 +113,18 @@ pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u
         bytes[start..end].copy_from_slice(&patch.take_buffer());
     }
     Some((bytes, offsets))
+}
+
+/// Whether two instructions of `list` have the same label: a branch to
+/// it would have two places to go.
+fn has_a_label_twice(list: &[Instruction]) -> bool {
+    let mut labels: Vec<u64> = list
+        .iter()
+        .map(Instruction::ip)
+        .filter(|ip| (1..LABELS).contains(ip))
+        .collect();
+    labels.sort_unstable();
+    labels.windows(2).any(|pair| pair[0] == pair[1])
 }
 
 #[cfg(test)]
@@ -210,5 +226,17 @@ mod tests {
             .find(|instruction| instruction.near_branch64() == far)
             .expect("a jump to the target");
         assert!(decoded[0].near_branch64() == far || decoded[0].near_branch64() == jump.ip());
+    }
+
+    #[test]
+    fn a_label_given_twice_is_an_error_not_a_guess() {
+        let to_label = Instruction::with_branch(Code::Jmp_rel32_64, 7).unwrap();
+        let nop = || Instruction::with(Code::Nopd);
+        let once = vec![to_label, labelled(nop(), 7), nop()];
+        assert!(encode_in_one_pass(&once, AT).is_some());
+        let twice = vec![to_label, labelled(nop(), 7), labelled(nop(), 7)];
+        assert!(encode_in_one_pass(&twice, AT).is_none());
+        let error = encode(&twice, AT).unwrap_err();
+        assert!(error.contains("same IP"), "{error}");
     }
 }

@@ -18,7 +18,8 @@
 //! of that segment, at the chain's end (a block ending in a call makes
 //! its own call pending too, nested). A jump into another function (a PLT
 //! stub's, or a tail jump, [`Counted::Tail`]) goes on to its target's
-//! segment of its last run from the thread's segment
+//! segment of its last run from the thread's segment (or of an earlier
+//! one, from the table of transfers)
 //! (`quiet::relay_entry`), where the target's first block counts its run
 //! at the chain's end too; so does the block that jumps when it is not
 //! already there (its quiet path, [`resume_routine`]'s chained entry).

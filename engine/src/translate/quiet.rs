@@ -56,9 +56,15 @@
 //! address, its cache entry; a ring in the area) and chooses its callee's
 //! segment itself:
 //! when the caller's segment (and for an indirect call the target) is the
-//! one of the call's last run, the callee's segment of then, else a new
-//! one; the calling translation's cache entry (and [`call_target`]) keeps
-//! them. The call enters the callee at its resume entry, a `jmp` in its
+//! one of the call's last run, the callee's segment of then (the calling
+//! translation's cache entry and [`call_target`] keep them); else, when
+//! the thread's table of transfers holds the callee's segment of an
+//! earlier run of the call from this segment (to this target), that one
+//! (an entry per segment and translation, direct-mapped, its words
+//! compared: a function called from several segments calls on in the
+//! same segments from each); else a new one, kept in both. A jump into
+//! another function chooses its target's segment so too
+//! ([`relay_entry`]). The call enters the callee at its resume entry, a `jmp` in its
 //! header before the quiet entry ([`RESUME_ENTRY`] bytes before the
 //! entry; indirect calls through the lookup routine of calls) to the
 //! resume path ([`resume_path`]): the segment's region the block's, then
@@ -130,10 +136,13 @@ const RESUME_PATH: u64 = 11;
 /// segment is the one of the call's last run, and so is the target.
 const SAME_CALLER: u64 = 12;
 const SAME_TARGET: u64 = 13;
-/// The same for the second caller's segment a jump into another function
-/// keeps ([`relay_entry`]).
-const SAME_CALLER_B: u64 = 18;
-const SAME_TARGET_B: u64 = 19;
+/// Label of the lookup in the table of transfers.
+const LOOKUP: u64 = 18;
+/// Label of a new segment once a jump into another function to another
+/// target has forgotten its call's caller's segment.
+const FORGOTTEN: u64 = 19;
+/// Labels of the tests of an entry of the table of transfers, one each.
+const TRANSFER_TESTS: u64 = 0x40;
 /// Label of a new segment for the callee.
 const NEW: u64 = 14;
 /// Label of the callee's segment chosen.
@@ -185,10 +194,136 @@ pub(super) fn new_epoch() -> u64 {
 /// `id`'s call: the caller's segment at its last run, the callee's
 /// segment then, and the segment and address of the record of the run
 /// its return went on to (four words: `pending`); for a jump into another
-/// function ([`relay_entry`]), two pairs of the caller's segment and its
-/// target's segment ([`choose_segment`]). `None` past the entries an area has.
+/// function ([`relay_entry`]), the first two ([`choose_segment`]). `None`
+/// past the entries an area has.
 pub(super) fn call_cache(id: u32) -> Option<u64> {
     (u64::from(id) < COUNTERS).then(|| Area::QUIET_BASE + 32 * u64::from(id))
+}
+
+/// Entries of a thread's table of transfers ([`Area::TRANSFERS_BASE`]),
+/// indexed by 14 bits.
+pub(super) const TRANSFER_ENTRIES: u64 = 1 << 14;
+
+/// A word of an entry of the table of transfers: the segment the transfer
+/// was made from, its translation, its target (an indirect one's; 0 for
+/// a direct transfer), and the segment it chose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TransferWord {
+    Segment = 0,
+    Translation = 1,
+    Target = 2,
+    Chosen = 3,
+}
+
+/// rcx = four times the index in the table of transfers of translation
+/// `id`'s entry for the segment whose number is in `segment`: the
+/// segment's number times 8 plus `id` times [`SPREAD`], 14 bits of it
+/// (`lea`, `movzx`: flags untouched).
+fn transfer_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal> {
+    runs_index(code, segment, id)?;
+    let (rcx, ecx, cx) = (Register::RCX, Register::ECX, Register::CX);
+    code.push(Instruction::with2(
+        Code::Lea_r64_m,
+        rcx,
+        MemoryOperand::new(Register::None, rcx, 4, 0, 4, false, Register::None),
+    ))?;
+    code.push(Instruction::with2(Code::Movzx_r32_rm16, ecx, cx))
+}
+
+/// That word of the entry of the table of transfers whose index, times
+/// four, is in rcx ([`transfer_index`]).
+fn transfer_word(word: TransferWord) -> MemoryOperand {
+    let offset = Area::TRANSFERS_BASE + 8 * word as u64;
+    MemoryOperand::new(
+        Register::None,
+        Register::RCX,
+        8,
+        offset as i64,
+        4,
+        false,
+        Register::GS,
+    )
+}
+
+/// In [`choose_segment`] (the thread's segment in rdx, an indirect target
+/// in rax, rcx free): on to `chosen` with rdx the segment the table of
+/// transfers holds for `callee`'s transfer from this segment (to this
+/// target), else on to `missed`, rdx as it was.
+fn transfer_lookup(code: &mut Emit, callee: Callee, missed: u64) -> Result<(), Refusal> {
+    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+    let mut tests = vec![
+        (TransferWord::Segment, Value::Register(rdx)),
+        (TransferWord::Translation, Value::Number(callee.id)),
+    ];
+    if callee.target.is_some() {
+        tests.push((TransferWord::Target, Value::Register(rax)));
+    }
+    for (index, (word, value)) in tests.into_iter().enumerate() {
+        let equal = TRANSFER_TESTS + index as u64;
+        transfer_index(code, rdx, callee.id)?;
+        code.push(Instruction::with2(
+            Code::Mov_r64_rm64,
+            rcx,
+            transfer_word(word),
+        ))?;
+        match value {
+            Value::Register(from) => subtract_rcx(code, from, rcx)?,
+            Value::Number(number) => {
+                code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+                code.lea(rcx, rcx, i64::from(number) + 1)?;
+            }
+        }
+        code.jump(Code::Jrcxz_rel8_64, equal)?;
+        code.jump(Code::Jmp_rel32_64, missed)?;
+        code.label(equal);
+    }
+    transfer_index(code, rdx, callee.id)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rdx,
+        transfer_word(TransferWord::Chosen),
+    ))
+}
+
+/// In [`choose_segment`]'s new segment (the thread's segment in rdx, an
+/// indirect target in rax): the entry of the table of transfers for
+/// `callee`'s transfer from this segment made, but for the segment
+/// chosen, which [`transfer_chosen`] writes; rcx keeps its index.
+fn transfer_enter(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
+    let (rax, rdx) = (Register::RAX, Register::RDX);
+    transfer_index(code, rdx, callee.id)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        transfer_word(TransferWord::Segment),
+        rdx,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        transfer_word(TransferWord::Translation),
+        callee.id as i32,
+    ))?;
+    match callee.target {
+        Some(_) => code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            transfer_word(TransferWord::Target),
+            rax,
+        )),
+        None => code.push(Instruction::with2(
+            Code::Mov_rm64_imm32,
+            transfer_word(TransferWord::Target),
+            0,
+        )),
+    }
+}
+
+/// After [`transfer_enter`] (rcx its index): the segment chosen, in rdx,
+/// written to the entry.
+fn transfer_chosen(code: &mut Emit) -> Result<(), Refusal> {
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        transfer_word(TransferWord::Chosen),
+        Register::RDX,
+    ))
 }
 
 /// Entries of a thread's table of records ([`Area::RUNS_BASE`]), indexed
@@ -672,11 +807,12 @@ enum Forget {
 /// The segment of a call's callee or of the target of a jump into another
 /// function ([`call_entry`], [`relay_entry`]; rcx and rdx free, an
 /// indirect target in rax): the one the transfer had at its last run when
-/// the thread's segment (and an indirect target) is the one it had then
-/// (for a jump into another function, at one of the last two runs from
-/// different segments), else a new one (kept with the segment and target for the
-/// next run; to another target than the last run's, what `forget` says is
-/// forgotten); its stack pointer the thread's plus `sp_delta`.
+/// the thread's segment (and an indirect target) is the one it had then,
+/// else the one the table of transfers holds for the transfer from the
+/// thread's segment (to that target), else a new one (kept with the
+/// segment and target for the next run and in the table; to another
+/// target than the last run's from the same segment, what `forget` says
+/// is forgotten first); its stack pointer the thread's plus `sp_delta`.
 fn choose_segment(
     code: &mut Emit,
     callee: Callee,
@@ -687,43 +823,28 @@ fn choose_segment(
     code.load(rdx, SEGMENT)?;
     match callee.cache {
         Some(at) => {
-            // A jump into another function makes no call, so its cache
-            // entry has no return words: it keeps two caller's segments (a
-            // PLT stub serves the call sites of its target), the last one
-            // first.
-            let ways = match forget {
-                Forget::Caller => 2,
-                Forget::CallingRecord => 1,
-            };
+            // The last run's segments first (the pending calls' way),
+            // then the table of transfers: a function called from
+            // several segments calls on in the same segments from each.
             jump_if_equal(code, Value::Register(rdx), at, SAME_CALLER)?;
-            if ways == 2 {
-                jump_if_equal(code, Value::Register(rdx), at + 16, SAME_CALLER_B)?;
-            }
-            code.label(NEW);
-            if ways == 2 {
-                code.load(rcx, at)?;
-                code.save(at + 16, rcx)?;
-                code.load(rcx, at + 8)?;
-                code.save(at + 24, rcx)?;
-            }
-            code.save(at, rdx)?;
-            if let Some(target) = callee.target {
-                code.save(target, rax)?;
-            }
-            new_segment(code, rdx)?;
-            code.save(at + 8, rdx)?;
-            code.jump(Code::Jmp_rel32_64, CHOSEN)?;
-            if ways == 2 {
-                code.label(SAME_CALLER_B);
-                same_target(code, callee, forget, SAME_TARGET_B)?;
-                code.label(SAME_TARGET_B);
-                code.load(rdx, at + 24)?;
-                code.jump(Code::Jmp_rel32_64, CHOSEN)?;
-            }
+            code.jump(Code::Jmp_rel32_64, LOOKUP)?;
             code.label(SAME_CALLER);
             same_target(code, callee, forget, SAME_TARGET)?;
             code.label(SAME_TARGET);
             code.load(rdx, at + 8)?;
+            code.jump(Code::Jmp_rel32_64, CHOSEN)?;
+            code.label(LOOKUP);
+            transfer_lookup(code, callee, NEW)?;
+            code.jump(Code::Jmp_rel32_64, CHOSEN)?;
+            code.label(NEW);
+            code.save(at, rdx)?;
+            if let Some(target) = callee.target {
+                code.save(target, rax)?;
+            }
+            transfer_enter(code, callee)?;
+            new_segment(code, rdx)?;
+            transfer_chosen(code)?;
+            code.save(at + 8, rdx)?;
         }
         None => new_segment(code, rdx)?,
     }
@@ -757,9 +878,10 @@ fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Re
             code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(at), 0))?;
             code.load(rcx, TOP_CALL)?;
             code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, call_word(24)))?;
-            code.jump(Code::Jrcxz_rel8_64, NEW)?;
+            code.jump(Code::Jrcxz_rel8_64, FORGOTTEN)?;
             let caller = MemoryOperand::new(rcx, Register::None, 1, 0, 1, false, Register::GS);
             code.push(Instruction::with2(Code::Mov_rm64_imm32, caller, 0))?;
+            code.label(FORGOTTEN);
         }
     }
     code.jump(Code::Jmp_rel32_64, NEW)
@@ -1037,12 +1159,171 @@ mod tests {
                 };
                 let mut list = call_entry(0x5555_5555_1234, callee).unwrap();
                 list.push(Instruction::with(Code::Int3));
-                assert!(encode(&list, 0x7f00_0000_0000).is_ok(), "{callee:?}");
+                let one_pass = super::super::encode::encode_in_one_pass(&list, 0x7f00_0000_0000);
+                assert!(one_pass.is_some(), "{callee:?}: not in one pass");
                 for instruction in &list {
                     assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
                 }
             }
         }
+    }
+
+    /// A jump into another function's code, direct and through a PLT
+    /// stub: in one pass, flags untouched.
+    #[test]
+    fn a_jump_into_another_function_encodes_in_one_pass() {
+        for target in [None, call_target(7)] {
+            let callee = Callee {
+                id: 7,
+                cache: call_cache(7),
+                target,
+            };
+            let mut list = relay_entry(callee).unwrap();
+            list.push(Instruction::with(Code::Int3));
+            let one_pass = super::super::encode::encode_in_one_pass(&list, 0x7f00_0000_0000);
+            assert!(one_pass.is_some(), "{callee:?}: not in one pass");
+            for instruction in &list {
+                assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
+            }
+        }
+    }
+
+    /// A thread's area in this process, its GS base set on the calling
+    /// thread, and a way to run code with it (a call's choice of segment).
+    struct Running {
+        area: *mut u8,
+    }
+
+    impl Running {
+        fn new() -> Running {
+            // SAFETY: a private anonymous mapping, unmapped in `drop`.
+            let area = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    Area::SIZE as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(area, libc::MAP_FAILED);
+            // SAFETY: sets this thread's GS base, which Rust code does not use.
+            let set = unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1001, area as u64) };
+            assert_eq!(set, 0);
+            Running { area: area.cast() }
+        }
+
+        fn slot(&self, offset: u64) -> *mut u64 {
+            // SAFETY: offsets within the area.
+            unsafe { self.area.add(offset as usize).cast() }
+        }
+
+        fn get(&self, offset: u64) -> u64 {
+            // SAFETY: an aligned word of the area.
+            unsafe { self.slot(offset).read() }
+        }
+
+        fn set(&self, offset: u64, value: u64) {
+            // SAFETY: an aligned word of the area.
+            unsafe { self.slot(offset).write(value) }
+        }
+
+        /// Runs `code` (then `ret`) with rax `rax`.
+        fn run(&self, code: &[Instruction], rax: u64) {
+            let mut list =
+                vec![Instruction::with2(Code::Mov_r64_imm64, Register::RAX, rax).unwrap()];
+            list.extend_from_slice(code);
+            list.push(Instruction::with(Code::Retnq));
+            // SAFETY: a private anonymous mapping for the code, unmapped
+            // below; the code keeps every register the ABI asks a callee
+            // to keep (it saves and restores rcx and rdx, and writes rax).
+            unsafe {
+                let at = libc::mmap(
+                    std::ptr::null_mut(),
+                    1 << 16,
+                    libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                assert_ne!(at, libc::MAP_FAILED);
+                let (bytes, _) = encode(&list, at as u64).unwrap();
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.cast(), bytes.len());
+                let function: extern "C" fn() = std::mem::transmute(at);
+                function();
+                libc::munmap(at, 1 << 16);
+            }
+        }
+    }
+
+    impl Drop for Running {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`.
+            unsafe { libc::munmap(self.area.cast(), Area::SIZE as usize) };
+        }
+    }
+
+    /// The segment a call from segment `from` (to `target`) chooses for
+    /// its callee, run in `running`.
+    fn callee_segment(running: &Running, callee: Callee, from: u64, target: u64) -> u64 {
+        running.set(SEGMENT, from);
+        running.run(&call_entry(0x5555_5555_1234, callee).unwrap(), target);
+        running.get(SEGMENT)
+    }
+
+    /// The rule of a call's callee's segment, run: from the segment of the
+    /// call's last run, or from one it was made from before (to the same
+    /// target), the segment chosen then; from any other, a new one.
+    #[test]
+    fn a_call_from_a_segment_it_was_made_from_goes_on_in_the_segment_it_chose() {
+        std::thread::spawn(|| {
+            let running = Running::new();
+            running.set(NEXT_SEGMENT, 100);
+            let direct = Callee {
+                id: 7,
+                cache: call_cache(7),
+                target: None,
+            };
+            let (x, w, v) = (11, 12, 13);
+            let from_x = callee_segment(&running, direct, x, 0);
+            assert_eq!(from_x, 101);
+            let from_w = callee_segment(&running, direct, w, 0);
+            assert_eq!(from_w, 102);
+            // The last run's segment, then one before it.
+            assert_eq!(callee_segment(&running, direct, w, 0), from_w);
+            assert_eq!(callee_segment(&running, direct, x, 0), from_x);
+            assert_eq!(callee_segment(&running, direct, w, 0), from_w);
+            // Another call from the same segment has its own.
+            let other = Callee {
+                id: 8,
+                cache: call_cache(8),
+                ..direct
+            };
+            assert_eq!(callee_segment(&running, other, x, 0), 103);
+            assert_eq!(callee_segment(&running, direct, v, 0), 104);
+            assert_eq!(callee_segment(&running, direct, x, 0), from_x);
+
+            // An indirect call: the same segment and target.
+            let indirect = Callee {
+                id: 9,
+                cache: call_cache(9),
+                target: call_target(9),
+            };
+            let (t, u) = (0x5555_0000_1000, 0x5555_0000_2000);
+            let x_to_t = callee_segment(&running, indirect, x, t);
+            let w_to_t = callee_segment(&running, indirect, w, t);
+            assert_eq!((x_to_t, w_to_t), (105, 106));
+            assert_eq!(callee_segment(&running, indirect, x, t), x_to_t);
+            let x_to_u = callee_segment(&running, indirect, x, u);
+            assert_eq!(x_to_u, 107);
+            assert_eq!(callee_segment(&running, indirect, w, t), w_to_t);
+            assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            // The stack pointer after the call is the segment's.
+            assert_ne!(running.get(SEGMENT_SP), 0);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -119,9 +119,10 @@ const REPEAT: u64 = 2;
 const SYSCALL: u64 = 1;
 const BODY: u64 = 3;
 /// The stale path of a translation that checks its code (see [`check`]);
-/// the checks of its chunks go on at labels from `CHECKED`.
+/// the checks of its chunks go on at labels from `CHECKED` (one each,
+/// above the labels of `quiet` and `filter`).
 const STALE: u64 = 4;
-const CHECKED: u64 = 16;
+const CHECKED: u64 = 0xa00;
 
 /// One exit of a translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
