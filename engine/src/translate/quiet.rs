@@ -215,13 +215,38 @@ enum TransferWord {
     Chosen = 3,
 }
 
-/// rcx = four times the index in the table of transfers of translation
-/// `id`'s entry for the segment whose number is in `segment`: the
-/// segment's number times 8 plus `id` times [`SPREAD`], 14 bits of it
-/// (`lea`, `movzx`: flags untouched).
-fn transfer_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal> {
-    runs_index(code, segment, id)?;
-    let (rcx, ecx, cx) = (Register::RCX, Register::ECX, Register::CX);
+/// rcx = four times the index in the table of transfers of `callee`'s
+/// entry for the segment whose number is in rdx (and its indirect target
+/// in rax): the segment's number times 8 plus the translation's number
+/// times [`SPREAD`] (plus the target), 14 bits of it (`lea`, `movzx`:
+/// flags untouched). The target spreads an indirect call's targets from
+/// one segment over the table.
+fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
+    let (rax, rcx, ecx, cx, rdx) = (
+        Register::RAX,
+        Register::RCX,
+        Register::ECX,
+        Register::CX,
+        Register::RDX,
+    );
+    // iced's size of a displacement: 8 beside a base register in 64-bit
+    // code, 4 without one.
+    let (base, displacement_size) = match callee.target {
+        Some(_) => (rax, 8),
+        None => (Register::None, 4),
+    };
+    let spread = i64::from(spread(callee.id));
+    let sum = MemoryOperand::new(
+        base,
+        rdx,
+        8,
+        spread,
+        displacement_size,
+        false,
+        Register::None,
+    );
+    code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
+    code.push(Instruction::with2(Code::Movzx_r32_rm16, ecx, cx))?;
     code.push(Instruction::with2(
         Code::Lea_r64_m,
         rcx,
@@ -246,9 +271,9 @@ fn transfer_word(word: TransferWord) -> MemoryOperand {
 }
 
 /// In [`choose_segment`] (the thread's segment in rdx, an indirect target
-/// in rax, rcx free): on to `chosen` with rdx the segment the table of
-/// transfers holds for `callee`'s transfer from this segment (to this
-/// target), else on to `missed`, rdx as it was.
+/// in rax, rcx free): on when the table of transfers holds an entry for
+/// `callee`'s transfer from this segment (to this target), rcx then its
+/// index ([`transfer_index`]), else on to `missed`.
 fn transfer_lookup(code: &mut Emit, callee: Callee, missed: u64) -> Result<(), Refusal> {
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     let mut tests = vec![
@@ -260,7 +285,7 @@ fn transfer_lookup(code: &mut Emit, callee: Callee, missed: u64) -> Result<(), R
     }
     for (index, (word, value)) in tests.into_iter().enumerate() {
         let equal = TRANSFER_TESTS + index as u64;
-        transfer_index(code, rdx, callee.id)?;
+        transfer_index(code, callee)?;
         code.push(Instruction::with2(
             Code::Mov_r64_rm64,
             rcx,
@@ -277,12 +302,7 @@ fn transfer_lookup(code: &mut Emit, callee: Callee, missed: u64) -> Result<(), R
         code.jump(Code::Jmp_rel32_64, missed)?;
         code.label(equal);
     }
-    transfer_index(code, rdx, callee.id)?;
-    code.push(Instruction::with2(
-        Code::Mov_r64_rm64,
-        rdx,
-        transfer_word(TransferWord::Chosen),
-    ))
+    transfer_index(code, callee)
 }
 
 /// In [`choose_segment`]'s new segment (the thread's segment in rdx, an
@@ -291,7 +311,7 @@ fn transfer_lookup(code: &mut Emit, callee: Callee, missed: u64) -> Result<(), R
 /// chosen, which [`transfer_chosen`] writes; rcx keeps its index.
 fn transfer_enter(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
     let (rax, rdx) = (Register::RAX, Register::RDX);
-    transfer_index(code, rdx, callee.id)?;
+    transfer_index(code, callee)?;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
         transfer_word(TransferWord::Segment),
@@ -323,6 +343,16 @@ fn transfer_chosen(code: &mut Emit) -> Result<(), Refusal> {
         Code::Mov_rm64_r64,
         transfer_word(TransferWord::Chosen),
         Register::RDX,
+    ))
+}
+
+/// After [`transfer_lookup`] found the entry (rcx its index): rdx the
+/// segment it chose.
+fn transfer_found(code: &mut Emit) -> Result<(), Refusal> {
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RDX,
+        transfer_word(TransferWord::Chosen),
     ))
 }
 
@@ -809,23 +839,25 @@ enum Forget {
 /// indirect target in rax): the one the transfer had at its last run when
 /// the thread's segment (and an indirect target) is the one it had then,
 /// else the one the table of transfers holds for the transfer from the
-/// thread's segment (to that target), else a new one (kept with the
-/// segment and target for the next run and in the table; to another
-/// target than the last run's from the same segment, what `forget` says
-/// is forgotten first); its stack pointer the thread's plus `sp_delta`.
+/// thread's segment (to that target; to another target than the last
+/// run's from the same segment, what `forget` says is forgotten first),
+/// else a new one, entered in the table; the cache entry then keeps the
+/// segment, the target and the segment chosen, the last run's; its stack
+/// pointer the thread's plus `sp_delta`.
 fn choose_segment(
     code: &mut Emit,
     callee: Callee,
     sp_delta: i64,
     forget: Forget,
 ) -> Result<(), Refusal> {
-    let (rax, rcx, rdx, rsp) = (Register::RAX, Register::RCX, Register::RDX, Register::RSP);
+    let (rcx, rdx, rsp) = (Register::RCX, Register::RDX, Register::RSP);
     code.load(rdx, SEGMENT)?;
     match callee.cache {
         Some(at) => {
             // The last run's segments first (the pending calls' way),
             // then the table of transfers: a function called from
             // several segments calls on in the same segments from each.
+            // The cache entry is always the last run's.
             jump_if_equal(code, Value::Register(rdx), at, SAME_CALLER)?;
             code.jump(Code::Jmp_rel32_64, LOOKUP)?;
             code.label(SAME_CALLER);
@@ -835,12 +867,12 @@ fn choose_segment(
             code.jump(Code::Jmp_rel32_64, CHOSEN)?;
             code.label(LOOKUP);
             transfer_lookup(code, callee, NEW)?;
+            keep_caller(code, at, callee.target)?;
+            transfer_found(code)?;
+            code.save(at + 8, rdx)?;
             code.jump(Code::Jmp_rel32_64, CHOSEN)?;
             code.label(NEW);
-            code.save(at, rdx)?;
-            if let Some(target) = callee.target {
-                code.save(target, rax)?;
-            }
+            keep_caller(code, at, callee.target)?;
             transfer_enter(code, callee)?;
             new_segment(code, rdx)?;
             transfer_chosen(code)?;
@@ -854,11 +886,21 @@ fn choose_segment(
     code.save(SEGMENT_SP, rcx)
 }
 
+/// In [`choose_segment`]: the thread's segment (rdx) and an indirect
+/// target (rax) kept in the cache entry at `at` (and the target slot).
+fn keep_caller(code: &mut Emit, at: u64, target: Option<u64>) -> Result<(), Refusal> {
+    code.save(at, Register::RDX)?;
+    match target {
+        Some(target) => code.save(target, Register::RAX),
+        None => Ok(()),
+    }
+}
+
 /// In [`choose_segment`], a caller's segment found in the cache entry:
 /// on to `same` when the transfer is direct or its target (in rax) is the
 /// last run's, else what `forget` says is forgotten, the cache entry's
 /// caller's segments too (a stub's: they were kept for the old target),
-/// and on to a new segment.
+/// and on to the table of transfers.
 fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Result<(), Refusal> {
     let (Some(target), Some(at)) = (callee.target, callee.cache) else {
         return code.jump(Code::Jmp_rel32_64, same);
@@ -884,7 +926,7 @@ fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Re
             code.label(FORGOTTEN);
         }
     }
-    code.jump(Code::Jmp_rel32_64, NEW)
+    code.jump(Code::Jmp_rel32_64, LOOKUP)
 }
 
 /// The code before a jump into another function: a PLT stub's jump to
@@ -1319,6 +1361,11 @@ mod tests {
             assert_eq!(x_to_u, 107);
             assert_eq!(callee_segment(&running, indirect, w, t), w_to_t);
             assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            // Targets taken in turn from one segment keep theirs.
+            for _ in 0..2 {
+                assert_eq!(callee_segment(&running, indirect, x, t), x_to_t);
+                assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            }
             // The stack pointer after the call is the segment's.
             assert_ne!(running.get(SEGMENT_SP), 0);
         })
