@@ -26,6 +26,11 @@ pub(super) fn encode(list: &[Instruction], at: u64) -> Result<(Vec<u8>, Vec<u32>
     if let Some(encoded) = encode_in_one_pass(list, at) {
         return Ok(encoded);
     }
+    if let Some(label) = branch_to_no_label(list) {
+        return Err(format!(
+            "encoding: a branch to label {label:#x}, which no instruction has"
+        ));
+    }
     let encoded = BlockEncoder::encode(
         64,
         InstructionBlock::new(list, at),
@@ -77,10 +82,14 @@ pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u
         let mut instruction = *instruction;
         if instruction.op0_kind() == OpKind::NearBranch64 {
             instruction.as_near_branch();
-            if let Some(to) = label(instruction.near_branch64()) {
+            let target = instruction.near_branch64();
+            if let Some(to) = label(target) {
                 // A branch to itself has the size of the real one.
                 instruction.set_near_branch64(ip);
                 to_labels.push((index, to));
+            } else if target < LABELS {
+                // A label no instruction has: `encode` names the error.
+                return None;
             }
         } else if instruction.memory_base() == Register::RIP {
             if let Some(to) = label(instruction.memory_displacement64()) {
@@ -113,6 +122,16 @@ pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u
         bytes[start..end].copy_from_slice(&patch.take_buffer());
     }
     Some((bytes, offsets))
+}
+
+/// A label a branch of `list` goes to and no instruction has (it would
+/// go to that small address).
+fn branch_to_no_label(list: &[Instruction]) -> Option<u64> {
+    list.iter()
+        .filter(|instruction| instruction.op0_kind() == OpKind::NearBranch64)
+        .map(Instruction::near_branch64)
+        .filter(|&target| target < LABELS)
+        .find(|&target| !list.iter().any(|instruction| instruction.ip() == target))
 }
 
 /// Whether two instructions of `list` have the same label: a branch to
@@ -226,6 +245,14 @@ mod tests {
             .find(|instruction| instruction.near_branch64() == far)
             .expect("a jump to the target");
         assert!(decoded[0].near_branch64() == far || decoded[0].near_branch64() == jump.ip());
+    }
+
+    #[test]
+    fn a_branch_to_a_label_no_instruction_has_is_an_error() {
+        let to_label = Instruction::with_branch(Code::Jmp_rel32_64, 7).unwrap();
+        let list = vec![to_label, labelled(Instruction::with(Code::Nopd), 8)];
+        let error = encode(&list, AT).unwrap_err();
+        assert!(error.contains("label 0x7"), "{error}");
     }
 
     #[test]

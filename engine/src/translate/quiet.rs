@@ -107,9 +107,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, JUMPER, JUMPER_SP, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH, PENDING_FRAMES, RECORD,
-    RELAYING, RESUME, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION,
-    SEGMENT_SP, TARGET, TEMP, TOP_CALL,
+    slot, Area, CHAIN_END, JUMPER, JUMPER_SP, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH,
+    PENDING_FRAMES, RECORD, RELAYING, RESUME, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT,
+    SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP, TOP_CALL,
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
@@ -143,6 +143,9 @@ const LOOKUP: u64 = 18;
 const FORGOTTEN: u64 = 19;
 /// Labels of the tests of an entry of the table of transfers, one each.
 const TRANSFER_TESTS: u64 = 0x40;
+/// Labels of the tests that no call is pending, before an indirect
+/// transfer's lookup.
+const NONE_PENDING: u64 = 0x48;
 /// Label of a new segment for the callee.
 const NEW: u64 = 14;
 /// Label of the callee's segment chosen.
@@ -273,9 +276,35 @@ fn transfer_word(word: TransferWord) -> MemoryOperand {
 /// In [`choose_segment`] (the thread's segment in rdx, an indirect target
 /// in rax, rcx free): on when the table of transfers holds an entry for
 /// `callee`'s transfer from this segment (to this target), rcx then its
-/// index ([`transfer_index`]), else on to `missed`.
-fn transfer_lookup(code: &mut Emit, callee: Callee, missed: u64) -> Result<(), Refusal> {
+/// index ([`transfer_index`]), else on to `missed`; for an indirect
+/// transfer, only while no call is pending or (a jump into another
+/// function, `forget` [`Forget::Caller`]) to its last run's target.
+fn transfer_lookup(
+    code: &mut Emit,
+    callee: Callee,
+    forget: Forget,
+    missed: u64,
+) -> Result<(), Refusal> {
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+    if let Some(last_target) = callee.target {
+        // A run counted in an earlier record while calls are pending
+        // (`pending`) says it made that record's call: an indirect
+        // transfer then takes a new segment, where its target's first
+        // block writes the pending runs out in order; but a jump into
+        // another function (a PLT stub's) to its last run's target.
+        let (none_deep, lookup) = (NONE_PENDING, NONE_PENDING + 1);
+        if forget == Forget::Caller {
+            jump_if_equal(code, Value::Register(rax), last_target, lookup)?;
+        }
+        code.load(rcx, PENDING_DEPTH)?;
+        code.jump(Code::Jrcxz_rel8_64, none_deep)?;
+        code.jump(Code::Jmp_rel32_64, missed)?;
+        code.label(none_deep);
+        code.load(rcx, CHAIN_END)?;
+        code.jump(Code::Jrcxz_rel8_64, lookup)?;
+        code.jump(Code::Jmp_rel32_64, missed)?;
+        code.label(lookup);
+    }
     let mut tests = vec![
         (TransferWord::Segment, Value::Register(rdx)),
         (TransferWord::Translation, Value::Number(callee.id)),
@@ -866,7 +895,7 @@ fn choose_segment(
             code.load(rdx, at + 8)?;
             code.jump(Code::Jmp_rel32_64, CHOSEN)?;
             code.label(LOOKUP);
-            transfer_lookup(code, callee, NEW)?;
+            transfer_lookup(code, callee, forget, NEW)?;
             keep_caller(code, at, callee.target)?;
             transfer_found(code)?;
             code.save(at + 8, rdx)?;
@@ -1365,6 +1394,14 @@ mod tests {
             for _ in 0..2 {
                 assert_eq!(callee_segment(&running, indirect, x, t), x_to_t);
                 assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            }
+            // Not while a call is pending (a direct call keeps its own).
+            for (pending, target) in [(PENDING_DEPTH, t), (CHAIN_END, u)] {
+                running.set(pending, 16);
+                let next = running.get(NEXT_SEGMENT) + 1;
+                assert_eq!(callee_segment(&running, indirect, x, target), next);
+                assert_eq!(callee_segment(&running, direct, w, 0), from_w);
+                running.set(pending, 0);
             }
             // The stack pointer after the call is the segment's.
             assert_ne!(running.get(SEGMENT_SP), 0);
