@@ -320,14 +320,7 @@ fn transfer_lookup(
             rcx,
             transfer_word(word),
         ))?;
-        match value {
-            Value::Register(from) => subtract_rcx(code, from, rcx)?,
-            Value::Number(number) => {
-                code.push(Instruction::with1(Code::Not_rm64, rcx))?;
-                code.lea(rcx, rcx, i64::from(number) + 1)?;
-            }
-        }
-        code.jump(Code::Jrcxz_rel8_64, equal)?;
+        jump_if_rcx_equal(code, value, equal)?;
         code.jump(Code::Jmp_rel32_64, missed)?;
         code.label(equal);
     }
@@ -533,8 +526,14 @@ fn subtract_rcx(code: &mut Emit, from: Register, into: Register) -> Result<(), R
 /// `lea`), then `jrcxz` to `equal`: on when they differ, rcx not the
 /// program's.
 fn jump_if_equal(code: &mut Emit, value: Value, offset: u64, equal: u64) -> Result<(), Refusal> {
+    code.load(Register::RCX, offset)?;
+    jump_if_rcx_equal(code, value, equal)
+}
+
+/// rcx = `value` minus rcx, flags untouched (`not`, `lea`), then `jrcxz`
+/// to `equal`.
+fn jump_if_rcx_equal(code: &mut Emit, value: Value, equal: u64) -> Result<(), Refusal> {
     let rcx = Register::RCX;
-    code.load(rcx, offset)?;
     match value {
         Value::Register(from) => subtract_rcx(code, from, rcx)?,
         Value::Number(number) => {
