@@ -923,14 +923,21 @@ mod tests {
     /// A block of three instructions, the last in the next 64-byte line.
     const BLOCK: [(u64, u8); 3] = [(0x1000, 4), (0x1004, 4), (0x103e, 4)];
 
-    #[test]
-    fn a_detached_simulation_tells_what_it_stands_for() {
+    /// The event set and simulation of `--cache-sim=yes` with the
+    /// default caches.
+    fn cache_simulation() -> (EventSet, Simulation) {
         let options = Options {
             cache_sim: true,
             ..Options::default()
         };
         let events = EventSet::new(&options);
         let simulation = Simulation::new(&events, &options).expect("the default caches");
+        (events, simulation)
+    }
+
+    #[test]
+    fn a_detached_simulation_tells_what_it_stands_for() {
+        let (events, simulation) = cache_simulation();
         let detached = simulation.detached();
         assert!(detached.simulates_fetches() && detached.simulates_data());
         assert!(!detached.uses_cache_use());
@@ -954,12 +961,7 @@ mod tests {
 
     #[test]
     fn every_run_of_a_block_counts_each_fetch_then_its_instruction_s_accesses() {
-        let options = Options {
-            cache_sim: true,
-            ..Options::default()
-        };
-        let events = EventSet::new(&options);
-        let simulation = Simulation::new(&events, &options).expect("the default caches");
+        let (events, simulation) = cache_simulation();
         let columns = events.cache.expect("cache events");
         let access = |kind| DataAccess {
             addr: 0,

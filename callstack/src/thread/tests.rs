@@ -731,7 +731,8 @@ fn a_loop_within_a_function_stays_in_its_context() {
 #[test]
 fn a_block_looping_on_itself_counts_each_run_in_its_context() {
     check(&Case {
-        rule: "a block that jumps back to its start runs in its function's context each time,                in its call's inclusive cost",
+        rule: "a block that jumps back to its start runs in its function's context each time, \
+               in its call's inclusive cost",
         functions: &[text("main", 0), text("f", 0)],
         blocks: &[
             MAIN[0],
