@@ -205,7 +205,6 @@ struct CallEntry {
     sp: u64,
     return_addr: u64,
     nonskipped: Option<Site>,
-    enter_cost: Vec<u64>,
     /// The caller's context and function-stack height, restored on return.
     saved_cxt: Option<CxtId>,
     saved_fn_height: usize,
@@ -222,6 +221,10 @@ pub(crate) struct ThreadState {
     /// Innermost last: the thread's own state, then nested signal handlers.
     states: Vec<ExecState>,
     call_stack: Vec<CallEntry>,
+    /// The thread's counter when each active call started, `events` words
+    /// per call in the order of `call_stack` (one vector: no allocation per
+    /// call, a sixth of the memory of a deep stack).
+    enter_costs: Vec<u64>,
     /// Functions of the contexts, innermost last; `None` separates a signal
     /// handler's from the interrupted code's.
     fn_stack: Vec<Option<FnId>>,
@@ -232,9 +235,6 @@ pub(crate) struct ThreadState {
     saved_slot: (Option<CxtId>, usize),
     /// The global counter at the last dump.
     last_dump_cost: Vec<u64>,
-    /// Counters of popped calls, for the next calls (no allocation per
-    /// call).
-    spare_costs: Vec<Vec<u64>>,
     /// Dumps and zeroings functions entered or left asked for, not yet
     /// made.
     triggers: Vec<Trigger>,
@@ -256,11 +256,11 @@ impl ThreadState {
             events,
             states: vec![ExecState::new(options, events, 0, 0, root)],
             call_stack: Vec::new(),
+            enter_costs: Vec::new(),
             fn_stack: vec![None],
             active: Vec::new(),
             saved_slot: (None, 0),
             last_dump_cost: vec![0; events],
-            spare_costs: Vec::new(),
             triggers: Vec::new(),
             repeated_calls: 0,
             run_misses: RunMisses::default(),

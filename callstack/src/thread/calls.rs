@@ -14,6 +14,18 @@ pub(super) fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
     &mut active[index]
 }
 
+/// The counter when call `index` of a stack started, in `enter_costs`
+/// (`events` words per call).
+fn enter_cost_mut(enter_costs: &mut [u64], events: usize, index: usize) -> &mut [u64] {
+    let at = index * events;
+    enter_costs.get_mut(at..at + events).unwrap_or_default()
+}
+
+/// Copies the counter `from` into `to` (as far as both go).
+fn set(to: &mut [u64], from: &[u64]) {
+    to.iter_mut().zip(from).for_each(|(to, from)| *to = *from);
+}
+
 /// What entering or leaving a function asks of the process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Trigger {
@@ -35,8 +47,12 @@ impl ThreadState {
         skip: bool,
     ) {
         let (saved_cxt, saved_fn_height) = self.saved_slot;
-        let mut enter_cost = self.spare_costs.pop().unwrap_or_default();
-        enter_cost.clone_from(&self.state_ref().cost);
+        let at = self.enter_costs.len();
+        self.enter_costs.resize(at + self.events, 0);
+        set(
+            &mut self.enter_costs[at..],
+            &self.states[self.states.len() - 1].cost,
+        );
         let arc = (!skip).then(|| {
             let arc = CallArc {
                 from: from.centre,
@@ -69,7 +85,6 @@ impl ThreadState {
             sp,
             return_addr: from.return_addr,
             nonskipped,
-            enter_cost,
             saved_cxt,
             saved_fn_height,
             node,
@@ -113,14 +128,34 @@ impl ThreadState {
             *depth = depth.saturating_sub(1);
             let left = *depth == 0;
             let now = &self.state_ref().cost;
-            shared.costs.add_inclusive(arc, &entry.enter_cost, now);
+            shared.costs.add_inclusive(arc, self.top_enter_cost(), now);
             self.state().cxt = entry.saved_cxt;
             self.fn_stack.truncate(entry.saved_fn_height + 1);
             if left {
                 self.function_left(shared, function);
             }
         }
-        self.spare_costs.push(entry.enter_cost);
+        self.drop_top_enter_cost();
+    }
+
+    /// The counter when call `index` of the stack started.
+    fn enter_cost(&self, index: usize) -> &[u64] {
+        let at = index * self.events;
+        self.enter_costs
+            .get(at..at + self.events)
+            .unwrap_or_default()
+    }
+
+    /// The counter when the top call started.
+    fn top_enter_cost(&self) -> &[u64] {
+        self.enter_cost(self.call_stack.len())
+    }
+
+    /// Forgets the counter of the call just popped (the stack is one
+    /// shorter than its counters).
+    fn drop_top_enter_cost(&mut self) {
+        self.enter_costs
+            .truncate(self.call_stack.len() * self.events);
     }
 
     /// Whether the stack at `sp` has left the top frame (its stack pointer
@@ -181,13 +216,11 @@ impl ThreadState {
             u64::MAX,
             false,
         );
-        let enter_cost = if self.state_ref().sig == 0 {
-            self.last_dump_cost.clone()
-        } else {
-            vec![0; self.events]
-        };
-        if let Some(entry) = self.call_stack.last_mut() {
-            entry.enter_cost = enter_cost;
+        let top = self.call_stack.len().saturating_sub(1);
+        let top = enter_cost_mut(&mut self.enter_costs, self.events, top);
+        match self.states[self.states.len() - 1].sig {
+            0 => set(top, &self.last_dump_cost),
+            _ => top.fill(0),
         }
     }
 
@@ -244,10 +277,11 @@ impl ThreadState {
     /// Before a dump: adds the cost so far of every active call to its arc.
     pub fn add_active_calls(&mut self, costs: &mut Costs) {
         let now = self.state_ref().cost.clone();
-        for entry in &mut self.call_stack {
+        for (index, entry) in self.call_stack.iter().enumerate() {
             if let Some(arc) = entry.arc {
-                costs.add_inclusive(arc, &entry.enter_cost, &now);
-                entry.enter_cost.clone_from(&now);
+                let enter_cost = enter_cost_mut(&mut self.enter_costs, self.events, index);
+                costs.add_inclusive(arc, enter_cost, &now);
+                set(enter_cost, &now);
             }
         }
     }
@@ -258,11 +292,12 @@ impl ThreadState {
         let now = &self.state_ref().cost;
         self.call_stack
             .iter()
-            .filter_map(|entry| {
+            .enumerate()
+            .filter_map(|(index, entry)| {
                 let (arc, _) = entry.arc?;
                 let cost = now
                     .iter()
-                    .zip(&entry.enter_cost)
+                    .zip(self.enter_cost(index))
                     .map(|(now, then)| now.wrapping_sub(*then))
                     .collect();
                 Some((arc, cost))
@@ -273,8 +308,11 @@ impl ThreadState {
     /// After a dump or a zeroing: costs restart from here.
     pub fn mark_dumped(&mut self) {
         let now = self.state_ref().cost.clone();
-        for entry in &mut self.call_stack {
-            entry.enter_cost.clone_from(&now);
+        for index in 0..self.call_stack.len() {
+            set(
+                enter_cost_mut(&mut self.enter_costs, self.events, index),
+                &now,
+            );
         }
         self.last_dump_cost = now;
     }
