@@ -222,8 +222,8 @@ pub(crate) struct ThreadState {
     states: Vec<ExecState>,
     call_stack: Vec<CallEntry>,
     /// The thread's counter when each active call started, `events` words
-    /// per call in the order of `call_stack` (one vector: no allocation per
-    /// call, a sixth of the memory of a deep stack).
+    /// per call in the order of `call_stack` (one vector, so a call
+    /// allocates nothing and a deep stack costs a word per event and call).
     enter_costs: Vec<u64>,
     /// Functions of the contexts, innermost last; `None` separates a signal
     /// handler's from the interrupted code's.
