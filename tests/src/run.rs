@@ -289,7 +289,7 @@ fn finish_with_env(mut command: Command, folder: PathBuf, env: &[(&str, &str)]) 
         .map(|entry| entry.expect("a readable folder entry").path())
         .filter(|path| fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0))
         .collect();
-    files.sort_by_cached_key(|path| natural_order(path));
+    sort_in_number_order(&mut files);
     Run {
         command: description,
         status: shell_status(output.status),
@@ -639,37 +639,11 @@ pub fn assert_status(run: &Run, status: i32) {
     );
 }
 
-/// A piece of a file name for [`natural_order`].
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum NamePiece {
-    Text(String),
-    /// Digits without leading zeros: by their count, then in order.
-    Number(usize, String),
-}
-
-/// The order of file names with their numbers compared as numbers: a
-/// process's profile before its child's (`callgrind.out.9999` before
+/// Sorts file names with their numbers compared as numbers: a process's
+/// profile before its child's (`callgrind.out.9999` before
 /// `callgrind.out.10000`), whatever digits their process ids have.
-fn natural_order(file: &Path) -> Vec<NamePiece> {
-    let name = file.to_string_lossy();
-    let mut pieces = Vec::new();
-    let mut rest = name.as_ref();
-    while let Some(first) = rest.chars().next() {
-        let digits = first.is_ascii_digit();
-        let end = rest
-            .find(|c: char| c.is_ascii_digit() != digits)
-            .unwrap_or(rest.len());
-        let (piece, after) = rest.split_at(end);
-        pieces.push(match digits {
-            true => {
-                let number = piece.trim_start_matches('0');
-                NamePiece::Number(number.len(), number.to_owned())
-            }
-            false => NamePiece::Text(piece.to_owned()),
-        });
-        rest = after;
-    }
-    pieces
+fn sort_in_number_order(files: &mut [PathBuf]) {
+    alphanumeric_sort::sort_path_slice(files);
 }
 
 /// The name of `file` with its process id replaced by `%p`, and that id: the
@@ -1429,7 +1403,7 @@ mod tests {
         .iter()
         .map(PathBuf::from)
         .collect();
-        files.sort_by_cached_key(|path| natural_order(path));
+        sort_in_number_order(&mut files);
         let names: Vec<&str> = files.iter().filter_map(|path| path.to_str()).collect();
         assert_eq!(
             names,
