@@ -8,6 +8,7 @@ use rustc_hash::{FxBuildHasher, FxHashMap, FxHashSet};
 
 use crate::context::Centre;
 use crate::events::{CostArray, MAX_EVENTS};
+use crate::sequences::Sequences;
 
 /// A call arc: from a call site in a centre to a block of a centre.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -194,17 +195,21 @@ impl BlockCosts {
 #[derive(Debug)]
 pub(crate) struct SelfCosts<'a> {
     costs: &'a Costs,
-    /// The blocks with costs and the slots, by centre.
+    /// The instruction sequences whose runs `costs` counts.
+    sequences: &'a Sequences,
+    /// The blocks with costs, the slots and the sequences run, by centre.
     order: Vec<(Centre, Charged)>,
     width: usize,
 }
 
 /// Where self costs of a centre are kept: a block's cost table or a slot,
-/// by its index in [`Costs`].
+/// by its index in [`Costs`], or the runs of an instruction sequence, by
+/// its number in [`Sequences`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Charged {
     Block(usize),
     Slot(usize),
+    Sequence(usize),
 }
 
 impl SelfCosts<'_> {
@@ -219,7 +224,7 @@ impl SelfCosts<'_> {
         &self,
         mut each: impl FnMut((Centre, u64), &[u64]) -> Result<(), E>,
     ) -> Result<(), E> {
-        let (costs, width) = (self.costs, self.width);
+        let (costs, sequences, width) = (self.costs, self.sequences, self.width);
         let slot_width = costs.slot_width.max(1);
         let slot = |slot: usize| {
             let cost = costs
@@ -236,6 +241,13 @@ impl SelfCosts<'_> {
                 match charged {
                     Charged::Block(index) => addrs.extend_from_slice(costs.block_addrs(index)),
                     Charged::Slot(index) => addrs.extend(slot(index).map(|(addr, _)| addr)),
+                    Charged::Sequence(number) => addrs.extend(
+                        sequences
+                            .instructions(number)
+                            .iter()
+                            .filter(|&&(of, _)| of == centre)
+                            .map(|&(_, addr)| addr),
+                    ),
                 }
             }
             addrs.sort_unstable();
@@ -264,6 +276,16 @@ impl SelfCosts<'_> {
                         if let Some((addr, cost)) = slot(index) {
                             add(&mut rows[row(addr)], cost);
                         }
+                    }
+                    Charged::Sequence(number) => {
+                        let runs = costs.sequence_runs.get(number).copied().unwrap_or(0);
+                        sequences.for_each_event(number, |(of, addr), column| {
+                            if of == centre {
+                                if let Some(sum) = rows[row(addr)].get_mut(column) {
+                                    *sum = sum.wrapping_add(runs);
+                                }
+                            }
+                        });
                     }
                 }
             }
@@ -307,7 +329,8 @@ pub(crate) struct Costs {
     /// The jumps taken, with `--collect-jumps=yes`.
     pub jumps: FxHashMap<JumpArc, JumpCount>,
     /// Runs of each instruction sequence of the process, by its number
-    /// ([`crate::sequences::Sequences`]), not yet charged.
+    /// ([`crate::sequences::Sequences`]), charged to its instructions as the
+    /// self costs are read.
     sequence_runs: Vec<u64>,
     /// Executions of each block in each centre, with `--collect-jumps=yes`
     /// (how often a conditional jump was reached).
@@ -590,8 +613,14 @@ impl Costs {
             })
     }
 
-    /// All self costs by centre and instruction, in order.
-    pub fn self_costs_by_instruction(&self) -> SelfCosts<'_> {
+    /// All self costs by centre and instruction, in order, in rows of at
+    /// least `width` events; the runs counted of `sequences` charged to
+    /// their instructions as they are read.
+    pub fn self_costs_by_instruction<'a>(
+        &'a self,
+        sequences: &'a Sequences,
+        width: usize,
+    ) -> SelfCosts<'a> {
         let blocks = self
             .blocks
             .iter()
@@ -600,16 +629,24 @@ impl Costs {
         let width = blocks
             .clone()
             .map(|(_, block)| block.width())
-            .fold(self.slot_width, usize::max)
+            .fold(self.slot_width.max(width), usize::max)
             .max(1);
         let mut order: Vec<(Centre, Charged)> = blocks
             .map(|(index, block)| (block.centre, Charged::Block(index)))
             .collect();
         let slots = self.slot_keys.iter().enumerate();
         order.extend(slots.map(|(slot, key)| (key.0, Charged::Slot(slot))));
+        let run = self.sequence_runs.iter().enumerate();
+        for (number, _) in run.filter(|&(_, &runs)| runs > 0) {
+            let centres = sequences.centres(number);
+            order.extend(centres.map(|centre| (centre, Charged::Sequence(number))));
+        }
         order.sort_unstable();
+        // A sequence whose centres alternate is listed once per centre.
+        order.dedup();
         SelfCosts {
             costs: self,
+            sequences,
             order,
             width,
         }
@@ -688,12 +725,6 @@ impl Costs {
             self.sequence_runs.resize(number + 1, 0);
         }
         self.sequence_runs[number] += times;
-    }
-
-    /// The runs of each instruction sequence counted so far (by number),
-    /// which are forgotten.
-    pub fn take_sequence_runs(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.sequence_runs)
     }
 
     /// Counts one execution of `block` in `centre`.
@@ -845,7 +876,8 @@ mod tests {
         costs.charge_block(overlapping, &[0x34], &[cost(1, 0)], 2);
         assert!(costs.count_runs(overlapping, 1, 3));
         costs.charge(first, 0x50, &[2, 0]);
-        let self_costs = costs.self_costs_by_instruction();
+        let sequences = Sequences::default();
+        let self_costs = costs.self_costs_by_instruction(&sequences, 1);
         assert_eq!(self_costs.width(), 2);
         let mut rows = Vec::new();
         let done = self_costs.try_for_each(|(centre, addr), cost| {
@@ -872,5 +904,44 @@ mod tests {
             Ok(())
         });
         assert_eq!((stopped, seen), (Err(2), 2));
+    }
+
+    #[test]
+    fn counted_runs_of_sequences_are_charged_as_the_self_costs_are_read() {
+        let (first, second) = (Centre { cxt: 0, rec: 0 }, Centre { cxt: 1, rec: 0 });
+        let centre_of = |addr: u64| if addr < 0x100 { first } else { second };
+        let mut sequences = Sequences::default();
+        let block = [(0xf8, 4), (0x100, 4)];
+        // Each run: both instructions' Ir, a read (column 1) by the second.
+        let every = || vec![(0, 0), (1, 0), (1, 1)];
+        let runs = sequences.of_key_every(1, &block, every, centre_of);
+        let mut costs = Costs::default();
+        costs.count_sequence(runs, 2);
+        costs.count_sequence(runs, 1);
+        // A miss charged apart, to an instruction of the sequence.
+        costs.charge(second, 0x100, &[0, 0, 1]);
+        let ir_only = sequences.of_key(2, &[(0x40, 4)], centre_of);
+        costs.count_sequence(ir_only, 4);
+        // Not run since the last dump: no row.
+        let idle = sequences.of_key(3, &[(0x80, 4)], centre_of);
+        costs.count_sequence(idle, 0);
+        let self_costs = costs.self_costs_by_instruction(&sequences, 3);
+        assert_eq!(self_costs.width(), 3);
+        let mut rows = Vec::new();
+        let done = self_costs.try_for_each(|(centre, addr), cost| {
+            rows.push((centre.cxt, addr, cost.to_vec()));
+            Ok::<(), ()>(())
+        });
+        assert_eq!(done, Ok(()));
+        let expected = [
+            (0, 0x40, vec![4, 0, 0]),
+            (0, 0xf8, vec![3, 0, 0]),
+            (1, 0x100, vec![3, 3, 1]),
+        ];
+        assert_eq!(rows, expected);
+        // After a dump the runs are forgotten.
+        costs.clear_dumped();
+        let empty = costs.self_costs_by_instruction(&sequences, 3);
+        assert_eq!(empty.try_for_each(|_, _| Err(())), Ok(()));
     }
 }

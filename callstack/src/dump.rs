@@ -16,6 +16,7 @@ use crate::context::{Centre, Contexts};
 use crate::costs::{add, Costs};
 use crate::events::EventSet;
 use crate::functions::Functions;
+use crate::sequences::Sequences;
 use crate::Options;
 
 /// What a part's header says besides the costs.
@@ -35,7 +36,8 @@ pub(crate) struct PartInfo<'a> {
     pub summary: Option<Vec<u64>>,
 }
 
-/// What names the functions and places of a part.
+/// What names the functions and places of a part, and the instruction
+/// sequences its costs count runs of.
 pub(crate) struct Naming<'a> {
     /// The contexts of the process.
     pub contexts: &'a Contexts,
@@ -43,6 +45,8 @@ pub(crate) struct Naming<'a> {
     pub functions: &'a Functions,
     /// Its symbols, for the source positions of instructions.
     pub symbols: &'a Symbols,
+    /// Its instruction sequences, whose runs the costs count.
+    pub sequences: &'a Sequences,
 }
 
 /// Builds the part for `costs`, interning names into `names`.
@@ -101,6 +105,7 @@ pub(crate) fn build_part(
         contexts,
         functions,
         symbols,
+        ..
     } = *naming;
     // The source file (if known) and line (0 if unknown) of an instruction.
     let source = |addr: u64| {
@@ -123,7 +128,7 @@ pub(crate) fn build_part(
     };
 
     // Self costs, in centre and address order; by line unless by address.
-    let self_costs = costs.self_costs_by_instruction();
+    let self_costs = costs.self_costs_by_instruction(naming.sequences, events.len());
     let mut totals = vec![0u64; events.len()];
     // The row of each line in `line_costs`, rows of `width` counts one
     // after another (one allocation, not one per line).

@@ -114,10 +114,6 @@ impl Process {
         if keys.is_empty() {
             keys.push(if separate { 1 } else { 0 });
         }
-        let width = self.events.len();
-        for costs in self.costs.values_mut() {
-            self.sequences.settle(costs, width);
-        }
         self.parts_dumped += 1;
         let mut parts = Vec::new();
         for key in keys {
@@ -135,6 +131,7 @@ impl Process {
                 contexts: &self.contexts,
                 functions: &self.functions,
                 symbols: &self.symbols,
+                sequences: &self.sequences,
             };
             let part = build_part(
                 &mut self.names,

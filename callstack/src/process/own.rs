@@ -239,9 +239,11 @@ impl Process {
     }
 
     /// Whole blocks run on thread `tid` whose fetches and accesses the
-    /// backend filtered (`Options::filtered`): each block's runs count
-    /// what every run counts (`Ir`, `Dr`, `Dw`) in one go; their misses
-    /// come apart ([`Process::accesses_filtered`]).
+    /// backend filtered (`Options::filtered`): each block's runs are
+    /// counted, as a sequence that counts what every run counts (`Ir`,
+    /// `Dr`, `Dw`), charged to its instructions when the costs are dumped
+    /// ([`Sequences::settle`](crate::sequences::Sequences::settle)); their
+    /// misses come apart ([`Process::accesses_filtered`]).
     pub(super) fn blocks_filtered(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
         // Creates the thread when it is new.
         self.thread(tid);
@@ -249,8 +251,7 @@ impl Process {
             threads,
             costs,
             simulation,
-            recent_slots,
-            own_runs,
+            sequences,
             last_charged,
             functions,
             symbols,
@@ -258,7 +259,6 @@ impl Process {
             own_contexts,
             contexts,
             options,
-            events,
             blocks: blocks_run,
             ..
         } = self;
@@ -267,43 +267,29 @@ impl Process {
         };
         let key = costs_key(options, thread.number);
         let table = costs.entry(key).or_default();
+        let mut own = OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
+        let mut last = None;
         for whole in blocks {
             let runs = 1 + whole.repeats;
             *blocks_run += runs;
-            let block = (whole.block.addr, whole.instructions.len());
-            let slot = whole.key as usize;
-            let known = own_runs.get(slot).and_then(Option::as_deref);
-            if known.is_none_or(|own| !own.fits(block, key, table)) {
-                let mut charged_steps = Vec::with_capacity(whole.instructions.len());
-                for &(addr, _) in whole.instructions {
-                    let mut own =
-                        OwnFunctions::new(functions, symbols, *pid, own_contexts, contexts);
-                    let charged =
-                        own_charge(recent_slots, table, key, &mut own, events.len(), addr);
-                    charged_steps.push(charged);
-                }
-                let every = simulation.every_run_events(whole.instructions, whole.accesses());
-                let Some(own) = OwnRun::new(block.0, &charged_steps, &every, table, Box::default())
-                else {
-                    // Charged one event at a time (each instruction has a
-                    // slot made above, so this does not happen).
-                    let width = events.len().min(MAX_EVENTS);
-                    for &(index, column) in &every {
-                        if let Some(charged) = charged_steps.get(index as usize) {
-                            let column = column as usize;
-                            table.charge_column(charged.centre, charged.addr, column, runs, width);
-                            thread.count_each(&[(column as u32, 1)], runs);
-                        }
-                    }
-                    *last_charged = charged_steps.last().copied();
-                    continue;
-                };
-                keep(own_runs, slot, own);
-            }
-            if let Some(own) = own_runs.get(slot).and_then(Option::as_deref) {
-                own.charge(table, runs);
-                thread.count_each(&own.total, runs);
-                *last_charged = Some(own.last);
+            let every = || simulation.every_run_events(whole.instructions, whole.accesses());
+            let number = sequences.of_key_every(whole.key, whole.instructions, every, |addr| {
+                own.centre(addr)
+            });
+            table.count_sequence(number, runs);
+            sequences.count_every_run(number, runs, |column, runs| {
+                thread.count_each(&[(column, 1)], runs);
+            });
+            last = whole.instructions.last().map(|&(addr, _)| (number, addr));
+        }
+        if let Some((number, addr)) = last {
+            if let Some(centre) = sequences.last_centre(number) {
+                *last_charged = Some(Charged {
+                    key,
+                    centre,
+                    addr,
+                    slot: None,
+                });
             }
         }
     }

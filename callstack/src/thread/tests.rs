@@ -20,6 +20,7 @@ use crate::context::Contexts;
 use crate::costs::{Costs, Profile};
 use crate::events::EventSet;
 use crate::functions::{BlockInfo, Function, Functions};
+use crate::sequences::Sequences;
 use crate::Options;
 
 /// A function of a made-up program.
@@ -304,7 +305,7 @@ fn run(case: &Case<'_>, path: Path) -> Outcome {
     arcs.sort();
     let mut self_ir: BTreeMap<String, u64> = BTreeMap::new();
     let sum = costs
-        .self_costs_by_instruction()
+        .self_costs_by_instruction(&Sequences::default(), 1)
         .try_for_each(|(centre, _), cost| {
             *self_ir
                 .entry(contexts.name(centre, &functions))
