@@ -5,8 +5,10 @@
 //! refused (stepped), which `int3` stub belongs to which exit, and where
 //! free space starts in each region.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
+
+use rustc_hash::FxHashMap;
 
 use crate::error::{Error, Result};
 
@@ -347,29 +349,29 @@ pub(super) struct Cache {
     /// Where the replay finds what the translations' instructions did.
     sources: Interned<Sources>,
     /// Entry of each translated original address.
-    entries: HashMap<u64, u64>,
+    entries: FxHashMap<u64, u64>,
     /// Translation id by entry (to find the translation holding an address).
     by_entry: BTreeMap<u64, u32>,
     /// Dead translations whose space (and number) the next translation
     /// of their original address takes (see [`Cache::retire`]).
-    reusable: HashMap<u64, u32>,
+    reusable: FxHashMap<u64, u32>,
     /// Dead translations to be released once the threads with them left
     /// them (see [`Cache::retire`]).
     dying: Retiring,
     /// Whether translations make `cpuid` trap (see `Target::cpuid_trap`).
     cpuid_trap: bool,
     /// Blocks that are stepped, with the reason.
-    refused: HashMap<u64, (Option<DecodedBlock>, Refusal)>,
+    refused: FxHashMap<u64, (Option<DecodedBlock>, Refusal)>,
     /// The exits linked to a translation: (its original address, the
     /// translation linked, the exit's number).
     incoming: BTreeSet<(u64, u32, u32)>,
     /// The original address in each filled indirect-branch table entry.
-    table: HashMap<u64, u64>,
+    table: FxHashMap<u64, u64>,
     /// What translations record.
     capture: Capture,
     /// Where the filter's record paths of each translation that has some
     /// restart, ascending (`filter`).
-    filter_paths: HashMap<u32, Box<[u64]>>,
+    filter_paths: FxHashMap<u32, Box<[u64]>>,
 }
 
 impl Cache {
@@ -389,16 +391,16 @@ impl Cache {
             replayed: Vec::new(),
             decodings: Interned::default(),
             sources: Interned::default(),
-            entries: HashMap::new(),
+            entries: FxHashMap::default(),
             by_entry: BTreeMap::new(),
-            reusable: HashMap::new(),
+            reusable: FxHashMap::default(),
             dying: Retiring::default(),
             cpuid_trap,
-            refused: HashMap::new(),
+            refused: FxHashMap::default(),
             incoming: BTreeSet::new(),
-            table: HashMap::new(),
+            table: FxHashMap::default(),
             capture,
-            filter_paths: HashMap::new(),
+            filter_paths: FxHashMap::default(),
         })
     }
 

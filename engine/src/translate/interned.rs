@@ -9,11 +9,12 @@
 use std::hash::Hash;
 
 use indexmap::IndexSet;
+use rustc_hash::FxBuildHasher;
 
 /// The distinct values, numbered in the order they were first seen.
 #[derive(Clone, Debug)]
 pub(super) struct Interned<T> {
-    values: IndexSet<T>,
+    values: IndexSet<T, FxBuildHasher>,
 }
 
 impl<T> Default for Interned<T> {
