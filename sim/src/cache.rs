@@ -8,31 +8,63 @@
 
 use crate::config::{CacheConfig, GeometryError};
 
-/// A set-associative, true-LRU, write-allocate cache of any valid geometry.
+/// A set-associative, true-LRU, write-allocate cache of any valid geometry,
+/// its lines' tags of type `T` ([`Tag`]): block numbers (`u64`) unless
+/// said otherwise.
 #[derive(Clone, Debug)]
-pub struct Cache {
+pub struct Cache<T: Tag = u64> {
     config: CacheConfig,
     line_bits: u32,
+    set_bits: u32,
     set_mask: u64,
     assoc: usize,
-    /// `sets × assoc` block numbers; each set's slice is in MRU-first order.
-    tags: Box<[u64]>,
+    /// `sets × assoc` tags; each set's slice is in MRU-first order.
+    tags: Box<[T]>,
 }
 
-impl Cache {
-    /// An empty cache (all tags 0) of the given geometry, which must pass
-    /// [`CacheConfig::check`].
-    pub fn new(config: CacheConfig) -> Result<Cache, GeometryError> {
+/// What a cache keeps of each line: equal for two blocks of one set
+/// exactly when they are the same block. `Default` is an unused way,
+/// never equal to a block's tag but in set 0, where it is block 0's.
+pub trait Tag: Copy + PartialEq + Default {
+    /// The tag of `block` in a cache of `2^set_bits` sets, if it has one.
+    fn of_block(block: u64, set_bits: u32) -> Option<Self>;
+}
+
+/// The block number itself: every block has one, and 0 (unused ways) is
+/// block 0, as in Valgrind, where every tag starts as 0.
+impl Tag for u64 {
+    #[inline(always)]
+    fn of_block(block: u64, _: u32) -> Option<u64> {
+        Some(block)
+    }
+}
+
+/// One more than the block number above the set's bits (the set holds
+/// the rest), when that fits: half the memory of `u64` tags; 0 is no
+/// block, and set 0 starts with block 0 in every way, as with `u64`.
+impl Tag for u32 {
+    #[inline(always)]
+    fn of_block(block: u64, set_bits: u32) -> Option<u32> {
+        u32::try_from((block >> set_bits) + 1).ok()
+    }
+}
+
+impl<T: Tag> Cache<T> {
+    /// An empty cache (block 0 alone resident, in every way of set 0) of
+    /// the given geometry, which must pass [`CacheConfig::check`].
+    pub fn new(config: CacheConfig) -> Result<Cache<T>, GeometryError> {
         config.check()?;
-        let sets = config.sets() as usize;
-        let assoc = config.assoc as usize;
-        Ok(Cache {
+        let sets = u64::from(config.sets());
+        let mut cache = Cache {
             config,
             line_bits: config.line_size.trailing_zeros(),
-            set_mask: sets as u64 - 1,
-            assoc,
-            tags: vec![0; sets * assoc].into_boxed_slice(),
-        })
+            set_bits: sets.trailing_zeros(),
+            set_mask: sets - 1,
+            assoc: config.assoc as usize,
+            tags: Box::default(),
+        };
+        cache.clear();
+        Ok(cache)
     }
 
     /// The geometry.
@@ -40,33 +72,46 @@ impl Cache {
         self.config
     }
 
-    /// Empties the cache (every tag back to 0).
+    /// Empties the cache: block 0 alone resident, in every way of set 0.
+    /// The tags are allocated anew, so the memory of sets never used stays
+    /// untouched.
     pub fn clear(&mut self) {
-        self.tags.fill(0);
+        let mut tags = vec![T::default(); (self.set_mask as usize + 1) * self.assoc];
+        if let Some(zero) = T::of_block(0, self.set_bits) {
+            tags[..self.assoc].fill(zero);
+        }
+        self.tags = tags.into_boxed_slice();
     }
 
-    /// References `size` bytes at `addr`; returns true on a miss. An access that
-    /// straddles two lines references both and misses if either misses. A `size`
-    /// of 0 counts as 1; an access longer than a line references only its first two
-    /// lines (callers clamp sizes to the line size, as Valgrind does).
+    /// The first tag of `block`'s set.
+    #[inline(always)]
+    fn set_start(&self, block: u64) -> usize {
+        (block & self.set_mask) as usize * self.assoc
+    }
+
+    /// [`Cache::access`], `None` (nothing done) when a block it references
+    /// has no tag of type `T`.
     #[inline]
-    pub fn access(&mut self, addr: u64, size: u32) -> bool {
+    pub fn try_access(&mut self, addr: u64, size: u32) -> Option<bool> {
         let block1 = addr >> self.line_bits;
         let last = addr.wrapping_add(u64::from(size.max(1)) - 1);
         let block2 = last >> self.line_bits;
         if block1 == block2 {
             // The most common case first, as in cg_sim.c: a hit on the most
             // recently used line of the set, which changes nothing.
-            let start = (block1 & self.set_mask) as usize * self.assoc;
-            if self.tags.get(start) == Some(&block1) {
-                return false;
+            let tag = T::of_block(block1, self.set_bits)?;
+            if self.tags.get(self.set_start(block1)) == Some(&tag) {
+                return Some(false);
             }
-            self.access_block(block1)
+            Some(self.access_tag(block1, tag))
         } else {
             // Both lines are always referenced: the state changes either way.
-            let miss1 = self.access_block(block1);
-            let miss2 = self.access_block(block1.wrapping_add(1));
-            miss1 | miss2
+            let block2 = block1.wrapping_add(1);
+            let tag1 = T::of_block(block1, self.set_bits)?;
+            let tag2 = T::of_block(block2, self.set_bits)?;
+            let miss1 = self.access_tag(block1, tag1);
+            let miss2 = self.access_tag(block2, tag2);
+            Some(miss1 | miss2)
         }
     }
 
@@ -77,43 +122,106 @@ impl Cache {
     pub fn hits_most_recent(&self, addr: u64, size: u32) -> bool {
         let block = addr >> self.line_bits;
         let last = addr.wrapping_add(u64::from(size.max(1)) - 1);
-        let start = (block & self.set_mask) as usize * self.assoc;
-        block == last >> self.line_bits && self.tags.get(start) == Some(&block)
+        block == last >> self.line_bits
+            && T::of_block(block, self.set_bits)
+                .is_some_and(|tag| self.tags.get(self.set_start(block)) == Some(&tag))
     }
 
-    /// References one whole line by block number (`addr >> log2(line)`); returns
-    /// true on a miss.
-    pub fn access_block(&mut self, block: u64) -> bool {
-        let start = (block & self.set_mask) as usize * self.assoc;
+    /// [`Cache::access_block`], `None` (nothing done) when the block has no
+    /// tag of type `T`.
+    pub fn try_access_block(&mut self, block: u64) -> Option<bool> {
+        let tag = T::of_block(block, self.set_bits)?;
+        Some(self.access_tag(block, tag))
+    }
+
+    /// One reference to `block`, tagged `tag`: Cachegrind's true-LRU step
+    /// in its set (a hit moves it to the front, a miss puts it there and
+    /// drops the least recently used); true on a miss.
+    fn access_tag(&mut self, block: u64, tag: T) -> bool {
+        let start = self.set_start(block);
         let Some(ways) = self.tags.get_mut(start..start + self.assoc) else {
             return true;
         };
-        if ways[0] == block {
+        if ways[0] == tag {
             return false;
         }
-        match ways[1..].iter().position(|&t| t == block) {
+        match ways[1..].iter().position(|&t| t == tag) {
             Some(found) => {
                 let way = found + 1;
                 ways.copy_within(0..way, 1);
-                ways[0] = block;
+                ways[0] = tag;
                 false
             }
             None => {
                 let last = ways.len() - 1;
                 ways.copy_within(0..last, 1);
-                ways[0] = block;
+                ways[0] = tag;
                 true
             }
         }
     }
 
+    /// [`Cache::contains`], `None` when the block has no tag of type `T`.
+    pub fn try_contains(&self, addr: u64) -> Option<bool> {
+        let block = addr >> self.line_bits;
+        let tag = T::of_block(block, self.set_bits)?;
+        let start = self.set_start(block);
+        Some(
+            self.tags
+                .get(start..start + self.assoc)
+                .is_some_and(|ways| ways.contains(&tag)),
+        )
+    }
+}
+
+impl Cache<u32> {
+    /// The same cache with block numbers for tags.
+    pub fn widened(&self) -> Cache<u64> {
+        let set_bits = self.set_bits;
+        let tags = self
+            .tags
+            .chunks_exact(self.assoc)
+            .zip(0u64..)
+            .flat_map(|(ways, set)| {
+                ways.iter().map(move |&tag| match tag {
+                    // No block: only set 0 is ever asked for block 0, and
+                    // set 0 never holds this.
+                    0 => 0,
+                    tag => (u64::from(tag - 1) << set_bits) | set,
+                })
+            })
+            .collect();
+        Cache {
+            config: self.config,
+            line_bits: self.line_bits,
+            set_bits: self.set_bits,
+            set_mask: self.set_mask,
+            assoc: self.assoc,
+            tags,
+        }
+    }
+}
+
+impl Cache<u64> {
+    /// References `size` bytes at `addr`; returns true on a miss. An access that
+    /// straddles two lines references both and misses if either misses. A `size`
+    /// of 0 counts as 1; an access longer than a line references only its first two
+    /// lines (callers clamp sizes to the line size, as Valgrind does).
+    #[inline]
+    pub fn access(&mut self, addr: u64, size: u32) -> bool {
+        // Every block has a `u64` tag.
+        self.try_access(addr, size).unwrap_or(true)
+    }
+
+    /// References one whole line by block number (`addr >> log2(line)`); returns
+    /// true on a miss.
+    pub fn access_block(&mut self, block: u64) -> bool {
+        self.try_access_block(block).unwrap_or(true)
+    }
+
     /// Whether the line holding `addr` is resident (does not change LRU order).
     pub fn contains(&self, addr: u64) -> bool {
-        let block = addr >> self.line_bits;
-        let start = (block & self.set_mask) as usize * self.assoc;
-        self.tags
-            .get(start..start + self.assoc)
-            .is_some_and(|ways| ways.contains(&block))
+        self.try_contains(addr).unwrap_or(false)
     }
 }
 
@@ -128,7 +236,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_geometry() {
-        assert!(Cache::new(CacheConfig::new(96, 2, 16)).is_err());
+        assert!(Cache::<u64>::new(CacheConfig::new(96, 2, 16)).is_err());
     }
 
     #[test]
@@ -194,6 +302,32 @@ mod tests {
         }
         assert!(f.access(0x50, 1)); // evicts 0x10, the LRU
         assert!(!f.contains(0x10));
+    }
+
+    #[test]
+    fn narrow_tags_are_the_same_lru_and_widen_to_the_same_lines() {
+        // 2 sets: a block's narrow tag is one more than block >> 1.
+        let config = CacheConfig::new(64, 2, 16);
+        let (mut narrow, mut wide) = (Cache::<u32>::new(config).unwrap(), tiny());
+        for addr in [0x0, 0x20, 0x40, 0x24, 0x60, 0x30, 0x2e, 0x40, 0x10, 0x0] {
+            assert_eq!(
+                narrow.try_access(addr, 4),
+                Some(wide.access(addr, 4)),
+                "{addr:#x}"
+            );
+        }
+        let widened = narrow.widened();
+        for addr in (0..0x100).step_by(16) {
+            let resident = wide.contains(addr);
+            assert_eq!(narrow.try_contains(addr), Some(resident), "{addr:#x}");
+            assert_eq!(widened.contains(addr), resident, "{addr:#x}");
+        }
+        // Block 2^33 has no narrow tag here: nothing is done.
+        let far = 1u64 << 37;
+        assert_eq!(narrow.try_access(far, 1), None);
+        assert_eq!(narrow.try_access_block(far >> 4), None);
+        assert_eq!(narrow.try_contains(far), None);
+        assert!(!narrow.hits_most_recent(far, 1));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use crate::cache::Cache;
 use crate::config::{CacheLevel, CachesConfig, GeometryError};
+use crate::last_level::LastLevelCache;
 use crate::outcome::Outcome;
 
 /// The three caches of a simulation, with the data-size clamp Valgrind applies.
@@ -15,7 +16,7 @@ pub struct Hierarchy {
     config: CachesConfig,
     i1: Cache,
     d1: Cache,
-    ll: Cache,
+    ll: LastLevelCache,
     min_line: u32,
     /// log2 of I1's line size.
     i1_line_bits: u32,
@@ -33,7 +34,7 @@ impl Hierarchy {
             config: *config,
             i1: make(CacheLevel::I1)?,
             d1: make(CacheLevel::D1)?,
-            ll: make(CacheLevel::LL)?,
+            ll: LastLevelCache::new(config.ll).map_err(|e| (CacheLevel::LL, e))?,
             min_line: config.min_line_size(),
             i1_line_bits: config.i1.line_size.trailing_zeros(),
             last_fetched: u64::MAX,

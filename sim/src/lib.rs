@@ -1,7 +1,8 @@
 //! The simulators of cgx, reproducing Valgrind 3.19's numbers exactly:
 //!
 //! - [`Cache`]: one set-associative true-LRU cache; [`Hierarchy`]: I1, D1 and a
-//!   shared LL as in Cachegrind and Callgrind's `--cache-sim=yes`.
+//!   shared LL ([`LastLevelCache`], narrow tags while they can be) as in
+//!   Cachegrind and Callgrind's `--cache-sim=yes`.
 //! - [`ExtendedHierarchy`]: the same with Callgrind's `--simulate-wb=yes`
 //!   (a [`WriteBackCache`] LL and dirty misses) and `--simulate-hwpref=yes`
 //!   (the stream [`Prefetcher`] into LL).
@@ -23,12 +24,13 @@ mod cacheuse;
 mod config;
 pub mod cpuid;
 mod extended;
+mod last_level;
 mod outcome;
 mod prefetch;
 mod writeback;
 
 pub use branch::{BranchPredictors, CondPredictor, IndirectPredictor};
-pub use cache::Cache;
+pub use cache::{Cache, Tag};
 pub use caches::Hierarchy;
 pub use cacheuse::{
     fetch_mask_of, CacheUseError, Charge, LineChange, Owner, UseEvent, UseHierarchy, NO_OWNER,
@@ -37,6 +39,7 @@ pub use config::{
     CacheConfig, CacheLevel, CachesConfig, ConfigError, DescStyle, GeometryError, MIN_LINE_SIZE,
 };
 pub use extended::{ExtendedHierarchy, Extensions};
+pub use last_level::LastLevelCache;
 pub use outcome::Outcome;
 pub use prefetch::Prefetcher;
 pub use writeback::{LineResult, WriteBackCache};
