@@ -18,11 +18,12 @@ pub struct LastLevelCache {
     tags: Tags,
 }
 
-/// The cache, by the type of its tags.
+/// The cache, by the type of its tags (apart: the hierarchy holding it
+/// stays small, and LL is only asked when L1 misses).
 #[derive(Clone, Debug)]
 enum Tags {
-    Narrow(Cache<u32>),
-    Wide(Cache<u64>),
+    Narrow(Box<Cache<u32>>),
+    Wide(Box<Cache<u64>>),
 }
 
 impl LastLevelCache {
@@ -31,8 +32,8 @@ impl LastLevelCache {
     /// or more.
     pub fn new(config: CacheConfig) -> Result<LastLevelCache, GeometryError> {
         let tags = match config.sets() >= NARROW_SETS {
-            true => Tags::Narrow(Cache::new(config)?),
-            false => Tags::Wide(Cache::new(config)?),
+            true => Tags::Narrow(Box::new(Cache::new(config)?)),
+            false => Tags::Wide(Box::new(Cache::new(config)?)),
         };
         Ok(LastLevelCache { tags })
     }
@@ -62,7 +63,7 @@ impl LastLevelCache {
                 Some(miss) => miss,
                 None => {
                     let (wide, miss) = widened_access(cache, addr, size);
-                    self.tags = Tags::Wide(wide);
+                    self.tags = Tags::Wide(Box::new(wide));
                     miss
                 }
             },
