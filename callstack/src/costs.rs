@@ -806,6 +806,17 @@ pub(crate) fn add(sum: &mut [u64], costs: &[u64]) {
 mod tests {
     use super::*;
 
+    /// The rows of `self_costs`: (context, address, counts).
+    fn rows_of(self_costs: &SelfCosts<'_>) -> Vec<(u32, u64, Vec<u64>)> {
+        let mut rows = Vec::new();
+        let done = self_costs.try_for_each(|(centre, addr), cost| {
+            rows.push((centre.cxt, addr, cost.to_vec()));
+            Ok::<(), ()>(())
+        });
+        assert_eq!(done, Ok(()));
+        rows
+    }
+
     fn arc(site: u64) -> CallArc {
         let centre = |cxt| Centre { cxt, rec: 0 };
         CallArc {
@@ -879,12 +890,7 @@ mod tests {
         let sequences = Sequences::default();
         let self_costs = costs.self_costs_by_instruction(&sequences, 1);
         assert_eq!(self_costs.width(), 2);
-        let mut rows = Vec::new();
-        let done = self_costs.try_for_each(|(centre, addr), cost| {
-            rows.push((centre.cxt, addr, cost.to_vec()));
-            Ok::<(), ()>(())
-        });
-        assert_eq!(done, Ok(()));
+        let rows = rows_of(&self_costs);
         let expected = [
             (0, 0x30, vec![1, 0]),
             (0, 0x34, vec![5, 1]),
@@ -927,12 +933,7 @@ mod tests {
         costs.count_sequence(idle, 0);
         let self_costs = costs.self_costs_by_instruction(&sequences, 3);
         assert_eq!(self_costs.width(), 3);
-        let mut rows = Vec::new();
-        let done = self_costs.try_for_each(|(centre, addr), cost| {
-            rows.push((centre.cxt, addr, cost.to_vec()));
-            Ok::<(), ()>(())
-        });
-        assert_eq!(done, Ok(()));
+        let rows = rows_of(&self_costs);
         let expected = [
             (0, 0x40, vec![4, 0, 0]),
             (0, 0xf8, vec![3, 0, 0]),
