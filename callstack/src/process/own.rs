@@ -241,8 +241,8 @@ impl Process {
     /// Whole blocks run on thread `tid` whose fetches and accesses the
     /// backend filtered (`Options::filtered`): each block's runs are
     /// counted, as a sequence that counts what every run counts (`Ir`,
-    /// `Dr`, `Dw`), charged to its instructions when the costs are dumped
-    /// ([`Sequences::settle`](crate::sequences::Sequences::settle)); their
+    /// `Dr`, `Dw`), charged to its instructions as the dump reads the
+    /// costs ([`crate::costs::Costs::self_costs_by_instruction`]); their
     /// misses come apart ([`Process::accesses_filtered`]).
     pub(super) fn blocks_filtered(&mut self, tid: i32, blocks: &mut WholeBlocks<'_>) {
         // Creates the thread when it is new.
