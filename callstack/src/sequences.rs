@@ -200,12 +200,12 @@ impl Sequences {
         self.events.get(every)
     }
 
-    /// Adds what `runs` runs of sequence `number` count to the thread's
-    /// totals through `count` (column, amount), when more than `Ir`.
-    pub fn count_every_run(&self, number: usize, runs: u64, mut count: impl FnMut(u32, u64)) {
-        for &(_, column) in self.every(number).unwrap_or_default() {
-            count(column, runs);
-        }
+    /// The column of each event a run of sequence `number` counts, when
+    /// it counts more than `Ir` (none otherwise: a thread counts those runs'
+    /// `Ir` itself).
+    pub fn every_run_columns(&self, number: usize) -> impl Iterator<Item = u32> + '_ {
+        let every = self.every(number).unwrap_or_default();
+        every.iter().map(|&(_, column)| column)
     }
 
     /// The instructions of sequence `number`, each with its centre (none if
@@ -297,11 +297,10 @@ mod tests {
         assert_ne!(read, write);
         assert_ne!(ir_only, read);
         assert_ne!(ir_only, write);
-        let mut counted = Vec::new();
-        sequences.count_every_run(read, 5, |column, runs| counted.push((column, runs)));
-        assert_eq!(counted, [(0, 5), (3, 5), (0, 5)]);
+        let counted: Vec<u32> = sequences.every_run_columns(read).collect();
+        assert_eq!(counted, [0, 3, 0]);
         // Runs of `Ir` alone are the thread's business.
-        sequences.count_every_run(ir_only, 5, |_, _| panic!("nothing to add"));
+        assert_eq!(sequences.every_run_columns(ir_only).count(), 0);
     }
 
     #[test]

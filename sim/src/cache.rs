@@ -172,6 +172,25 @@ impl<T: Tag> Cache<T> {
                 .is_some_and(|ways| ways.contains(&tag)),
         )
     }
+
+    /// An empty cache of the same geometry, with tags of type `U`.
+    pub fn emptied<U: Tag>(&self) -> Cache<U> {
+        let mut cache = self.with_tags(Box::default());
+        cache.clear();
+        cache
+    }
+
+    /// A cache of the same geometry holding `tags`.
+    fn with_tags<U: Tag>(&self, tags: Box<[U]>) -> Cache<U> {
+        Cache {
+            config: self.config,
+            line_bits: self.line_bits,
+            set_bits: self.set_bits,
+            set_mask: self.set_mask,
+            assoc: self.assoc,
+            tags,
+        }
+    }
 }
 
 impl Cache<u32> {
@@ -191,14 +210,7 @@ impl Cache<u32> {
                 })
             })
             .collect();
-        Cache {
-            config: self.config,
-            line_bits: self.line_bits,
-            set_bits: self.set_bits,
-            set_mask: self.set_mask,
-            assoc: self.assoc,
-            tags,
-        }
+        self.with_tags(tags)
     }
 }
 

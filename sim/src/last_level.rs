@@ -12,6 +12,11 @@ use crate::config::{CacheConfig, GeometryError};
 /// space (below 2^47) has one.
 const NARROW_SETS: u32 = 1 << 10;
 
+/// Whether a cache of geometry `config` starts with narrow tags.
+fn narrow(config: CacheConfig) -> bool {
+    config.sets() >= NARROW_SETS
+}
+
 /// A true-LRU cache whose tags are narrow while they can be.
 #[derive(Clone, Debug)]
 pub struct LastLevelCache {
@@ -31,7 +36,7 @@ impl LastLevelCache {
     /// [`CacheConfig::check`]; narrow tags when it has [`NARROW_SETS`] sets
     /// or more.
     pub fn new(config: CacheConfig) -> Result<LastLevelCache, GeometryError> {
-        let tags = match config.sets() >= NARROW_SETS {
+        let tags = match narrow(config) {
             true => Tags::Narrow(Box::new(Cache::new(config)?)),
             false => Tags::Wide(Box::new(Cache::new(config)?)),
         };
@@ -44,14 +49,12 @@ impl LastLevelCache {
             Tags::Narrow(cache) => cache.config(),
             Tags::Wide(cache) => cache.config(),
         };
-        match LastLevelCache::new(config) {
-            Ok(empty) => *self = empty,
-            // Not reached: the geometry passed the check before.
-            Err(_) => match &mut self.tags {
-                Tags::Narrow(cache) => cache.clear(),
-                Tags::Wide(cache) => cache.clear(),
-            },
-        }
+        self.tags = match (&self.tags, narrow(config)) {
+            (Tags::Narrow(cache), true) => Tags::Narrow(Box::new(cache.emptied())),
+            (Tags::Wide(cache), true) => Tags::Narrow(Box::new(cache.emptied())),
+            (Tags::Narrow(cache), false) => Tags::Wide(Box::new(cache.emptied())),
+            (Tags::Wide(cache), false) => Tags::Wide(Box::new(cache.emptied())),
+        };
     }
 
     /// References `size` bytes at `addr`, as [`Cache::access`]; returns true

@@ -277,9 +277,9 @@ impl Process {
                 own.centre(addr)
             });
             table.count_sequence(number, runs);
-            sequences.count_every_run(number, runs, |column, runs| {
+            for column in sequences.every_run_columns(number) {
                 thread.count_each(&[(column, 1)], runs);
-            });
+            }
             last = whole.instructions.last().map(|&(addr, _)| (number, addr));
         }
         if let Some((number, addr)) = last {
