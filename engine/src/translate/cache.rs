@@ -27,6 +27,7 @@ use super::plan::{self, Plan};
 use super::protect::Protection;
 use super::records::RecordEntries;
 use super::retire::Retiring;
+use super::table::Table;
 use super::timing::SystemCallWords;
 use super::translator::{self, Entrance, Lookup, Refusal, Target};
 use super::writes::Writes;
@@ -365,8 +366,8 @@ pub(super) struct Cache {
     /// The exits linked to a translation: (its original address, the
     /// translation linked, the exit's number).
     incoming: BTreeSet<(u64, u32, u32)>,
-    /// The original address in each filled indirect-branch table entry.
-    table: FxHashMap<u64, u64>,
+    /// What the indirect-branch table holds.
+    table: Table,
     /// What translations record.
     capture: Capture,
     /// Where the filter's record paths of each translation that has some
@@ -398,7 +399,7 @@ impl Cache {
             cpuid_trap,
             refused: FxHashMap::default(),
             incoming: BTreeSet::new(),
-            table: FxHashMap::default(),
+            table: Table::default(),
             capture,
             filter_paths: FxHashMap::default(),
         })
@@ -1213,7 +1214,7 @@ impl Cache {
         let dead: Vec<usize> = (0..self.translations.len())
             .filter(|&id| self.translations[id].alive && self.span(id as u32).is_some_and(overlaps))
             .collect();
-        let mask = super::layout::TABLE_ENTRIES - 1;
+        let table = self.layout().table();
         for &id in &dead {
             self.translations[id].alive = false;
             // Its links are no longer undone when their targets go (its
@@ -1221,9 +1222,8 @@ impl Cache {
             self.translations[id].parts.unlink_all();
             let addr = self.replayed[id].addr;
             self.entries.remove(&addr);
-            if self.table.get(&(addr & mask)) == Some(&addr) {
-                self.table.remove(&(addr & mask));
-                memory.write(self.layout().table_entry(addr), &[0u8; 16])?;
+            if let Some(entry) = self.table.remove(table, addr) {
+                memory.write(entry, &[0u8; 16])?;
             }
             let links = self
                 .incoming
@@ -1252,15 +1252,9 @@ impl Cache {
     /// `writes`). Other threads may look the entry up meanwhile: it holds
     /// no original address while its translated address changes.
     fn enter_indirect_into(&mut self, writes: &mut Writes, target: u64, entry: u64) {
-        let at = self.layout().table_entry(target);
-        let previous = self
-            .table
-            .insert(target & (super::layout::TABLE_ENTRIES - 1), target);
-        if previous.is_some_and(|previous| previous != target) {
-            writes.patch(at, &u64::MAX.to_le_bytes());
-        }
-        writes.patch(at + 8, &entry.to_le_bytes());
-        writes.patch(at, &target.to_le_bytes());
+        let table = self.layout().table();
+        self.table
+            .enter(writes, table, target, entry, &self.entries);
     }
 
     /// Writes this cache's regions as far as they are used (table, gadget,

@@ -1,9 +1,9 @@
 //! A region the backend maps into the tracee: one mapping, placed within
 //! ±2 GB of the code it translates, holding (in this order)
 //!
-//! - the indirect-branch table: [`TABLE_ENTRIES`] pairs (original address,
-//!   translated address), direct-mapped by the low bits of the original
-//!   address, filled by the tracer, read by the lookup routine;
+//! - the indirect-branch table (`table`): pairs (original address,
+//!   translated address) filled by the tracer, read by the lookup
+//!   routines;
 //! - the code cache: a `syscall; int3` gadget (the tracer runs its
 //!   injected system calls there once the original code is not
 //!   executable), the system call filter (data), the lookup routine, then
@@ -29,8 +29,6 @@ pub(super) const BUFFER_SIZE: u64 = 4 << 20;
 /// needs only counts (`RunOptions::counts_only`): one counter each (later
 /// ones append records).
 pub(super) const COUNTERS: u64 = 1 << 20;
-/// Entries of the indirect-branch table (a power of two).
-pub(super) const TABLE_ENTRIES: u64 = 1 << 16;
 /// Bytes of the code cache.
 pub(super) const CODE_SIZE: u64 = 128 << 20;
 
@@ -54,19 +52,15 @@ pub(super) struct Layout {
 
 impl Layout {
     /// Bytes of the whole region.
-    pub const SIZE: u64 = TABLE_ENTRIES * 16 + CODE_SIZE;
+    pub const SIZE: u64 = super::table::BYTES + CODE_SIZE;
 
     /// The indirect-branch table.
     pub fn table(&self) -> u64 {
         self.base
     }
-    /// The table entry for original address `target`.
-    pub fn table_entry(&self, target: u64) -> u64 {
-        self.table() + (target & (TABLE_ENTRIES - 1)) * 16
-    }
     /// The injection gadget ([`GADGET`]).
     pub fn gadget(&self) -> u64 {
-        self.table() + TABLE_ENTRIES * 16
+        self.table() + super::table::BYTES
     }
     /// The landing pad of signal handler returns (an `int3` after the
     /// gadget).

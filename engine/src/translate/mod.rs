@@ -33,7 +33,7 @@
 //! entry for a dynamically linked program); another one is mapped lazily
 //! when execution first reaches code beyond ±2 GB of every region (the
 //! main program, the vDSO, a far library). Each has its own lookup
-//! routine; all share the first one's indirect-branch table (`layout`).
+//! routine; all share the first one's indirect-branch table (`table`).
 //! The vDSO is translated like any other code. A `syscall` is followed in its translation by a `lea` that puts
 //! the original return address back in rcx.
 //!
@@ -143,6 +143,7 @@ mod signals;
 mod space;
 mod stepper;
 mod stops;
+mod table;
 mod timing;
 mod tracer;
 mod translator;

@@ -86,10 +86,11 @@ use super::blocks::{DecodedBlock, Insn};
 use super::capture::{Capture, Recorder, Sources};
 use super::emit::Emit;
 use super::filter;
-use super::layout::{Layout, COUNTERS, TABLE_ENTRIES};
+use super::layout::{Layout, COUNTERS};
 use super::pending::{self, Counted, RuleEntries};
 use super::quiet;
 use super::records::RecordEntries;
+use super::table;
 use super::timing::{self, SystemCallWords};
 use crate::event::{Place, Repeat};
 
@@ -1316,6 +1317,10 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
     /// A label: the fake address of the miss path (no real instruction has
     /// it; `encode` resolves branches to instruction addresses).
     const MISS: u64 = 1;
+    /// The check of way 1 of the target's set.
+    const WAY_1: u64 = 2;
+    /// Where a found entry's translated address (rax) is used.
+    const FOUND: u64 = 3;
     let mut code = Emitter::new();
     let rax = Register::RAX;
     let rbx = Register::RBX;
@@ -1331,30 +1336,43 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
     if kind == Lookup::Returns {
         code.list.append(&mut quiet::return_check()?);
     }
+    // rbx = the table's set of the target (`table::set_of`).
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, slot(TARGET)))?;
     code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, rax))?;
     code.push(Instruction::with2(
+        Code::Shr_rm64_imm8,
+        rbx,
+        table::MIX_SHIFT,
+    ))?;
+    code.push(Instruction::with2(Code::Xor_r64_rm64, rbx, rax))?;
+    code.push(Instruction::with2(
         Code::And_rm32_imm32,
         Register::EBX,
-        (TABLE_ENTRIES - 1) as i32,
+        (table::SETS - 1) as i32,
     ))?;
-    code.push(Instruction::with2(Code::Shl_rm64_imm8, rbx, 4u32))?;
+    code.push(Instruction::with2(
+        Code::Shl_rm64_imm8,
+        rbx,
+        table::SET_BYTES.trailing_zeros(),
+    ))?;
     code.push(Instruction::with2(
         Code::Add_r64_rm64,
         rbx,
         slot(TABLE_BASE),
     ))?;
+    // Way 0 here, way 1 out of line.
     code.push(Instruction::with2(
         Code::Cmp_r64_rm64,
         rax,
         MemoryOperand::with_base(rbx),
     ))?;
-    code.jump(Code::Jne_rel32_64, MISS)?;
+    code.jump(Code::Jne_rel32_64, WAY_1)?;
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         rax,
         MemoryOperand::with_base_displ(rbx, 8),
     ))?;
+    let found = code.list.len();
     match kind {
         Lookup::Any => {}
         Lookup::Returns => code.push(Instruction::with2(Code::Sub_r64_rm64, rax, slot(RESUME)))?,
@@ -1387,6 +1405,22 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
     };
     restore(&mut code, 0)?;
     code.push(Instruction::with1(Code::Jmp_rm64, slot(JUMP)))?;
+    code.list[found].set_ip(FOUND);
+    code.push(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rax,
+        MemoryOperand::with_base_displ(rbx, table::ENTRY_BYTES as i64),
+    ))?;
+    if let Some(first) = code.list.last_mut() {
+        first.set_ip(WAY_1);
+    }
+    code.jump(Code::Jne_rel32_64, MISS)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rax,
+        MemoryOperand::with_base_displ(rbx, table::ENTRY_BYTES as i64 + 8),
+    ))?;
+    code.jump(Code::Jmp_rel32_64, FOUND)?;
     restore(&mut code, MISS)?;
     code.list.push(Instruction::with(Code::Int3));
     let (encoded, offsets) = super::encode::encode(&code.list, at)
