@@ -69,9 +69,10 @@
 //!
 //! The lookup routine (entered with the target in rax and the program's
 //! rax in its slot) saves the flags with `lahf`/`seto`, looks the target up
-//! in the direct-mapped table, restores flags and registers and jumps to
-//! the translation; on a miss it restores everything and executes `int3`
-//! with the target in the `target` slot, for the tracer.
+//! in the two ways of its set of the indirect-branch table (`table`),
+//! restores flags and registers and jumps to the translation; on a miss it
+//! restores everything and executes `int3` with the target in the `target`
+//! slot, for the tracer.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Mnemonic, OpKind, Register};
 
