@@ -158,6 +158,16 @@ mod tests {
             }
         }
 
+        /// A fixture whose set of [`same_set`] holds its first two
+        /// targets (0xa0 and 0xb0), the second in way 0; and the targets.
+        fn with_two_entered() -> (Fixture, [u64; 3]) {
+            let targets = same_set();
+            let mut fixture = Fixture::new();
+            fixture.enter(targets[0], 0xa0);
+            fixture.enter(targets[1], 0xb0);
+            (fixture, targets)
+        }
+
         fn base(&self) -> u64 {
             self.bytes.as_ptr() as u64
         }
@@ -187,10 +197,7 @@ mod tests {
     /// a third one drops the oldest.
     #[test]
     fn a_set_keeps_its_two_newest_targets_newest_first() {
-        let [a, b, c] = same_set();
-        let mut fixture = Fixture::new();
-        fixture.enter(a, 0xa0);
-        fixture.enter(b, 0xb0);
+        let (mut fixture, [a, b, c]) = Fixture::with_two_entered();
         assert_eq!(fixture.way(a, 0), (b, 0xb0));
         assert_eq!(fixture.way(a, 1), (a, 0xa0));
         fixture.enter(c, 0xc0);
@@ -207,10 +214,7 @@ mod tests {
     /// translated address), the other way untouched.
     #[test]
     fn a_target_entered_again_keeps_its_way() {
-        let [a, b, _] = same_set();
-        let mut fixture = Fixture::new();
-        fixture.enter(a, 0xa0);
-        fixture.enter(b, 0xb0);
+        let (mut fixture, [a, b, _]) = Fixture::with_two_entered();
         fixture.enter(a, 0xa1);
         assert_eq!(fixture.way(a, 0), (b, 0xb0));
         assert_eq!(fixture.way(a, 1), (a, 0xa1));
@@ -220,10 +224,7 @@ mod tests {
     /// target stays.
     #[test]
     fn removing_gives_the_entry_that_held_the_target() {
-        let [a, b, c] = same_set();
-        let mut fixture = Fixture::new();
-        fixture.enter(a, 0xa0);
-        fixture.enter(b, 0xb0);
+        let (mut fixture, [a, b, c]) = Fixture::with_two_entered();
         let base = fixture.base();
         let table = &mut fixture.table;
         assert_eq!(table.remove(base, a), Some(entry_at(base, a, 1)));
@@ -238,10 +239,7 @@ mod tests {
     /// target (the table and its copy agree on it).
     #[test]
     fn an_emptied_way_0_is_taken_without_moving_way_1() {
-        let [a, b, c] = same_set();
-        let mut fixture = Fixture::new();
-        fixture.enter(a, 0xa0);
-        fixture.enter(b, 0xb0);
+        let (mut fixture, [a, b, c]) = Fixture::with_two_entered();
         let base = fixture.base();
         assert_eq!(fixture.table.remove(base, b), Some(entry_at(base, b, 0)));
         fixture.enter(c, 0xc0);
