@@ -55,7 +55,7 @@ impl YesNo {
 }
 
 fn main() -> ExitCode {
-    give_large_frees_back();
+    configure_allocator();
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_default();
     if let Some(personality) = shims::Personality::of(&argv0) {
@@ -97,7 +97,7 @@ fn main() -> ExitCode {
 /// (symbol loading, reading ahead, releasing) share the main thread's heap
 /// rather than each keeping an arena of what it freed. Only cgx's own
 /// allocator is set; the program's environment is untouched.
-fn give_large_frees_back() {
+fn configure_allocator() {
     // SAFETY: mallopt only sets parameters of this process's allocator.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);

@@ -1223,7 +1223,7 @@ impl Cache {
             let addr = self.replayed[id].addr;
             self.entries.remove(&addr);
             if let Some(entry) = self.table.remove(table, addr) {
-                memory.write(entry, &[0u8; 16])?;
+                memory.write(entry, &[0u8; super::table::ENTRY_BYTES as usize])?;
             }
             let links = self
                 .incoming

@@ -24,6 +24,8 @@ pub(super) const SETS: u64 = 1 << 15;
 pub(super) const WAYS: usize = 2;
 /// Bytes of one entry: the original address, then the translated one.
 pub(super) const ENTRY_BYTES: u64 = 16;
+/// Where an entry's translated address is, from the entry's start.
+pub(super) const TRANSLATED_AT: u64 = 8;
 /// Bytes of one set.
 pub(super) const SET_BYTES: u64 = ENTRY_BYTES * WAYS as u64;
 /// Bytes of the whole table.
@@ -54,8 +56,9 @@ impl Table {
     /// Enters `target` → `entry` in the table at `base` (the writes go to
     /// `writes`, in the order other threads may see them). A target the
     /// set holds keeps its way; another one goes to way 0 and what way 0
-    /// held, if anything, moves to way 1 with its entry in `entries`
-    /// (what way 1 held is dropped).
+    /// held moves to way 1 with its entry in `entries` (what way 1 held is
+    /// dropped), unless `entries` has none for it (nothing, or a dropped
+    /// translation: way 1 stays as it is).
     pub fn enter(
         &mut self,
         writes: &mut Writes,
@@ -69,17 +72,9 @@ impl Table {
             write_entry(writes, entry_at(base, target, way), target, entry);
             return;
         }
-        if set[0] != 0 {
-            match entries.get(&set[0]) {
-                Some(&moved) => {
-                    write_entry(writes, entry_at(base, target, 1), set[0], moved);
-                    set[1] = set[0];
-                }
-                None => {
-                    writes.patch(entry_at(base, target, 1), &[0; ENTRY_BYTES as usize]);
-                    set[1] = 0;
-                }
-            }
+        if let Some(&moved) = entries.get(&set[0]) {
+            write_entry(writes, entry_at(base, target, 1), set[0], moved);
+            set[1] = set[0];
         }
         set[0] = target;
         write_entry(writes, entry_at(base, target, 0), target, entry);
@@ -110,7 +105,7 @@ impl Table {
 /// translated one changes, then the translated address, then the original.
 fn write_entry(writes: &mut Writes, at: u64, target: u64, entry: u64) {
     writes.patch(at, &u64::MAX.to_le_bytes());
-    writes.patch(at + 8, &entry.to_le_bytes());
+    writes.patch(at + TRANSLATED_AT, &entry.to_le_bytes());
     writes.patch(at, &target.to_le_bytes());
 }
 
@@ -189,7 +184,7 @@ mod tests {
             let at = entry_at(self.base(), target, way);
             self.memory.read(at, &mut bytes).unwrap();
             let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-            (word(0), word(8))
+            (word(0), word(TRANSLATED_AT as usize))
         }
     }
 
@@ -249,7 +244,7 @@ mod tests {
     }
 
     /// A target in way 0 the cache no longer has an entry for is not
-    /// moved to way 1: way 1 is emptied.
+    /// moved to way 1: way 1 keeps what it held.
     #[test]
     fn a_target_without_an_entry_is_not_moved() {
         let [a, b, _] = same_set();

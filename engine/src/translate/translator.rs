@@ -1371,7 +1371,7 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         rax,
-        MemoryOperand::with_base_displ(rbx, 8),
+        MemoryOperand::with_base_displ(rbx, table::TRANSLATED_AT as i64),
     ))?;
     let found = code.list.len();
     match kind {
@@ -1419,7 +1419,7 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         rax,
-        MemoryOperand::with_base_displ(rbx, table::ENTRY_BYTES as i64 + 8),
+        MemoryOperand::with_base_displ(rbx, (table::ENTRY_BYTES + table::TRANSLATED_AT) as i64),
     ))?;
     code.jump(Code::Jmp_rel32_64, FOUND)?;
     restore(&mut code, MISS)?;
