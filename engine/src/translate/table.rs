@@ -8,7 +8,7 @@
 //! return address) does not fall in one set. A lookup checks way 0, then
 //! way 1; a target found in neither stops the thread, and the tracer
 //! enters it in way 0, the entry there moving to way 1 ([`Table::enter`]):
-//! two hot targets of one set no longer evict each other at every call.
+//! so two hot targets of one set do not evict each other at every call.
 //!
 //! Other threads read the table while the tracer writes it: an entry
 //! holds no original address (`u64::MAX`, which no code has) while its
