@@ -28,6 +28,10 @@ pub(super) const SYS_EXECVE: u64 = 59;
 pub(super) const SYS_EXECVEAT: u64 = 322;
 /// `arch_prctl`: setting the GS base, the backend's, is refused (`stops`).
 pub(super) const SYS_ARCH_PRCTL: u64 = 158;
+/// `sched_setaffinity` and `sched_getaffinity`: the thread's own
+/// processors, not the tracer's it may run on (`placement`).
+pub(super) const SYS_SCHED_SETAFFINITY: u64 = 203;
+pub(super) const SYS_SCHED_GETAFFINITY: u64 = 204;
 
 /// `madvise` advice after which a private page's bytes may differ.
 const DISCARDING_ADVICE: [u64; 4] = [
@@ -38,7 +42,8 @@ const DISCARDING_ADVICE: [u64; 4] = [
 ];
 
 /// The system calls the translation of `syscall` traps before: those that
-/// may change code mappings, then `execve`, `execveat` and `arch_prctl`.
+/// may change code mappings, then `execve`, `execveat`, `arch_prctl` and
+/// the thread's processors.
 pub(super) const WATCHED: &[u64] = &[
     SYS_MMAP,
     SYS_MPROTECT,
@@ -50,6 +55,8 @@ pub(super) const WATCHED: &[u64] = &[
     SYS_EXECVE,
     SYS_EXECVEAT,
     SYS_ARCH_PRCTL,
+    SYS_SCHED_SETAFFINITY,
+    SYS_SCHED_GETAFFINITY,
 ];
 
 /// A range whose code may have changed.

@@ -69,8 +69,10 @@
 //!   run with an error; so does a `clone` of a process sharing the memory
 //!   without `vfork` (`CLONE_VM` without `CLONE_THREAD`/`CLONE_VFORK`), and
 //!   a `clone`/`fork`/`execve` in a block the translator refuses (stepped).
-//! - the tracee's threads run on the CPU the tracer is pinned to (the
-//!   tracee inherits the pinning).
+//! - the tracer is pinned to its CPU; a program's only thread runs on
+//!   that CPU while the tracer waits for it, and on its own CPUs while the
+//!   tracer replays its records or traces other threads too (`placement`;
+//!   the program reads and sets its own CPUs as without cgx).
 //! - a thread's last records are replayed at its exit stop
 //!   (`PTRACE_EVENT_EXIT`, which the kernel makes for every thread, those
 //!   an `exit_group`, a fatal signal or an `execve` ends included).
@@ -132,6 +134,7 @@ mod layout;
 mod memory;
 mod parts;
 mod pending;
+mod placement;
 mod plan;
 pub(crate) use plan::PlannedAccess;
 pub(crate) use plan::RunPlan;
@@ -200,8 +203,8 @@ pub struct Outcome {
 ///
 /// Like the step backend, the calling thread is pinned to its CPU while the
 /// run lasts and signals sent to the calling process are relayed to the
-/// program. The
-/// program is started before the pin, so its threads may run on every CPU.
+/// program. The program is started before the pin, with the caller's CPUs
+/// as its own (`placement` says where its threads run).
 pub fn run<S: EventSink + ?Sized>(
     command: &Command,
     options: &RunOptions,

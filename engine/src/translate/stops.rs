@@ -23,8 +23,11 @@ use super::buffer::{
 };
 use super::cache::{Cache, Stub};
 use super::inject;
-use super::invalidate::{self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT};
+use super::invalidate::{
+    self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT, SYS_SCHED_GETAFFINITY, SYS_SCHED_SETAFFINITY,
+};
 use super::memory::Memory;
+use super::placement::Placement;
 use super::protect::Injector;
 use super::quiet;
 use super::signals::{self, Frame};
@@ -76,6 +79,8 @@ pub(super) struct ThreadState {
     /// Its end was reported (at its exit stop: a thread other than the
     /// leader runs nothing after it).
     pub exit_reported: bool,
+    /// The processors it runs on.
+    pub placement: Placement,
 }
 
 /// Where stepping to a safe point ended.
@@ -237,6 +242,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             regs.rip = restart;
             let filtered = hand_off_filter_records(&self.space.memory, &area)?;
             ptrace::set_regs(tid, &regs)?;
+            self.state.placement.own(tid);
             ptrace::cont(tid, 0)?;
             let handed = HandedOff {
                 records: 0..0,
@@ -279,6 +285,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     area.open_record(memory, id, regs.rsp)?;
                 }
                 ptrace::set_regs(tid, &regs)?;
+                self.state.placement.own(tid);
                 ptrace::cont(tid, 0)?;
                 self.replay_handed_off(records)?;
                 return Ok(Next::Resumed);
@@ -299,6 +306,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             regs.rax = self.space.memory.read_u64(area.at(SAVE_RAX))?;
             regs.rip = entry;
             ptrace::set_regs(tid, &regs)?;
+            self.state.placement.own(tid);
             ptrace::cont(tid, 0)?;
             self.replay_handed_off(records)?;
             return Ok(Next::Resumed);
@@ -355,6 +363,12 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                         .into(),
                 ));
             }
+            // The thread's own processors, for the program to read or
+            // change (`placement`; another thread is on its own set
+            // whenever this one runs).
+            SYS_SCHED_GETAFFINITY | SYS_SCHED_SETAFFINITY if names_itself(&call, tid) => {
+                self.state.placement.own(tid);
+            }
             _ => {}
         }
         ptrace::set_regs(tid, &regs)?;
@@ -374,6 +388,9 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         }
         if let (Some(words), Some(start), Some(end)) = (timed, start, end) {
             self.write_system_call(&words, call.rax, start, end)?;
+        }
+        if call.rax == SYS_SCHED_SETAFFINITY && names_itself(&call, tid) {
+            self.state.placement.reread(tid);
         }
         let mut regs = ptrace::regs(tid)?;
         regs.rcx = next;
@@ -749,4 +766,10 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         self.outcome.records += records;
         Ok(())
     }
+}
+
+/// Whether the `sched_getaffinity` or `sched_setaffinity` call of thread
+/// `tid` (its registers before it) names that thread (pid 0 or its id).
+fn names_itself(call: &Regs, tid: i32) -> bool {
+    call.rdi as i32 == 0 || call.rdi as i32 == tid
 }

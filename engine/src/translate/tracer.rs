@@ -23,6 +23,7 @@ use crate::step::RunOptions;
 use super::area::Area;
 use super::buffer::Replay;
 use super::capture::Capture;
+use super::placement::{Place, Placement};
 use super::space::Space;
 use super::stops::{Next, Other, Stopped, ThreadState};
 use super::Outcome;
@@ -54,6 +55,8 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     initial_exit: Option<Exit>,
     /// Job control (group-stops).
     jobs: Jobs,
+    /// The processor the tracer runs on (`placement`), if known.
+    tracer_cpu: Option<usize>,
     outcome: Outcome,
 }
 
@@ -89,6 +92,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             initial: pid,
             initial_exit: None,
             jobs: Jobs::new(options, pid),
+            tracer_cpu: crate::launch::current_cpu(),
             outcome: Outcome {
                 exit: Exit::Code(0),
                 instructions: 0,
@@ -141,8 +145,10 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
         let mut regs = ptrace::regs(pid)?;
         let (space, area) = self.new_program(pid, &mut regs)?;
-        self.threads
-            .insert(pid, self.thread_state(thread, space, area));
+        self.threads.insert(
+            pid,
+            self.thread_state(thread, space, area, Placement::of(pid)),
+        );
         let next = self.stopped(pid, |stopped| stopped.enter(&mut regs))?;
         self.apply(pid, next)
     }
@@ -152,6 +158,11 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         while let Some(step) = next {
             next = match step {
                 Next::Resume(signal) => {
+                    let threads = self.threads.len();
+                    if let Some(state) = self.threads.get_mut(&tid) {
+                        let place = Place::of_resume(threads, false);
+                        state.placement.put(tid, place, self.tracer_cpu);
+                    }
                     ptrace::cont(tid, signal)?;
                     None
                 }
@@ -251,8 +262,14 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
     }
 
     /// The state of a new thread `thread` in space `space` with data area
-    /// `area`, before its first block.
-    fn thread_state(&self, thread: Thread, space: u32, area: Area) -> ThreadState {
+    /// `area` and processors `placement`, before its first block.
+    fn thread_state(
+        &self,
+        thread: Thread,
+        space: u32,
+        area: Area,
+        placement: Placement,
+    ) -> ThreadState {
         ThreadState {
             thread,
             space,
@@ -265,6 +282,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             exec_name: None,
             exec_timing: None,
             exit_reported: false,
+            placement,
         }
     }
 
@@ -401,6 +419,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         };
         let (parent_thread, parent_space, parent_area) = (parent.thread, parent.space, parent.area);
         let frames = parent.frames.clone();
+        let placement = Placement::inherited(&parent.placement);
         let space = self.spaces.get(&parent_space).ok_or_else(|| {
             Error::Unexpected("translate: a thread without an address space".into())
         })?;
@@ -416,7 +435,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             self.stopped(tid, |stopped| stopped.drain().map(|()| Next::Resumed))?;
             self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
             // Its own area is mapped when it stops for its start.
-            let mut state = self.thread_state(thread, parent_space, parent_area);
+            let mut state = self.thread_state(thread, parent_space, parent_area, placement);
             state.own_area = false;
             state
         } else {
@@ -464,7 +483,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 pid: child,
                 tid: child,
             };
-            let mut state = self.thread_state(thread, space_key, parent_area);
+            let mut state = self.thread_state(thread, space_key, parent_area, placement);
             // A vforked child gets its own area at its start (its copy of
             // the parent's is the parent's).
             state.own_area = event != libc::PTRACE_EVENT_VFORK;
@@ -520,6 +539,9 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     traced: false,
                 },
             );
+            if let Some(state) = self.threads.get_mut(&tid) {
+                state.placement.own(tid);
+            }
             ptrace::detach(tid)?;
             let gone: Vec<i32> = self
                 .threads
@@ -548,7 +570,12 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         let mut regs = crate::resume::leave_syscall(tid, memory.file())?;
         let (space, area) = self.new_program(tid, &mut regs)?;
         let thread = Thread { pid, tid };
-        let fresh = self.thread_state(thread, space, area);
+        // The kernel keeps the thread's processors across `execve`.
+        let placement = self
+            .threads
+            .get(&tid)
+            .map_or_else(|| Placement::of(tid), |old| old.placement.clone());
+        let fresh = self.thread_state(thread, space, area, placement);
         if let Some(old) = self.threads.insert(tid, fresh) {
             self.retire(&old);
         }
