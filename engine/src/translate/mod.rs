@@ -69,10 +69,10 @@
 //!   run with an error; so does a `clone` of a process sharing the memory
 //!   without `vfork` (`CLONE_VM` without `CLONE_THREAD`/`CLONE_VFORK`), and
 //!   a `clone`/`fork`/`execve` in a block the translator refuses (stepped).
-//! - the tracer is pinned to its CPU; a program's only thread runs on
-//!   that CPU while the tracer waits for it, and on its own CPUs while the
-//!   tracer replays its records or traces other threads too (`placement`;
-//!   the program reads and sets its own CPUs as without cgx).
+//! - the tracer is pinned to its CPU; the thread it last resumed to wait
+//!   for it runs on that CPU, every other thread (and one whose full
+//!   buffer half the tracer replays) on its own CPUs (`placement`; the
+//!   program reads and sets its own CPUs as without cgx).
 //! - a thread's last records are replayed at its exit stop
 //!   (`PTRACE_EVENT_EXIT`, which the kernel makes for every thread, those
 //!   an `exit_group`, a fatal signal or an `execve` ends included).

@@ -1,20 +1,21 @@
 //! Where the tracee's threads run. A ptrace stop costs several times more
 //! when the stopped thread and the tracer are on different processors:
 //! the wake-ups cross processors (on a 2-vCPU VM about 75 µs a stop,
-//! against 5 µs on one processor). So a thread the tracer only waits for
-//! runs on the tracer's processor ([`Place::WithTracer`]); a thread that
-//! runs while the tracer replays its full buffer half (a hand-off), and
-//! every thread while the tracer traces more than one, runs on the
-//! processors it has of its own ([`Place::Own`]: what the program set, or
-//! inherited, as without cgx).
+//! against 5 µs on one processor). So the thread the tracer last resumed
+//! to wait for it runs on the tracer's processor ([`Place::WithTracer`],
+//! one thread at most: [`Pinned`]); a thread that runs while the tracer
+//! replays its full buffer half (a hand-off), and every other thread,
+//! runs on the processors it has of its own ([`Place::Own`]: what the
+//! program set, or inherited, as without cgx): threads that compute at
+//! once keep their own sets, all but the one the tracer waits for.
 //!
-//! The program sees its own set only: `sched_getaffinity` and
+//! The program sees its own sets only: `sched_getaffinity` and
 //! `sched_setaffinity` trap before the call (`invalidate`), the thread
-//! gets its own set for it ([`Placement::own`]), and after
-//! `sched_setaffinity` its own set is read again ([`Placement::reread`]).
-//! A thread or process a pinned thread creates starts with the pin, and
-//! gets its creator's own set at its first resume (the tracer then traces
-//! more than one); a process detached gets its own set first.
+//! gets its own set for it ([`Placement::own`]; no other thread is with
+//! the tracer while one is stopped), and after `sched_setaffinity` its
+//! own set is read again ([`Placement::reread`]). A thread or process a
+//! pinned thread creates starts with the pin and its creator's own set;
+//! a process detached gets its own set first.
 
 use std::mem::size_of;
 
@@ -84,17 +85,6 @@ pub(super) enum Place {
 }
 
 impl Place {
-    /// Where a thread resumed goes: with the tracer when it is the only
-    /// thread traced (`threads`) and the tracer waits for it rather than
-    /// replays its records (`handed_off`).
-    pub fn of_resume(threads: usize, handed_off: bool) -> Place {
-        if threads == 1 && !handed_off {
-            Place::WithTracer
-        } else {
-            Place::Own
-        }
-    }
-
     /// The processors of a thread whose own set is `own` at this place,
     /// the tracer on `tracer` (if known): the tracer's alone when the own
     /// set has it, else the own set.
@@ -103,6 +93,24 @@ impl Place {
             (Place::WithTracer, Some(cpu)) if own.has(cpu) => CpuSet::of(&[cpu]),
             _ => *own,
         }
+    }
+}
+
+/// The thread on the tracer's processor, if any.
+#[derive(Debug, Default)]
+pub(super) struct Pinned(Option<i32>);
+
+impl Pinned {
+    /// Thread `tid` is resumed to run with the tracer: the thread that
+    /// did, if another, which is to go back to its own set.
+    pub fn resume(&mut self, tid: i32) -> Option<i32> {
+        self.0.replace(tid).filter(|&before| before != tid)
+    }
+
+    /// Thread `tid` stopped: the thread running with the tracer, if
+    /// another, which is to go back to its own set.
+    pub fn stop(&mut self, tid: i32) -> Option<i32> {
+        self.0.take_if(|&mut pinned| pinned != tid)
     }
 }
 
@@ -161,11 +169,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_thread_alone_that_the_tracer_waits_for_runs_with_it() {
-        assert_eq!(Place::of_resume(1, false), Place::WithTracer);
-        assert_eq!(Place::of_resume(1, true), Place::Own);
-        assert_eq!(Place::of_resume(2, false), Place::Own);
-        assert_eq!(Place::of_resume(5, true), Place::Own);
+    fn one_thread_at_most_runs_with_the_tracer() {
+        let mut pinned = Pinned::default();
+        assert_eq!(pinned.resume(7), None);
+        // Resumed again, or stopped: it stays.
+        assert_eq!(pinned.resume(7), None);
+        assert_eq!(pinned.stop(7), None);
+        // Another thread resumed: the first goes back to its own set.
+        assert_eq!(pinned.resume(8), Some(7));
+        // Another thread stopped: the pinned one goes back at once (the
+        // stopped one may read its set), and only once.
+        assert_eq!(pinned.stop(9), Some(8));
+        assert_eq!(pinned.stop(9), None);
+        assert_eq!(pinned.resume(9), None);
     }
 
     #[test]

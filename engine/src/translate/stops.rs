@@ -364,8 +364,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 ));
             }
             // The thread's own processors, for the program to read or
-            // change (`placement`; another thread is on its own set
-            // whenever this one runs).
+            // change (`placement`; the other threads are on their own
+            // sets while this one is stopped).
             SYS_SCHED_GETAFFINITY | SYS_SCHED_SETAFFINITY if names_itself(&call, tid) => {
                 self.state.placement.own(tid);
             }

@@ -23,7 +23,7 @@ use crate::step::RunOptions;
 use super::area::Area;
 use super::buffer::Replay;
 use super::capture::Capture;
-use super::placement::{Place, Placement};
+use super::placement::{Pinned, Place, Placement};
 use super::space::Space;
 use super::stops::{Next, Other, Stopped, ThreadState};
 use super::Outcome;
@@ -57,6 +57,8 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     jobs: Jobs,
     /// The processor the tracer runs on (`placement`), if known.
     tracer_cpu: Option<usize>,
+    /// The thread that runs on it.
+    pinned: Pinned,
     outcome: Outcome,
 }
 
@@ -93,6 +95,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             initial_exit: None,
             jobs: Jobs::new(options, pid),
             tracer_cpu: crate::launch::current_cpu(),
+            pinned: Pinned::default(),
             outcome: Outcome {
                 exit: Exit::Code(0),
                 instructions: 0,
@@ -158,11 +161,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         while let Some(step) = next {
             next = match step {
                 Next::Resume(signal) => {
-                    let threads = self.threads.len();
-                    if let Some(state) = self.threads.get_mut(&tid) {
-                        let place = Place::of_resume(threads, false);
-                        state.placement.put(tid, place, self.tracer_cpu);
-                    }
+                    self.run_with_tracer(tid);
                     ptrace::cont(tid, signal)?;
                     None
                 }
@@ -173,9 +172,31 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         Ok(())
     }
 
+    /// Puts `tid`, about to be resumed for the tracer to wait for it, on
+    /// the tracer's processor, and the thread that was there on its own
+    /// set (`placement`).
+    fn run_with_tracer(&mut self, tid: i32) {
+        if let Some(before) = self.pinned.resume(tid) {
+            self.run_on_own(before);
+        }
+        if let Some(state) = self.threads.get_mut(&tid) {
+            state.placement.put(tid, Place::WithTracer, self.tracer_cpu);
+        }
+    }
+
+    /// Puts thread `tid` on its own set.
+    fn run_on_own(&mut self, tid: i32) {
+        if let Some(state) = self.threads.get_mut(&tid) {
+            state.placement.own(tid);
+        }
+    }
+
     /// Serves wait status `status` of `tid`; `None` when the thread is
     /// gone or waits for something else.
     fn handle(&mut self, tid: i32, status: i32) -> Result<Option<Next>> {
+        if let Some(pinned) = self.pinned.stop(tid) {
+            self.run_on_own(pinned);
+        }
         if libc::WIFEXITED(status) {
             self.thread_gone(tid, Exit::Code(libc::WEXITSTATUS(status)));
             return Ok(None);
@@ -539,9 +560,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     traced: false,
                 },
             );
-            if let Some(state) = self.threads.get_mut(&tid) {
-                state.placement.own(tid);
-            }
+            self.run_on_own(tid);
             ptrace::detach(tid)?;
             let gone: Vec<i32> = self
                 .threads
