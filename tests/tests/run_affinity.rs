@@ -1,11 +1,12 @@
-//! The processors a program may run on are its own under cgx. cgx runs a
-//! program's only thread on the tracer's processor while it waits for it
-//! (a stop costs less there), but the program reads and sets its own set
-//! as without cgx (`affinity.c`: `sched_getaffinity` through glibc and as
-//! a raw system call, `sched_setaffinity` to one processor and back, then
-//! a thread and a forked child read theirs): it prints what it prints
-//! alone under Callgrind, with its cache simulation and under Cachegrind,
-//! and its own functions have Valgrind's figures.
+//! The processors a program may run on are its own under cgx. cgx runs the
+//! thread it waits for on the tracer's processor (a stop costs less
+//! there), but the program reads and sets its own sets as without cgx
+//! (`affinity.c`: `sched_getaffinity` through glibc and as a raw system
+//! call, `sched_setaffinity` to one processor and back; a thread reads
+//! its set, the main thread pins it and the thread reads it again; a
+//! forked child reads its set): it prints what it prints alone under
+//! Callgrind, with its cache simulation and under Cachegrind, and its own
+//! functions have Valgrind's figures.
 
 use cgx_tests::run::{
     assert_same_own_figures, assert_status, build, native, own_functions, run, with_function, Kind,
@@ -22,7 +23,9 @@ fn a_program_reads_and_sets_its_own_processors() {
     let alone = native(&program, &[], dir.path());
     assert_status(&alone, 0);
     assert!(
-        alone.stdout.contains("pinned: 1 processors") && alone.stdout.contains("child:"),
+        alone.stdout.contains("pinned: 1 processors")
+            && alone.stdout.contains("thread pinned by main: 1 processors")
+            && alone.stdout.contains("child:"),
         "{}",
         alone.stdout
     );

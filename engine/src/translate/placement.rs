@@ -10,12 +10,13 @@
 //! once keep their own sets, all but the one the tracer waits for.
 //!
 //! The program sees its own sets only: `sched_getaffinity` and
-//! `sched_setaffinity` trap before the call (`invalidate`), the thread
+//! `sched_setaffinity` trap before the call (`invalidate`) and the thread
 //! gets its own set for it ([`Placement::own`]; no other thread is with
-//! the tracer while one is stopped), and after `sched_setaffinity` its
-//! own set is read again ([`Placement::reread`]). A thread or process a
-//! pinned thread creates starts with the pin and its creator's own set;
-//! a process detached gets its own set first.
+//! the tracer while one is stopped). A thread's own set is read again
+//! each time it goes to the tracer's processor, so what the program set
+//! meanwhile (for itself or another thread) is its own. A thread or
+//! process a pinned thread creates starts with the pin and its creator's
+//! own set; a process detached gets its own set first.
 
 use std::mem::size_of;
 
@@ -142,6 +143,13 @@ impl Placement {
     /// Puts thread `tid` at `place` (the tracer on `tracer`), when it is
     /// not there already.
     pub fn put(&mut self, tid: i32, place: Place, tracer: Option<usize>) {
+        if self.now.is_none() {
+            if place == Place::Own {
+                return;
+            }
+            // On its own set: the program may have changed it.
+            self.own = CpuSet::of_thread(tid);
+        }
         let Some(own) = self.own else {
             return;
         };
@@ -155,12 +163,6 @@ impl Placement {
     /// Puts thread `tid` on its own set.
     pub fn own(&mut self, tid: i32) {
         self.put(tid, Place::Own, None);
-    }
-
-    /// Reads thread `tid`'s own set again, after the program set it
-    /// (`sched_setaffinity`, the thread on its own set before).
-    pub fn reread(&mut self, tid: i32) {
-        *self = Placement::of(tid);
     }
 }
 
@@ -208,7 +210,8 @@ mod tests {
 
     /// A thread of this process, pinned and given back its own set, ends
     /// on its own set; its placement says where it is without asking the
-    /// kernel each time.
+    /// kernel each time, and takes a set the program gave it meanwhile
+    /// for its own.
     #[test]
     fn a_thread_is_pinned_and_given_back_its_own_set() {
         let (ready, reached) = std::sync::mpsc::channel();
@@ -235,6 +238,14 @@ mod tests {
         placement.own(tid);
         assert_eq!(CpuSet::of_thread(tid), Some(own));
         assert_eq!(placement.now, None);
+        // The program sets another set meanwhile: that is its own, kept
+        // with a tracer on a processor it does not have, given back after.
+        assert!(CpuSet::of(&[cpu]).give(tid));
+        let elsewhere = libc::CPU_SETSIZE as usize - 1;
+        placement.put(tid, Place::WithTracer, Some(elsewhere));
+        placement.own(tid);
+        assert_eq!(CpuSet::of_thread(tid), Some(CpuSet::of(&[cpu])));
+        assert_eq!(placement.own, Some(CpuSet::of(&[cpu])));
         done.send(()).unwrap();
         thread.join().unwrap();
     }

@@ -389,9 +389,6 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         if let (Some(words), Some(start), Some(end)) = (timed, start, end) {
             self.write_system_call(&words, call.rax, start, end)?;
         }
-        if call.rax == SYS_SCHED_SETAFFINITY && names_itself(&call, tid) {
-            self.state.placement.reread(tid);
-        }
         let mut regs = ptrace::regs(tid)?;
         regs.rcx = next;
         regs.rip = slot;

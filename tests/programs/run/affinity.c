@@ -1,8 +1,10 @@
 /* Reads and sets the processors it may run on, as nproc and thread pools
  * do: prints how many it has (sched_getaffinity, through glibc and with
  * the raw system call), pins itself to its first one and reads that back,
- * takes its whole set back, then a thread and a forked child print theirs,
- * and the parent ends (parent_end).
+ * takes its whole set back, then a thread prints its own, is pinned to the
+ * first processor by the main thread (pthread_setaffinity_np) and prints
+ * it again, a forked child prints its own, and the parent ends
+ * (parent_end).
  * Between the steps it computes (work), for figures to compare. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -39,9 +41,15 @@ __attribute__((noinline)) static void parent_end(int status) {
     printf("end: %d processors, child %d\n", count(), status);
 }
 
+/* The thread waits here while the main thread sets its processors. */
+static pthread_barrier_t set_by_main;
+
 static void *thread_main(void *arg) {
     (void)arg;
     printf("thread: %d processors, work %lu\n", count(), work(20000));
+    pthread_barrier_wait(&set_by_main);
+    pthread_barrier_wait(&set_by_main);
+    printf("thread pinned by main: %d processors, work %lu\n", count(), work(20000));
     return NULL;
 }
 
@@ -72,7 +80,15 @@ int main(void) {
     printf("back: %d processors, work %lu\n", count(), work(30000));
     fflush(stdout);
     pthread_t thread;
+    pthread_barrier_init(&set_by_main, NULL, 2);
     pthread_create(&thread, NULL, thread_main, NULL);
+    pthread_barrier_wait(&set_by_main);
+    if (pthread_setaffinity_np(thread, sizeof one, &one) != 0)
+        return 5;
+    CPU_ZERO(&now);
+    pthread_getaffinity_np(thread, sizeof now, &now);
+    printf("main sees the thread on %d processors\n", CPU_COUNT(&now));
+    pthread_barrier_wait(&set_by_main);
     pthread_join(thread, NULL);
     fflush(stdout);
     pid_t child = fork();
