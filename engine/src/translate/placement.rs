@@ -134,12 +134,6 @@ impl Placement {
         }
     }
 
-    /// The placement of a thread just created by a thread placed as
-    /// `creator` (it inherited the set the creator has now).
-    pub fn inherited(creator: &Placement) -> Placement {
-        creator.clone()
-    }
-
     /// Puts thread `tid` at `place` (the tracer on `tracer`), when it is
     /// not there already.
     pub fn put(&mut self, tid: i32, place: Place, tracer: Option<usize>) {
@@ -166,9 +160,29 @@ impl Placement {
     }
 }
 
+/// Whether the `sched_getaffinity` or `sched_setaffinity` call of thread
+/// `tid` (its registers before it) names that thread (pid 0 or its id).
+pub(super) fn names_itself(call: &crate::ptrace::Regs, tid: i32) -> bool {
+    call.rdi as i32 == 0 || call.rdi as i32 == tid
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_affinity_call_names_its_thread_by_0_or_its_id() {
+        // SAFETY: the registers are plain data, all zeroes valid.
+        let mut call: crate::ptrace::Regs = unsafe { std::mem::zeroed() };
+        assert!(names_itself(&call, 42));
+        call.rdi = 42;
+        assert!(names_itself(&call, 42));
+        call.rdi = 43;
+        assert!(!names_itself(&call, 42));
+        // A pid_t is the register's low 32 bits.
+        call.rdi = 0xffff_ffff_0000_002a;
+        assert!(names_itself(&call, 42));
+    }
 
     #[test]
     fn one_thread_at_most_runs_with_the_tracer() {
@@ -233,8 +247,6 @@ mod tests {
             placement.now,
             (own != CpuSet::of(&[cpu])).then_some(CpuSet::of(&[cpu]))
         );
-        let child = Placement::inherited(&placement);
-        assert_eq!(child.now, placement.now);
         placement.own(tid);
         assert_eq!(CpuSet::of_thread(tid), Some(own));
         assert_eq!(placement.now, None);

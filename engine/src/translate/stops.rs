@@ -27,7 +27,7 @@ use super::invalidate::{
     self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT, SYS_SCHED_GETAFFINITY, SYS_SCHED_SETAFFINITY,
 };
 use super::memory::Memory;
-use super::placement::Placement;
+use super::placement::{names_itself, Placement};
 use super::protect::Injector;
 use super::quiet;
 use super::signals::{self, Frame};
@@ -241,14 +241,11 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 })?;
             regs.rip = restart;
             let filtered = hand_off_filter_records(&self.space.memory, &area)?;
-            ptrace::set_regs(tid, &regs)?;
-            self.state.placement.own(tid);
-            ptrace::cont(tid, 0)?;
             let handed = HandedOff {
                 records: 0..0,
                 filtered,
             };
-            self.replay_handed_off(handed)?;
+            self.replay_handed_off(&regs, handed)?;
             return Ok(Next::Resumed);
         }
         if signal == libc::SIGSEGV && fault.is_some_and(|addr| area.half_guarded_by(addr).is_some())
@@ -284,10 +281,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     // Inside a block that counts its runs: in a new record.
                     area.open_record(memory, id, regs.rsp)?;
                 }
-                ptrace::set_regs(tid, &regs)?;
-                self.state.placement.own(tid);
-                ptrace::cont(tid, 0)?;
-                self.replay_handed_off(records)?;
+                self.replay_handed_off(&regs, records)?;
                 return Ok(Next::Resumed);
             } else if self.space.cache.writes_record(regs.rip) {
                 // In the routine writing a translation's record: rcx and
@@ -305,10 +299,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             let records = hand_off(&self.space.memory, &area)?;
             regs.rax = self.space.memory.read_u64(area.at(SAVE_RAX))?;
             regs.rip = entry;
-            ptrace::set_regs(tid, &regs)?;
-            self.state.placement.own(tid);
-            ptrace::cont(tid, 0)?;
-            self.replay_handed_off(records)?;
+            self.replay_handed_off(&regs, records)?;
             return Ok(Next::Resumed);
         }
         // A signal for the program.
@@ -708,9 +699,14 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         Ok(())
     }
 
-    /// Replays the records `records` a full buffer half handed off
-    /// ([`hand_off`]), the thread running.
-    fn replay_handed_off(&mut self, handed: HandedOff) -> Result<()> {
+    /// Resumes the thread with `regs`, on its own CPUs (`placement`: beside
+    /// the tracer), and replays the records `handed` of a full buffer half
+    /// ([`hand_off`]) while it runs.
+    fn replay_handed_off(&mut self, regs: &Regs, handed: HandedOff) -> Result<()> {
+        let tid = self.state.thread.tid;
+        ptrace::set_regs(tid, regs)?;
+        self.state.placement.own(tid);
+        ptrace::cont(tid, 0)?;
         let to = Replaying {
             replay: &mut self.state.replay,
             sink: self.sink,
@@ -763,10 +759,4 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         self.outcome.records += records;
         Ok(())
     }
-}
-
-/// Whether the `sched_getaffinity` or `sched_setaffinity` call of thread
-/// `tid` (its registers before it) names that thread (pid 0 or its id).
-fn names_itself(call: &Regs, tid: i32) -> bool {
-    call.rdi as i32 == 0 || call.rdi as i32 == tid
 }

@@ -440,7 +440,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
         };
         let (parent_thread, parent_space, parent_area) = (parent.thread, parent.space, parent.area);
         let frames = parent.frames.clone();
-        let placement = Placement::inherited(&parent.placement);
+        // It inherited the CPUs its creator has now.
+        let placement = parent.placement.clone();
         let space = self.spaces.get(&parent_space).ok_or_else(|| {
             Error::Unexpected("translate: a thread without an address space".into())
         })?;
