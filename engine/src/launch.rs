@@ -190,6 +190,21 @@ pub(crate) fn run_beside(cpu: Option<usize>) {
     }
 }
 
+/// The CPU the calling thread is pinned to, when its CPU set has one.
+pub(crate) fn pinned_cpu() -> Option<usize> {
+    // SAFETY: cpu_set_t is plain data; the call gets a valid pointer and
+    // size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0
+            || libc::CPU_COUNT(&set) != 1
+        {
+            return None;
+        }
+        (0..libc::CPU_SETSIZE as usize).find(|&cpu| libc::CPU_ISSET(cpu, &set))
+    }
+}
+
 /// The CPU the calling thread runs on, if known.
 pub(crate) fn current_cpu() -> Option<usize> {
     // SAFETY: no arguments; returns -1 on failure.

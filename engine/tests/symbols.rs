@@ -355,3 +355,84 @@ fn section_kinds_as_valgrind() {
     assert_eq!(syms.function(plt + bias), None);
     assert_eq!(syms.section_kind(0x1000), SectionKind::Other);
 }
+
+/// What `ldd` (the loader itself) says `program` maps, by canonical path.
+fn ldd(program: &Path) -> std::collections::BTreeSet<PathBuf> {
+    let out = Command::new("ldd").arg(program).output().unwrap();
+    assert!(out.status.success(), "ldd {}", program.display());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let path = match line.split_once(" => ") {
+                Some((_, found)) => found,
+                None => line.trim(),
+            };
+            let path = path.split(" (").next()?.trim();
+            path.starts_with('/')
+                .then(|| std::fs::canonicalize(path).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn needed_libraries_are_those_the_loader_maps_deepest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    std::fs::create_dir(&lib).unwrap();
+    gcc(
+        &lib,
+        "liba.so",
+        "int a(void) { return 1; }",
+        &["-shared", "-fPIC"],
+    );
+    gcc(
+        &lib,
+        "libb.so",
+        "int a(void); int b(void) { return a() + 1; }",
+        &[
+            "-shared",
+            "-fPIC",
+            "-L",
+            lib.to_str().unwrap(),
+            "-Wl,-rpath,$ORIGIN",
+            "-Wl,--no-as-needed",
+            "-la",
+        ],
+    );
+    let prog = gcc(
+        dir.path(),
+        "prog",
+        "int b(void); int main(void) { return b() - 2; }",
+        &[
+            "-L",
+            lib.to_str().unwrap(),
+            "-Wl,-rpath,$ORIGIN/lib",
+            "-Wl,--no-as-needed",
+            "-lb",
+        ],
+    );
+    let found = cgx_engine::symbols::needed_libraries(&prog);
+    let expected = ldd(&prog);
+    assert_eq!(
+        found
+            .iter()
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>(),
+        expected
+    );
+    assert_eq!(found.len(), expected.len(), "each once: {found:?}");
+    let at = |name: &str| found.iter().position(|path| path.ends_with(name)).unwrap();
+    assert!(at("liba.so") < at("libb.so"), "deepest first: {found:?}");
+    // A system program: the same libraries as the loader's.
+    let ls = Path::new("/bin/ls");
+    if object::File::parse(&*std::fs::read(ls).unwrap())
+        .is_ok_and(|file| file.imports().is_ok_and(|i| !i.is_empty()))
+    {
+        let found = cgx_engine::symbols::needed_libraries(ls);
+        assert_eq!(
+            found.into_iter().collect::<std::collections::BTreeSet<_>>(),
+            ldd(ls)
+        );
+    }
+}

@@ -9,7 +9,8 @@
 //! `.dynsym` (demangled); file and line from DWARF line tables (read with
 //! `gimli`, a unit's table when an address first falls in it). What is unknown is written `???`, as Valgrind does.
 //! [`prefetch`] parses an object on a thread of its own as soon as it is
-//! mapped, for the `Symbols` that needs it later.
+//! mapped, and [`prefetch_needed`] the libraries a program will map, from
+//! its start, for the `Symbols` that needs them later.
 
 #![warn(missing_docs)]
 
@@ -19,6 +20,7 @@ mod elf;
 mod error;
 mod lines;
 mod maps;
+mod needed;
 mod prefetch;
 
 use std::collections::HashMap;
@@ -30,7 +32,8 @@ use std::time::SystemTime;
 pub use demangle::demangle;
 pub use error::SymbolsError;
 pub use maps::{parse_maps, read_maps, Mapping};
-pub use prefetch::prefetch;
+pub use needed::needed_libraries;
+pub use prefetch::{prefetch, prefetch_needed};
 
 use elf::ElfObject;
 

@@ -1,60 +1,258 @@
-//! Object files parsed ahead, on a thread of their own, as soon as the
-//! tracer sees them mapped executable: ld.so maps a library well before
-//! its code first runs, which is when [`super::Symbols`] needs its symbols
-//! and line tables (libc's DWARF takes tens of milliseconds to inflate and
-//! parse). Each file (by [`FileKey`]) is parsed ahead at most once per
-//! run of the process; the first `Symbols` that needs it takes the result.
+//! Object files parsed ahead, on threads beside the tracer, before
+//! [`super::Symbols`] needs them (libc's DWARF takes tens of milliseconds
+//! to inflate and parse, longer than a short program runs): the libraries
+//! a program will map, from when it starts ([`prefetch_needed`]), and each
+//! file the tracer sees mapped executable ([`prefetch`]). Each file (by
+//! [`FileKey`]) is parsed ahead at most once per run of the process; the
+//! first `Symbols` that needs it takes the result, waiting for a parse
+//! under way, or parses it itself when its turn has not come yet.
 
-use std::path::Path;
-use std::sync::Mutex;
-use std::thread::JoinHandle;
+use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::elf::ElfObject;
+use super::needed::needed_libraries;
 use super::{FileKey, SymbolsError};
 
 /// What parsing an object gives: the object and a problem with its DWARF,
 /// or why it cannot be read.
 pub(super) type Parsed = Result<(ElfObject, Option<SymbolsError>), SymbolsError>;
 
-/// The files parsed ahead, with the parse not yet taken.
-static STARTED: Mutex<Vec<(FileKey, Option<JoinHandle<Parsed>>)>> = Mutex::new(Vec::new());
+/// Where the parse of a file stands.
+enum State {
+    /// Waiting for a thread of [`prefetch_needed`].
+    Queued(PathBuf),
+    /// A thread parses it.
+    Parsing,
+    /// Parsed, not yet taken.
+    Parsed(Box<Parsed>),
+    /// Taken, or given up (left to the `Symbols` that needs it).
+    Taken,
+}
+
+/// The files parsed ahead, in the order they are to be parsed.
+static FILES: Mutex<Vec<(FileKey, State)>> = Mutex::new(Vec::new());
+
+/// Signalled when a parse ends.
+static PARSED: Condvar = Condvar::new();
+
+/// At most this many threads parse the libraries of [`prefetch_needed`].
+const MAX_THREADS: usize = 4;
+
+fn files() -> MutexGuard<'static, Vec<(FileKey, State)>> {
+    FILES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Starts parsing the object file at `path` on a thread of its own,
-/// unless it was started before (or cannot be looked at, or no thread can
-/// be started: then it is parsed when needed, as without this).
+/// unless it was started or queued before (or cannot be looked at, or no
+/// thread can be started: then it is parsed when needed, as without this).
 pub fn prefetch(path: &str) {
     let Ok(key) = FileKey::of(path) else {
         return;
     };
-    let mut started = STARTED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if started.iter().any(|(started, _)| *started == key) {
-        return;
+    {
+        let mut files = files();
+        if files.iter().any(|(known, _)| *known == key) {
+            return;
+        }
+        files.push((key.clone(), State::Parsing));
     }
-    let owned = path.to_owned();
+    let beside = crate::launch::pinned_cpu();
+    let (parsed, owned) = (key.clone(), PathBuf::from(path));
     let spawned = std::thread::Builder::new()
         .name("cgx-symbols".into())
         .spawn(move || {
-            // Beside the tracer, not on its CPU.
-            crate::launch::unpin_current_thread();
-            ElfObject::load(Path::new(&owned))
+            crate::launch::run_beside(beside);
+            parse(&parsed, &owned);
         });
-    if let Ok(handle) = spawned {
-        started.push((key, Some(handle)));
+    if spawned.is_err() {
+        set(&key, State::Taken);
     }
 }
 
-/// The parse of the file `key` started ahead, when there is one not yet
-/// taken (waiting for it to end).
+/// Starts parsing, beside the tracer, the shared libraries the program at
+/// `program` maps as it starts (see [`needed_libraries`]), deepest
+/// dependencies first, on as many threads as there are CPUs beside the
+/// caller's (up to four). Finding them is done on that thread too.
+pub fn prefetch_needed(program: &Path) {
+    let beside = crate::launch::pinned_cpu();
+    let program = program.to_path_buf();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |cpus| cpus.get().saturating_sub(1))
+        .clamp(1, MAX_THREADS);
+    // Without a thread, nothing is parsed ahead: as without this.
+    let _ = std::thread::Builder::new()
+        .name("cgx-symbols".into())
+        .spawn(move || {
+            crate::launch::run_beside(beside);
+            queue(&needed_libraries(&program));
+            for _ in 1..threads {
+                let helper = std::thread::Builder::new()
+                    .name("cgx-symbols".into())
+                    .spawn(move || {
+                        crate::launch::run_beside(beside);
+                        parse_queued();
+                    });
+                if helper.is_err() {
+                    break;
+                }
+            }
+            parse_queued();
+        });
+}
+
+/// Queues the files of `paths` not known yet.
+fn queue(paths: &[PathBuf]) {
+    let keys: Vec<(FileKey, PathBuf)> = paths
+        .iter()
+        .filter_map(|path| Some((FileKey::of(path.to_str()?).ok()?, path.clone())))
+        .collect();
+    let mut files = files();
+    for (key, path) in keys {
+        if !files.iter().any(|(known, _)| *known == key) {
+            files.push((key, State::Queued(path)));
+        }
+    }
+}
+
+/// Parses the queued files, first queued first, until none is left.
+fn parse_queued() {
+    loop {
+        let next = {
+            let mut files = files();
+            let Some((key, state)) = files
+                .iter_mut()
+                .find(|(_, state)| matches!(state, State::Queued(_)))
+            else {
+                return;
+            };
+            let State::Queued(path) = std::mem::replace(state, State::Parsing) else {
+                return;
+            };
+            (key.clone(), path)
+        };
+        parse(&next.0, &next.1);
+    }
+}
+
+/// Parses the file `key` at `path` and keeps the result for [`take`].
+fn parse(key: &FileKey, path: &Path) {
+    keep(key, || ElfObject::load(path));
+}
+
+/// Keeps what `parse` gives for the file `key`; a parse that panics leaves
+/// the file to the `Symbols` that needs it.
+fn keep(key: &FileKey, parse: impl FnOnce() -> Parsed) {
+    /// Gives the file up unless the parse ended.
+    struct Unfinished<'a>(Option<&'a FileKey>);
+    impl Drop for Unfinished<'_> {
+        fn drop(&mut self) {
+            if let Some(key) = self.0 {
+                set(key, State::Taken);
+            }
+        }
+    }
+    let mut unfinished = Unfinished(Some(key));
+    let parsed = parse();
+    unfinished.0 = None;
+    set(key, State::Parsed(Box::new(parsed)));
+}
+
+/// Sets the state of the file `key` and wakes those waiting for a parse.
+fn set(key: &FileKey, state: State) {
+    let mut files = files();
+    if let Some((_, old)) = files.iter_mut().find(|(known, _)| known == key) {
+        *old = state;
+    }
+    drop(files);
+    PARSED.notify_all();
+}
+
+/// The parse of the file `key` done ahead, when there is one not yet
+/// taken (waiting for one under way). `None` leaves the parse to the
+/// caller: the file was not parsed ahead, or was taken before, or its turn
+/// in the queue has not come (then it is not parsed ahead any more).
 pub(super) fn take(key: &FileKey) -> Option<Parsed> {
-    let handle = {
-        let mut started = STARTED
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (_, handle) = started.iter_mut().find(|(started, _)| started == key)?;
-        handle.take()?
-    };
-    // A parse that panicked is done again by the caller.
-    handle.join().ok()
+    let mut files = files();
+    loop {
+        let (_, state) = files.iter_mut().find(|(known, _)| known == key)?;
+        match std::mem::replace(state, State::Taken) {
+            State::Parsed(parsed) => return Some(*parsed),
+            State::Queued(_) | State::Taken => return None,
+            State::Parsing => {
+                *state = State::Parsing;
+                files = PARSED
+                    .wait(files)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of its own (not an object: it parses at once, to an error).
+    fn file(dir: &tempfile::TempDir, name: &str) -> (FileKey, PathBuf) {
+        let path = dir.path().join(name);
+        std::fs::write(&path, "not an object").unwrap();
+        (FileKey::of(path.to_str().unwrap()).unwrap(), path)
+    }
+
+    fn is_taken(key: &FileKey) -> bool {
+        files()
+            .iter()
+            .any(|(known, state)| known == key && matches!(state, State::Taken))
+    }
+
+    #[test]
+    fn a_file_parsed_ahead_is_taken_once_after_waiting_for_its_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, path) = file(&dir, "mapped");
+        prefetch(path.to_str().unwrap());
+        assert!(matches!(take(&key), Some(Err(SymbolsError::Elf { .. }))));
+        assert!(take(&key).is_none(), "taken before");
+        // Not parsed ahead again.
+        prefetch(path.to_str().unwrap());
+        assert!(take(&key).is_none());
+    }
+
+    #[test]
+    fn a_queued_file_whose_turn_has_not_come_is_left_to_the_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, first_path) = file(&dir, "first");
+        let (second, second_path) = file(&dir, "second");
+        queue(&[first_path, second_path.clone(), second_path]);
+        assert_eq!(
+            files().iter().filter(|(known, _)| *known == second).count(),
+            1,
+            "queued once"
+        );
+        assert!(take(&second).is_none());
+        assert!(is_taken(&second), "no longer parsed ahead");
+        parse_queued();
+        assert!(matches!(take(&first), Some(Err(SymbolsError::Elf { .. }))));
+        assert!(take(&second).is_none());
+    }
+
+    #[test]
+    fn a_parse_that_panics_leaves_the_file_to_the_caller() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, _) = file(&dir, "panics");
+        files().push((key.clone(), State::Parsing));
+        let panicked = std::panic::catch_unwind(|| keep(&key, || panic!("a broken parser")));
+        assert!(panicked.is_err());
+        assert!(is_taken(&key));
+        assert!(take(&key).is_none());
+    }
+
+    #[test]
+    fn a_file_never_queued_is_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, _) = file(&dir, "unknown");
+        assert!(take(&key).is_none());
+    }
 }

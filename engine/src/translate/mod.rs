@@ -214,6 +214,9 @@ pub fn run<S: EventSink + ?Sized>(
     let mut tracee = launch::spawn(command)?;
     relay.target(tracee.pid);
     let _pin = CpuPin::pin_current_thread();
+    if let Ok(program) = launch::resolve(command.program()) {
+        crate::symbols::prefetch_needed(&program);
+    }
     let result = tracer::Tracer::new(sink, tracee.pid, options).and_then(tracer::Tracer::run);
     if result.is_ok() {
         tracee.finished();

@@ -586,6 +586,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 traced: true,
             },
         );
+        crate::symbols::prefetch_needed(&program);
         let memory = super::memory::Memory::open(tid)?;
         let mut regs = crate::resume::leave_syscall(tid, memory.file())?;
         let (space, area) = self.new_program(tid, &mut regs)?;
