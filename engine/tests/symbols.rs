@@ -436,3 +436,37 @@ fn needed_libraries_are_those_the_loader_maps_deepest_first() {
         );
     }
 }
+
+#[test]
+fn a_program_starts_with_its_interpreter_and_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(dir.path(), "prog", "int main(void) { return 0; }", &[]);
+    let data = std::fs::read(&prog).unwrap();
+    let elf = object::read::elf::ElfFile64::<object::Endianness>::parse(&*data).unwrap();
+    let endian = elf.endian();
+    let interpreter = elf
+        .elf_program_headers()
+        .iter()
+        .find_map(|header| header.interpreter(endian, &*data).unwrap())
+        .map(|path| std::fs::canonicalize(std::str::from_utf8(path).unwrap()).unwrap())
+        .unwrap();
+    let prog = std::fs::canonicalize(prog).unwrap();
+    let expected = vec![interpreter, prog.clone()];
+    assert_eq!(cgx_engine::symbols::started_with(&prog), expected);
+    // A script starts its interpreter.
+    let script = dir.path().join("script");
+    std::fs::write(&script, format!("#!{}\n", prog.display())).unwrap();
+    assert_eq!(cgx_engine::symbols::started_with(&script), expected);
+    let statik = gcc(
+        dir.path(),
+        "static",
+        "int main(void) { return 0; }",
+        &["-static"],
+    );
+    let statik = std::fs::canonicalize(statik).unwrap();
+    assert_eq!(
+        cgx_engine::symbols::started_with(&statik),
+        vec![statik.clone()]
+    );
+    assert!(cgx_engine::symbols::needed_libraries(&statik).is_empty());
+}

@@ -139,8 +139,10 @@ enum Source {
     /// compression other than zlib).
     Whole(Arc<[u8]>),
     /// The file, from file offset `at` on, up to `end`: the section's bytes,
-    /// or a zlib stream of them (`zlib`, and the bytes read but not yet
-    /// inflated, `input[used..]`).
+    /// or a zlib stream of them (`zlib`, the bytes read but not yet
+    /// inflated, `input[used..]`, and those inflated but not yet given,
+    /// `inflated[given..filled]`: the stream is inflated [`CHUNK`] bytes at
+    /// a time, not unit by unit).
     File {
         file: File,
         at: u64,
@@ -148,6 +150,9 @@ enum Source {
         zlib: Option<Decompress>,
         input: Box<[u8]>,
         used: usize,
+        inflated: Box<[u8]>,
+        given: usize,
+        filled: usize,
     },
 }
 
@@ -210,6 +215,9 @@ impl Units {
                 zlib,
                 input: Box::default(),
                 used: 0,
+                inflated: Box::default(),
+                given: 0,
+                filled: 0,
             },
             size,
             offset: 0,
@@ -284,41 +292,89 @@ impl Units {
                 zlib: Some(zlib),
                 input,
                 used,
+                inflated,
+                given,
+                filled,
             } => {
-                let mut filled = 0;
-                while filled < out.len() {
-                    if *used == input.len() {
-                        let left = usize::try_from(*end - *at).unwrap_or(usize::MAX);
-                        if left == 0 {
+                let mut copied = 0;
+                while copied < out.len() {
+                    if *given == *filled {
+                        if inflated.is_empty() {
+                            *inflated = vec![0; CHUNK].into_boxed_slice();
+                        }
+                        let stream = Stream {
+                            file,
+                            at,
+                            end,
+                            input,
+                            used,
+                        };
+                        let more = inflate_more(stream, zlib, inflated)?;
+                        if more == 0 {
                             return Err(eof());
                         }
-                        let mut chunk = std::mem::take(input).into_vec();
-                        chunk.resize(left.min(CHUNK), 0);
-                        file.read_exact_at(&mut chunk, *at)
-                            .map_err(|_| gimli::Error::Io)?;
-                        *at += chunk.len() as u64;
-                        *input = chunk.into_boxed_slice();
-                        *used = 0;
+                        (*given, *filled) = (0, more);
                     }
-                    let (before_in, before_out) = (zlib.total_in(), zlib.total_out());
-                    let status = zlib
-                        .decompress(&input[*used..], &mut out[filled..], FlushDecompress::None)
-                        .map_err(|_| gimli::Error::Io)?;
-                    let (taken, given) = (
-                        (zlib.total_in() - before_in) as usize,
-                        (zlib.total_out() - before_out) as usize,
-                    );
-                    *used += taken;
-                    filled += given;
-                    let stuck = taken == 0 && given == 0;
-                    if filled < out.len() && (status == Status::StreamEnd || stuck) {
-                        return Err(eof());
-                    }
+                    let take = (*filled - *given).min(out.len() - copied);
+                    out[copied..copied + take].copy_from_slice(&inflated[*given..*given + take]);
+                    *given += take;
+                    copied += take;
                 }
             }
         }
         self.position += out.len() as u64;
         Ok(())
+    }
+}
+
+/// A zlib stream in a file: read from `at` up to `end`, [`CHUNK`] bytes at
+/// a time into `input`, of which those from `used` on are not inflated yet.
+struct Stream<'a> {
+    file: &'a File,
+    at: &'a mut u64,
+    end: &'a u64,
+    input: &'a mut Box<[u8]>,
+    used: &'a mut usize,
+}
+
+/// Inflates the next bytes of `reading` into `out`: how many, 0 at the end
+/// of the stream.
+fn inflate_more(
+    reading: Stream,
+    zlib: &mut Decompress,
+    out: &mut [u8],
+) -> Result<usize, gimli::Error> {
+    let Stream {
+        file,
+        at,
+        end,
+        input,
+        used,
+    } = reading;
+    loop {
+        if *used == input.len() {
+            let left = usize::try_from(*end - *at).unwrap_or(usize::MAX);
+            if left == 0 {
+                return Ok(0);
+            }
+            let mut chunk = std::mem::take(input).into_vec();
+            chunk.resize(left.min(CHUNK), 0);
+            file.read_exact_at(&mut chunk, *at)
+                .map_err(|_| gimli::Error::Io)?;
+            *at += chunk.len() as u64;
+            *input = chunk.into_boxed_slice();
+            *used = 0;
+        }
+        let (before_in, before_out) = (zlib.total_in(), zlib.total_out());
+        let status = zlib
+            .decompress(&input[*used..], out, FlushDecompress::None)
+            .map_err(|_| gimli::Error::Io)?;
+        let taken = (zlib.total_in() - before_in) as usize;
+        let given = (zlib.total_out() - before_out) as usize;
+        *used += taken;
+        if given > 0 || status == Status::StreamEnd || taken == 0 && *used < input.len() {
+            return Ok(given);
+        }
     }
 }
 

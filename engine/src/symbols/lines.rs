@@ -111,7 +111,7 @@ impl LineTables {
         // are, once the units are read.
         let mut unranged = Vec::new();
         while let Some((offset, bytes)) = units.next_unit()? {
-            let Some(header) = gimli::DebugInfo::from(bytes).units().next()? else {
+            let Some(header) = gimli::DebugInfo::from(bytes.clone()).units().next()? else {
                 continue;
             };
             // Type units have no code; partial units no ranges of their own.
@@ -120,7 +120,11 @@ impl LineTables {
                 gimli::UnitType::Partial => false,
                 _ => true,
             };
-            let Ok(unit) = dwarf.unit(header) else {
+            let unit = match root_abbreviation(&dwarf, &header, &bytes) {
+                Some(root) => gimli::Unit::new_with_abbreviations(&dwarf, header, root),
+                None => dwarf.unit(header),
+            };
+            let Ok(unit) = unit else {
                 continue;
             };
             let id = line_units.len();
@@ -225,6 +229,56 @@ impl LineTables {
             }
         }
         None
+    }
+}
+
+/// The abbreviation of the root entry of the unit of `header` (whose bytes
+/// are `unit`, from its length field on), alone: a unit's table holds the
+/// abbreviations of all its entries (libc's, a megabyte in all), the root
+/// entry is all that is read of it. `None` when it is not found that way:
+/// then the whole table is read, as for any other unit.
+fn root_abbreviation(
+    dwarf: &gimli::Dwarf<Reader>,
+    header: &gimli::UnitHeader<Reader>,
+    unit: &Reader,
+) -> Option<Arc<gimli::Abbreviations>> {
+    let mut entries = unit.clone();
+    entries.skip(header.header_size()).ok()?;
+    let code = entries.read_uleb128().ok()?;
+    let section = dwarf.debug_abbrev.reader();
+    let mut table = section.clone();
+    table.skip(header.debug_abbrev_offset().0).ok()?;
+    // Each abbreviation: its code, tag, children flag and attribute
+    // specifications (name, form, a constant for an implicit one) up to a
+    // (0, 0) pair; the table ends with a code 0.
+    loop {
+        let start = table.clone();
+        let found = table.read_uleb128().ok()?;
+        if found == 0 {
+            return None;
+        }
+        table.read_uleb128().ok()?;
+        table.read_u8().ok()?;
+        loop {
+            let name = table.read_uleb128().ok()?;
+            let form = table.read_uleb128().ok()?;
+            if form == u64::from(gimli::DW_FORM_implicit_const.0) {
+                table.read_sleb128().ok()?;
+            }
+            if name == 0 && form == 0 {
+                break;
+            }
+        }
+        if found == code {
+            let length = table.offset_from(&start);
+            let mut own = start.to_slice().ok()?.get(..length)?.to_vec();
+            own.push(0);
+            let alone = gimli::DebugAbbrev::new(&own, section.endian());
+            return alone
+                .abbreviations(gimli::DebugAbbrevOffset(0))
+                .ok()
+                .map(Arc::new);
+        }
     }
 }
 
@@ -475,6 +529,79 @@ fn push_path(path: &mut String, part: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An abbreviation table: code 1 (a subprogram with an implicit
+    /// constant), then code 7 (a compile unit: name, low pc), then the end.
+    const ABBREVIATIONS: &[u8] = &[
+        1, 0x2e, 0, 0x03, 0x08, 0x1c, 0x21, 0x7b, 0, 0, //
+        7, 0x11, 1, 0x03, 0x08, 0x11, 0x01, 0, 0, //
+        0,
+    ];
+
+    /// A DWARF 4 unit whose root entry has abbreviation `code`: the name
+    /// "a.c" and low pc 0x1000.
+    fn unit_with_root(code: u8) -> Vec<u8> {
+        let mut body = vec![4, 0, 0, 0, 0, 0, 8, code];
+        body.extend(b"a.c\0");
+        body.extend(0x1000u64.to_le_bytes());
+        body.push(0);
+        let mut unit = (body.len() as u32).to_le_bytes().to_vec();
+        unit.extend(body);
+        unit
+    }
+
+    fn dwarf_with(abbreviations: &[u8]) -> gimli::Dwarf<Reader> {
+        let little = gimli::RunTimeEndian::Little;
+        let mut dwarf = gimli::Dwarf::load(|_| -> Result<Reader, gimli::Error> {
+            Ok(Reader::new(Arc::from(&[][..]), little))
+        })
+        .unwrap();
+        dwarf.debug_abbrev =
+            gimli::DebugAbbrev::from(Reader::new(Arc::from(abbreviations), little));
+        dwarf
+    }
+
+    fn header_of(unit: &Reader) -> gimli::UnitHeader<Reader> {
+        gimli::DebugInfo::from(unit.clone())
+            .units()
+            .next()
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_root_abbreviation_alone_gives_the_unit_the_whole_table_gives() {
+        let dwarf = dwarf_with(ABBREVIATIONS);
+        let bytes = Reader::new(Arc::from(unit_with_root(7)), gimli::RunTimeEndian::Little);
+        let root = root_abbreviation(&dwarf, &header_of(&bytes), &bytes).unwrap();
+        assert_eq!(
+            root.get(7).map(|a| a.tag()),
+            Some(gimli::DW_TAG_compile_unit)
+        );
+        assert!(root.get(1).is_none(), "only the root's");
+        let alone = gimli::Unit::new_with_abbreviations(&dwarf, header_of(&bytes), root).unwrap();
+        let whole = dwarf.unit(header_of(&bytes)).unwrap();
+        let name = |unit: &gimli::Unit<Reader>| {
+            unit.name
+                .as_ref()
+                .map(|n| n.to_slice().unwrap().into_owned())
+        };
+        assert_eq!(name(&alone), Some(b"a.c".to_vec()));
+        assert_eq!(name(&alone), name(&whole));
+        assert_eq!(alone.low_pc, 0x1000);
+        assert_eq!(alone.low_pc, whole.low_pc);
+    }
+
+    #[test]
+    fn a_root_abbreviation_not_in_the_table_is_not_found() {
+        let bytes = Reader::new(Arc::from(unit_with_root(9)), gimli::RunTimeEndian::Little);
+        let dwarf = dwarf_with(ABBREVIATIONS);
+        assert!(root_abbreviation(&dwarf, &header_of(&bytes), &bytes).is_none());
+        // A table cut short.
+        let dwarf = dwarf_with(&ABBREVIATIONS[..14]);
+        let bytes = Reader::new(Arc::from(unit_with_root(7)), gimli::RunTimeEndian::Little);
+        assert!(root_abbreviation(&dwarf, &header_of(&bytes), &bytes).is_none());
+    }
 
     #[test]
     fn paths_join_with_a_slash_and_restart_at_a_root() {

@@ -32,7 +32,7 @@ use std::time::SystemTime;
 pub use demangle::demangle;
 pub use error::SymbolsError;
 pub use maps::{parse_maps, read_maps, Mapping};
-pub use needed::needed_libraries;
+pub use needed::{needed_libraries, started_with};
 pub use prefetch::{prefetch, prefetch_needed};
 
 use elf::ElfObject;

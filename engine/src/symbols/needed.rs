@@ -14,7 +14,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use object::elf::{DT_NEEDED, DT_RPATH, DT_RUNPATH, EM_X86_64};
-use object::read::elf::{Dyn, ElfFile64, FileHeader};
+use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader};
 use object::read::ReadCache;
 use object::Endianness;
 
@@ -56,6 +56,28 @@ pub fn needed_libraries(program: &Path) -> Vec<PathBuf> {
         .map(|name| String::from_utf8_lossy(name).into_owned())
         .collect();
     search.closure(&program, &preload)
+}
+
+/// The object files the kernel maps when it starts `program` (a script's
+/// interpreter for a script), by their canonical paths: the program's
+/// interpreter (`PT_INTERP`, the dynamic loader), if it has one, then the
+/// program.
+pub fn started_with(program: &Path) -> Vec<PathBuf> {
+    let program = interpreted_by(program).unwrap_or_else(|| program.to_path_buf());
+    let interpreter = File::open(&program).ok().and_then(|file| {
+        let data = ReadCache::new(file);
+        let elf = ElfFile64::<Endianness, _>::parse(&data).ok()?;
+        let endian = elf.endian();
+        elf.elf_program_headers().iter().find_map(|header| {
+            let path = header.interpreter(endian, &data).ok()??;
+            Some(PathBuf::from(OsStr::from_bytes(path)))
+        })
+    });
+    interpreter
+        .into_iter()
+        .chain([program])
+        .filter_map(|path| path.canonicalize().ok())
+        .collect()
 }
 
 /// The interpreter a script's `#!` line names, when `path` is a script.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::elf::ElfObject;
-use super::needed::needed_libraries;
+use super::needed::{needed_libraries, started_with};
 use super::{FileKey, SymbolsError};
 
 /// What parsing an object gives: the object and a problem with its DWARF,
@@ -72,11 +72,14 @@ pub fn prefetch(path: &str) {
     }
 }
 
-/// Starts parsing, beside the tracer, the shared libraries the program at
-/// `program` maps as it starts (see [`needed_libraries`]), deepest
-/// dependencies first, on as many threads as there are CPUs beside the
-/// caller's (up to four). Finding them is done on that thread too.
+/// Starts parsing, beside the tracer, the objects the program at `program`
+/// maps as it starts, in the order they are needed: the dynamic loader and
+/// the program (see [`started_with`]; queued before this returns), then
+/// the shared libraries, deepest dependencies first (see
+/// [`needed_libraries`], found on the thread that parses). As many threads
+/// parse as there are CPUs beside the caller's (up to four).
 pub fn prefetch_needed(program: &Path) {
+    queue(&started_with(program));
     let beside = crate::launch::pinned_cpu();
     let program = program.to_path_buf();
     let threads = std::thread::available_parallelism()
@@ -87,7 +90,6 @@ pub fn prefetch_needed(program: &Path) {
         .name("cgx-symbols".into())
         .spawn(move || {
             crate::launch::run_beside(beside);
-            queue(&needed_libraries(&program));
             for _ in 1..threads {
                 let helper = std::thread::Builder::new()
                     .name("cgx-symbols".into())
@@ -99,6 +101,12 @@ pub fn prefetch_needed(program: &Path) {
                     break;
                 }
             }
+            // The loader and the program first; the libraries are found
+            // meanwhile.
+            if let Some((key, path)) = next_queued() {
+                parse(&key, &path);
+            }
+            queue(&needed_libraries(&program));
             parse_queued();
         });
 }
@@ -119,21 +127,20 @@ fn queue(paths: &[PathBuf]) {
 
 /// Parses the queued files, first queued first, until none is left.
 fn parse_queued() {
-    loop {
-        let next = {
-            let mut files = files();
-            let Some((key, state)) = files
-                .iter_mut()
-                .find(|(_, state)| matches!(state, State::Queued(_)))
-            else {
-                return;
-            };
-            let State::Queued(path) = std::mem::replace(state, State::Parsing) else {
-                return;
-            };
-            (key.clone(), path)
-        };
-        parse(&next.0, &next.1);
+    while let Some((key, path)) = next_queued() {
+        parse(&key, &path);
+    }
+}
+
+/// The first queued file, now to be parsed by the caller.
+fn next_queued() -> Option<(FileKey, PathBuf)> {
+    let mut files = files();
+    let (key, state) = files
+        .iter_mut()
+        .find(|(_, state)| matches!(state, State::Queued(_)))?;
+    match std::mem::replace(state, State::Parsing) {
+        State::Queued(path) => Some((key.clone(), path)),
+        _ => None,
     }
 }
 
