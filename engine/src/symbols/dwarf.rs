@@ -138,22 +138,31 @@ enum Source {
     /// All of them, in memory (an object without the section, or with a
     /// compression other than zlib).
     Whole(Arc<[u8]>),
-    /// The file, from file offset `at` on, up to `end`: the section's bytes,
-    /// or a zlib stream of them (`zlib`, the bytes read but not yet
-    /// inflated, `input[used..]`, and those inflated but not yet given,
-    /// `inflated[given..filled]`: the stream is inflated [`CHUNK`] bytes at
-    /// a time, not unit by unit).
-    File {
-        file: File,
-        at: u64,
-        end: u64,
-        zlib: Option<Decompress>,
-        input: Box<[u8]>,
-        used: usize,
-        inflated: Box<[u8]>,
-        given: usize,
-        filled: usize,
-    },
+    /// The file, from file offset `at` on, up to `end`, as they are.
+    Stored { file: File, at: u64, end: u64 },
+    /// A zlib stream of them in the file.
+    Deflated(Box<Deflated>),
+}
+
+/// A section's zlib stream in a file, inflated [`CHUNK`] bytes at a time
+/// (not unit by unit): those inflated but not yet given are
+/// `inflated[given..filled]`.
+struct Deflated {
+    stream: Stream,
+    zlib: Decompress,
+    inflated: Box<[u8]>,
+    given: usize,
+    filled: usize,
+}
+
+/// A zlib stream in a file: read from `at` up to `end`, [`CHUNK`] bytes at
+/// a time into `input`, of which those from `used` on are not inflated yet.
+struct Stream {
+    file: File,
+    at: u64,
+    end: u64,
+    input: Box<[u8]>,
+    used: usize,
 }
 
 impl Units {
@@ -207,18 +216,25 @@ impl Units {
         size: u64,
         endian: gimli::RunTimeEndian,
     ) -> Units {
-        Units {
-            source: Source::File {
-                file,
-                at: stored.start,
-                end: stored.end,
+        let (at, end) = (stored.start, stored.end);
+        let source = match zlib {
+            None => Source::Stored { file, at, end },
+            Some(zlib) => Source::Deflated(Box::new(Deflated {
+                stream: Stream {
+                    file,
+                    at,
+                    end,
+                    input: Box::default(),
+                    used: 0,
+                },
                 zlib,
-                input: Box::default(),
-                used: 0,
                 inflated: Box::default(),
                 given: 0,
                 filled: 0,
-            },
+            })),
+        };
+        Units {
+            source,
             size,
             offset: 0,
             position: 0,
@@ -272,53 +288,16 @@ impl Units {
                 let from = bytes.get(start..start + out.len()).ok_or_else(eof)?;
                 out.copy_from_slice(from);
             }
-            Source::File {
-                file,
-                at,
-                end,
-                zlib: None,
-                ..
-            } => {
+            Source::Stored { file, at, end } => {
                 if *end - *at < out.len() as u64 {
                     return Err(eof());
                 }
                 file.read_exact_at(out, *at).map_err(|_| gimli::Error::Io)?;
                 *at += out.len() as u64;
             }
-            Source::File {
-                file,
-                at,
-                end,
-                zlib: Some(zlib),
-                input,
-                used,
-                inflated,
-                given,
-                filled,
-            } => {
-                let mut copied = 0;
-                while copied < out.len() {
-                    if *given == *filled {
-                        if inflated.is_empty() {
-                            *inflated = vec![0; CHUNK].into_boxed_slice();
-                        }
-                        let stream = Stream {
-                            file,
-                            at,
-                            end,
-                            input,
-                            used,
-                        };
-                        let more = inflate_more(stream, zlib, inflated)?;
-                        if more == 0 {
-                            return Err(eof());
-                        }
-                        (*given, *filled) = (0, more);
-                    }
-                    let take = (*filled - *given).min(out.len() - copied);
-                    out[copied..copied + take].copy_from_slice(&inflated[*given..*given + take]);
-                    *given += take;
-                    copied += take;
+            Source::Deflated(deflated) => {
+                if !deflated.read(out)? {
+                    return Err(eof());
                 }
             }
         }
@@ -327,53 +306,62 @@ impl Units {
     }
 }
 
-/// A zlib stream in a file: read from `at` up to `end`, [`CHUNK`] bytes at
-/// a time into `input`, of which those from `used` on are not inflated yet.
-struct Stream<'a> {
-    file: &'a File,
-    at: &'a mut u64,
-    end: &'a u64,
-    input: &'a mut Box<[u8]>,
-    used: &'a mut usize,
+impl Deflated {
+    /// Fills `out` with the next inflated bytes; false when the stream
+    /// ends first.
+    fn read(&mut self, out: &mut [u8]) -> Result<bool, gimli::Error> {
+        let mut copied = 0;
+        while copied < out.len() {
+            if self.given == self.filled {
+                if self.inflated.is_empty() {
+                    self.inflated = vec![0; CHUNK].into_boxed_slice();
+                }
+                let more = self.stream.inflate(&mut self.zlib, &mut self.inflated)?;
+                if more == 0 {
+                    return Ok(false);
+                }
+                (self.given, self.filled) = (0, more);
+            }
+            let take = (self.filled - self.given).min(out.len() - copied);
+            out[copied..copied + take]
+                .copy_from_slice(&self.inflated[self.given..self.given + take]);
+            self.given += take;
+            copied += take;
+        }
+        Ok(true)
+    }
 }
 
-/// Inflates the next bytes of `reading` into `out`: how many, 0 at the end
-/// of the stream.
-fn inflate_more(
-    reading: Stream,
-    zlib: &mut Decompress,
-    out: &mut [u8],
-) -> Result<usize, gimli::Error> {
-    let Stream {
-        file,
-        at,
-        end,
-        input,
-        used,
-    } = reading;
-    loop {
-        if *used == input.len() {
-            let left = usize::try_from(*end - *at).unwrap_or(usize::MAX);
-            if left == 0 {
-                return Ok(0);
+impl Stream {
+    /// Inflates the next bytes of the stream into `out` with `zlib`: how
+    /// many, 0 at its end.
+    fn inflate(&mut self, zlib: &mut Decompress, out: &mut [u8]) -> Result<usize, gimli::Error> {
+        loop {
+            if self.used == self.input.len() {
+                let left = usize::try_from(self.end - self.at).unwrap_or(usize::MAX);
+                if left == 0 {
+                    return Ok(0);
+                }
+                let mut chunk = std::mem::take(&mut self.input).into_vec();
+                chunk.resize(left.min(CHUNK), 0);
+                self.file
+                    .read_exact_at(&mut chunk, self.at)
+                    .map_err(|_| gimli::Error::Io)?;
+                self.at += chunk.len() as u64;
+                self.input = chunk.into_boxed_slice();
+                self.used = 0;
             }
-            let mut chunk = std::mem::take(input).into_vec();
-            chunk.resize(left.min(CHUNK), 0);
-            file.read_exact_at(&mut chunk, *at)
+            let (before_in, before_out) = (zlib.total_in(), zlib.total_out());
+            let status = zlib
+                .decompress(&self.input[self.used..], out, FlushDecompress::None)
                 .map_err(|_| gimli::Error::Io)?;
-            *at += chunk.len() as u64;
-            *input = chunk.into_boxed_slice();
-            *used = 0;
-        }
-        let (before_in, before_out) = (zlib.total_in(), zlib.total_out());
-        let status = zlib
-            .decompress(&input[*used..], out, FlushDecompress::None)
-            .map_err(|_| gimli::Error::Io)?;
-        let taken = (zlib.total_in() - before_in) as usize;
-        let given = (zlib.total_out() - before_out) as usize;
-        *used += taken;
-        if given > 0 || status == Status::StreamEnd || taken == 0 && *used < input.len() {
-            return Ok(given);
+            let taken = (zlib.total_in() - before_in) as usize;
+            let given = (zlib.total_out() - before_out) as usize;
+            self.used += taken;
+            let stuck = taken == 0 && self.used < self.input.len();
+            if given > 0 || status == Status::StreamEnd || stuck {
+                return Ok(given);
+            }
         }
     }
 }
