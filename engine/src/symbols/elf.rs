@@ -12,6 +12,7 @@ use object::{Object, ObjectSection, ObjectSymbol, ReadRef, SymbolKind};
 use super::demangle::demangle;
 use super::dwarf;
 use super::lines::LineTables;
+use super::window::Window;
 use super::{SectionKind as CodeSection, SymbolsError};
 
 /// A `PT_LOAD` program header.
@@ -64,7 +65,7 @@ impl ElfObject {
             // Read through a cache of the ranges parsed: the parts of the
             // files nothing looks at (code, data, location lists) are not read.
             let data = std::fs::File::open(path)
-                .map(ReadCache::new)
+                .map(|file| ReadCache::new(Window::new(file)))
                 .map_err(|source| SymbolsError::Io {
                     path: shown.clone(),
                     source,
@@ -82,7 +83,7 @@ impl ElfObject {
             let debug_data = debug_path
                 .as_ref()
                 .and_then(|p| std::fs::File::open(p).ok())
-                .map(ReadCache::new);
+                .map(|file| ReadCache::new(Window::new(file)));
             let debug_file = debug_data
                 .as_ref()
                 .and_then(|data| object::File::parse(data).ok());

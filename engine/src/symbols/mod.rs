@@ -22,6 +22,7 @@ mod lines;
 mod maps;
 mod needed;
 mod prefetch;
+mod window;
 
 use std::collections::HashMap;
 use std::path::Path;
