@@ -95,8 +95,8 @@ fn main() -> ExitCode {
 /// grown), after which large tables come from the heap, which keeps what is
 /// freed: sqlite3 under Callgrind peaked 3 MB higher. The helper threads
 /// keep glibc's arenas of their own: symbol loading beside the tracer
-/// allocates tens of thousands of times, and one arena for all made the
-/// tracer wait on its lock. Only cgx's own allocator is set; the program's
+/// allocates tens of thousands of times, and with one arena for all the
+/// tracer waits on its lock. Only cgx's own allocator is set; the program's
 /// environment is untouched.
 fn configure_allocator() {
     // SAFETY: mallopt only sets parameters of this process's allocator.
