@@ -468,3 +468,25 @@ pub(crate) fn wait(pid: libc::pid_t) -> Result<libc::c_int> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread pinned to its CPU is pinned to that one; a thread with
+    /// every CPU is pinned to none (unless the host has only one).
+    #[test]
+    fn a_pinned_thread_names_its_cpu() {
+        std::thread::spawn(|| {
+            let pin = CpuPin::pin_current_thread();
+            let cpu = current_cpu();
+            assert_eq!(pinned_cpu(), cpu, "pinned to the CPU it ran on");
+            drop(pin);
+            unpin_current_thread();
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            assert_eq!(pinned_cpu().is_none(), cpus > 1);
+        })
+        .join()
+        .unwrap();
+    }
+}

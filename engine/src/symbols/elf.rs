@@ -6,13 +6,12 @@ use std::sync::Arc;
 
 use object::elf::{PF_X, PT_LOAD};
 use object::read::elf::{FileHeader, ProgramHeader};
-use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSymbol, ReadRef, SymbolKind};
 
 use super::demangle::demangle;
 use super::dwarf;
 use super::lines::LineTables;
-use super::window::Window;
+use super::window::read_cache;
 use super::{SectionKind as CodeSection, SymbolsError};
 
 /// A `PT_LOAD` program header.
@@ -62,14 +61,12 @@ impl ElfObject {
     fn read(path: &Path) -> Result<(ElfObject, Option<SymbolsError>), SymbolsError> {
         let shown = path.display().to_string();
         let (segments, sections, symbols, dwarf) = {
-            // Read through a cache of the ranges parsed: the parts of the
-            // files nothing looks at (code, data, location lists) are not read.
-            let data = std::fs::File::open(path)
-                .map(|file| ReadCache::new(Window::new(file)))
-                .map_err(|source| SymbolsError::Io {
-                    path: shown.clone(),
-                    source,
-                })?;
+            // The parts of the files nothing looks at (code, data,
+            // location lists) are not read.
+            let data = read_cache(path).map_err(|source| SymbolsError::Io {
+                path: shown.clone(),
+                source,
+            })?;
             let elf_err = |source| SymbolsError::Elf {
                 path: shown.clone(),
                 source,
@@ -80,10 +77,7 @@ impl ElfObject {
             // A separate debug file found by build id adds its symbols (local
             // functions of stripped libraries) and, if the file has none, DWARF.
             let debug_path = separate_debug_file(&file);
-            let debug_data = debug_path
-                .as_ref()
-                .and_then(|p| std::fs::File::open(p).ok())
-                .map(|file| ReadCache::new(Window::new(file)));
+            let debug_data = debug_path.as_ref().and_then(|p| read_cache(p).ok());
             let debug_file = debug_data
                 .as_ref()
                 .and_then(|data| object::File::parse(data).ok());

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 
 use object::elf::{DT_NEEDED, DT_RPATH, DT_RUNPATH, EM_X86_64};
 use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader};
-use object::read::ReadCache;
 use object::Endianness;
+
+use super::window::read_cache;
 
 /// At most this many libraries are looked for.
 const LIMIT: usize = 64;
@@ -64,8 +65,7 @@ pub fn needed_libraries(program: &Path) -> Vec<PathBuf> {
 /// program.
 pub fn started_with(program: &Path) -> Vec<PathBuf> {
     let program = interpreted_by(program).unwrap_or_else(|| program.to_path_buf());
-    let interpreter = File::open(&program).ok().and_then(|file| {
-        let data = ReadCache::new(file);
+    let interpreter = read_cache(&program).ok().and_then(|data| {
         let elf = ElfFile64::<Endianness, _>::parse(&data).ok()?;
         let endian = elf.endian();
         elf.elf_program_headers().iter().find_map(|header| {
@@ -159,7 +159,7 @@ struct Dynamic {
 /// The dynamic entries of the x86-64 ELF object at `path`; `None` for
 /// another machine's object or a file that is not one.
 fn dynamic(path: &Path) -> Option<Dynamic> {
-    let data = ReadCache::new(File::open(path).ok()?);
+    let data = read_cache(path).ok()?;
     let elf = ElfFile64::<Endianness, _>::parse(&data).ok()?;
     let endian = elf.endian();
     if elf.elf_header().e_machine(endian) != EM_X86_64 {

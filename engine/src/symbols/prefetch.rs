@@ -61,13 +61,7 @@ pub fn prefetch(path: &str) {
     }
     let beside = crate::launch::pinned_cpu();
     let (parsed, owned) = (key.clone(), PathBuf::from(path));
-    let spawned = std::thread::Builder::new()
-        .name("cgx-symbols".into())
-        .spawn(move || {
-            crate::launch::run_beside(beside);
-            parse(&parsed, &owned);
-        });
-    if spawned.is_err() {
+    if !start_beside(beside, move || parse(&parsed, &owned)) {
         set(&key, State::Taken);
     }
 }
@@ -86,29 +80,32 @@ pub fn prefetch_needed(program: &Path) {
         .map_or(1, |cpus| cpus.get().saturating_sub(1))
         .clamp(1, MAX_THREADS);
     // Without a thread, nothing is parsed ahead: as without this.
-    let _ = std::thread::Builder::new()
+    start_beside(beside, move || {
+        for _ in 1..threads {
+            if !start_beside(beside, parse_queued) {
+                break;
+            }
+        }
+        // The loader and the program first; the libraries are found
+        // meanwhile.
+        if let Some((key, path)) = next_queued() {
+            parse(&key, &path);
+        }
+        queue(&needed_libraries(&program));
+        parse_queued();
+    });
+}
+
+/// Starts `work` on a thread of its own beside CPU `beside` (the
+/// tracer's); whether it could be started.
+fn start_beside(beside: Option<usize>, work: impl FnOnce() + Send + 'static) -> bool {
+    std::thread::Builder::new()
         .name("cgx-symbols".into())
         .spawn(move || {
             crate::launch::run_beside(beside);
-            for _ in 1..threads {
-                let helper = std::thread::Builder::new()
-                    .name("cgx-symbols".into())
-                    .spawn(move || {
-                        crate::launch::run_beside(beside);
-                        parse_queued();
-                    });
-                if helper.is_err() {
-                    break;
-                }
-            }
-            // The loader and the program first; the libraries are found
-            // meanwhile.
-            if let Some((key, path)) = next_queued() {
-                parse(&key, &path);
-            }
-            queue(&needed_libraries(&program));
-            parse_queued();
-        });
+            work();
+        })
+        .is_ok()
 }
 
 /// Queues the files of `paths` not known yet.

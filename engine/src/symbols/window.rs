@@ -7,6 +7,9 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use object::read::ReadCache;
 
 /// The bytes read from the file at a time.
 const WINDOW: usize = 64 << 10;
@@ -30,6 +33,12 @@ impl Window {
             start: 0,
         }
     }
+}
+
+/// `object`'s cache of the ranges read from the file at `path`, read
+/// through a window: the parts of a file nothing looks at are not read.
+pub(super) fn read_cache(path: &Path) -> std::io::Result<ReadCache<Window>> {
+    File::open(path).map(|file| ReadCache::new(Window::new(file)))
 }
 
 impl Read for Window {
