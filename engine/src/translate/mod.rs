@@ -214,10 +214,13 @@ pub fn run<S: EventSink + ?Sized>(
     let mut tracee = launch::spawn(command)?;
     relay.target(tracee.pid);
     let _pin = CpuPin::pin_current_thread();
-    if let Ok(program) = launch::resolve(command.program()) {
+    let tracer = tracer::Tracer::new(sink, tracee.pid, options);
+    // After the tracer took the program: nothing comes between its start
+    // and its tracing options, so a program killed at once ends the run.
+    if let (Ok(_), Ok(program)) = (&tracer, launch::resolve(command.program())) {
         crate::symbols::prefetch_needed(&program);
     }
-    let result = tracer::Tracer::new(sink, tracee.pid, options).and_then(tracer::Tracer::run);
+    let result = tracer.and_then(tracer::Tracer::run);
     if result.is_ok() {
         tracee.finished();
     }
