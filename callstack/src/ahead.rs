@@ -39,6 +39,29 @@ struct ChunkReport {
     change_steps: Vec<u64>,
 }
 
+impl ChunkReport {
+    /// The report with no steps, its lists keeping their room.
+    fn emptied(mut self) -> ChunkReport {
+        self.steps = 0;
+        self.misses.clear();
+        self.loads.clear();
+        self.charges.clear();
+        self.charge_steps.clear();
+        self.changes.clear();
+        self.change_steps.clear();
+        self
+    }
+}
+
+/// Chunk reports the collector is done with, kept from one drain to the
+/// next: their lists are filled again instead of grown from nothing (with
+/// the cache-use model, megabytes a chunk).
+#[derive(Debug, Default)]
+pub(crate) struct Spares(Vec<ChunkReport>);
+
+/// Spare chunk reports kept at most: as many as can be in flight.
+const SPARES: usize = 8;
+
 /// Step `step` of a chunk, the instruction at `position` of its run and
 /// event column `column`, as one word.
 fn tag(step: u64, position: usize, column: usize) -> u64 {
@@ -89,6 +112,10 @@ pub struct SimulationAhead {
     chunk: ChunkReport,
     /// To the collector, until the drain's last chunk.
     sender: Option<Sender<ChunkReport>>,
+    /// Reports to fill next: those of earlier drains, then those the
+    /// collector sends back.
+    spares: Spares,
+    spent: Receiver<ChunkReport>,
 }
 
 /// The collector's side: the report of each step, in the order the
@@ -97,6 +124,8 @@ pub struct SimulationAhead {
 pub(crate) struct Behind {
     receiver: Receiver<ChunkReport>,
     chunk: ChunkReport,
+    /// Back to the simulation, each report once taken.
+    spent: Sender<ChunkReport>,
     /// The next step of `chunk`, and where its entries start in the four
     /// lists.
     step: u64,
@@ -108,22 +137,28 @@ pub(crate) struct Behind {
     overrun: bool,
 }
 
-/// A simulation to run ahead, with `fetch_points` known from earlier
-/// drains, and the collector's side of it.
+/// A simulation to run ahead, with `fetch_points` and `spares` kept from
+/// earlier drains, and the collector's side of it.
 pub(crate) fn split(
     simulation: Simulation,
     fetch_points: Vec<Option<Box<[FetchPoint]>>>,
+    mut spares: Spares,
 ) -> (SimulationAhead, Behind) {
     let (sender, receiver) = channel();
+    let (spent_sender, spent) = channel();
+    let chunk = spares.0.pop().unwrap_or_default();
     let ahead = SimulationAhead {
         simulation,
         fetch_points,
-        chunk: ChunkReport::default(),
+        chunk,
         sender: Some(sender),
+        spares,
+        spent,
     };
     let behind = Behind {
         receiver,
         chunk: ChunkReport::default(),
+        spent: spent_sender,
         step: 0,
         at: [0; 4],
         next_busy: u64::MAX,
@@ -133,9 +168,25 @@ pub(crate) fn split(
 }
 
 impl SimulationAhead {
-    /// The simulation and the fetch points, back after the drain.
-    pub(crate) fn into_parts(self) -> (Simulation, Vec<Option<Box<[FetchPoint]>>>) {
-        (self.simulation, self.fetch_points)
+    /// The simulation, the fetch points and the spare reports, back after
+    /// the drain (once the collector's side is dropped).
+    pub(crate) fn into_parts(self) -> (Simulation, Vec<Option<Box<[FetchPoint]>>>, Spares) {
+        let SimulationAhead {
+            simulation,
+            fetch_points,
+            mut spares,
+            spent,
+            ..
+        } = self;
+        let room = SPARES.saturating_sub(spares.0.len());
+        spares.0.extend(spent.try_iter().take(room));
+        (simulation, fetch_points, spares)
+    }
+
+    /// An empty report to fill next.
+    fn spare(&mut self) -> ChunkReport {
+        let spare = self.spares.0.pop().or_else(|| self.spent.try_recv().ok());
+        spare.map(ChunkReport::emptied).unwrap_or_default()
     }
 
     /// Simulates one `step` and keeps its report.
@@ -240,18 +291,18 @@ impl EventSink for SimulationAhead {
             chunk,
             ..
         } = self;
-        while let Some(run) = blocks.next() {
+        while let Some(ref run) = blocks.next() {
             let slot = run.key as usize;
             if fetch_points.len() <= slot {
                 fetch_points.resize(slot + 1, None);
             }
             let points =
                 fetch_points[slot].get_or_insert_with(|| simulation.fetch_points(run.instructions));
-            simulation.run_block(&run, points, &mut RunReport { chunk });
+            simulation.run_block(run, points, &mut RunReport { chunk });
             chunk.end_step(simulation);
             // A loop of one block: its runs right after this one, each a
             // step, without looking the block up again.
-            if let Some(repeats) = blocks.repeats(&run) {
+            if let Some(repeats) = blocks.repeats(run) {
                 let ended = |report: &mut RunReport, charges: &[Charge], changes: &[LineChange]| {
                     report.chunk.end_step_with(charges, changes);
                 };
@@ -270,7 +321,8 @@ impl EventSink for SimulationAhead {
 
 impl Ahead for SimulationAhead {
     fn chunk_done(&mut self, last: bool) {
-        let chunk = std::mem::take(&mut self.chunk);
+        let spare = self.spare();
+        let chunk = std::mem::replace(&mut self.chunk, spare);
         if let Some(sender) = &self.sender {
             // The collector may be gone (an error ended the drain).
             let _ = sender.send(chunk);
@@ -303,7 +355,10 @@ impl Behind {
         while self.step >= self.chunk.steps {
             match self.receiver.try_recv() {
                 Ok(chunk) => {
-                    (self.chunk, self.step, self.at) = (chunk, 0, [0; 4]);
+                    let spent = std::mem::replace(&mut self.chunk, chunk);
+                    // The simulation may be done (its last chunk sent).
+                    let _ = self.spent.send(spent);
+                    (self.step, self.at) = (0, [0; 4]);
                     self.next_busy = first_busy(&self.chunk, &self.at);
                 }
                 Err(_) => {
@@ -342,11 +397,24 @@ impl Behind {
         report
     }
 
-    /// Whether every step the simulation ran was taken, and no other.
-    pub fn all_taken(&mut self) -> bool {
-        !self.overrun
-            && self.step >= self.chunk.steps
-            && std::iter::from_fn(|| self.receiver.try_recv().ok()).all(|chunk| chunk.steps == 0)
+    /// Whether every step the simulation ran was taken, and no other; the
+    /// reports go back to the simulation.
+    pub fn all_taken(self) -> bool {
+        let Behind {
+            receiver,
+            chunk,
+            spent,
+            step,
+            overrun,
+            ..
+        } = self;
+        let mut taken = !overrun && step >= chunk.steps;
+        let _ = spent.send(chunk);
+        for chunk in receiver.try_iter() {
+            taken &= chunk.steps == 0;
+            let _ = spent.send(chunk);
+        }
+        taken
     }
 }
 

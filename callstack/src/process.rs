@@ -23,7 +23,7 @@ use cgx_engine::symbols::Symbols;
 use cgx_formats::{Names, TooManyNames};
 use rustc_hash::FxHashMap;
 
-use crate::ahead::Behind;
+use crate::ahead::{Behind, Spares};
 use crate::attribution::{Charged, OwnRun, RecentSlots};
 use crate::cacheuse::Owners;
 use crate::context::{Contexts, CxtId};
@@ -47,6 +47,8 @@ pub(crate) struct Process {
     behind: Option<Behind>,
     /// The fetches of each block's runs by key, for the simulation ahead.
     ahead_fetch_points: Vec<Option<Box<[FetchPoint]>>>,
+    /// Step reports to fill again in the next drain.
+    ahead_spares: Spares,
     /// The back-dating forest, with `--cacheuse=yes`.
     forest: Option<Forest<ArcKey>>,
     /// The owners of cache lines, with `--cacheuse=yes`.
@@ -112,6 +114,7 @@ impl Process {
             simulation,
             behind: None,
             ahead_fetch_points: Vec::new(),
+            ahead_spares: Spares::default(),
             forest,
             owners: Owners::default(),
             last_charged: None,
@@ -153,6 +156,7 @@ impl Process {
             simulation: self.simulation.clone(),
             behind: None,
             ahead_fetch_points: Vec::new(),
+            ahead_spares: Spares::default(),
             forest: self.forest.clone(),
             owners: self.owners.clone(),
             last_charged: None,

@@ -473,12 +473,12 @@ impl ThreadState {
     pub fn whole_block_ir(
         &mut self,
         shared: &mut Shared<'_>,
-        block: Block,
+        block: &Block,
         info: BlockInfo,
         instructions: &[(u64, u8)],
         table: &mut Option<RunTable>,
     ) {
-        if !self.continue_run(shared, &block, info, instructions, None, table) {
+        if !self.continue_run(shared, block, info, instructions, None, table) {
             self.any_block_ir(shared, block, info, instructions);
         }
     }
@@ -487,7 +487,7 @@ impl ThreadState {
     fn any_block_ir(
         &mut self,
         shared: &mut Shared<'_>,
-        block: Block,
+        block: &Block,
         info: BlockInfo,
         instructions: &[(u64, u8)],
     ) {
@@ -524,7 +524,7 @@ impl ThreadState {
                     }
                 }
             } else {
-                self.any_block_ir(shared, again, info, instructions);
+                self.any_block_ir(shared, &again, info, instructions);
             }
         }
     }

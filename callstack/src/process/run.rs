@@ -134,11 +134,11 @@ impl Process {
         let Some(costs) = costs.get_mut(&costs_key) else {
             return;
         };
-        for whole in blocks {
+        // Each block by reference, field by field: a copy would be wide
+        // loads of what the iterator has just stored in parts (a stall:
+        // the stores cannot forward).
+        for ref whole in blocks.by_ref() {
             *blocks_run += 1;
-            // The block's address alone first: a copy of the whole `Block`
-            // right away would be one wide load of what the iterator has
-            // just stored in parts (a stall: the stores cannot forward).
             let (key, addr, instructions) = (whole.key, whole.block.addr, whole.instructions);
             let known = keys.get(key, addr, instructions.len(), || {
                 functions.block(addr, symbols, *pid, options)
@@ -153,7 +153,7 @@ impl Process {
                 forest: forest.as_mut(),
             };
             let table = &mut known.table;
-            thread.whole_block_ir(&mut shared, whole.block, known.info, instructions, table);
+            thread.whole_block_ir(&mut shared, &whole.block, known.info, instructions, table);
             if whole.repeats > 0 {
                 *blocks_run += whole.repeats;
                 let times = whole.repeats;

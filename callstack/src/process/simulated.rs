@@ -43,7 +43,8 @@ impl Process {
         let mut simulation = std::mem::replace(&mut self.simulation, detached);
         simulation.set_collect(self.options.collect_atstart);
         let fetch_points = std::mem::take(&mut self.ahead_fetch_points);
-        let (ahead, behind) = ahead::split(simulation, fetch_points);
+        let spares = std::mem::take(&mut self.ahead_spares);
+        let (ahead, behind) = ahead::split(simulation, fetch_points, spares);
         self.behind = Some(behind);
         Some(ahead)
     }
@@ -51,11 +52,8 @@ impl Process {
     /// The simulation [`Process::ahead`] made, back after the drain;
     /// whether the collector took exactly the steps it ran.
     pub fn ahead_done(&mut self, ahead: SimulationAhead) -> bool {
-        let in_step = self
-            .behind
-            .take()
-            .is_some_and(|mut behind| behind.all_taken());
-        (self.simulation, self.ahead_fetch_points) = ahead.into_parts();
+        let in_step = self.behind.take().is_some_and(Behind::all_taken);
+        (self.simulation, self.ahead_fetch_points, self.ahead_spares) = ahead.into_parts();
         in_step
     }
 
@@ -102,7 +100,7 @@ impl Process {
         let width = events.len().min(MAX_EVENTS);
         // Whether the simulation runs ahead: each run is then a step of it.
         let ahead = behind.is_some();
-        while let Some(simulated) = blocks.next() {
+        while let Some(ref simulated) = blocks.next() {
             *blocks_run += 1;
             // The block's address alone first (see `blocks_executed`).
             let (addr, instructions) = (simulated.block.addr, simulated.instructions);
@@ -227,7 +225,7 @@ impl Process {
             // runs that repeat it right away (a loop of one block): those
             // join its pending run.
             let repeats = (!known.info.is_entry && !options.collect_jumps)
-                .then(|| blocks.repeats(&simulated))
+                .then(|| blocks.repeats(simulated))
                 .flatten()
                 .filter(|repeats| matches!(repeats.start().arrival, Arrival::Jump { .. }));
             let repeated = repeats.filter(|repeats| {
@@ -241,6 +239,7 @@ impl Process {
             // The runs themselves only for a simulation here: with the
             // simulation ahead, each run is just a step of it.
             let mut runs = std::iter::once(simulated)
+                .copied()
                 .chain(repeated.iter().flat_map(|repeats| repeats.runs()));
             for again in (0..count).map(|run| run > 0) {
                 let report = match behind.as_mut() {

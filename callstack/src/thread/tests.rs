@@ -267,9 +267,13 @@ fn run(case: &Case<'_>, path: Path) -> Outcome {
                 thread.enter_block(&mut shared, addr, sp, arrival, info);
                 thread.instructions_ir(&mut shared, &instructions);
             }
-            Path::Whole => {
-                thread.whole_block_ir(&mut shared, block, info, &instructions, &mut tables[number])
-            }
+            Path::Whole => thread.whole_block_ir(
+                &mut shared,
+                &block,
+                info,
+                &instructions,
+                &mut tables[number],
+            ),
             Path::Profiled => {
                 let runs = ProfiledRuns {
                     times: 0,
