@@ -217,6 +217,35 @@ pub(crate) fn wait_any() -> Result<Option<(i32, i32)>> {
     }
 }
 
+/// A tracee (or child) of the calling thread that has changed state, if
+/// one has: `(tid, status)`; `None` when none has yet, or there is none
+/// left ([`wait_any`] then tells which). Retried on EINTR.
+pub(crate) fn poll_any() -> Result<Option<(i32, i32)>> {
+    loop {
+        let mut status = 0;
+        let flags = libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG;
+        // SAFETY: `status` is a valid out-pointer (see `wait_any`).
+        let got = unsafe { libc::waitpid(-1, &mut status, flags) };
+        if got > 0 {
+            return Ok(Some((got, status)));
+        }
+        if got == 0 {
+            return Ok(None);
+        }
+        let error = io::Error::last_os_error();
+        match error.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::ECHILD) => return Ok(None),
+            _ => {
+                return Err(Error::Os {
+                    operation: "waitpid",
+                    source: error,
+                })
+            }
+        }
+    }
+}
+
 /// The thread group (process) of thread `tid`, from `/proc/TID/status`.
 pub(crate) fn thread_group(tid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;

@@ -145,6 +145,23 @@ impl<S: ?Sized> Replaying<'_, S> {
 pub(super) type Saved = Option<ExitRule>;
 
 impl Replay {
+    /// Whether its records feed simulations.
+    pub fn simulates(&self) -> bool {
+        self.simulations
+    }
+
+    /// Before the first chunk of a buffer's records
+    /// ([`replay_next_chunk`]): nothing held of an earlier buffer.
+    pub fn begin_records(&mut self) {
+        self.words.clear();
+    }
+
+    /// After the last chunk of a buffer's records, `any` when it had
+    /// bytes.
+    pub fn end_records(&mut self, any: bool) {
+        self.blocks_since_filtered |= self.attributed && any;
+    }
+
     /// A thread that has executed nothing yet, reporting what `options`
     /// ask for.
     pub fn new(options: &RunOptions) -> Replay {
@@ -1155,45 +1172,73 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
             return replayed.map(|records| (records, None));
         }
     }
-    // The words are read in place: the tracee's byte order is the tracer's.
-    let mut words = std::mem::take(&mut replay.words);
-    words.clear();
-    let (mut next, end) = (records.start, records.end.max(records.start));
+    replay.begin_records();
+    let mut left = records.start..records.end.max(records.start);
     let (mut counts, mut replayed, mut open) = (counts, 0, None);
     loop {
-        // The next chunk goes after what the last one left.
-        let bytes = (end - next).min(CHUNK_BYTES);
-        let left = words.len();
-        words.resize(left + (bytes / 8) as usize, 0);
-        memory.read_bulk(next, bytemuck::cast_slice_mut(&mut words[left..]))?;
-        // Where `words` start in the tracee, when runs are named.
-        let base = match replay.attributed {
-            true => next - 8 * left as u64,
-            false => 0,
-        };
-        next += bytes;
-        let more = next < end;
         let to = Replaying {
             replay: &mut *replay,
             sink: &mut *sink,
             thread,
         };
-        let (at, records, last) = replay_words(cache, &words, base, counts, more, to, &mut split)?;
+        let (records, last) = replay_next_chunk(memory, cache, &mut left, counts, to, &mut split)?;
         if records > 0 {
             (replayed, open) = (replayed + records, last);
         }
         counts = &[];
-        words.drain(..at);
-        if !more {
+        if left.is_empty() {
             break;
         }
     }
-    replay.words = words;
-    replay.blocks_since_filtered |= replay.attributed && !records.is_empty();
+    replay.end_records(!records.is_empty());
     if let Some(split) = split {
         split(sink);
     }
     Ok((replayed, open))
+}
+
+/// Replays the next chunk of the records in the tracee's bytes `left` (at
+/// most [`CHUNK_BYTES`], after what the chunk before left of a record cut
+/// short, held in the thread's replay), the run `counts` first, as `to`'s
+/// thread's; `left` then starts after it. How many records and counted
+/// runs there were, and the last record if it counts its runs. The first
+/// chunk of a buffer's records goes after an empty `Replay::words`.
+pub(super) fn replay_next_chunk<S: EventSink + ?Sized>(
+    memory: &Memory,
+    cache: &Cache,
+    left: &mut Range<u64>,
+    counts: &[u64],
+    to: Replaying<'_, S>,
+    split: &mut Option<&mut dyn FnMut(&mut S)>,
+) -> Result<(u64, OpenRecord)> {
+    let Replaying {
+        replay,
+        sink,
+        thread,
+    } = to;
+    // The words are read in place: the tracee's byte order is the tracer's.
+    let mut words = std::mem::take(&mut replay.words);
+    let next = left.start;
+    let bytes = (left.end.saturating_sub(next)).min(CHUNK_BYTES);
+    let held = words.len();
+    words.resize(held + (bytes / 8) as usize, 0);
+    memory.read_bulk(next, bytemuck::cast_slice_mut(&mut words[held..]))?;
+    // Where `words` start in the tracee, when runs are named.
+    let base = match replay.attributed {
+        true => next - 8 * held as u64,
+        false => 0,
+    };
+    left.start = next + bytes;
+    let more = !left.is_empty();
+    let to = Replaying {
+        replay: &mut *replay,
+        sink,
+        thread,
+    };
+    let (at, records, last) = replay_words(cache, &words, base, counts, more, to, split)?;
+    words.drain(..at);
+    replay.words = words;
+    Ok((records, last))
 }
 
 /// [`replay_records`] of one chunk, as `to`'s thread's: the records in

@@ -122,6 +122,7 @@ mod buffer;
 pub use buffer::{FilteredAccesses, Repeats, SimulatedBlocks, WholeBlocks};
 mod cache;
 mod capture;
+mod deferred;
 mod emit;
 mod encode;
 mod filter;

@@ -22,6 +22,7 @@ use super::buffer::{
     replay_records, HandedOff, Replay, Replaying, Saved,
 };
 use super::cache::{Cache, Stub};
+use super::deferred::Deferred;
 use super::inject;
 use super::invalidate::{
     self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT, SYS_SCHED_GETAFFINITY, SYS_SCHED_SETAFFINITY,
@@ -81,6 +82,8 @@ pub(super) struct ThreadState {
     pub exit_reported: bool,
     /// The processors it runs on.
     pub placement: Placement,
+    /// A half it handed off whose records are not all replayed yet.
+    pub deferred: Option<Deferred>,
 }
 
 /// Where stepping to a safe point ended.
@@ -701,12 +704,20 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
 
     /// Resumes the thread with `regs`, on its own CPUs (`placement`: beside
     /// the tracer), and replays the records `handed` of a full buffer half
-    /// ([`hand_off`]) while it runs.
+    /// ([`hand_off`]) while it runs; without a simulation and with no
+    /// filter records, a chunk at a time from the tracer's loop
+    /// ([`Deferred`]).
     fn replay_handed_off(&mut self, regs: &Regs, handed: HandedOff) -> Result<()> {
         let tid = self.state.thread.tid;
         ptrace::set_regs(tid, regs)?;
         self.state.placement.own(tid);
         ptrace::cont(tid, 0)?;
+        let plain = !self.state.replay.simulates() && handed.filtered.is_empty();
+        if plain && !handed.records.is_empty() && self.state.deferred.is_none() {
+            self.state.deferred = Some(Deferred::new(handed.records));
+            self.outcome.drains += 1;
+            return Ok(());
+        }
         let to = Replaying {
             replay: &mut self.state.replay,
             sink: self.sink,

@@ -8,9 +8,11 @@
 //! Event order: each thread's records are replayed in the order it
 //! executed them, when that thread stops (its buffer full, a block to
 //! translate or step, a signal, its exit...), so the threads' events
-//! interleave at those stops, not instruction by instruction.
+//! interleave at those stops, not instruction by instruction. A full half
+//! replayed without a simulation is replayed a chunk at a time, with other
+//! threads' translation stops served between chunks (`deferred`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::auxv;
 use crate::cpuid::ValgrindCpu;
@@ -21,7 +23,8 @@ use crate::ptrace::{self, Regs};
 use crate::step::RunOptions;
 
 use super::area::Area;
-use super::buffer::Replay;
+use super::buffer::{Replay, Replaying};
+use super::cache::Stub;
 use super::capture::Capture;
 use super::placement::{Pinned, Place, Placement};
 use super::space::Space;
@@ -59,6 +62,8 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     tracer_cpu: Option<usize>,
     /// The thread that runs on it.
     pinned: Pinned,
+    /// The threads with a half not all replayed (`deferred`), oldest first.
+    deferring: VecDeque<i32>,
     outcome: Outcome,
 }
 
@@ -96,6 +101,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             jobs: Jobs::new(options, pid),
             tracer_cpu: crate::launch::current_cpu(),
             pinned: Pinned::default(),
+            deferring: VecDeque::new(),
             outcome: Outcome {
                 exit: Exit::Code(0),
                 instructions: 0,
@@ -127,15 +133,112 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     return Ok(self.outcome);
                 }
             }
-            let Some((tid, status)) = ptrace::wait_any()? else {
+            let stop = match self.deferring.front() {
+                Some(&deferring) => match ptrace::poll_any()? {
+                    Some(stop) => Some(stop),
+                    None => {
+                        // No stop to serve: the next chunk.
+                        let replayed = self.replay_deferred(deferring, false);
+                        killed |= ptrace::unless_killed(deferring, replayed)?;
+                        continue;
+                    }
+                },
+                None => ptrace::wait_any()?,
+            };
+            let Some((tid, status)) = stop else {
                 self.outcome.exit = ptrace::vanished(killed)?;
                 return Ok(self.outcome);
             };
             self.outcome.stops += 1;
+            killed |= self.before_stop(tid, status)?;
             let served = self
                 .handle(tid, status)
                 .and_then(|next| self.apply(tid, next));
             killed |= ptrace::unless_killed(tid, served)?;
+            if self
+                .threads
+                .get(&tid)
+                .is_some_and(|state| state.deferred.is_some())
+                && !self.deferring.contains(&tid)
+            {
+                self.deferring.push_back(tid);
+            }
+        }
+    }
+
+    /// Replays what comes before serving `tid`'s stop `status`: the half
+    /// it deferred, and those of all threads unless the stop is one for a
+    /// translation (see `deferred`). Whether a thread was killed meanwhile.
+    fn before_stop(&mut self, tid: i32, status: i32) -> Result<bool> {
+        let mut killed = false;
+        if self.deferring.contains(&tid) {
+            killed |= ptrace::unless_killed(tid, self.replay_deferred(tid, true))?;
+        }
+        if !self.deferring.is_empty() && !self.translation_stop(tid, status) {
+            while let Some(&deferring) = self.deferring.front() {
+                let replayed = self.replay_deferred(deferring, true);
+                killed |= ptrace::unless_killed(deferring, replayed)?;
+            }
+        }
+        Ok(killed)
+    }
+
+    /// Whether `status` is a stop of `tid` for a translation
+    /// ([`serves_without_records`]).
+    fn translation_stop(&self, tid: i32, status: i32) -> bool {
+        let Some(state) = self.threads.get(&tid).filter(|_| trapped(status)) else {
+            return false;
+        };
+        let Some(space) = self.spaces.get(&state.space) else {
+            return false;
+        };
+        if state.awaiting_start || state.exec_resume.is_some() {
+            return false;
+        }
+        let Ok(regs) = ptrace::regs(tid) else {
+            return false;
+        };
+        serves_without_records(status, space.cache.stub(regs.rip.wrapping_sub(1)))
+    }
+
+    /// Replays the next chunk of the half `tid` deferred, or all of it
+    /// (`whole`); forgets the half once replayed, when replaying it
+    /// failed, or when the thread is gone.
+    fn replay_deferred(&mut self, tid: i32, whole: bool) -> Result<()> {
+        let Tracer {
+            threads,
+            spaces,
+            sink,
+            deferring,
+            outcome,
+            ..
+        } = self;
+        loop {
+            let state = threads.get_mut(&tid);
+            let space = state.as_ref().and_then(|state| spaces.get(&state.space));
+            let (Some(state), Some(space)) = (state, space) else {
+                deferring.retain(|&other| other != tid);
+                return Ok(());
+            };
+            let Some(deferred) = state.deferred.as_mut() else {
+                deferring.retain(|&other| other != tid);
+                return Ok(());
+            };
+            let to = Replaying {
+                replay: &mut state.replay,
+                sink: &mut **sink,
+                thread: state.thread,
+            };
+            let replayed = deferred.replay_chunk(&space.memory, &space.cache, to);
+            if replayed.is_err() || deferred.done() {
+                outcome.records += deferred.replayed();
+                state.deferred = None;
+                deferring.retain(|&other| other != tid);
+                return replayed;
+            }
+            if !whole {
+                return Ok(());
+            }
         }
     }
 
@@ -304,6 +407,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             exec_timing: None,
             exit_reported: false,
             placement,
+            deferred: None,
         }
     }
 
@@ -638,6 +742,20 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
     }
 }
 
+/// Whether wait status `status` is a trap stop (`SIGTRAP`, no event).
+fn trapped(status: i32) -> bool {
+    libc::WIFSTOPPED(status) && status >> 16 == 0 && libc::WSTOPSIG(status) == libc::SIGTRAP
+}
+
+/// Whether a stop with wait status `status` at the stub `stub` (the one
+/// before the stopped thread's instruction pointer, if any) is served
+/// with no record of any thread: a trap at an exit stub or a lookup miss
+/// (a translation) or at a `cpuid` (an answer). Every other stop may
+/// need records in order: a drain, a system call, a signal, an event.
+fn serves_without_records(status: i32, stub: Option<Stub>) -> bool {
+    trapped(status) && matches!(stub, Some(Stub::Miss | Stub::Exit { .. } | Stub::Cpuid))
+}
+
 /// Whether the `clone` or `clone3` system call stopped `tid` is in (at its
 /// clone event stop) shares the memory (`CLONE_VM`); `memory`: its memory.
 fn shares_memory(tid: i32, memory: &super::memory::Memory) -> Result<bool> {
@@ -661,4 +779,34 @@ fn release(space: Space) {
             crate::launch::unpin_current_thread();
             drop(space);
         });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wait status of a stop with `signal` and ptrace event `event`.
+    fn stopped(signal: i32, event: i32) -> i32 {
+        (event << 16) | (signal << 8) | 0x7f
+    }
+
+    #[test]
+    fn only_traps_for_a_translation_or_cpuid_are_served_between_chunks() {
+        let trap = stopped(libc::SIGTRAP, 0);
+        let exit = Some(Stub::Exit { id: 3, exit: 1 });
+        assert!(serves_without_records(trap, exit));
+        assert!(serves_without_records(trap, Some(Stub::Miss)));
+        assert!(serves_without_records(trap, Some(Stub::Cpuid)));
+        // A watched system call or changed code: records first.
+        assert!(!serves_without_records(trap, Some(Stub::Syscall { id: 3 })));
+        assert!(!serves_without_records(trap, Some(Stub::Stale { id: 3 })));
+        // Not at a stub: a signal for the program, a single step.
+        assert!(!serves_without_records(trap, None));
+        // The same stub reached with anything but a plain trap stop.
+        let event = stopped(libc::SIGTRAP, libc::PTRACE_EVENT_CLONE);
+        assert!(!serves_without_records(event, exit));
+        assert!(!serves_without_records(stopped(libc::SIGSEGV, 0), exit));
+        let exited = 0; // exited with status 0
+        assert!(!serves_without_records(exited, exit));
+    }
 }
