@@ -145,9 +145,11 @@ impl<S: ?Sized> Replaying<'_, S> {
 pub(super) type Saved = Option<ExitRule>;
 
 impl Replay {
-    /// Whether its records feed simulations.
-    pub fn simulates(&self) -> bool {
-        self.simulations
+    /// Whether its records of more than one chunk are replayed by the
+    /// sink's simulation ahead, when the sink has one ([`replay_records`]):
+    /// records that feed simulations, and not filtered.
+    pub fn replays_ahead(&self) -> bool {
+        self.simulations && !self.filtered
     }
 
     /// Before the first chunk of a buffer's records
@@ -1160,8 +1162,7 @@ pub(super) fn replay_records<S: EventSink + ?Sized>(
         .end
         .saturating_sub(records.start)
         .div_ceil(CHUNK_BYTES);
-    if split.is_none() && counts.is_empty() && replay.simulations && !replay.filtered && chunks > 1
-    {
+    if split.is_none() && counts.is_empty() && replay.replays_ahead() && chunks > 1 {
         if let Some(ahead) = sink.ahead(thread) {
             let to = Replaying {
                 replay: &mut *replay,

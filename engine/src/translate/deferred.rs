@@ -11,9 +11,9 @@
 //! What is replayed later keeps its order: every stop of the thread that
 //! handed the half off waits for the half's last chunk, and so does any
 //! stop of another thread but a translation's (the only stops served in
-//! between need no record of any thread). Only halves replayed without a
-//! simulation are deferred: those with one go to the simulation ahead
-//! (`ahead`) whole.
+//! between need no record of any thread). Halves that go to a simulation
+//! ahead (`ahead`) are replayed whole, as are a half's filter records
+//! (`filter`), before its blocks' records are deferred.
 
 use std::ops::Range;
 

@@ -704,27 +704,27 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
 
     /// Resumes the thread with `regs`, on its own CPUs (`placement`: beside
     /// the tracer), and replays the records `handed` of a full buffer half
-    /// ([`hand_off`]) while it runs; without a simulation and with no
-    /// filter records, a chunk at a time from the tracer's loop
-    /// ([`Deferred`]).
+    /// ([`hand_off`]) while it runs: its filter records at once, its
+    /// blocks' records, unless they go to a simulation ahead, a chunk at a
+    /// time from the tracer's loop ([`Deferred`]).
     fn replay_handed_off(&mut self, regs: &Regs, handed: HandedOff) -> Result<()> {
         let tid = self.state.thread.tid;
         ptrace::set_regs(tid, regs)?;
         self.state.placement.own(tid);
         ptrace::cont(tid, 0)?;
-        let plain = !self.state.replay.simulates() && handed.filtered.is_empty();
-        if plain && !handed.records.is_empty() && self.state.deferred.is_none() {
-            self.state.deferred = Some(Deferred::new(handed.records));
-            self.outcome.drains += 1;
-            return Ok(());
-        }
         let to = Replaying {
             replay: &mut self.state.replay,
-            sink: self.sink,
+            sink: &mut *self.sink,
             thread: self.state.thread,
         };
         let area = self.state.area;
         replay_filter_records(&self.space.memory, &area, handed.filtered, to, None)?;
+        let deferrable = !self.state.replay.replays_ahead() && self.state.deferred.is_none();
+        if deferrable && !handed.records.is_empty() {
+            self.state.deferred = Some(Deferred::new(handed.records));
+            self.outcome.drains += 1;
+            return Ok(());
+        }
         let to = Replaying {
             replay: &mut self.state.replay,
             sink: self.sink,
