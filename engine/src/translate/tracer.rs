@@ -9,8 +9,9 @@
 //! executed them, when that thread stops (its buffer full, a block to
 //! translate or step, a signal, its exit...), so the threads' events
 //! interleave at those stops, not instruction by instruction. A full half
-//! replayed without a simulation is replayed a chunk at a time, with other
-//! threads' translation stops served between chunks (`deferred`).
+//! whose records do not go to a simulation ahead is replayed a chunk at a
+//! time, with other threads' translation stops served between chunks
+//! (`deferred`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
