@@ -195,36 +195,26 @@ pub(crate) fn wait(pid: i32) -> Result<i32> {
 /// Waits for any tracee (or child) of the calling thread: `(tid, status)`,
 /// `None` when there is none left (ECHILD). Retried on EINTR.
 pub(crate) fn wait_any() -> Result<Option<(i32, i32)>> {
-    loop {
-        let mut status = 0;
-        // SAFETY: `status` is a valid out-pointer. __WNOTHREAD: only this
-        // thread's tracees, not those of other tracer threads in the process.
-        let got = unsafe { libc::waitpid(-1, &mut status, libc::__WALL | libc::__WNOTHREAD) };
-        if got > 0 {
-            return Ok(Some((got, status)));
-        }
-        let error = io::Error::last_os_error();
-        match error.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::ECHILD) => return Ok(None),
-            _ => {
-                return Err(Error::Os {
-                    operation: "waitpid",
-                    source: error,
-                })
-            }
-        }
-    }
+    wait_any_with(0)
 }
 
 /// A tracee (or child) of the calling thread that has changed state, if
 /// one has: `(tid, status)`; `None` when none has yet, or there is none
 /// left ([`wait_any`] then tells which). Retried on EINTR.
 pub(crate) fn poll_any() -> Result<Option<(i32, i32)>> {
+    wait_any_with(libc::WNOHANG)
+}
+
+/// `waitpid` for any tracee of the calling thread with `flags` besides
+/// `__WALL | __WNOTHREAD`: `None` for no child left, or none changed with
+/// `WNOHANG`.
+fn wait_any_with(flags: i32) -> Result<Option<(i32, i32)>> {
     loop {
         let mut status = 0;
-        let flags = libc::__WALL | libc::__WNOTHREAD | libc::WNOHANG;
-        // SAFETY: `status` is a valid out-pointer (see `wait_any`).
+        // __WNOTHREAD: only this thread's tracees, not those of other
+        // tracer threads in the process.
+        let flags = libc::__WALL | libc::__WNOTHREAD | flags;
+        // SAFETY: `status` is a valid out-pointer.
         let got = unsafe { libc::waitpid(-1, &mut status, flags) };
         if got > 0 {
             return Ok(Some((got, status)));
