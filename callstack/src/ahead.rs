@@ -142,19 +142,19 @@ pub(crate) struct Behind {
 pub(crate) fn split(
     simulation: Simulation,
     fetch_points: Vec<Option<Box<[FetchPoint]>>>,
-    mut spares: Spares,
+    spares: Spares,
 ) -> (SimulationAhead, Behind) {
     let (sender, receiver) = channel();
     let (spent_sender, spent) = channel();
-    let chunk = spares.0.pop().unwrap_or_default();
-    let ahead = SimulationAhead {
+    let mut ahead = SimulationAhead {
         simulation,
         fetch_points,
-        chunk,
+        chunk: ChunkReport::default(),
         sender: Some(sender),
         spares,
         spent,
     };
+    ahead.chunk = ahead.spare();
     let behind = Behind {
         receiver,
         chunk: ChunkReport::default(),
@@ -459,4 +459,58 @@ pub(crate) fn with_misses(counts: Counts, misses: &[u64]) -> Counts {
         let (_, column) = position_and_column(miss);
         counts.and(column, true)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventSet;
+    use crate::Options;
+
+    /// A simulation of `--cache-sim=yes`, to run ahead.
+    fn simulation() -> Simulation {
+        let options = Options {
+            cache_sim: true,
+            ..Options::default()
+        };
+        Simulation::new(&EventSet::new(&options), &options).expect("the default caches")
+    }
+
+    /// The simulation's side sends a chunk of `steps` steps, the first with
+    /// a miss.
+    fn send_chunk(ahead: &mut SimulationAhead, steps: u64, last: bool) {
+        ahead.chunk.misses.push(tag(0, 1, 2));
+        ahead.chunk.steps = steps;
+        ahead.chunk_done(last);
+    }
+
+    #[test]
+    fn reports_taken_come_back_empty_for_the_next_drain() {
+        let (mut ahead, mut behind) = split(simulation(), Vec::new(), Spares::default());
+        send_chunk(&mut ahead, 2, true);
+        assert_eq!(behind.next_step().misses, &[tag(0, 1, 2)]);
+        assert!(behind.next_step().misses.is_empty());
+        assert!(behind.all_taken());
+        let (simulation, fetch_points, spares) = ahead.into_parts();
+        assert!(!spares.0.is_empty(), "the reports came back");
+        // The next drain starts from nothing but the lists' room.
+        let (mut ahead, mut behind) = split(simulation, fetch_points, spares);
+        send_chunk(&mut ahead, 1, true);
+        assert_eq!(behind.next_step().misses, &[tag(0, 1, 2)]);
+        assert!(behind.all_taken(), "one step, the new one");
+    }
+
+    #[test]
+    fn a_step_left_untaken_is_told() {
+        let (mut ahead, mut behind) = split(simulation(), Vec::new(), Spares::default());
+        send_chunk(&mut ahead, 2, false);
+        send_chunk(&mut ahead, 1, true);
+        assert_eq!(behind.next_step().misses, &[tag(0, 1, 2)]);
+        assert!(
+            !behind.all_taken(),
+            "a step of the first chunk and the second chunk"
+        );
+        let (_, _, spares) = ahead.into_parts();
+        assert!(spares.0.len() <= SPARES);
+    }
 }

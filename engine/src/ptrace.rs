@@ -362,6 +362,27 @@ mod tests {
     }
 
     #[test]
+    fn polling_tells_a_running_child_from_one_that_ended() {
+        // A thread of its own: the waits see only its children.
+        std::thread::spawn(|| {
+            let mut child = std::process::Command::new("cat")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            assert_eq!(poll_any().unwrap(), None, "cat waits for its input");
+            drop(child.stdin.take());
+            let (pid, status) = wait_any().unwrap().unwrap();
+            assert_eq!(pid, child.id() as i32);
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+            assert_eq!(poll_any().unwrap(), None, "no child left");
+            assert_eq!(wait_any().unwrap(), None, "no child left");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
     fn a_c_string_ends_at_its_nul_or_where_memory_ends() {
         let memory = own_memory();
         let text = b"/bin/true\0after";

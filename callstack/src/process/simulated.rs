@@ -102,7 +102,7 @@ impl Process {
         let ahead = behind.is_some();
         while let Some(ref simulated) = blocks.next() {
             *blocks_run += 1;
-            // The block's address alone first (see `blocks_executed`).
+            // Field by field, by reference (see `blocks_executed`).
             let (addr, instructions) = (simulated.block.addr, simulated.instructions);
             let known = keys.get(simulated.key, addr, instructions.len(), || {
                 functions.block(addr, symbols, *pid, options)

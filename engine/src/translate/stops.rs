@@ -719,6 +719,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         };
         let area = self.state.area;
         replay_filter_records(&self.space.memory, &area, handed.filtered, to, None)?;
+        // None is left here: the tracer replays a thread's deferred half
+        // before it serves any stop of the thread.
         let deferrable = !self.state.replay.replays_ahead() && self.state.deferred.is_none();
         if deferrable && !handed.records.is_empty() {
             self.state.deferred = Some(Deferred::new(handed.records));
