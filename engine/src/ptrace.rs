@@ -375,6 +375,7 @@ mod tests {
             let (pid, status) = wait_any().unwrap().unwrap();
             assert_eq!(pid, child.id() as i32);
             assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+            assert!(child.wait().is_err(), "reaped already");
             assert_eq!(poll_any().unwrap(), None, "no child left");
             assert_eq!(wait_any().unwrap(), None, "no child left");
         })
