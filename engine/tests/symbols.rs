@@ -317,6 +317,42 @@ fn unreadable_objects_are_reported_not_fatal() {
     assert!(syms.set_mappings(&maps).is_empty());
 }
 
+#[test]
+fn a_mapping_seen_before_keeps_its_object_without_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(
+        dir.path(),
+        "kept",
+        STATIC_SRC,
+        &["-g", "-O0", "-static", "-nostdlib", "-fno-stack-protector"],
+    );
+    let maps = synthetic_maps(&prog, 0);
+    let mut syms = Symbols::new();
+    assert!(syms.set_mappings(&maps).is_empty());
+    let (add, _) = nm(&prog, "add");
+    // The file is gone: the mappings of the last call resolve as they did
+    // (their file is not looked at again); the same file mapped anew,
+    // elsewhere, is looked at and cannot be read.
+    std::fs::remove_file(&prog).unwrap();
+    let bias = 0x4000_0000;
+    let mut again = maps.clone();
+    again.extend(maps.iter().map(|m| Mapping {
+        start: m.start + bias,
+        end: m.end + bias,
+        ..m.clone()
+    }));
+    let problems = syms.set_mappings(&again);
+    assert!(
+        matches!(problems[..], [SymbolsError::Io { .. }]),
+        "{problems:?}"
+    );
+    assert_eq!(syms.lookup(add).function_name(), "add");
+    assert_eq!(syms.lookup(add + bias).function_name(), "???");
+    // A mapping the last call did not have is forgotten.
+    syms.set_mappings(&again[maps.len()..]);
+    assert_eq!(syms.lookup(add).function_name(), "???");
+}
+
 /// File address of `<name>:` in `objdump -d`.
 fn objdump_label(prog: &Path, name: &str) -> u64 {
     let out = Command::new("objdump")

@@ -234,7 +234,10 @@ fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<S
             .map(move |s| (file, s))
     });
     for (file, s) in every_symbol {
-        if s.is_undefined() || s.address() == 0 {
+        // Function symbols only (FUNC and GNU_IFUNC), as Valgrind: an untyped
+        // label in assembly names no function. Checked before the name is
+        // read: a name is a read of the string table.
+        if s.is_undefined() || s.address() == 0 || s.kind() != SymbolKind::Text {
             continue;
         }
         let Some(section) = s
@@ -243,11 +246,8 @@ fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<S
         else {
             continue;
         };
-        // Function symbols only (FUNC and GNU_IFUNC), as Valgrind: an untyped
-        // label in assembly names no function.
-        let ok = s.kind() == SymbolKind::Text;
         let Ok(name) = s.name() else { continue };
-        if !ok || name.is_empty() {
+        if name.is_empty() {
             continue;
         }
         let unversioned = name.find('@').unwrap_or(name.len());

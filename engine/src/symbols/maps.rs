@@ -3,7 +3,7 @@
 use super::SymbolsError;
 
 /// One line of `/proc/PID/maps`: a range of the address space and what backs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Mapping {
     /// First address of the range.
     pub start: u64,
@@ -85,10 +85,13 @@ pub fn parse_maps(text: &str) -> Result<Vec<Mapping>, SymbolsError> {
 
 /// Reads and parses `/proc/<pid>/maps`.
 pub fn read_maps(pid: u32) -> Result<Vec<Mapping>, SymbolsError> {
+    parse_maps(&read_maps_text(pid)?)
+}
+
+/// The text of `/proc/<pid>/maps`.
+pub(super) fn read_maps_text(pid: u32) -> Result<String, SymbolsError> {
     let path = format!("/proc/{pid}/maps");
-    let text =
-        std::fs::read_to_string(&path).map_err(|source| SymbolsError::Io { path, source })?;
-    parse_maps(&text)
+    std::fs::read_to_string(&path).map_err(|source| SymbolsError::Io { path, source })
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ use std::time::SystemTime;
 
 pub use demangle::demangle;
 pub use error::SymbolsError;
+use maps::read_maps_text;
 pub use maps::{parse_maps, read_maps, Mapping};
 pub use needed::{needed_libraries, started_with};
 pub use prefetch::{prefetch, prefetch_needed};
@@ -117,6 +118,7 @@ impl FileKey {
 }
 
 /// An executable range of the address space and what it maps.
+#[derive(Clone)]
 struct Region {
     start: u64,
     end: u64,
@@ -129,6 +131,12 @@ struct Region {
 #[derive(Default)]
 pub struct Symbols {
     regions: Vec<Region>,
+    /// The text of the maps last read by [`Symbols::refresh`].
+    maps_text: String,
+    /// Each mapping of the last [`Symbols::set_mappings`] and its region
+    /// (`None`: not code), so a mapping seen before costs no look at its
+    /// file.
+    mapped: HashMap<Mapping, Option<Region>>,
     /// Parsed objects; `None` records a file that failed, so it is reported once.
     cache: HashMap<FileKey, Option<Rc<ElfObject>>>,
 }
@@ -148,59 +156,78 @@ impl Symbols {
         Symbols::default()
     }
 
-    /// Re-reads `/proc/<pid>/maps` and replaces the mappings (see
-    /// [`Symbols::set_mappings`]). Fails only when the map cannot be read; the
-    /// problems with individual objects come back as values.
+    /// Re-reads `/proc/<pid>/maps` and, when it changed since the last
+    /// time, replaces the mappings (see [`Symbols::set_mappings`]). Fails
+    /// only when the map cannot be read; the problems with individual
+    /// objects come back as values.
     pub fn refresh(&mut self, pid: u32) -> Result<Vec<SymbolsError>, SymbolsError> {
-        let maps = read_maps(pid)?;
+        let text = read_maps_text(pid)?;
+        if text == self.maps_text {
+            return Ok(Vec::new());
+        }
+        let maps = parse_maps(&text)?;
+        self.maps_text = text;
         Ok(self.set_mappings(&maps))
     }
 
     /// Replaces the mappings with the executable ones of `maps`, parsing objects
     /// not yet cached. Returns the problems met with objects parsed now (an object
     /// that failed is not reported again); their addresses resolve to `???`.
+    /// A mapping the last call had too keeps what it was found to map.
     pub fn set_mappings(&mut self, maps: &[Mapping]) -> Vec<SymbolsError> {
         let mut problems = Vec::new();
-        let mut regions = Vec::new();
+        let mut known = std::mem::take(&mut self.mapped);
+        let mut mapped = HashMap::with_capacity(maps.len());
         for m in maps {
-            // Code whose execute permission was taken away (the translate
-            // backend does) still counts: a read-only mapping of an ELF
-            // file's executable segment.
-            let code = m.is_executable() || (m.is_file() && m.is_read_only() && self.maps_code(m));
-            if !code {
-                continue;
-            }
-            let object: Arc<str> = if m.path.is_empty() {
-                Arc::from(UNKNOWN)
-            } else {
-                Arc::from(m.path.as_str())
+            let region = match known.remove(m) {
+                Some(region) => region,
+                None => self.region_of(m, &mut problems),
             };
-            let elf = if m.is_file() {
-                self.load_object(&m.path, &mut problems).and_then(|obj| {
-                    match obj.bias(m.start, m.offset) {
-                        Some(bias) => Some((obj, bias)),
-                        None => {
-                            problems.push(SymbolsError::NoSegment {
-                                path: m.path.clone(),
-                                offset: m.offset,
-                            });
-                            None
-                        }
-                    }
-                })
-            } else {
-                None
-            };
-            regions.push(Region {
-                start: m.start,
-                end: m.end,
-                object,
-                elf,
-            });
+            mapped.insert(m.clone(), region);
         }
+        let mut regions: Vec<Region> = mapped.values().flatten().cloned().collect();
         regions.sort_by_key(|r| r.start);
         self.regions = regions;
+        self.mapped = mapped;
         problems
+    }
+
+    /// The region of mapping `m` when it maps code, its object parsed
+    /// unless cached (its problems go to `problems`).
+    fn region_of(&mut self, m: &Mapping, problems: &mut Vec<SymbolsError>) -> Option<Region> {
+        // Code whose execute permission was taken away (the translate
+        // backend does) still counts: a read-only mapping of an ELF
+        // file's executable segment.
+        let code = m.is_executable() || (m.is_file() && m.is_read_only() && self.maps_code(m));
+        if !code {
+            return None;
+        }
+        let object: Arc<str> = if m.path.is_empty() {
+            Arc::from(UNKNOWN)
+        } else {
+            Arc::from(m.path.as_str())
+        };
+        let elf = if m.is_file() {
+            self.load_object(&m.path, problems)
+                .and_then(|obj| match obj.bias(m.start, m.offset) {
+                    Some(bias) => Some((obj, bias)),
+                    None => {
+                        problems.push(SymbolsError::NoSegment {
+                            path: m.path.clone(),
+                            offset: m.offset,
+                        });
+                        None
+                    }
+                })
+        } else {
+            None
+        };
+        Some(Region {
+            start: m.start,
+            end: m.end,
+            object,
+            elf,
+        })
     }
 
     /// Whether the file mapping `m` maps an executable segment of an ELF
@@ -351,6 +378,7 @@ impl Drop for Symbols {
     /// the way to its profile.
     fn drop(&mut self) {
         self.regions.clear();
+        self.mapped.clear();
         let objects: Vec<ElfObject> = self
             .cache
             .drain()

@@ -2,7 +2,7 @@
 //! then made in few system calls: the new translations, laid out one
 //! after the other in a region, in one write, then the other writes
 //! (links from older translations, indirect-branch table entries) in the
-//! order they came. So no other thread, running on meanwhile, can reach new
+//! order they came, in as few calls as `Memory::write_in_order` can. So no other thread, running on meanwhile, can reach new
 //! code before it is complete.
 
 use crate::error::Result;
@@ -21,8 +21,12 @@ pub(super) struct Writes {
     at: u64,
     /// New code, with the padding between translations.
     code: Vec<u8>,
-    /// Other writes, made after `code`, in order.
-    later: Vec<(u64, Vec<u8>)>,
+    /// Other writes, made after `code`, in order: each an address and
+    /// how many of `later_bytes` it writes (after those of the writes
+    /// before it).
+    later: Vec<(u64, usize)>,
+    /// The bytes of `later`, one write after the other.
+    later_bytes: Vec<u8>,
 }
 
 impl Writes {
@@ -47,20 +51,28 @@ impl Writes {
             let offset = (addr - self.at) as usize;
             self.code[offset..offset + bytes.len()].copy_from_slice(bytes);
         } else {
-            self.later.push((addr, bytes.to_vec()));
+            self.later.push((addr, bytes.len()));
+            self.later_bytes.extend_from_slice(bytes);
         }
     }
 
     /// Makes the writes held: the code, then the others.
     pub fn flush(&mut self, memory: &Memory) -> Result<()> {
-        if !self.code.is_empty() {
-            memory.write(self.at, &self.code)?;
-            self.code.clear();
-        }
-        for (addr, bytes) in self.later.drain(..) {
-            memory.write(addr, &bytes)?;
-        }
-        Ok(())
+        let mut rest = &self.later_bytes[..];
+        let code = (!self.code.is_empty()).then_some((self.at, &self.code[..]));
+        let writes: Vec<(u64, &[u8])> = code
+            .into_iter()
+            .chain(self.later.iter().map(|&(addr, len)| {
+                let (bytes, after) = rest.split_at(len);
+                rest = after;
+                (addr, bytes)
+            }))
+            .collect();
+        let made = memory.write_in_order(&writes);
+        self.code.clear();
+        self.later.clear();
+        self.later_bytes.clear();
+        made
     }
 
     /// The end of the code held.
