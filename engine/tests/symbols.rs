@@ -318,6 +318,37 @@ fn unreadable_objects_are_reported_not_fatal() {
 }
 
 #[test]
+fn cxx_names_are_demangled_when_looked_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("names.cc");
+    std::fs::write(
+        &src,
+        "namespace ns { int twice(int x) { return 2 * x; } }\n\
+         extern \"C\" void _start(void) {\n\
+             ns::twice(21);\n\
+             for (;;) __asm__ volatile(\"mov $60, %%eax; xor %%edi, %%edi; syscall\" ::: \"rax\", \"rdi\");\n\
+         }\n",
+    )
+    .unwrap();
+    let prog = dir.path().join("names");
+    let status = Command::new("g++")
+        .args(["-g", "-O0", "-static", "-nostdlib", "-fno-exceptions", "-o"])
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(status.success(), "g++ failed");
+    let mut syms = Symbols::new();
+    assert!(syms.set_mappings(&synthetic_maps(&prog, 0)).is_empty());
+    let (twice, size) = nm(&prog, "_ZN2ns5twiceEi");
+    for probe in [twice, twice + size / 2, twice] {
+        assert_eq!(syms.lookup(probe).function_name(), "ns::twice(int)");
+    }
+    let (start, _) = nm(&prog, "_start");
+    assert_eq!(syms.lookup(start).function_name(), "_start");
+}
+
+#[test]
 fn a_mapping_seen_before_keeps_its_object_without_its_file() {
     let dir = tempfile::tempdir().unwrap();
     let prog = gcc(

@@ -1,6 +1,8 @@
 //! One object file (executable or shared library): its loadable segments, its
 //! function symbols and its DWARF line and inline information.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,6 +30,7 @@ struct Segment {
 struct Sym {
     start: u64,
     end: u64,
+    /// As the file has it (mangled).
     name: Arc<str>,
 }
 
@@ -45,6 +48,10 @@ pub(super) struct ElfObject {
     /// File address ranges of `.text` and `.plt`: (start, end, kind).
     sections: Vec<(u64, u64, CodeSection)>,
     symbols: Vec<Sym>,
+    /// The demangled names of the symbols asked for so far, by start: a
+    /// large C++ program has a hundred thousand names, a run asks for a
+    /// few thousand.
+    demangled: RefCell<HashMap<u64, Arc<str>>>,
     lines: Option<LineTables>,
 }
 
@@ -107,6 +114,7 @@ impl ElfObject {
                 segments,
                 sections,
                 symbols,
+                demangled: RefCell::default(),
                 lines,
             },
             problem,
@@ -153,7 +161,23 @@ impl ElfObject {
     pub fn symbol(&self, addr: u64) -> Option<(Arc<str>, u64)> {
         let i = self.symbols.partition_point(|s| s.start <= addr);
         let s = &self.symbols[i.checked_sub(1)?];
-        (addr < s.end).then(|| (s.name.clone(), s.start))
+        (addr < s.end).then(|| (self.demangled_name(s), s.start))
+    }
+
+    /// The name of `symbol`, demangled (once).
+    fn demangled_name(&self, symbol: &Sym) -> Arc<str> {
+        if let Some(name) = self.demangled.borrow().get(&symbol.start) {
+            return name.clone();
+        }
+        let shown = demangle(&symbol.name);
+        let name = match *shown == *symbol.name {
+            true => symbol.name.clone(),
+            false => Arc::from(shown),
+        };
+        self.demangled
+            .borrow_mut()
+            .insert(symbol.start, name.clone());
+        name
     }
 
     /// Resolves the file address `addr`: its function symbol and the source
@@ -276,7 +300,7 @@ fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<S
         out.push(Sym {
             start: *start,
             end,
-            name: Arc::from(demangle(name)),
+            name: Arc::from(name.as_str()),
         });
     }
     out
