@@ -16,6 +16,7 @@ use crate::flow::{End, ExitRule, Flow};
 use crate::semantics::Decoded;
 
 use super::blocks::{self, CodeWindow, DecodedBlock};
+use super::by_code::ByCode;
 use super::capture::{Capture, Sources};
 use super::filter::L1Filter;
 use super::interned::Interned;
@@ -353,6 +354,8 @@ pub(super) struct Cache {
     entries: FxHashMap<u64, u64>,
     /// Translation id by entry (to find the translation holding an address).
     by_entry: BTreeMap<u64, u32>,
+    /// The live translations by where their original code is.
+    by_code: ByCode,
     /// Dead translations whose space (and number) the next translation
     /// of their original address takes (see [`Cache::retire`]).
     reusable: FxHashMap<u64, u32>,
@@ -394,6 +397,7 @@ impl Cache {
             sources: Interned::default(),
             entries: FxHashMap::default(),
             by_entry: BTreeMap::new(),
+            by_code: ByCode::default(),
             reusable: FxHashMap::default(),
             dying: Retiring::default(),
             cpuid_trap,
@@ -932,6 +936,7 @@ impl Cache {
         }
         self.entries.insert(addr, emitted.entry);
         self.by_entry.insert(emitted.entry, id);
+        self.by_code.insert(block.addr, len as u64, id);
         let code = emitted.entry..end;
         let plan = match emitted.sources.is_empty() {
             true => None,
@@ -1211,8 +1216,9 @@ impl Cache {
             Some(block) => !overlaps((block.addr, block.last().next())),
             None => !(start..end).contains(&addr),
         });
-        let dead: Vec<usize> = (0..self.translations.len())
-            .filter(|&id| self.translations[id].alive && self.span(id as u32).is_some_and(overlaps))
+        let dead: Vec<usize> = (self.by_code.near(start, end).into_iter())
+            .filter(|&id| self.alive(id) && self.span(id).is_some_and(overlaps))
+            .map(|id| id as usize)
             .collect();
         let table = self.layout().table();
         for &id in &dead {
@@ -1221,6 +1227,7 @@ impl Cache {
             // space may hold another translation by then).
             self.translations[id].parts.unlink_all();
             let addr = self.replayed[id].addr;
+            self.by_code.remove(addr, id as u32);
             self.entries.remove(&addr);
             if let Some(entry) = self.table.remove(table, addr) {
                 memory.write(entry, &[0u8; super::table::ENTRY_BYTES as usize])?;

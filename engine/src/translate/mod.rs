@@ -119,6 +119,7 @@ mod ahead;
 mod area;
 mod blocks;
 mod buffer;
+mod by_code;
 pub use buffer::{FilteredAccesses, Repeats, SimulatedBlocks, WholeBlocks};
 mod cache;
 mod capture;
