@@ -5,11 +5,12 @@
 //! segment of its caller. The counts stay exact when signals interrupt
 //! the loops many times, and a loop of several blocks leaves a few
 //! records, not one per run, also when it calls a function at each turn
-//! or jumps back to its start through a register.
+//! (also one that calls another) or jumps back to its start through a
+//! register.
 
 mod common;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::Path;
 use std::process::Command as Process;
@@ -269,4 +270,86 @@ fn without_quiet_runs_every_run_of_a_loop_of_several_blocks_has_its_record() {
     assert!(counts.records_in_callee >= 2 * ITERATIONS - INTERRUPTED);
     assert!(counts.records_in_calls >= 4 * ITERATIONS - INTERRUPTED);
     assert!(counts.records_in_repeat >= 8 * ITERATIONS - INTERRUPTED);
+}
+
+/// The records and runs of each block, by address, with every function
+/// of a program (by `nm`) starting a function.
+struct Records {
+    functions: HashSet<u64>,
+    blocks: HashMap<u64, (u64, u64)>,
+}
+
+impl EventSink for Records {
+    type Ahead = cgx_engine::NoAhead;
+
+    fn block(&mut self, _thread: Thread, _block: Block) {}
+
+    fn instruction(&mut self, _thread: Thread, _addr: u64, _len: u8) {}
+
+    fn blocks_executed(&mut self, _thread: Thread, blocks: &mut WholeBlocks<'_>) {
+        for whole in blocks {
+            let (records, runs) = self.blocks.entry(whole.block.addr).or_default();
+            *records += 1;
+            *runs += 1 + whole.repeats;
+        }
+    }
+
+    fn place(&mut self, _thread: Thread, addr: u64) -> Option<Place> {
+        Some(Place {
+            region: 0,
+            starts_function: self.functions.contains(&addr),
+            skipped: false,
+        })
+    }
+
+    fn lifecycle(&mut self, _thread: Thread, _event: Lifecycle<'_>) {}
+}
+
+#[test]
+fn a_loop_of_nested_calls_leaves_a_few_records() {
+    const NESTED_ITERATIONS: u64 = 1_000_000;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "nested", 0);
+    let symbols = symbols(&program);
+    let at = |name: &str| {
+        symbols
+            .iter()
+            .find(|(symbol, _)| symbol == name)
+            .map(|&(_, addr)| addr)
+            .unwrap_or_else(|| panic!("no symbol {name}"))
+    };
+    let mut records = Records {
+        functions: symbols
+            .iter()
+            .filter(|(name, _)| name != "nested_end")
+            .map(|&(_, addr)| addr)
+            .collect(),
+        blocks: HashMap::new(),
+    };
+    let options = RunOptions {
+        quiet_runs: true,
+        ..RunOptions::default()
+    };
+    translate::run(&Command::new(&program), &options, &mut records)
+        .expect("the translate run succeeds");
+    let range = at("nested")..at("nested_end");
+    let looped: Vec<(u64, u64, u64)> = records
+        .blocks
+        .iter()
+        .filter(|(addr, (_, runs))| range.contains(addr) && *runs > 1)
+        .map(|(&addr, &(records, runs))| (addr, records, runs))
+        .collect();
+    // The loop's call, its decrement, the middle function's two blocks
+    // and the inner one's; a few records each, not one per run.
+    assert_eq!(looped.len(), 5, "{looped:x?}");
+    for (addr, records, runs) in looped {
+        assert!(
+            (NESTED_ITERATIONS - 1..=NESTED_ITERATIONS).contains(&runs),
+            "{addr:#x}: {runs} runs"
+        );
+        assert!(
+            records < NESTED_ITERATIONS / 100,
+            "{addr:#x}: {records} records"
+        );
+    }
 }

@@ -29,7 +29,8 @@
 //! When the return matches the innermost pending call
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
 //! its run in the record the cache entry kept ([`resume_routine`]), at
-//! the chain's end while an outer call is pending, and the call is over,
+//! the chain's end while an outer call is pending (a block ending in
+//! `ret` only then: its return is the outer call's), and the call is over,
 //! counted: the calling block's record says its runs made the call each
 //! time (`Repeat::Calls`; a tail jump's, its jump), the sink counts them
 //! on the arc of the first, whose callee's records hold the costs of all
@@ -122,10 +123,17 @@ impl Counted {
         }
     }
 
-    /// Whether a run a pending call returns to may be counted: a block
-    /// whose successor needs no record right after its own.
-    fn after_return(self) -> bool {
-        matches!(self, Counted::Cached | Counted::Callee | Counted::Calls)
+    /// Whether a run a pending call returns to may be counted
+    /// ([`AfterReturn`]): a block whose successor needs no record right
+    /// after its own, or one ending in `ret` while an outer call stays
+    /// pending (its return is then that call's, counted or failing
+    /// before any record).
+    fn after_return(self) -> AfterReturn {
+        match self {
+            Counted::Cached | Counted::Callee | Counted::Calls => AfterReturn::Yes,
+            Counted::Returns => AfterReturn::Nested,
+            Counted::Never | Counted::Dispatch | Counted::Relay | Counted::Tail => AfterReturn::No,
+        }
     }
 
     /// Whether the first run of a pending call's callee (or of a jump's
@@ -142,6 +150,21 @@ impl Counted {
             | Counted::Tail => AsCallee::Yes,
         }
     }
+}
+
+/// Whether a run a pending call returns to may be counted (the byte the
+/// resume routine reads, [`data_word`]); also whether a normal return to
+/// it keeps its record for the call's next run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum AfterReturn {
+    /// No: it writes its record.
+    No = 0,
+    /// Yes.
+    Yes = 1,
+    /// When the call returning is not the outermost pending call: the
+    /// run is kept in the chain, and the next return is the outer one's.
+    Nested = 2,
 }
 
 /// Whether the first run of a pending call's callee may be counted (the
@@ -187,7 +210,7 @@ pub(super) fn data_word(counted: Counted, id: u32) -> [u8; 8] {
     let mut word = [0u8; 8];
     word[..4].copy_from_slice(&id.to_le_bytes());
     word[4..6].copy_from_slice(&spread.to_le_bytes());
-    word[6] = u8::from(counted.after_return());
+    word[6] = counted.after_return() as u8;
     word[7] = counted.as_callee() as u8;
     word
 }
@@ -209,6 +232,7 @@ const AS_CALLEE: u64 = 13;
 const OUTERMOST: u64 = 14;
 const CALLS_OUTERMOST: u64 = 15;
 const MAKE_PENDING: u64 = 16;
+const NESTED_CHECKED: u64 = 17;
 
 /// The last place in the chain the resume routine appends at: the
 /// chain's last entry is kept for a run in `JUMPER` (the lookup routine
@@ -288,6 +312,20 @@ pub(super) fn resume_routine(
     code.jump(Code::Je_rel32_64, NOT_RETURNED)?;
     cmp_zero(&mut code, data(6))?;
     code.jump(Code::Je_rel32_64, RETURNED_FAIL)?;
+    // A block ending in `ret`: only while another call stays pending.
+    code.push(Instruction::with2(
+        Code::Cmp_rm8_imm8,
+        data(6),
+        AfterReturn::Nested as u8 as i32,
+    ))?;
+    code.jump(Code::Jne_rel32_64, NESTED_CHECKED)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm8,
+        slot(PENDING_DEPTH),
+        16,
+    ))?;
+    code.jump(Code::Jbe_rel32_64, RETURNED_FAIL)?;
+    code.label(NESTED_CHECKED);
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm32,
         slot(CHAIN_END),
@@ -874,7 +912,7 @@ mod tests {
         for counted in KINDS {
             let word = data_word(counted, 7);
             assert_eq!(u32::from_le_bytes([word[0], word[1], word[2], word[3]]), 7);
-            assert_eq!(word[6] == 1, counted.after_return(), "{counted:?}");
+            assert_eq!(word[6], counted.after_return() as u8, "{counted:?}");
             assert_eq!(word[7], counted.as_callee() as u8, "{counted:?}");
         }
     }
@@ -1025,18 +1063,19 @@ mod tests {
         assert_eq!(Counted::Returns.repeat(), Some(Repeat::InContext));
         assert_eq!(Counted::Callee.repeat(), Some(Repeat::InContext));
         // A block that calls is a pending call's callee only with its own
-        // call pending too; one that returns never runs right after a
-        // pending call's return.
+        // call pending too; one that returns runs counted right after a
+        // pending call's return only when an outer call stays pending.
         let calls = Counted::Calls;
         assert_eq!(calls.as_callee(), AsCallee::Calling);
         assert_eq!(Counted::Never.as_callee(), AsCallee::No);
-        assert!(!Counted::Returns.after_return());
+        assert_eq!(Counted::Returns.after_return(), AfterReturn::Nested);
         assert_eq!(Counted::Cached.as_callee(), AsCallee::Yes);
-        assert!(Counted::Cached.after_return());
+        assert_eq!(Counted::Cached.after_return(), AfterReturn::Yes);
         // A tail jump's runs each jump on, as a call: counted so, as a
         // callee's first block or a jump's target, never after a return.
         let tail = Counted::Tail;
         assert_eq!(tail.repeat(), Some(Repeat::Calls));
-        assert!(tail.as_callee() == AsCallee::Yes && !tail.after_return());
+        assert_eq!(tail.as_callee(), AsCallee::Yes);
+        assert_eq!(tail.after_return(), AfterReturn::No);
     }
 }
