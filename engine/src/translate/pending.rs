@@ -30,7 +30,7 @@
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
 //! its run in the record the cache entry kept ([`resume_routine`]), at
 //! the chain's end while an outer call is pending (a block ending in
-//! `ret` only then: its return is the outer call's), and the call is over,
+//! `ret` or in a jump into another function only then), and the call is over,
 //! counted: the calling block's record says its runs made the call each
 //! time (`Repeat::Calls`; a tail jump's, its jump), the sink counts them
 //! on the arc of the first, whose callee's records hold the costs of all
@@ -125,14 +125,14 @@ impl Counted {
 
     /// Whether a run a pending call returns to may be counted
     /// ([`AfterReturn`]): a block whose successor needs no record right
-    /// after its own, or one ending in `ret` while an outer call stays
-    /// pending (its return is then that call's, counted or failing
-    /// before any record).
+    /// after its own, or one ending in `ret` or in a jump into another
+    /// function while an outer call stays pending (whatever needs a
+    /// record next writes the chain first).
     fn after_return(self) -> AfterReturn {
         match self {
             Counted::Cached | Counted::Callee | Counted::Calls => AfterReturn::Yes,
-            Counted::Returns => AfterReturn::Nested,
-            Counted::Never | Counted::Dispatch | Counted::Relay | Counted::Tail => AfterReturn::No,
+            Counted::Returns | Counted::Tail => AfterReturn::Nested,
+            Counted::Never | Counted::Dispatch | Counted::Relay => AfterReturn::No,
         }
     }
 
@@ -312,7 +312,8 @@ pub(super) fn resume_routine(
     code.jump(Code::Je_rel32_64, NOT_RETURNED)?;
     cmp_zero(&mut code, data(6))?;
     code.jump(Code::Je_rel32_64, RETURNED_FAIL)?;
-    // A block ending in `ret`: only while another call stays pending.
+    // A block ending in `ret` or a jump into another function: only
+    // while another call stays pending.
     code.push(Instruction::with2(
         Code::Cmp_rm8_imm8,
         data(6),
@@ -1072,10 +1073,12 @@ mod tests {
         assert_eq!(Counted::Cached.as_callee(), AsCallee::Yes);
         assert_eq!(Counted::Cached.after_return(), AfterReturn::Yes);
         // A tail jump's runs each jump on, as a call: counted so, as a
-        // callee's first block or a jump's target, never after a return.
+        // callee's first block or a jump's target, and after a return
+        // while an outer call stays pending.
         let tail = Counted::Tail;
         assert_eq!(tail.repeat(), Some(Repeat::Calls));
         assert_eq!(tail.as_callee(), AsCallee::Yes);
-        assert_eq!(tail.after_return(), AfterReturn::No);
+        assert_eq!(tail.after_return(), AfterReturn::Nested);
+        assert_eq!(Counted::Dispatch.after_return(), AfterReturn::No);
     }
 }

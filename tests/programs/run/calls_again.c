@@ -4,7 +4,8 @@
    a row, nested, and libc's through the PLT (bound at the first call),
    from two call sites in turn; calls whose callee jumps on into another
    function (a tail call: a wrapper of ours, and libc's strcoll through the
-   PLT, which jumps on to __strcoll_l); and a switch through a jump table
+   PLT, which jumps on to __strcoll_l; one that calls first, so the call's
+   return goes on to the tail jump); and a switch through a jump table
    whose cases are first reached one after another, long after the jump's
    first runs, each followed by a tail call through a pointer. */
 #include <stdio.h>
@@ -30,6 +31,8 @@ __attribute__((noinline)) static long measure(const char *text) { return (long)s
 __attribute__((noinline)) int wrapper(int x) { return branchy(x ^ 5); }
 
 __attribute__((noinline)) static int via(step_fn f, int x) { return f(x); }
+
+__attribute__((noinline)) int call_then_jump(int x) { return branchy(leaf(x) ^ 3); }
 
 __attribute__((noinline)) static int dispatch(int op, int x)
 {
@@ -62,6 +65,7 @@ int main(int argc, char **argv)
         sum += (long)strlen(text + (i & 3));
         sum += measure(text + (i & 1));
         sum += wrapper(i);
+        sum += call_then_jump(i);
         sum += strcoll(text + (i & 1), text);
         for (int op = 0; op <= i / 20 && op < 10; op++) {
             sum += dispatch(op, i);
