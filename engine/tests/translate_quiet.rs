@@ -135,17 +135,20 @@ fn symbols(program: &Path) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The address of symbol `name` among `symbols`.
+fn address(symbols: &[(String, u64)], name: &str) -> u64 {
+    symbols
+        .iter()
+        .find(|(symbol, _)| symbol == name)
+        .map(|&(_, addr)| addr)
+        .unwrap_or_else(|| panic!("no symbol {name}"))
+}
+
 fn run(quiet_runs: bool) -> (Counts, translate::Outcome, u64) {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build(dir.path(), "quiet", 0);
     let symbols = symbols(&program);
-    let at = |name: &str| {
-        symbols
-            .iter()
-            .find(|(symbol, _)| symbol == name)
-            .map(|&(_, addr)| addr)
-            .unwrap_or_else(|| panic!("no symbol {name}"))
-    };
+    let at = |name: &str| address(&symbols, name);
     let mut counts = Counts {
         // The markers of ranges start no function.
         functions: symbols
@@ -311,13 +314,7 @@ fn a_loop_of_nested_calls_leaves_a_few_records() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build(dir.path(), "nested", 0);
     let symbols = symbols(&program);
-    let at = |name: &str| {
-        symbols
-            .iter()
-            .find(|(symbol, _)| symbol == name)
-            .map(|&(_, addr)| addr)
-            .unwrap_or_else(|| panic!("no symbol {name}"))
-    };
+    let at = |name: &str| address(&symbols, name);
     let mut records = Records {
         functions: symbols
             .iter()

@@ -163,7 +163,8 @@ enum AfterReturn {
     /// Yes.
     Yes = 1,
     /// When the call returning is not the outermost pending call: the
-    /// run is kept in the chain, and the next return is the outer one's.
+    /// run is kept in the chain (what needs a record next, while the
+    /// outer call is pending, writes the chain first).
     Nested = 2,
 }
 
