@@ -3,10 +3,11 @@
 //!
 //! [`Symbols`] holds the executable mappings of one process (from
 //! `/proc/PID/maps`, re-read with [`Symbols::refresh`] whenever the address space
-//! may have changed, e.g. after `dlopen`) and a cache of parsed object files keyed
+//! may have changed, e.g. after `dlopen`; a mapping the last read had keeps
+//! what it was found to map) and a cache of parsed object files keyed
 //! by path, device, inode and modification time, so each library is parsed once
 //! even across processes. Function names come from the ELF `.symtab` and
-//! `.dynsym` (demangled); file and line from DWARF line tables (read with
+//! `.dynsym` (demangled when first asked for); file and line from DWARF line tables (read with
 //! `gimli`, a unit's table when an address first falls in it). What is unknown is written `???`, as Valgrind does.
 //! [`prefetch`] parses an object on a thread of its own as soon as it is
 //! mapped, and [`prefetch_needed`] the libraries a program will map, from
@@ -131,7 +132,8 @@ struct Region {
 #[derive(Default)]
 pub struct Symbols {
     regions: Vec<Region>,
-    /// The text of the maps last read by [`Symbols::refresh`].
+    /// The text of the maps last read by [`Symbols::refresh`], while
+    /// the mappings are those it gave.
     maps_text: String,
     /// Each mapping of the last [`Symbols::set_mappings`] and its region
     /// (`None`: not code), so a mapping seen before costs no look at its
@@ -166,8 +168,9 @@ impl Symbols {
             return Ok(Vec::new());
         }
         let maps = parse_maps(&text)?;
+        let problems = self.set_mappings(&maps);
         self.maps_text = text;
-        Ok(self.set_mappings(&maps))
+        Ok(problems)
     }
 
     /// Replaces the mappings with the executable ones of `maps`, parsing objects
@@ -175,6 +178,7 @@ impl Symbols {
     /// that failed is not reported again); their addresses resolve to `???`.
     /// A mapping the last call had too keeps what it was found to map.
     pub fn set_mappings(&mut self, maps: &[Mapping]) -> Vec<SymbolsError> {
+        self.maps_text.clear();
         let mut problems = Vec::new();
         let mut known = std::mem::take(&mut self.mapped);
         let mut mapped = HashMap::with_capacity(maps.len());
