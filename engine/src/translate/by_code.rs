@@ -41,10 +41,13 @@ impl ByCode {
     /// (those that start from the longest block's length before `start`
     /// up to `end`), ascending.
     pub fn near(&self, start: u64, end: u64) -> Vec<u32> {
-        let Some(last) = end.checked_sub(1) else {
+        if end <= start {
             return Vec::new();
-        };
-        let (first, last) = (start.saturating_sub(self.longest) >> SHIFT, last >> SHIFT);
+        }
+        let (first, last) = (
+            start.saturating_sub(self.longest) >> SHIFT,
+            (end - 1) >> SHIFT,
+        );
         let mut near: Vec<u32> = if last - first < self.starts.len() as u64 {
             (first..=last)
                 .filter_map(|key| self.starts.get(&key))
@@ -90,6 +93,7 @@ mod tests {
     #[test]
     fn a_range_wider_than_the_entries_looks_at_the_entries() {
         let mut by = ByCode::default();
+        assert_eq!(by.near(1 << SHIFT, 1 << SHIFT), Vec::<u32>::new());
         by.insert(1 << 47, 8, 9);
         by.insert(0x400000, 8, 4);
         // 2^47 bytes: too many 64 KiB steps to look each one up.
