@@ -320,24 +320,18 @@ fn unreadable_objects_are_reported_not_fatal() {
 #[test]
 fn cxx_names_are_demangled_when_looked_up() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("names.cc");
-    std::fs::write(
-        &src,
+    // `-x c++`: the source is C++ whatever its name; no C++ runtime is
+    // linked (-nostdlib).
+    let prog = gcc(
+        dir.path(),
+        "names",
         "namespace ns { int twice(int x) { return 2 * x; } }\n\
          extern \"C\" void _start(void) {\n\
              ns::twice(21);\n\
              for (;;) __asm__ volatile(\"mov $60, %%eax; xor %%edi, %%edi; syscall\" ::: \"rax\", \"rdi\");\n\
          }\n",
-    )
-    .unwrap();
-    let prog = dir.path().join("names");
-    let status = Command::new("g++")
-        .args(["-g", "-O0", "-static", "-nostdlib", "-fno-exceptions", "-o"])
-        .arg(&prog)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(status.success(), "g++ failed");
+        &["-x", "c++", "-g", "-O0", "-static", "-nostdlib", "-fno-exceptions"],
+    );
     let mut syms = Symbols::new();
     assert!(syms.set_mappings(&synthetic_maps(&prog, 0)).is_empty());
     let (twice, size) = nm(&prog, "_ZN2ns5twiceEi");
