@@ -349,3 +349,44 @@ fn a_loop_of_nested_calls_leaves_a_few_records() {
         );
     }
 }
+
+#[test]
+fn a_pending_call_finishing_many_calls_leaves_a_few_records() {
+    const FINISHED_ITERATIONS: u64 = 20_000;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "finished", 0);
+    let symbols = symbols(&program);
+    let at = |name: &str| address(&symbols, name);
+    let mut records = Records {
+        functions: symbols
+            .iter()
+            .filter(|(name, _)| name != "finished_end")
+            .map(|&(_, addr)| addr)
+            .collect(),
+        blocks: HashMap::new(),
+    };
+    let options = RunOptions {
+        quiet_runs: true,
+        ..RunOptions::default()
+    };
+    translate::run(&Command::new(&program), &options, &mut records)
+        .expect("the translate run succeeds");
+    let range = at("finished")..at("finished_end");
+    let looped: Vec<(u64, u64, u64)> = records
+        .blocks
+        .iter()
+        .filter(|(addr, (_, runs))| range.contains(addr) && *runs > 1)
+        .map(|(&addr, &(records, runs))| (addr, records, runs))
+        .collect();
+    // The outer loop's call and decrement, many's first block, its
+    // loop's three blocks and its last, leaf's: the inner calls' runs
+    // leave the chain when each is over, so it never fills.
+    assert_eq!(looped.len(), 8, "{looped:x?}");
+    for (addr, records, runs) in looped {
+        assert!(runs >= FINISHED_ITERATIONS - 1, "{addr:#x}: {runs} runs");
+        assert!(
+            records < FINISHED_ITERATIONS / 100,
+            "{addr:#x}: {records} records of {runs} runs"
+        );
+    }
+}

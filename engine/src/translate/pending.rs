@@ -28,13 +28,19 @@
 //! ending in `ret` counts its run at the chain's end (the chained entry).
 //! When the return matches the innermost pending call
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
-//! its run in the record the cache entry kept ([`resume_routine`]), at
-//! the chain's end while an outer call is pending (a block ending in
-//! `ret` or in a jump into another function only then), and the call is over,
-//! counted: the calling block's record says its runs made the call each
-//! time (`Repeat::Calls`; a tail jump's, its jump), the sink counts them
-//! on the arc of the first, whose callee's records hold the costs of all
-//! of them. When the outermost is over, the chain is emptied. So the
+//! its run in the record the cache entry kept ([`resume_routine`]) (a
+//! block ending in `ret` or in a jump into another function only while
+//! an outer call is pending), and the call is over, counted: the calling
+//! block's record says its runs made the call each time (`Repeat::Calls`;
+//! a tail jump's, its jump), the sink counts them on the arc of the
+//! first, whose callee's records hold the costs of all of them. The runs
+//! the call left in the chain, from its calling run on, leave it then
+//! (unless the calling run is the first of a callee or of a jump's
+//! target, which the run before it needs next: [`FinishedRuns`]), and
+//! the returned-to run joins it only when its block ends in `ret` or in a
+//! jump into another function; so an outer call pending through many
+//! calls does not fill the chain. When the outermost is over, the chain
+//! is emptied. So the
 //! calling block's record in the segment must be of a run whose call took
 //! the same way: a call (or a PLT stub's jump) to another target than its
 //! last run's takes that record out of the table of records (or makes the
@@ -234,6 +240,9 @@ const OUTERMOST: u64 = 14;
 const CALLS_OUTERMOST: u64 = 15;
 const MAKE_PENDING: u64 = 16;
 const NESTED_CHECKED: u64 = 17;
+const MAKE_PENDING_DROPPED: u64 = 18;
+const CALLS_POPPED: u64 = 19;
+const RETURNED_KEPT: u64 = 20;
 
 /// The last place in the chain the resume routine appends at: the
 /// chain's last entry is kept for a run in `JUMPER` (the lookup routine
@@ -375,17 +384,29 @@ pub(super) fn resume_routine(
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
     count(&mut code)?;
     clear(&mut code, RETURNED)?;
-    pop_frame(&mut code, CALLS_OUTERMOST)?;
-    push_frame(&mut code)?;
+    pop_frame(&mut code, CALLS_OUTERMOST, CALLS_POPPED)?;
+    code.label(CALLS_POPPED);
+    push_frame(&mut code, FinishedRuns::Dropped)?;
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
     code.label(CALLS_OUTERMOST);
     clear(&mut code, CHAIN_END)?;
-    push_frame(&mut code)?;
+    push_frame(&mut code, FinishedRuns::Dropped)?;
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
     code.label(RETURNED_COUNT);
     count(&mut code)?;
     clear(&mut code, RETURNED)?;
-    pop_frame(&mut code, OUTERMOST)?;
+    pop_frame(&mut code, OUTERMOST, RETURNED_KEPT)?;
+    // The call's runs out of the chain: the run joins it only when the
+    // block ends in `ret` or in a jump into another function (a jump's
+    // target follows the jumping run in the chain).
+    code.load(rdx, super::area::RESUMING)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm8_imm8,
+        data(6),
+        AfterReturn::Nested as u8 as i32,
+    ))?;
+    code.jump(Code::Jne_rel32_64, TO_BODY)?;
+    code.label(RETURNED_KEPT);
     append(&mut code)?;
     code.jump(Code::Jmp_rel32_64, TO_BODY)?;
     // The outermost pending call over: the chain's runs are all counted.
@@ -460,6 +481,7 @@ pub(super) fn resume_routine(
         rax,
         area_word(rcx, PENDING_FRAMES as i64 - 8),
     ))?;
+    code.push(Instruction::with2(Code::And_rm64_imm8, rax, -16))?;
     code.lea(rax, rax, 16)?;
     code.push(Instruction::with2(Code::Cmp_r64_rm64, rax, slot(CHAIN_END)))?;
     code.jump(Code::Jne_rel32_64, TO_FRESH)?;
@@ -478,23 +500,29 @@ pub(super) fn resume_routine(
     // entry says its last run was made in the thread's segment with a
     // record kept for its return, the run counted in the block's record
     // of the segment.
-    code.label(MAKE_PENDING);
-    code.push(Instruction::with2(
-        Code::Cmp_rm64_imm32,
-        slot(PENDING_DEPTH),
-        (16 * (DEPTH - 1)) as i32,
-    ))?;
-    code.jump(Code::Ja_rel32_64, TO_FRESH)?;
-    code.push(Instruction::with2(
-        Code::Mov_r32_rm32,
-        Register::ECX,
-        data(0),
-    ))?;
-    code.load(rax, SEGMENT)?;
-    call_repeats_here(&mut code, rax, TO_FRESH)?;
-    count_in_segment(&mut code)?;
-    push_frame(&mut code)?;
-    code.jump(Code::Jmp_rel32_64, TO_BODY)?;
+    // Made at the callee's entry above (its run the first of a callee or
+    // of a jump's target: it stays in the chain when the call is over) or
+    // from the calling entry below (it leaves).
+    let make_pending = |code: &mut Emit, label: u64, runs: FinishedRuns| {
+        code.label(label);
+        code.push(Instruction::with2(
+            Code::Cmp_rm64_imm32,
+            slot(PENDING_DEPTH),
+            (16 * (DEPTH - 1)) as i32,
+        ))?;
+        code.jump(Code::Ja_rel32_64, TO_FRESH)?;
+        code.push(Instruction::with2(
+            Code::Mov_r32_rm32,
+            Register::ECX,
+            data(0),
+        ))?;
+        code.load(rax, SEGMENT)?;
+        call_repeats_here(code, rax, TO_FRESH)?;
+        count_in_segment(code)?;
+        push_frame(code, runs)?;
+        code.jump(Code::Jmp_rel32_64, TO_BODY)
+    };
+    make_pending(&mut code, MAKE_PENDING, FinishedRuns::Kept)?;
     code.label(APPEND);
     count_in_segment(&mut code)?;
     append(&mut code)?;
@@ -510,7 +538,7 @@ pub(super) fn resume_routine(
         LAST_APPEND,
     ))?;
     code.jump(Code::Ja_rel32_64, TO_FRESH)?;
-    code.jump(Code::Jmp_rel32_64, MAKE_PENDING)?;
+    make_pending(&mut code, MAKE_PENDING_DROPPED, FinishedRuns::Dropped)?;
 
     // A block ending in `ret` or in a jump into another function, from
     // its quiet path: while a call is pending, the run counted and kept
@@ -606,15 +634,34 @@ fn append(code: &mut Emit) -> Result<(), Refusal> {
     code.save(CHAIN_END, rcx)
 }
 
+/// What becomes of the runs a pending call leaves in the chain (its
+/// calling block's run and those after it) when the call is over,
+/// counted whole: a frame's word 8 is its calling run's place in the
+/// chain, plus 1 when they stay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum FinishedRuns {
+    /// They leave the chain: all counted in the records of the segment,
+    /// the records read in order need none of them.
+    Dropped = 0,
+    /// They stay: the calling run is the first run of a pending call's
+    /// callee or of a jump's target, which the run before it in the chain
+    /// needs next.
+    Kept = 1,
+}
+
 /// In the resume routine: the calling block's record in rax (its run
 /// counted) at the chain's end and a frame for its call pushed, the
 /// call's entry in the stack of calls the one after the top (the block's
 /// call enters it next); rcx and rdx lost.
-fn push_frame(code: &mut Emit) -> Result<(), Refusal> {
+fn push_frame(code: &mut Emit, runs: FinishedRuns) -> Result<(), Refusal> {
     let (rcx, rdx) = (Register::RCX, Register::RDX);
     code.load(rdx, PENDING_DEPTH)?;
     code.load(rcx, CHAIN_END)?;
     let frame = |at: i64| area_word(rdx, PENDING_FRAMES as i64 + at);
+    if runs == FinishedRuns::Kept {
+        code.lea(rcx, rcx, FinishedRuns::Kept as i64)?;
+    }
     code.push(Instruction::with2(Code::Mov_rm64_r64, frame(8), rcx))?;
     append(code)?;
     code.load(rcx, TOP_CALL)?;
@@ -630,16 +677,28 @@ fn push_frame(code: &mut Emit) -> Result<(), Refusal> {
 }
 
 /// In the resume routine: the innermost pending call over, counted: its
-/// frame popped (its runs stay in the chain, in order, while an outer
-/// call is pending), then on to `outermost` when it was the outermost;
-/// rcx lost.
-fn pop_frame(code: &mut Emit, outermost: u64) -> Result<(), Refusal> {
-    let rcx = Register::RCX;
+/// frame popped, then on to `outermost` when it was the outermost, else
+/// its runs out of the chain, or on to `kept` when they stay
+/// ([`FinishedRuns`]); rcx, rdx and the flags lost.
+fn pop_frame(code: &mut Emit, outermost: u64, kept: u64) -> Result<(), Refusal> {
+    let (rcx, rdx) = (Register::RCX, Register::RDX);
     code.load(rcx, PENDING_DEPTH)?;
     code.lea(rcx, rcx, -16)?;
     code.save(PENDING_DEPTH, rcx)?;
     code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
-    code.jump(Code::Je_rel32_64, outermost)
+    code.jump(Code::Je_rel32_64, outermost)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rdx,
+        area_word(rcx, PENDING_FRAMES as i64 + 8),
+    ))?;
+    code.push(Instruction::with2(
+        Code::Test_rm8_imm8,
+        Register::DL,
+        FinishedRuns::Kept as u32,
+    ))?;
+    code.jump(Code::Jne_rel32_64, kept)?;
+    code.save(CHAIN_END, rdx)
 }
 
 /// In the resume routine (the translation's entry in rdx): when the

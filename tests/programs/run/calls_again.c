@@ -5,11 +5,13 @@
    from two call sites in turn; calls whose callee jumps on into another
    function (a tail call: a wrapper of ours, and libc's strcoll through the
    PLT, which jumps on to __strcoll_l; one that calls first, so the call's
-   return goes on to the tail jump); and a switch through a jump table
+   return goes on to the tail jump, from its first block or after a
+   check); and a switch through a jump table
    whose cases are first reached one after another, long after the jump's
    first runs, each followed by a tail call through a pointer. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int (*step_fn)(int);
 
@@ -33,6 +35,20 @@ __attribute__((noinline)) int wrapper(int x) { return branchy(x ^ 5); }
 __attribute__((noinline)) static int via(step_fn f, int x) { return f(x); }
 
 __attribute__((noinline)) int call_then_jump(int x) { return branchy(leaf(x) ^ 3); }
+
+__attribute__((noinline)) int jumped_to(int x)
+{
+    if ((x & 15) == 15)
+        return (int)getuid() & 1;
+    return x - 2;
+}
+
+__attribute__((noinline)) int check_call_then_jump(int x)
+{
+    if (x < 0)
+        return 0;
+    return jumped_to(leaf(x) ^ 3);
+}
 
 __attribute__((noinline)) static int dispatch(int op, int x)
 {
@@ -66,6 +82,7 @@ int main(int argc, char **argv)
         sum += measure(text + (i & 1));
         sum += wrapper(i);
         sum += call_then_jump(i);
+        sum += check_call_then_jump(i);
         sum += strcoll(text + (i & 1), text);
         for (int op = 0; op <= i / 20 && op < 10; op++) {
             sum += dispatch(op, i);
