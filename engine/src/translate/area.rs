@@ -35,8 +35,8 @@
 //!   (`quiet::call_cache`); then the thread's table of transfers, 16384
 //!   entries of four words (a segment, a translation, a target, the
 //!   segment the transfer chose), the thread's stack of calls, a ring of
-//!   2048 entries, and its table of records, 65536 segments then 65536
-//!   records' addresses (`quiet`).
+//!   2048 entries, and its table of records, 65536 entries of a segment
+//!   and a record's address (`quiet`).
 //!   Emptying a half or handing one off starts a new segment and empties
 //!   the stack of calls, so no run is counted in a record the tracer
 //!   reads.
@@ -71,7 +71,7 @@ const CALLS_BYTES: u64 = 1 << 16;
 /// their run.
 pub(super) const FILTER_HALF: u64 = BUFFER_SIZE / 2;
 /// Bytes of a thread's table of records of quiet runs (`quiet`): two
-/// words per entry, in two arrays.
+/// words per entry.
 const RUNS_BYTES: u64 = 16 * quiet::RUNS_ENTRIES;
 /// Bytes of a thread's table of transfers (`quiet`).
 const TRANSFERS_BYTES: u64 = 32 * quiet::TRANSFER_ENTRIES;

@@ -392,10 +392,10 @@ pub(super) fn spread(id: u32) -> u16 {
     ((u64::from(id) * SPREAD) % RUNS_ENTRIES) as u16
 }
 
-/// rcx = the index in the table of records of translation `id`'s entry
-/// for the segment whose number is in `segment`: the segment's number
-/// times 8 plus `id` times [`SPREAD`], 16 bits of it (`lea`, `movzx`:
-/// flags untouched).
+/// rcx = twice the index in the table of records of translation `id`'s
+/// entry for the segment whose number is in `segment` (the index: the
+/// segment's number times 8 plus `id` times [`SPREAD`], 16 bits of it;
+/// `lea`, `movzx`: flags untouched).
 fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal> {
     let spread = spread(id);
     let sum = MemoryOperand::new(
@@ -408,14 +408,23 @@ fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal
         Register::None,
     );
     code.push(Instruction::with2(Code::Lea_r64_m, Register::RCX, sum))?;
-    let low = Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX);
-    code.push(low)
+    doubled_low_bits(code)
 }
 
-/// rcx = the index in the table of records of the translation whose
-/// entry's address is in `entry` for the segment whose number is in
-/// `segment`: as [`runs_index`], the spread read from the translation's
-/// data word (`pending::data_word`).
+/// rcx = twice its low 16 bits (an index in the table of records, for
+/// [`runs_word`]'s entries of two words); flags untouched.
+fn doubled_low_bits(code: &mut Emit) -> Result<(), Refusal> {
+    let low = Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX);
+    code.push(low)?;
+    let rcx = Register::RCX;
+    let twice = MemoryOperand::new(rcx, rcx, 1, 0, 0, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, rcx, twice))
+}
+
+/// rcx = twice the index in the table of records of the translation
+/// whose entry's address is in `entry` for the segment whose number is
+/// in `segment`: as [`runs_index`], the spread read from the
+/// translation's data word (`pending::data_word`).
 pub(super) fn runs_index_of(
     code: &mut Emit,
     entry: Register,
@@ -429,8 +438,7 @@ pub(super) fn runs_index_of(
     ))?;
     let index = MemoryOperand::new(Register::RCX, segment, 8, 0, 8, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, Register::RCX, index))?;
-    let low = Instruction::with2(Code::Movzx_r32_rm16, Register::ECX, Register::CX);
-    code.push(low)
+    doubled_low_bits(code)
 }
 
 /// What an entry of the table of records holds.
@@ -442,12 +450,13 @@ pub(super) enum RunsWord {
     Record,
 }
 
-/// That word of the entry of the table of records whose index is in rcx
-/// (the segments, then the records' addresses, each an array).
+/// That word of the entry of the table of records whose index, doubled,
+/// is in rcx (each entry the segment, then the record's address: one
+/// cache line holds both).
 pub(super) fn runs_word(word: RunsWord) -> MemoryOperand {
     let array = match word {
         RunsWord::Segment => Area::RUNS_BASE,
-        RunsWord::Record => Area::RUNS_BASE + 8 * RUNS_ENTRIES,
+        RunsWord::Record => Area::RUNS_BASE + 8,
     };
     MemoryOperand::new(
         Register::None,
@@ -1414,6 +1423,32 @@ mod tests {
         let mut list = return_check().unwrap();
         list.push(Instruction::with(Code::Int3));
         assert!(encode(&list, 0x7f00_0000_0000).is_ok());
+    }
+
+    /// An entry of the table of records: its two words side by side in
+    /// one aligned pair (one cache line), the index doubled in rcx.
+    #[test]
+    fn an_entry_of_the_table_of_records_is_two_words_together() {
+        assert_eq!(Area::RUNS_BASE % 16, 0);
+        let (segment, record) = (runs_word(RunsWord::Segment), runs_word(RunsWord::Record));
+        for word in [segment, record] {
+            assert_eq!((word.index, word.scale), (Register::RCX, 8));
+        }
+        assert_eq!(record.displacement, segment.displacement + 8);
+        // rcx twice the 16-bit index: entry 0xffff at the table's end.
+        let mut code = Emit::default();
+        doubled_low_bits(&mut code).unwrap();
+        let [low, twice] = &code.list[..] else {
+            panic!("two instructions: {:?}", code.list);
+        };
+        assert_eq!(low.code(), Code::Movzx_r32_rm16);
+        assert_eq!(twice.code(), Code::Lea_r64_m);
+        assert_eq!(
+            (twice.memory_base(), twice.memory_index()),
+            (Register::RCX, Register::RCX)
+        );
+        let last = Area::RUNS_BASE + 8 * 2 * (RUNS_ENTRIES - 1) + 8;
+        assert_eq!(last + 8, Area::FILTER_BASE);
     }
 
     #[test]
