@@ -103,8 +103,9 @@ pub(crate) struct BlockCosts {
 pub(crate) struct Profile {
     /// The backend's block key it was made for.
     pub key: u32,
-    /// One vector of counts per instruction, one after another.
-    pub rows: Vec<u64>,
+    /// One vector of counts per instruction, one after another (a run of
+    /// one instruction counts a few of each event: 32 bits hold them).
+    pub rows: Vec<u32>,
     /// Their sum per event.
     pub total: Vec<u64>,
 }
@@ -121,7 +122,7 @@ impl Profile {
     }
 
     /// The counts of the instruction at `position` (empty past the last).
-    pub fn row(&self, position: usize) -> &[u64] {
+    pub fn row(&self, position: usize) -> &[u32] {
         let width = self.total.len();
         self.rows
             .get(position * width..(position + 1) * width)
@@ -135,7 +136,7 @@ impl Profile {
             self.rows.get_mut(position * width + column),
             self.total.get_mut(column),
         ) {
-            *cell += 1;
+            *cell = cell.saturating_add(1);
             *sum += 1;
         }
     }
@@ -155,8 +156,8 @@ impl BlockCosts {
         }
         match &self.profile {
             Some(profile) => {
-                for (sum, cost) in self.costs.iter_mut().zip(&profile.rows) {
-                    *sum = sum.wrapping_add(cost.wrapping_mul(self.runs));
+                for (sum, &cost) in self.costs.iter_mut().zip(&profile.rows) {
+                    *sum = sum.wrapping_add(u64::from(cost).wrapping_mul(self.runs));
                 }
             }
             None => {
@@ -175,8 +176,8 @@ impl BlockCosts {
             Some(profile) => {
                 let width = profile.total.len();
                 let row = profile.rows.get(position * width..(position + 1) * width);
-                for (sum, cost) in sum.iter_mut().zip(row.unwrap_or_default()) {
-                    *sum = sum.wrapping_add(cost.wrapping_mul(runs));
+                for (sum, &cost) in sum.iter_mut().zip(row.unwrap_or_default()) {
+                    *sum = sum.wrapping_add(u64::from(cost).wrapping_mul(runs));
                 }
             }
             None => {
@@ -563,9 +564,17 @@ impl Costs {
         }
         let costs = costs.iter().map(|cost| &cost[..width]);
         let centre = block.centre;
-        if addrs.len() > block.addrs.len() {
+        if let Some(more) = addrs
+            .len()
+            .checked_sub(block.addrs.len())
+            .filter(|&n| n > 0)
+        {
             // The counted runs are of the instructions known so far only.
             block.settle_runs();
+            // Room for exactly the new instructions: tables are many and
+            // rarely grow again.
+            block.addrs.reserve_exact(more);
+            block.costs.reserve_exact(more * width);
         }
         let mut elsewhere = Vec::new();
         for (position, (&addr, cost)) in addrs.iter().zip(costs).enumerate() {
@@ -825,6 +834,44 @@ mod tests {
             to: centre(1),
             target: 0x100,
         }
+    }
+
+    /// A block's table holds its instructions in room made for exactly
+    /// them, at its first run and when a later run reaches further.
+    #[test]
+    fn a_block_s_table_grows_to_exactly_its_instructions() {
+        let mut costs = Costs::default();
+        let table = costs.block(Centre { cxt: 0, rec: 0 }, 0x1000, 0);
+        let rows = [[1; MAX_EVENTS]; 5];
+        let addrs = [0x1000, 0x1004, 0x1008, 0x100c, 0x1010];
+        costs.charge_block(table, &addrs[..3], &rows[..3], 9);
+        let block = &costs.blocks[table];
+        assert_eq!((block.addrs.capacity(), block.costs.capacity()), (3, 27));
+        costs.charge_block(table, &addrs, &rows, 9);
+        let block = &costs.blocks[table];
+        assert_eq!((block.addrs.len(), block.addrs.capacity()), (5, 5));
+        assert_eq!((block.costs.len(), block.costs.capacity()), (45, 45));
+        // The first three instructions ran twice.
+        assert_eq!(block.costs[..9], [2; 9]);
+        assert_eq!(block.costs[36..], [1; 9]);
+    }
+
+    /// A profile's counts are small, its runs many: their product is
+    /// counted in 64 bits.
+    #[test]
+    fn runs_of_a_profile_cost_its_counts_times_the_runs() {
+        let mut costs = Costs::default();
+        let table = costs.block(Centre { cxt: 0, rec: 0 }, 0x1000, 0);
+        costs.charge_block(table, &[0x1000], &[[0; MAX_EVENTS]], 2);
+        let mut profile = Profile::new(7, 1, 2);
+        profile.count(0, 0);
+        profile.count(0, 1);
+        profile.count(0, 1);
+        assert!(costs.use_profile(table, &Arc::new(profile)));
+        let runs = 3 << 32;
+        assert!(costs.count_runs(table, 1, runs));
+        costs.blocks[table].settle_runs();
+        assert_eq!(costs.blocks[table].costs, [runs, 2 * runs]);
     }
 
     #[test]

@@ -119,8 +119,8 @@ impl Pending {
         for position in 0..self.addrs.len() {
             let mut cost = [0; MAX_EVENTS];
             if let Some(row) = profile.rows.get(position * width..(position + 1) * width) {
-                for (cell, count) in cost.iter_mut().zip(row) {
-                    *cell = count.wrapping_mul(runs);
+                for (cell, &count) in cost.iter_mut().zip(row) {
+                    *cell = u64::from(count).wrapping_mul(runs);
                 }
             }
             self.costs.push(cost);
