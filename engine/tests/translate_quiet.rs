@@ -308,17 +308,25 @@ impl EventSink for Records {
     fn lifecycle(&mut self, _thread: Thread, _event: Lifecycle<'_>) {}
 }
 
-#[test]
-fn a_loop_of_nested_calls_leaves_a_few_records() {
-    const NESTED_ITERATIONS: u64 = 1_000_000;
+/// A program run with quiet runs ([`looped_blocks`]).
+struct Looped {
+    /// Its symbols.
+    symbols: Vec<(String, u64)>,
+    /// Each block between NAME and NAME_end that ran more than once: its
+    /// address, records and runs.
+    blocks: Vec<(u64, u64, u64)>,
+}
+
+/// Runs `programs/NAME.c` with quiet runs.
+fn looped_blocks(name: &str) -> Looped {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build(dir.path(), "nested", 0);
+    let program = build(dir.path(), name, 0);
     let symbols = symbols(&program);
-    let at = |name: &str| address(&symbols, name);
+    let end = format!("{name}_end");
     let mut records = Records {
         functions: symbols
             .iter()
-            .filter(|(name, _)| name != "nested_end")
+            .filter(|(symbol, _)| *symbol != end)
             .map(|&(_, addr)| addr)
             .collect(),
         blocks: HashMap::new(),
@@ -329,13 +337,24 @@ fn a_loop_of_nested_calls_leaves_a_few_records() {
     };
     translate::run(&Command::new(&program), &options, &mut records)
         .expect("the translate run succeeds");
-    let range = at("nested")..at("nested_end");
-    let looped: Vec<(u64, u64, u64)> = records
+    let range = address(&symbols, name)..address(&symbols, &end);
+    let blocks = records
         .blocks
         .iter()
         .filter(|(addr, (_, runs))| range.contains(addr) && *runs > 1)
         .map(|(&addr, &(records, runs))| (addr, records, runs))
         .collect();
+    Looped { symbols, blocks }
+}
+
+#[test]
+fn a_loop_of_nested_calls_leaves_a_few_records() {
+    const NESTED_ITERATIONS: u64 = 1_000_000;
+    let Looped {
+        symbols,
+        blocks: looped,
+    } = looped_blocks("nested");
+    let at = |name: &str| address(&symbols, name);
     // The loop's two calls and its decrement, the two blocks of middle
     // and of tailing, inner's; a few records each, not one per run.
     assert_eq!(looped.len(), 8, "{looped:x?}");
@@ -353,31 +372,7 @@ fn a_loop_of_nested_calls_leaves_a_few_records() {
 #[test]
 fn a_pending_call_finishing_many_calls_leaves_a_few_records() {
     const FINISHED_ITERATIONS: u64 = 20_000;
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build(dir.path(), "finished", 0);
-    let symbols = symbols(&program);
-    let at = |name: &str| address(&symbols, name);
-    let mut records = Records {
-        functions: symbols
-            .iter()
-            .filter(|(name, _)| name != "finished_end")
-            .map(|&(_, addr)| addr)
-            .collect(),
-        blocks: HashMap::new(),
-    };
-    let options = RunOptions {
-        quiet_runs: true,
-        ..RunOptions::default()
-    };
-    translate::run(&Command::new(&program), &options, &mut records)
-        .expect("the translate run succeeds");
-    let range = at("finished")..at("finished_end");
-    let looped: Vec<(u64, u64, u64)> = records
-        .blocks
-        .iter()
-        .filter(|(addr, (_, runs))| range.contains(addr) && *runs > 1)
-        .map(|(&addr, &(records, runs))| (addr, records, runs))
-        .collect();
+    let looped = looped_blocks("finished").blocks;
     // The outer loop's call and decrement, many's first block, its
     // loop's three blocks and its last, leaf's: the inner calls' runs
     // leave the chain when each is over, so it never fills.

@@ -40,11 +40,10 @@
 //! the returned-to run joins it only when its block ends in `ret` or in a
 //! jump into another function; so an outer call pending through many
 //! calls does not fill the chain. When the outermost is over, the chain
-//! is emptied. So the
-//! calling block's record in the segment must be of a run whose call took
-//! the same way: a call (or a PLT stub's jump) to another target than its
-//! last run's takes that record out of the table of records (or makes the
-//! call's next run start no pending call).
+//! is emptied. So the calling block's record in the segment must be of a
+//! run whose call took the same way: a call (or a PLT stub's jump) to
+//! another target than its last run's takes that record out of the table
+//! of records (or makes the call's next run start no pending call).
 //!
 //! Anything else that needs a record while a call is pending (a block
 //! with no record in the segment, a call that cannot be made pending, a
@@ -256,6 +255,17 @@ fn data(at: i64) -> MemoryOperand {
     MemoryOperand::with_base_displ(Register::RDX, at - super::quiet::DATA as i64)
 }
 
+/// Compares the [`AfterReturn`] byte of the translation whose entry is in
+/// rdx with [`AfterReturn::Nested`] (equal: a block ending in `ret` or in
+/// a jump into another function).
+fn cmp_nested(code: &mut Emit) -> Result<(), Refusal> {
+    code.push(Instruction::with2(
+        Code::Cmp_rm8_imm8,
+        data(6),
+        AfterReturn::Nested as u8 as i32,
+    ))
+}
+
 /// The resume routine, encoded at `at`: the rest of every translation's
 /// resume path (`quiet::resume_path`: rax in its slot, the region set,
 /// the translation's entry in rax; rcx saved first), its flags saved, by
@@ -324,11 +334,7 @@ pub(super) fn resume_routine(
     code.jump(Code::Je_rel32_64, RETURNED_FAIL)?;
     // A block ending in `ret` or a jump into another function: only
     // while another call stays pending.
-    code.push(Instruction::with2(
-        Code::Cmp_rm8_imm8,
-        data(6),
-        AfterReturn::Nested as u8 as i32,
-    ))?;
+    cmp_nested(&mut code)?;
     code.jump(Code::Jne_rel32_64, NESTED_CHECKED)?;
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm8,
@@ -400,11 +406,7 @@ pub(super) fn resume_routine(
     // block ends in `ret` or in a jump into another function (a jump's
     // target follows the jumping run in the chain).
     code.load(rdx, super::area::RESUMING)?;
-    code.push(Instruction::with2(
-        Code::Cmp_rm8_imm8,
-        data(6),
-        AfterReturn::Nested as u8 as i32,
-    ))?;
+    cmp_nested(&mut code)?;
     code.jump(Code::Jne_rel32_64, TO_BODY)?;
     code.label(RETURNED_KEPT);
     append(&mut code)?;
@@ -481,6 +483,7 @@ pub(super) fn resume_routine(
         rax,
         area_word(rcx, PENDING_FRAMES as i64 - 8),
     ))?;
+    // The calling run's place, without the bit of [`FinishedRuns`].
     code.push(Instruction::with2(Code::And_rm64_imm8, rax, -16))?;
     code.lea(rax, rax, 16)?;
     code.push(Instruction::with2(Code::Cmp_r64_rm64, rax, slot(CHAIN_END)))?;
@@ -1114,6 +1117,16 @@ mod tests {
         set(CHAIN_END, 16 * CHAIN);
         set(JUMPER, record(0));
         assert!(jumper_in_order(memory, &area).is_err());
+    }
+
+    /// A frame's word 8 is a place in the chain (16 bytes a run), plus
+    /// the bit saying whether the call's runs stay when it is over: the
+    /// bit is below every place.
+    #[test]
+    fn a_frame_s_place_in_the_chain_has_room_for_what_becomes_of_its_runs() {
+        assert_eq!(FinishedRuns::Dropped as u64, 0);
+        assert!((FinishedRuns::Kept as u64) < 16);
+        assert_eq!(LAST_APPEND % 16, 0);
     }
 
     #[test]
