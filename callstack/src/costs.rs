@@ -129,6 +129,14 @@ impl Profile {
             .unwrap_or_default()
     }
 
+    /// What `runs` runs of the instruction at `position` count, event by
+    /// event (counts of 32 bits, products of 64).
+    pub fn row_times(&self, position: usize, runs: u64) -> impl Iterator<Item = u64> + '_ {
+        self.row(position)
+            .iter()
+            .map(move |&count| u64::from(count).wrapping_mul(runs))
+    }
+
     /// Counts `column` for the instruction at `position`.
     pub fn count(&mut self, position: usize, column: usize) {
         let width = self.total.len();
@@ -156,8 +164,10 @@ impl BlockCosts {
         }
         match &self.profile {
             Some(profile) => {
-                for (sum, &cost) in self.costs.iter_mut().zip(&profile.rows) {
-                    *sum = sum.wrapping_add(u64::from(cost).wrapping_mul(self.runs));
+                let instructions = self.addrs.len();
+                let costs = (0..instructions).flat_map(|at| profile.row_times(at, self.runs));
+                for (sum, cost) in self.costs.iter_mut().zip(costs) {
+                    *sum = sum.wrapping_add(cost);
                 }
             }
             None => {
@@ -174,10 +184,8 @@ impl BlockCosts {
     fn add_runs_of(&self, position: usize, runs: u64, sum: &mut [u64]) {
         match &self.profile {
             Some(profile) => {
-                let width = profile.total.len();
-                let row = profile.rows.get(position * width..(position + 1) * width);
-                for (sum, &cost) in sum.iter_mut().zip(row.unwrap_or_default()) {
-                    *sum = sum.wrapping_add(u64::from(cost).wrapping_mul(runs));
+                for (sum, cost) in sum.iter_mut().zip(profile.row_times(position, runs)) {
+                    *sum = sum.wrapping_add(cost);
                 }
             }
             None => {
@@ -564,13 +572,10 @@ impl Costs {
         }
         let costs = costs.iter().map(|cost| &cost[..width]);
         let centre = block.centre;
-        if let Some(more) = addrs
-            .len()
-            .checked_sub(block.addrs.len())
-            .filter(|&n| n > 0)
-        {
+        if addrs.len() > block.addrs.len() {
             // The counted runs are of the instructions known so far only.
             block.settle_runs();
+            let more = addrs.len() - block.addrs.len();
             // Room for exactly the new instructions: tables are many and
             // rarely grow again.
             block.addrs.reserve_exact(more);

@@ -114,14 +114,11 @@ impl Pending {
     /// `profile`: each costs its row `runs` times, plus the extras.
     #[cold]
     fn list_profile(&mut self, profile: &Profile, runs: u64) {
-        let width = profile.total.len().min(MAX_EVENTS);
         self.costs.clear();
         for position in 0..self.addrs.len() {
             let mut cost = [0; MAX_EVENTS];
-            if let Some(row) = profile.rows.get(position * width..(position + 1) * width) {
-                for (cell, &count) in cost.iter_mut().zip(row) {
-                    *cell = u64::from(count).wrapping_mul(runs);
-                }
+            for (cell, count) in cost.iter_mut().zip(profile.row_times(position, runs)) {
+                *cell = count;
             }
             self.costs.push(cost);
         }

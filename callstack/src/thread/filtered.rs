@@ -124,8 +124,8 @@ impl ThreadState {
         for (position, &(addr, len)) in instructions.iter().enumerate() {
             self.instruction(costs, addr, len);
             if let Some(cost) = self.last_cost(costs) {
-                for (cell, &count) in cost.iter_mut().zip(profile.row(position)) {
-                    *cell += u64::from(count);
+                for (cell, count) in cost.iter_mut().zip(profile.row_times(position, 1)) {
+                    *cell += count;
                 }
             }
         }

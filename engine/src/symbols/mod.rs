@@ -7,8 +7,9 @@
 //! what it was found to map) and a cache of parsed object files keyed
 //! by path, device, inode and modification time, so each library is parsed once
 //! even across processes. Function names come from the ELF `.symtab` and
-//! `.dynsym` (demangled when first asked for); file and line from DWARF line tables (read with
-//! `gimli`, a unit's table when an address first falls in it). What is unknown is written `???`, as Valgrind does.
+//! `.dynsym` (demangled when first asked for); file and line from DWARF
+//! line tables (read with `gimli`, a unit's table when an address first
+//! falls in it). What is unknown is written `???`, as Valgrind does.
 //! [`prefetch`] parses an object on a thread of its own as soon as it is
 //! mapped, and [`prefetch_needed`] the libraries a program will map, from
 //! its start, for the `Symbols` that needs them later.
