@@ -1,0 +1,140 @@
+//! `cgx run` names a function's source file as Valgrind 3.19 does: the
+//! unit's directory, the directory the line table gives the file and the
+//! file's name. The case where they differed: a DWARF 5 unit built with a
+//! relative compilation directory (`-fdebug-prefix-map`, as Debian builds
+//! glibc) whose main file is in directory 0 of its line table, which then
+//! also holds that relative directory: Valgrind joins the two
+//! (`./sub/./sub/m.c`, glibc's `./elf/./elf/dl-lookup.c`). The same program
+//! built with DWARF 4, and with an absolute directory, for the other rule.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use cgx_tests::run::{run, Profiler};
+use cgx_tests::successful_output_of;
+
+/// A function in a header and one in the main file, each running a loop.
+const HEADER: &str = "static inline int square_sum(int x) {
+    int r = 0;
+    for (int i = 0; i < x; i++) r += i * x;
+    return r;
+}
+";
+const MAIN: &str = "#include \"../include/sum.h\"
+__attribute__((noinline)) int sums(int n) {
+    int s = 0;
+    for (int i = 0; i < n; i++) s += square_sum(i & 15);
+    return s;
+}
+int main(void) { return sums(100) == 0; }
+";
+
+/// Builds `sub/main.c` in `dir` from `dir/sub` with `flags`, into `name`.
+fn build(dir: &Path, name: &str, flags: &[&str]) -> std::path::PathBuf {
+    let sub = dir.join("sub");
+    fs::create_dir_all(&sub).expect("a source folder");
+    fs::create_dir_all(dir.join("include")).expect("a header folder");
+    fs::write(dir.join("include/sum.h"), HEADER).expect("the header");
+    fs::write(sub.join("main.c"), MAIN).expect("the source");
+    let executable = dir.join(name);
+    successful_output_of(
+        Command::new("gcc")
+            .current_dir(&sub)
+            .args(["-O1", "-g"])
+            .args(flags)
+            .arg("main.c")
+            .arg("-o")
+            .arg(&executable),
+    );
+    executable
+}
+
+/// The file names (`fl=`, `fi=`, `fe=`, and `cfi=`/`cfl=` of calls: one
+/// table of compressed names) of a Callgrind profile that name the
+/// program's own sources.
+fn own_files(profile: &Path) -> BTreeSet<String> {
+    let text = fs::read_to_string(profile).expect("a profile");
+    let mut names = std::collections::BTreeMap::new();
+    let mut files = BTreeSet::new();
+    for line in text.lines() {
+        let Some(spec) = ["fl=", "fi=", "fe=", "cfi=", "cfl="]
+            .iter()
+            .find_map(|key| line.strip_prefix(key))
+        else {
+            continue;
+        };
+        let name = match spec.strip_prefix('(') {
+            Some(rest) => {
+                let (id, name) = rest.split_once(')').expect("a compressed name");
+                match name.strip_prefix(' ') {
+                    Some(name) => {
+                        names.insert(id.to_string(), name.to_string());
+                        name.to_string()
+                    }
+                    None => names.get(id).expect("a name given before").clone(),
+                }
+            }
+            None => spec.to_string(),
+        };
+        if name.ends_with("main.c") || name.ends_with("sum.h") {
+            files.insert(name);
+        }
+    }
+    files
+}
+
+/// The source files of `program`'s functions under Valgrind and cgx.
+fn files_of(program: &Path, dir: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
+    let valgrind = run(Profiler::Valgrind, &[], program, &[], dir);
+    let cgx = run(Profiler::Cgx, &[], program, &[], dir);
+    (own_files(&valgrind.files[0]), own_files(&cgx.files[0]))
+}
+
+#[test]
+fn dwarf_5_with_a_relative_directory_joins_directory_0_to_it() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let map = format!(
+        "-fdebug-prefix-map={}=./sub",
+        dir.path().join("sub").display()
+    );
+    let program = build(dir.path(), "relative5", &["-gdwarf-5", &map]);
+    let (valgrind, cgx) = files_of(&program, dir.path());
+    let expected: BTreeSet<String> = ["./sub/./sub/main.c", "./sub/../include/sum.h"]
+        .map(String::from)
+        .into();
+    assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
+    assert_eq!(cgx, valgrind);
+}
+
+#[test]
+fn dwarf_4_with_a_relative_directory_takes_directory_0_as_it() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let map = format!(
+        "-fdebug-prefix-map={}=./sub",
+        dir.path().join("sub").display()
+    );
+    let program = build(dir.path(), "relative4", &["-gdwarf-4", &map]);
+    let (valgrind, cgx) = files_of(&program, dir.path());
+    let expected: BTreeSet<String> = ["./sub/main.c", "./sub/../include/sum.h"]
+        .map(String::from)
+        .into();
+    assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
+    assert_eq!(cgx, valgrind);
+}
+
+#[test]
+fn an_absolute_directory_gives_absolute_names() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "absolute5", &["-gdwarf-5"]);
+    let (valgrind, cgx) = files_of(&program, dir.path());
+    let sub = dir.path().join("sub");
+    let expected: BTreeSet<String> = [
+        format!("{}/main.c", sub.display()),
+        format!("{}/../include/sum.h", sub.display()),
+    ]
+    .into();
+    assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
+    assert_eq!(cgx, valgrind);
+}
