@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 use crate::context::{Centre, Contexts};
 use crate::costs::{add, Costs};
 use crate::events::EventSet;
-use crate::functions::Functions;
+use crate::functions::{object_address, Functions};
 use crate::sequences::Sequences;
 use crate::Options;
 
@@ -145,7 +145,7 @@ pub(crate) fn build_part(
         };
         if options.dump_instr {
             let at = Position {
-                instr: addr,
+                instr: object_address(symbols, addr),
                 line: if positions.line { line } else { 0 },
             };
             part.push(
@@ -183,6 +183,16 @@ pub(crate) fn build_part(
         );
     }
 
+    // The position of the instruction at `addr` on `line`, as far as the
+    // part has positions of each kind.
+    let position = |addr: u64, line: u64| Position {
+        instr: match positions.instr {
+            true => object_address(symbols, addr),
+            false => 0,
+        },
+        line: if positions.line { line } else { 0 },
+    };
+
     // Calls with a non-zero inclusive cost.
     let mut arcs: Vec<_> = costs
         .arcs
@@ -199,10 +209,6 @@ pub(crate) fn build_part(
             None => caller.file,
         };
         let (_, target_line) = source(arc.target);
-        let position = |instr: u64, line: u64| Position {
-            instr: if positions.instr { instr } else { 0 },
-            line: if positions.line { line } else { 0 },
-        };
         part.push(
             caller,
             &Record::Call {
@@ -235,10 +241,6 @@ pub(crate) fn build_part(
             None => file,
         };
         let target_fn = function_of(names, jump.to)?.name;
-        let position = |instr: u64, line: u64| Position {
-            instr: if positions.instr { instr } else { 0 },
-            line: if positions.line { line } else { 0 },
-        };
         let (executed, followed) = if count.conditional {
             let executions = costs
                 .block_executions

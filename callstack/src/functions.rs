@@ -281,12 +281,7 @@ impl Functions {
             }
             Some(function) => (function.name.clone(), function.start == addr),
             None => {
-                // The address within the object, as Valgrind names it.
-                let bias = match section {
-                    SectionKind::Text => symbols.bias(addr).unwrap_or(0),
-                    _ => 0,
-                };
-                let offset = addr.wrapping_sub(bias);
+                let offset = object_address(symbols, addr);
                 (Arc::from(unknown_name(offset, section)), false)
             }
         };
@@ -354,6 +349,18 @@ fn refresh_if_unknown(addr: u64, symbols: &mut Symbols, pid: i32) {
     }
 }
 
+/// The address Callgrind gives `addr` in names and positions: in an
+/// object's text, relative to the object's load bias (the address the
+/// object's file gives the instruction); elsewhere (PLT stubs, code in no
+/// file, which Valgrind puts in no object) as it is.
+pub(crate) fn object_address(symbols: &Symbols, addr: u64) -> u64 {
+    let bias = match symbols.section_kind(addr) {
+        SectionKind::Text => symbols.bias(addr).unwrap_or(0),
+        _ => 0,
+    };
+    addr.wrapping_sub(bias)
+}
+
 /// Valgrind's name for code without a symbol: its address in the object
 /// (absolute outside objects), and the section kind for PLT code.
 fn unknown_name(addr: u64, section: SectionKind) -> String {
@@ -405,6 +412,35 @@ mod tests {
             functions.region(Arc::from("/bin/ls"), SectionKind::Text),
             text
         );
+    }
+
+    #[test]
+    fn an_address_in_an_object_s_text_is_its_file_s_address_else_as_it_is() {
+        let mut symbols = Symbols::new();
+        symbols
+            .refresh(std::process::id())
+            .expect("this process's maps");
+        // This test program's load bias: where its first page (file offset
+        // 0) is when it is position-independent, else 0.
+        let exe = std::fs::read_link("/proc/self/exe").expect("this program's path");
+        let exe = exe.to_string_lossy().into_owned();
+        let header = std::fs::read(&exe).expect("this program's file");
+        let position_independent = header.get(16..18) == Some(&[3, 0][..]);
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("this process's maps");
+        let first_page = maps
+            .lines()
+            .find(|line| line.ends_with(&exe) && line.split_whitespace().nth(2) == Some("00000000"))
+            .and_then(|line| line.split('-').next())
+            .and_then(|start| u64::from_str_radix(start, 16).ok())
+            .expect("the mapping of the program's first page");
+        let bias = if position_independent { first_page } else { 0 };
+        let code = object_address as fn(&Symbols, u64) -> u64 as usize as u64;
+        assert_eq!(symbols.section_kind(code), SectionKind::Text);
+        assert_eq!(object_address(&symbols, code), code - bias);
+        // Memory of no object: as it is.
+        let heap = Box::new(0u64);
+        let data = &*heap as *const u64 as u64;
+        assert_eq!(object_address(&symbols, data), data);
     }
 
     #[test]
