@@ -315,6 +315,11 @@ pub(crate) fn spawn(command: &Command) -> Result<Tracee> {
                 action.sa_sigaction = handler;
                 libc::sigaction(*signal, &action, std::ptr::null_mut());
             }
+            // SIGPIPE as a shell gives it: Rust's runtime ignores it in cgx,
+            // and an ignored signal stays ignored through execve (a program
+            // writing into a closed pipe would get EPIPE instead of dying,
+            // `yes | head` would end with an error).
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             // Without address-space randomization, as under Valgrind: the
             // same run gives the same addresses, so cache simulation results
             // are reproducible. (If it fails, the run is merely randomized.)

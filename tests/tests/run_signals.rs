@@ -16,7 +16,8 @@
 //! start included (as `callgrind_control -k` does), ends the run with
 //! status 137 and a readable profile, never an error of cgx (killed at its
 //! `execve`, before its first instruction, it leaves no profile and cgx
-//! says so).
+//! says so). A program writing into a pipe closed by its reader (`yes |
+//! head -1`) dies of SIGPIPE as natively, with its profile.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
@@ -122,6 +123,32 @@ fn signals_sent_to_cgx_end_the_program_and_the_profile_is_written() {
         assert_profile_of_main(&run_dir, &context);
         println!("{context}: exit {status}, profile written");
     }
+}
+
+#[test]
+fn a_program_writing_into_a_closed_pipe_dies_of_sigpipe_as_natively() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    // `yes | head -1`: the reader goes after one line.
+    let ended = |mut child: Child| {
+        first_line(&mut child);
+        drop(child.stdout.take());
+        finish(child)
+    };
+    let native = Command::new("yes")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("yes starts");
+    let (status, _, stderr) = ended(native);
+    assert_eq!(
+        (status, stderr.as_str()),
+        (128 + 13, ""),
+        "the test's premise"
+    );
+    let (status, _, stderr) = ended(start_cgx(Path::new("yes"), &[], dir.path()));
+    assert_eq!(status, 128 + 13, "under cgx: status\nstderr:\n{stderr}");
+    assert_eq!(stderr, "", "under cgx: the program wrote no error");
+    assert!(total_ir(&read(&out_file(dir.path()))) > 0, "a profile");
 }
 
 /// The processes cgx started (the children of any of its threads).
