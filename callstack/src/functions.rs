@@ -116,9 +116,26 @@ pub(crate) struct Functions {
     recent: Vec<(u64, BlockInfo)>,
     /// Cachegrind's function of each instruction.
     instructions: FxHashMap<u64, FnId>,
+    /// `--show-below-main=yes`: the functions below `main` keep their own
+    /// names rather than `(below main)`.
+    show_below_main: bool,
 }
 
 impl Functions {
+    /// No functions yet; those below `main` named by their own names with
+    /// `show_below_main`, else `(below main)`.
+    pub fn new(show_below_main: bool) -> Functions {
+        Functions {
+            show_below_main,
+            ..Functions::default()
+        }
+    }
+
+    /// Whether the function called `name` is shown as `(below main)`.
+    fn is_shown_below_main(&self, name: &str) -> bool {
+        !self.show_below_main && is_below_main(name)
+    }
+
     /// How many functions and blocks are known.
     pub fn counts(&self) -> (usize, usize) {
         (self.functions.len(), self.blocks.len())
@@ -157,7 +174,7 @@ impl Functions {
         refresh_if_unknown(addr, symbols, pid);
         let location = symbols.lookup(addr);
         let name: Arc<str> = match &location.function {
-            Some(function) if is_below_main(&function.name) => Arc::from("(below main)"),
+            Some(function) if self.is_shown_below_main(&function.name) => Arc::from("(below main)"),
             Some(function) => function.name.clone(),
             None => Arc::from(UNKNOWN),
         };
@@ -276,7 +293,7 @@ impl Functions {
             location.file = None;
         }
         let (name, is_entry): (Arc<str>, bool) = match &location.function {
-            Some(function) if is_below_main(&function.name) => {
+            Some(function) if self.is_shown_below_main(&function.name) => {
                 (Arc::from("(below main)"), function.start == addr)
             }
             Some(function) => (function.name.clone(), function.start == addr),
@@ -441,6 +458,21 @@ mod tests {
         let heap = Box::new(0u64);
         let data = &*heap as *const u64 as u64;
         assert_eq!(object_address(&symbols, data), data);
+    }
+
+    #[test]
+    fn the_functions_below_main_are_one_unless_shown() {
+        let hidden = Functions::default();
+        let shown = Functions::new(true);
+        for name in ["__libc_start_call_main", "_start"] {
+            assert!(
+                !is_below_main(name) || hidden.is_shown_below_main(name),
+                "{name}"
+            );
+            assert!(!shown.is_shown_below_main(name), "{name}");
+        }
+        assert!(hidden.is_shown_below_main("__libc_start_call_main"));
+        assert!(!hidden.is_shown_below_main("main"));
     }
 
     #[test]

@@ -101,6 +101,11 @@ pub struct Options {
     pub separate_threads: bool,
     /// `--skip-plt=yes` (default): PLT stubs' cost goes to their caller.
     pub skip_plt: bool,
+    /// `--demangle=yes` (default): C++ and Rust function names demangled.
+    pub demangle: bool,
+    /// `--show-below-main=yes`: the functions that call `main` keep their
+    /// names (default: `(below main)`).
+    pub show_below_main: bool,
     /// `--fn-skip=PATTERN`: functions whose cost goes to their caller.
     pub fn_skip: Vec<String>,
     /// `--obj-skip=PATTERN`: objects (by path or file name) all of whose
@@ -218,6 +223,8 @@ impl Default for Options {
             separate_callers_of: Vec::new(),
             separate_threads: false,
             skip_plt: true,
+            demangle: true,
+            show_below_main: false,
             fn_skip: Vec::new(),
             obj_skip: Vec::new(),
             toggle_collect: Vec::new(),

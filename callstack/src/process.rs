@@ -96,6 +96,13 @@ pub(crate) struct Process {
     parts_dumped: u32,
 }
 
+/// A process's symbols, its functions' names as `options` ask.
+fn symbols_for(options: &Options) -> Symbols {
+    let mut symbols = Symbols::new();
+    symbols.keep_mangled_names(!options.demangle);
+    symbols
+}
+
 impl Process {
     /// A new process (the first one, or one after `execve`).
     pub fn new(
@@ -107,6 +114,8 @@ impl Process {
         let instrumenting = options.instr_atstart;
         let forest =
             (events.cacheuse.is_some() && options.cacheuse_inclusive).then(|| Forest::new(4));
+        let symbols = symbols_for(&options);
+        let functions = Functions::new(options.show_below_main);
         Process {
             pid,
             options,
@@ -122,9 +131,9 @@ impl Process {
             own_runs: Vec::new(),
             own_contexts: FxHashMap::default(),
             sequences: Sequences::default(),
-            symbols: Symbols::new(),
+            symbols,
             names: Names::default(),
-            functions: Functions::default(),
+            functions,
             keys: Keys::default(),
             contexts: Contexts::default(),
             costs: BTreeMap::new(),
@@ -164,7 +173,7 @@ impl Process {
             own_runs: Vec::new(),
             own_contexts: self.own_contexts.clone(),
             sequences: self.sequences.clone(),
-            symbols: Symbols::new(),
+            symbols: symbols_for(&self.options),
             names: self.names.clone(),
             functions: self.functions.clone(),
             keys: self.keys.clone(),

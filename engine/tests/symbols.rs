@@ -340,6 +340,51 @@ fn cxx_names_are_demangled_when_looked_up() {
     }
     let (start, _) = nm(&prog, "_start");
     assert_eq!(syms.lookup(start).function_name(), "_start");
+    // As Valgrind's --demangle=no: the symbol table's names.
+    syms.keep_mangled_names(true);
+    assert_eq!(syms.lookup(twice).function_name(), "_ZN2ns5twiceEi");
+    assert_eq!(
+        syms.function(twice + 1).map(|f| f.name.to_string()),
+        Some("_ZN2ns5twiceEi".to_string())
+    );
+}
+
+#[test]
+fn a_function_symbol_of_size_0_names_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // An assembly function without `.size` (as gcc's `frame_dummy`), global
+    // and local, after one with its size.
+    let prog = gcc(
+        dir.path(),
+        "unsized",
+        "__asm__(\".text\\n.globl sized\\n.type sized,@function\\nsized:\\n ret\\n.size sized,.-sized\\n\"\n\
+                 \".globl bare\\n.type bare,@function\\nbare:\\n nop\\n ret\\n\"\n\
+                 \".type local_bare,@function\\nlocal_bare:\\n nop\\n ret\\n\");\n\
+         void sized(void); void bare(void); void local_bare(void);\n\
+         void _start(void) {\n\
+             sized(); bare(); local_bare();\n\
+             for (;;) __asm__ volatile(\"mov $60, %%eax; xor %%edi, %%edi; syscall\" ::: \"rax\", \"rdi\");\n\
+         }\n",
+        &["-g", "-O0", "-static", "-nostdlib", "-fno-stack-protector"],
+    );
+    let mut syms = Symbols::new();
+    assert!(syms.set_mappings(&synthetic_maps(&prog, 0)).is_empty());
+    let (sized, size) = nm(&prog, "sized");
+    assert_eq!(size, 1, "the test's premise: `sized` has its size");
+    assert_eq!(syms.lookup(sized).function_name(), "sized");
+    let out = Command::new("nm").arg("-S").arg(&prog).output().unwrap();
+    let listing = String::from_utf8(out.stdout).unwrap();
+    for name in ["bare", "local_bare"] {
+        // `nm -S` gives no size for them: address, type, name.
+        let at = listing
+            .lines()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>())
+            .find(|fields| fields.len() == 3 && fields[2] == name)
+            .map(|fields| u64::from_str_radix(fields[0], 16).unwrap())
+            .unwrap_or_else(|| panic!("the test's premise: {name} without a size"));
+        assert_eq!(syms.lookup(at).function_name(), "???", "{name}");
+        assert!(syms.function(at + 1).is_none(), "{name}");
+    }
 }
 
 #[test]

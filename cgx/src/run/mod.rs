@@ -61,9 +61,14 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   --trace-children-skip=PATTERN,...         ... but not into the programs these name
   --trace-children-skip-by-arg=PATTERN,...  ... nor those with an argument they match
   --time-stamp=no|yes           messages carry the time since the start [no]
+  --demangle=yes|no             C++ and Rust function names demangled [yes]
+  --show-below-main=no|yes      the functions calling main by their names [no:
+                                (below main)]
   --error-exitcode=N, --fair-sched=no|yes|try, --num-callers=N, --read-var-info=no|yes,
   --read-inline-info=no|yes, --child-silent-after-fork=no|yes, --vgdb=no|yes|full,
-  --vgdb-error=N, --smc-check=none|stack|all|all-non-file
+  --vgdb-error=N, --smc-check=none|stack|all|all-non-file, and the rest of Valgrind's
+  core options for its other tools, its debugger, its code cache, stacks and threads
+  (--error-limit, --suppressions, --track-fds, --main-stacksize, --max-threads, ...)
                                 checked and accepted as Valgrind's; they change nothing
                                 here (these tools report no errors; threads run at once;
                                 there is no gdbserver; rewritten code is always checked
@@ -114,6 +119,7 @@ Callgrind only:
   --separate-recsN=PATTERN      N recursion levels for these functions
   --separate-callersN=PATTERN   N callers in the names of these functions
   --separate-threads=no|yes     one file per thread, NAME-01, NAME-02 ... [no]
+  --skip-direct-rec=no          a function calling itself is a recursion level [no]
   --skip-plt=yes|no             PLT stubs' cost goes to their caller [yes]
   --fn-skip=PATTERN             functions whose cost goes to their caller
   --obj-skip=PATTERN            every function of these objects (path or file
@@ -324,6 +330,8 @@ fn collector_options(
         separate_callers_of: options.separate_callers_of.clone(),
         separate_threads: options.separate_threads,
         skip_plt: options.skip_plt,
+        demangle: options.demangle,
+        show_below_main: options.show_below_main,
         fn_skip: options.fn_skip.clone(),
         obj_skip: options.obj_skip.clone(),
         toggle_collect: options.toggle_collect.clone(),

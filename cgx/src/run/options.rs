@@ -115,6 +115,10 @@ pub struct Options {
     pub separate_threads: bool,
     /// `--skip-plt=no` turns it off.
     pub skip_plt: bool,
+    /// `--demangle=no` turns it off.
+    pub demangle: bool,
+    /// `--show-below-main=yes`.
+    pub show_below_main: bool,
     /// `--fn-skip=PATTERN`, in the order given.
     pub fn_skip: Vec<String>,
     /// `--obj-skip=PATTERN`, in the order given.
@@ -195,6 +199,8 @@ impl Options {
             separate_callers_of: Vec::new(),
             separate_threads: false,
             skip_plt: true,
+            demangle: true,
+            show_below_main: false,
             fn_skip: Vec::new(),
             obj_skip: Vec::new(),
             toggle_collect: Vec::new(),
@@ -289,6 +295,9 @@ const BOOLEAN_OPTIONS: &[&str] = &[
     "--collect-jumps",
     "--separate-threads",
     "--skip-plt",
+    "--skip-direct-rec",
+    "--demangle",
+    "--show-below-main",
     "--collect-atstart",
     "--instr-atstart",
     "--instr-at-start",
@@ -421,6 +430,74 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             one_of(arg, value, &["none", "stack", "all", "all-non-file"])?
         }
         ("--fair-sched", Some(value)) => one_of(arg, value, &["no", "yes", "try"])?,
+        // The rest of Valgrind's core options: for its other tools (errors,
+        // suppressions, fd tracking, the allocator's red zones), its
+        // debugger, its own code cache, stacks and threads, its reading of
+        // debug information and other systems than Linux.
+        (
+            "--error-limit"
+            | "--exit-on-first-error"
+            | "--show-error-list"
+            | "--default-suppressions"
+            | "--keep-debuginfo"
+            | "--dsymutil"
+            | "--allow-mismatched-debuginfo"
+            | "--sigill-diagnostics"
+            | "--show-emwarns"
+            | "--run-libc-freeres"
+            | "--run-cxx-freeres"
+            | "--vgdb-shadow-registers",
+            Some(value),
+        ) => {
+            yes_no(arg, value)?;
+        }
+        ("--xml", Some(value)) => {
+            if yes_no(arg, value)? {
+                return Err(bad(arg, "Callgrind and Cachegrind have no XML output"));
+            }
+        }
+        ("--gen-suppressions" | "--track-fds", Some(value)) => {
+            one_of(arg, value, &["no", "yes", "all"])?
+        }
+        ("--resync-filter", Some(value)) => one_of(arg, value, &["no", "yes", "verbose"])?,
+        (
+            "--max-stackframe"
+            | "--main-stacksize"
+            | "--max-threads"
+            | "--num-transtab-sectors"
+            | "--avg-transtab-entry-size"
+            | "--valgrind-stacksize"
+            | "--redzone-size"
+            | "--merge-recursive-frames"
+            | "--unw-stack-scan-thresh"
+            | "--unw-stack-scan-frames"
+            | "--vgdb-poll"
+            | "--input-fd"
+            | "--xml-fd",
+            Some(value),
+        ) => {
+            number::<u64>(arg, value)?;
+        }
+        (
+            "--suppressions" | "--xml-file" | "--vgdb-prefix" | "--extra-debuginfo-path",
+            Some(value),
+        ) => {
+            file_name(arg, value)?;
+        }
+        (
+            "--error-markers"
+            | "--fullpath-after"
+            | "--xml-user-comment"
+            | "--xml-socket"
+            | "--require-text-symbol"
+            | "--soname-synonyms"
+            | "--sim-hints"
+            | "--kernel-variant"
+            | "--vgdb-stop-at"
+            | "--aspace-minaddr"
+            | "--debuginfo-server",
+            Some(_),
+        ) => {}
         ("--time-stamp", Some(value)) => options.time_stamp = yes_no(arg, value)?,
         ("--trace-children-skip", Some(value)) => {
             options.trace_children_skip.extend(patterns(value));
@@ -475,6 +552,18 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             options.separate_threads = yes_no(arg, value)?
         }
         ("--skip-plt", Some(value)) if callgrind => options.skip_plt = yes_no(arg, value)?,
+        ("--skip-direct-rec", Some(value)) if callgrind => {
+            if yes_no(arg, value)? {
+                return Err(bad(
+                    arg,
+                    "cgx counts a function's calls of itself as recursion levels \
+                     (Callgrind 3.19's default, --skip-direct-rec=no)",
+                ));
+            }
+        }
+        // Core options that name functions.
+        ("--demangle", Some(value)) => options.demangle = yes_no(arg, value)?,
+        ("--show-below-main", Some(value)) => options.show_below_main = yes_no(arg, value)?,
         ("--fn-skip", Some(value)) if callgrind => options.fn_skip.push(pattern(arg, value)?),
         ("--obj-skip", Some(value)) if callgrind => options.obj_skip.push(pattern(arg, value)?),
         ("--dump-before", Some(value)) if callgrind => {
@@ -793,6 +882,18 @@ mod tests {
     }
 
     #[test]
+    fn naming_options_are_valgrinds() {
+        let options = ok("p");
+        assert!(options.demangle && !options.show_below_main);
+        let options = ok("--demangle=no --show-below-main=yes p");
+        assert!(!options.demangle && options.show_below_main);
+        assert_eq!(ok("--skip-direct-rec=no p"), ok("p"));
+        assert!(error("--skip-direct-rec=yes p").contains("--skip-direct-rec=no"));
+        assert!(error("--demangle=0 p").contains("should be 'yes' or 'no'"));
+        assert!(error("--demangle p").contains("say =yes or =no"));
+    }
+
+    #[test]
     fn core_options_that_change_nothing_here_are_checked_and_accepted() {
         // As iai-callgrind passes them.
         let options = ok("--tool=callgrind --error-exitcode=0 --fair-sched=try \
@@ -824,6 +925,30 @@ mod tests {
              (should be 'none', 'stack', 'all' or 'all-non-file')"
         );
         assert!(error("--vgdb=maybe p").contains("should be 'no', 'yes' or 'full'"));
+        let rest = "--error-limit=no --exit-on-first-error=no --show-error-list=no \
+                    --default-suppressions=yes --keep-debuginfo=no --run-libc-freeres=no \
+                    --run-cxx-freeres=yes --gen-suppressions=all --track-fds=yes \
+                    --main-stacksize=16777216 --max-stackframe=2000000 --max-threads=500 \
+                    --num-transtab-sectors=24 --valgrind-stacksize=1048576 \
+                    --suppressions=a.supp --error-markers=begin,end --fullpath-after= \
+                    --sim-hints=no-nptl-pthread-stackcache --xml=no --vgdb-stop-at=none \
+                    --extra-debuginfo-path=/opt/debug p";
+        assert_eq!(ok(rest), ok("p"));
+        assert_eq!(
+            ok(&format!("--tool=cachegrind {rest}")),
+            ok("--tool=cachegrind p")
+        );
+        assert_eq!(
+            error("--xml=yes p"),
+            "bad option: --xml=yes: Callgrind and Cachegrind have no XML output"
+        );
+        assert!(error("--error-limit=1 p").contains("should be 'yes' or 'no'"));
+        assert!(error("--main-stacksize=big p").contains("invalid integer value 'big'"));
+        assert!(error("--track-fds=some p").contains("should be 'no', 'yes' or 'all'"));
+        assert_eq!(
+            error("--suppressions= p"),
+            "bad option: --suppressions=: no file name given"
+        );
     }
 
     #[test]

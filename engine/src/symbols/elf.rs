@@ -159,9 +159,22 @@ impl ElfObject {
 
     /// The function symbol containing the file address `addr`: (name, start).
     pub fn symbol(&self, addr: u64) -> Option<(Arc<str>, u64)> {
+        let s = self.containing(addr)?;
+        Some((self.demangled_name(s), s.start))
+    }
+
+    /// [`ElfObject::symbol`] with the name as the symbol table has it
+    /// (mangled).
+    pub fn mangled_symbol(&self, addr: u64) -> Option<(Arc<str>, u64)> {
+        let s = self.containing(addr)?;
+        Some((s.name.clone(), s.start))
+    }
+
+    /// The function symbol containing the file address `addr`.
+    fn containing(&self, addr: u64) -> Option<&Sym> {
         let i = self.symbols.partition_point(|s| s.start <= addr);
         let s = &self.symbols[i.checked_sub(1)?];
-        (addr < s.end).then(|| (self.demangled_name(s), s.start))
+        (addr < s.end).then_some(s)
     }
 
     /// The name of `symbol`, demangled (once).
@@ -180,11 +193,16 @@ impl ElfObject {
         name
     }
 
-    /// Resolves the file address `addr`: its function symbol and the source
-    /// position of its instruction (the line table's, innermost).
-    pub fn resolve(&self, addr: u64) -> Resolved {
+    /// Resolves the file address `addr`: its function symbol (its name
+    /// `mangled` or demangled) and the source position of its instruction
+    /// (the line table's, innermost).
+    pub fn resolve(&self, addr: u64, mangled: bool) -> Resolved {
+        let function = match mangled {
+            true => self.mangled_symbol(addr),
+            false => self.symbol(addr),
+        };
         let mut r = Resolved {
-            function: self.symbol(addr),
+            function,
             ..Resolved::default()
         };
         (r.file, r.line) = self.source_line(addr);
@@ -245,12 +263,15 @@ fn segments<'data, R: ReadRef<'data>>(data: R) -> Result<Vec<Segment>, object::E
 /// Function symbols from `.symtab` and `.dynsym` of `files` (an object and
 /// its separate debug file), sorted, one per start address.
 ///
-/// Of several names at one address the one Valgrind prefers wins: sized
-/// before unsized, then the shortest name without its `@version`, then the
-/// versioned one, then the first in byte order.
+/// As Valgrind's reader, a symbol of size 0 names nothing (gcc's
+/// `frame_dummy` and `deregister_tm_clones` in every program, an assembly
+/// function without `.size`): its code is named by address. Of several
+/// names at one address the one Valgrind prefers wins: the shortest name
+/// without its `@version`, then the versioned one, then the first in byte
+/// order.
 fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<Sym> {
-    // (start, size, unsized, unversioned length, unversioned, name, end of section)
-    type Candidate = (u64, u64, bool, usize, bool, String, u64);
+    // (start, size, unversioned length, unversioned, name)
+    type Candidate = (u64, u64, usize, bool, String);
     let mut all: Vec<Candidate> = Vec::new();
     let every_symbol = files.iter().flat_map(|file| {
         file.symbols()
@@ -261,49 +282,37 @@ fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<S
         // Function symbols only (FUNC and GNU_IFUNC), as Valgrind: an untyped
         // label in assembly names no function. Checked before the name is
         // read: a name is a read of the string table.
-        if s.is_undefined() || s.address() == 0 || s.kind() != SymbolKind::Text {
+        if s.is_undefined() || s.address() == 0 || s.size() == 0 || s.kind() != SymbolKind::Text {
             continue;
         }
-        let Some(section) = s
-            .section_index()
+        if s.section_index()
             .and_then(|i| file.section_by_index(i).ok())
-        else {
+            .is_none()
+        {
             continue;
-        };
+        }
         let Ok(name) = s.name() else { continue };
         if name.is_empty() {
             continue;
         }
         let unversioned = name.find('@').unwrap_or(name.len());
-        let section_end = section.address() + section.size();
         all.push((
             s.address(),
             s.size(),
-            s.size() == 0,
             unversioned,
             unversioned == name.len(),
             name.to_owned(),
-            section_end,
         ));
     }
-    all.sort_by(|a, b| (a.0, a.2, a.3, a.4, &a.5).cmp(&(b.0, b.2, b.3, b.4, &b.5)));
+    all.sort_by(|a, b| (a.0, a.2, a.3, &a.4).cmp(&(b.0, b.2, b.3, &b.4)));
     all.dedup_by_key(|s| s.0);
-    let mut out: Vec<Sym> = Vec::with_capacity(all.len());
-    for (i, (start, size, _, _, _, name, section_end)) in all.iter().enumerate() {
-        let end = if *size > 0 {
-            start + size
-        } else {
-            // Unsized: up to the next symbol, within the section.
-            let next = all.get(i + 1).map_or(u64::MAX, |n| n.0);
-            next.min(*section_end).max(start + 1)
-        };
-        out.push(Sym {
-            start: *start,
-            end,
+    all.into_iter()
+        .map(|(start, size, _, _, name)| Sym {
+            start,
+            end: start + size,
             name: Arc::from(name.as_str()),
-        });
-    }
-    out
+        })
+        .collect()
 }
 
 pub(super) fn has_dwarf<'data, R: ReadRef<'data>>(file: &object::File<'data, R>) -> bool {

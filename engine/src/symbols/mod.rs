@@ -142,6 +142,9 @@ pub struct Symbols {
     mapped: HashMap<Mapping, Option<Region>>,
     /// Parsed objects; `None` records a file that failed, so it is reported once.
     cache: HashMap<FileKey, Option<Rc<ElfObject>>>,
+    /// Function names as the symbol tables have them, not demangled
+    /// (Valgrind's `--demangle=no`).
+    mangled: bool,
 }
 
 impl std::fmt::Debug for Symbols {
@@ -157,6 +160,12 @@ impl Symbols {
     /// An empty symbolizer: every address is `???` until mappings are loaded.
     pub fn new() -> Symbols {
         Symbols::default()
+    }
+
+    /// Whether function names stay as the symbol tables have them
+    /// (mangled) rather than demangled.
+    pub fn keep_mangled_names(&mut self, mangled: bool) {
+        self.mangled = mangled;
     }
 
     /// Re-reads `/proc/<pid>/maps` and, when it changed since the last
@@ -307,7 +316,11 @@ impl Symbols {
     /// enough to ask for every jump target.
     pub fn function(&self, addr: u64) -> Option<Function> {
         let (obj, bias) = self.region(addr)?.elf.as_ref()?;
-        let (name, start) = obj.symbol(addr.wrapping_sub(*bias))?;
+        let at = addr.wrapping_sub(*bias);
+        let (name, start) = match self.mangled {
+            true => obj.mangled_symbol(at)?,
+            false => obj.symbol(at)?,
+        };
         Some(Function {
             name,
             start: start.wrapping_add(*bias),
@@ -364,7 +377,7 @@ impl Symbols {
             line: 0,
         };
         if let Some((obj, bias)) = &region.elf {
-            let r = obj.resolve(addr.wrapping_sub(*bias));
+            let r = obj.resolve(addr.wrapping_sub(*bias), self.mangled);
             loc.function = r.function.map(|(name, start)| Function {
                 name,
                 start: start.wrapping_add(*bias),

@@ -6,13 +6,19 @@
 //! also holds that relative directory: Valgrind joins the two
 //! (`./sub/./sub/m.c`, glibc's `./elf/./elf/dl-lookup.c`). The same program
 //! built with DWARF 4, and with an absolute directory, for the other rule.
+//!
+//! And the options that name functions as Valgrind's core does:
+//! `--demangle=no` leaves a C++ program's names mangled, and
+//! `--show-below-main=yes` names the functions that call `main` (`_start`,
+//! glibc's `__libc_start_call_main`) rather than `(below main)`.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use cgx_tests::run::{run, Profiler};
+use cgx_formats::Profile;
+use cgx_tests::run::{build as build_test_program, read, run, Kind, Profiler};
 use cgx_tests::successful_output_of;
 
 /// A function in a header and one in the main file, each running a loop.
@@ -137,4 +143,71 @@ fn an_absolute_directory_gives_absolute_names() {
     .into();
     assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
     assert_eq!(cgx, valgrind);
+}
+
+/// The names of `profile`'s functions that `keep` says to compare.
+fn function_names(profile: &Profile, keep: impl Fn(&str, &str) -> bool) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for part in &profile.parts {
+        for (function, _) in part.functions() {
+            let object = profile.names.get(function.object);
+            let name = profile.names.get(function.name);
+            if keep(object, name) {
+                names.insert(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+/// The names `keep` selects in Valgrind's profile and in cgx's, of
+/// `program` run with `options`.
+fn names_of(
+    program: &Path,
+    options: &[&str],
+    dir: &Path,
+    keep: impl Fn(&str, &str) -> bool,
+) -> (BTreeSet<String>, BTreeSet<String>) {
+    let valgrind = run(Profiler::Valgrind, options, program, &[], dir);
+    let cgx = run(Profiler::Cgx, options, program, &[], dir);
+    (
+        function_names(&read(&valgrind.files[0]), &keep),
+        function_names(&read(&cgx.files[0]), &keep),
+    )
+}
+
+#[test]
+fn demangle_no_leaves_the_names_mangled() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build_test_program("exceptions.cc", Kind::Cxx, dir.path());
+    let path = program.to_string_lossy().into_owned();
+    let own = |object: &str, _: &str| object == path;
+    let (valgrind, cgx) = names_of(&program, &["--demangle=no"], dir.path(), own);
+    assert!(
+        valgrind.iter().any(|name| name.starts_with("_Z")),
+        "the test's premise: mangled names in Valgrind's profile: {valgrind:?}"
+    );
+    assert_eq!(cgx, valgrind);
+    let (_, demangled) = names_of(&program, &[], &dir.path().join("default"), own);
+    assert!(
+        !demangled.iter().any(|name| name.starts_with("_Z")),
+        "by default names are demangled: {demangled:?}"
+    );
+}
+
+#[test]
+fn show_below_main_names_the_functions_below_main() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build_test_program("hello.c", Kind::C, dir.path());
+    let below = |_: &str, name: &str| {
+        name == "(below main)" || name == "_start" || name.starts_with("__libc_start_call_main")
+    };
+    let (valgrind, cgx) = names_of(&program, &["--show-below-main=yes"], dir.path(), below);
+    assert!(
+        valgrind.contains("_start") && !valgrind.contains("(below main)"),
+        "the test's premise: {valgrind:?}"
+    );
+    assert_eq!(cgx, valgrind);
+    let (_, default) = names_of(&program, &[], &dir.path().join("default"), below);
+    assert_eq!(default, BTreeSet::from(["(below main)".to_string()]));
 }
