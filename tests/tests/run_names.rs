@@ -98,36 +98,30 @@ fn files_of(program: &Path, dir: &Path) -> (BTreeSet<String>, BTreeSet<String>) 
     (own_files(&valgrind.files[0]), own_files(&cgx.files[0]))
 }
 
-#[test]
-fn dwarf_5_with_a_relative_directory_joins_directory_0_to_it() {
+/// The program built with DWARF `version` and a relative compilation
+/// directory: Valgrind names its files `expected`, and cgx as Valgrind.
+fn relative_directory_gives(version: &str, expected: [&str; 2]) {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let map = format!(
         "-fdebug-prefix-map={}=./sub",
         dir.path().join("sub").display()
     );
-    let program = build(dir.path(), "relative5", &["-gdwarf-5", &map]);
+    let dwarf = format!("-gdwarf-{version}");
+    let program = build(dir.path(), &format!("relative{version}"), &[&dwarf, &map]);
     let (valgrind, cgx) = files_of(&program, dir.path());
-    let expected: BTreeSet<String> = ["./sub/./sub/main.c", "./sub/../include/sum.h"]
-        .map(String::from)
-        .into();
+    let expected: BTreeSet<String> = expected.map(String::from).into();
     assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
     assert_eq!(cgx, valgrind);
 }
 
 #[test]
+fn dwarf_5_with_a_relative_directory_joins_directory_0_to_it() {
+    relative_directory_gives("5", ["./sub/./sub/main.c", "./sub/../include/sum.h"]);
+}
+
+#[test]
 fn dwarf_4_with_a_relative_directory_takes_directory_0_as_it() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let map = format!(
-        "-fdebug-prefix-map={}=./sub",
-        dir.path().join("sub").display()
-    );
-    let program = build(dir.path(), "relative4", &["-gdwarf-4", &map]);
-    let (valgrind, cgx) = files_of(&program, dir.path());
-    let expected: BTreeSet<String> = ["./sub/main.c", "./sub/../include/sum.h"]
-        .map(String::from)
-        .into();
-    assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
-    assert_eq!(cgx, valgrind);
+    relative_directory_gives("4", ["./sub/main.c", "./sub/../include/sum.h"]);
 }
 
 #[test]
