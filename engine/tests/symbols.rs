@@ -350,6 +350,47 @@ fn cxx_names_are_demangled_when_looked_up() {
 }
 
 #[test]
+fn a_debug_file_named_by_gnu_debuglink_is_read_when_its_checksum_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = gcc(
+        dir.path(),
+        "linked",
+        STATIC_SRC,
+        &["-g", "-O0", "-static", "-nostdlib", "-fno-stack-protector"],
+    );
+    let (add, _) = nm(&prog, "add");
+    let expected = addr2line(&prog, &[add]);
+    let objcopy = |args: &[&str]| {
+        let status = Command::new("objcopy")
+            .current_dir(dir.path())
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "objcopy {args:?}");
+    };
+    objcopy(&["--only-keep-debug", "linked", "linked.debug"]);
+    objcopy(&[
+        "--strip-debug",
+        "--add-gnu-debuglink=linked.debug",
+        "linked",
+    ]);
+    let lookup = || {
+        let mut syms = Symbols::new();
+        assert!(syms.set_mappings(&synthetic_maps(&prog, 0)).is_empty());
+        let location = syms.lookup(add);
+        (location.file_name().to_string(), location.line)
+    };
+    let (_, file, line) = &expected[0][0];
+    assert_eq!(lookup(), (file.clone(), *line), "beside the program");
+    // Another file under that name: its checksum is not the link's.
+    let debug = dir.path().join("linked.debug");
+    let mut bytes = std::fs::read(&debug).unwrap();
+    bytes.push(0);
+    std::fs::write(&debug, bytes).unwrap();
+    assert_eq!(lookup(), ("???".to_string(), 0), "a changed debug file");
+}
+
+#[test]
 fn a_function_symbol_of_size_0_names_nothing() {
     let dir = tempfile::tempdir().unwrap();
     // An assembly function without `.size` (as gcc's `frame_dummy`), global

@@ -7,6 +7,9 @@
 //! (`./sub/./sub/m.c`, glibc's `./elf/./elf/dl-lookup.c`). The same program
 //! built with DWARF 4, and with an absolute directory, for the other rule.
 //!
+//! Debug information in a separate file named by `.gnu_debuglink` (in
+//! `.debug/` beside the program) is read, as Valgrind finds it.
+//!
 //! And the options that name functions as Valgrind's core does:
 //! `--demangle=no` leaves a C++ program's names mangled, and
 //! `--show-below-main=yes` names the functions that call `main` (`_start`,
@@ -128,6 +131,35 @@ fn dwarf_4_with_a_relative_directory_takes_directory_0_as_it() {
 fn an_absolute_directory_gives_absolute_names() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build(dir.path(), "absolute5", &["-gdwarf-5"]);
+    let (valgrind, cgx) = files_of(&program, dir.path());
+    let sub = dir.path().join("sub");
+    let expected: BTreeSet<String> = [
+        format!("{}/main.c", sub.display()),
+        format!("{}/../include/sum.h", sub.display()),
+    ]
+    .into();
+    assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
+    assert_eq!(cgx, valgrind);
+}
+
+#[test]
+fn debug_information_in_the_file_gnu_debuglink_names_is_read() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "linked", &["-gdwarf-5"]);
+    // Its DWARF moved to `.debug/linked.debug`, which the program names.
+    let debug = dir.path().join(".debug");
+    fs::create_dir_all(&debug).expect("a .debug folder");
+    let objcopy = |args: &[&str]| {
+        successful_output_of(Command::new("objcopy").current_dir(dir.path()).args(args));
+    };
+    objcopy(&["--only-keep-debug", "linked", "linked.debug"]);
+    objcopy(&[
+        "--strip-debug",
+        "--add-gnu-debuglink=linked.debug",
+        "linked",
+    ]);
+    fs::rename(dir.path().join("linked.debug"), debug.join("linked.debug"))
+        .expect("the debug file moved");
     let (valgrind, cgx) = files_of(&program, dir.path());
     let sub = dir.path().join("sub");
     let expected: BTreeSet<String> = [

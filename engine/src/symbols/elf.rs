@@ -81,9 +81,9 @@ impl ElfObject {
             let file = object::File::parse(&data).map_err(elf_err)?;
             let segments = segments(&data).map_err(elf_err)?;
             let sections = code_sections(&file);
-            // A separate debug file found by build id adds its symbols (local
-            // functions of stripped libraries) and, if the file has none, DWARF.
-            let debug_path = separate_debug_file(&file);
+            // A separate debug file adds its symbols (local functions of
+            // stripped libraries) and, if the file has none, DWARF.
+            let debug_path = separate_debug_file(&file, path);
             let debug_data = debug_path.as_ref().and_then(|p| read_cache(p).ok());
             let debug_file = debug_data
                 .as_ref()
@@ -320,13 +320,57 @@ pub(super) fn has_dwarf<'data, R: ReadRef<'data>>(file: &object::File<'data, R>)
         .is_some_and(|s| s.size() > 0)
 }
 
-/// `/usr/lib/debug/.build-id/xx/yyyy.debug` when it exists.
+/// The separate debug file of `file` (at `path`), where Valgrind looks for
+/// it: `/usr/lib/debug/.build-id/xx/yyyy.debug` by its build id, else the
+/// file its `.gnu_debuglink` names, beside it, in `.debug/` beside it or
+/// under `/usr/lib/debug` and its folder, with the checksum the link says.
 pub(super) fn separate_debug_file<'data, R: ReadRef<'data>>(
     file: &object::File<'data, R>,
+    path: &Path,
 ) -> Option<PathBuf> {
+    by_build_id(file).or_else(|| by_debug_link(file, path))
+}
+
+/// `/usr/lib/debug/.build-id/xx/yyyy.debug` when it exists.
+fn by_build_id<'data, R: ReadRef<'data>>(file: &object::File<'data, R>) -> Option<PathBuf> {
     let id = file.build_id().ok()??;
     let (first, rest) = id.split_first()?;
     let hex: String = rest.iter().map(|b| format!("{b:02x}")).collect();
     let p = PathBuf::from(format!("/usr/lib/debug/.build-id/{first:02x}/{hex}.debug"));
     p.is_file().then_some(p)
+}
+
+/// The file `.gnu_debuglink` names, in the first of Valgrind's places where
+/// one has the checksum it gives (never `path` itself).
+fn by_debug_link<'data, R: ReadRef<'data>>(
+    file: &object::File<'data, R>,
+    path: &Path,
+) -> Option<PathBuf> {
+    let (name, crc) = file.gnu_debuglink().ok()??;
+    let name = Path::new(std::str::from_utf8(name).ok()?);
+    let folder = path.parent()?;
+    let under_debug = Path::new("/usr/lib/debug").join(folder.strip_prefix("/").unwrap_or(folder));
+    [
+        folder.join(name),
+        folder.join(".debug").join(name),
+        under_debug.join(name),
+    ]
+    .into_iter()
+    .find(|candidate| candidate != path && crc32_of(candidate) == Some(crc))
+}
+
+/// The CRC-32 of the file at `path` (`.gnu_debuglink`'s checksum).
+fn crc32_of(path: &Path) -> Option<u32> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut crc = flate2::Crc::new();
+    let mut buffer = vec![0; 1 << 16];
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) => return Some(crc.sum()),
+            Ok(read) => crc.update(&buffer[..read]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
 }

@@ -702,7 +702,7 @@ mod tests {
         if let Some(libc) = libc {
             let data = std::fs::read(libc).unwrap();
             let file = object::File::parse(&*data).unwrap();
-            files.extend(super::super::elf::separate_debug_file(&file));
+            files.extend(super::super::elf::separate_debug_file(&file, libc.as_ref()));
             files.push(libc.into());
         }
         files
