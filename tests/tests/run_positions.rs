@@ -4,7 +4,11 @@
 //! for calls' and jumps' targets too. A position-independent program (every
 //! program gcc builds here by default) loads away from its file's
 //! addresses; its own functions' costs, calls and jumps are compared with
-//! Valgrind's, instruction by instruction.
+//! Valgrind's, instruction by instruction. And every instruction both run
+//! of `/bin/true` (the dynamic linker's and libc's start-up) has
+//! Valgrind's source file and line, as Valgrind's reader takes the line
+//! tables (a range of the line of the range before it joins that range,
+//! file and all).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -110,4 +114,51 @@ fn instruction_addresses_are_the_objects_own() {
     );
     assert_same_rows(&expected, &actual, "costs, calls and jumps by instruction");
     assert!(Path::new(&program).exists());
+}
+
+/// The source file and line of each instruction of `profile`, by object
+/// and address.
+fn sources(profile: &Profile) -> BTreeMap<(String, u64), (String, u64)> {
+    let mut table = BTreeMap::new();
+    for part in &profile.parts {
+        for (function, records) in part.functions() {
+            let object = profile.names.get(function.object).to_string();
+            records.for_each(part.events.len(), |record| {
+                if let Record::Cost { file, at, .. } = record {
+                    let file = profile.names.get(file).to_string();
+                    table.insert((object.clone(), at.instr), (file, at.line));
+                }
+            });
+        }
+    }
+    table
+}
+
+#[test]
+fn every_instruction_has_valgrinds_file_and_line() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let options = ["--dump-instr=yes", "--dump-line=yes"];
+    let program = Path::new("/bin/true");
+    let valgrind = sources(&read(
+        &run(Profiler::Valgrind, &options, program, &[], dir.path()).files[0],
+    ));
+    let cgx = sources(&read(
+        &run(Profiler::Cgx, &options, program, &[], dir.path()).files[0],
+    ));
+    let both: Vec<_> = valgrind
+        .keys()
+        .filter(|key| cgx.contains_key(*key))
+        .collect();
+    assert!(
+        both.len() > 5_000,
+        "the test's premise: {} instructions",
+        both.len()
+    );
+    let differ: Vec<_> = both
+        .iter()
+        .filter(|key| valgrind[**key] != cgx[**key])
+        .map(|key| (key, &valgrind[*key], &cgx[*key]))
+        .take(10)
+        .collect();
+    assert!(differ.is_empty(), "(Valgrind's, cgx's): {differ:?}");
 }
