@@ -127,12 +127,11 @@ fn dwarf_4_with_a_relative_directory_takes_directory_0_as_it() {
     relative_directory_gives("4", ["./sub/main.c", "./sub/../include/sum.h"]);
 }
 
-#[test]
-fn an_absolute_directory_gives_absolute_names() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build(dir.path(), "absolute5", &["-gdwarf-5"]);
-    let (valgrind, cgx) = files_of(&program, dir.path());
-    let sub = dir.path().join("sub");
+/// `program`, built in `dir` with its absolute directory, has Valgrind's
+/// names, and cgx the same.
+fn gives_absolute_names(program: &Path, dir: &Path) {
+    let (valgrind, cgx) = files_of(program, dir);
+    let sub = dir.join("sub");
     let expected: BTreeSet<String> = [
         format!("{}/main.c", sub.display()),
         format!("{}/../include/sum.h", sub.display()),
@@ -140,6 +139,13 @@ fn an_absolute_directory_gives_absolute_names() {
     .into();
     assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
     assert_eq!(cgx, valgrind);
+}
+
+#[test]
+fn an_absolute_directory_gives_absolute_names() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "absolute5", &["-gdwarf-5"]);
+    gives_absolute_names(&program, dir.path());
 }
 
 #[test]
@@ -160,15 +166,7 @@ fn debug_information_in_the_file_gnu_debuglink_names_is_read() {
     ]);
     fs::rename(dir.path().join("linked.debug"), debug.join("linked.debug"))
         .expect("the debug file moved");
-    let (valgrind, cgx) = files_of(&program, dir.path());
-    let sub = dir.path().join("sub");
-    let expected: BTreeSet<String> = [
-        format!("{}/main.c", sub.display()),
-        format!("{}/../include/sum.h", sub.display()),
-    ]
-    .into();
-    assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
-    assert_eq!(cgx, valgrind);
+    gives_absolute_names(&program, dir.path());
 }
 
 /// The names of `profile`'s functions that `keep` says to compare.
