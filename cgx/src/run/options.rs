@@ -433,7 +433,10 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         // The rest of Valgrind's core options: for its other tools (errors,
         // suppressions, fd tracking, the allocator's red zones), its
         // debugger, its own code cache, stacks and threads, its reading of
-        // debug information and other systems than Linux.
+        // debug information and other systems than Linux. cgx looks for
+        // debug files only where Valgrind looks by default (so
+        // `--extra-debuginfo-path` and `--debuginfo-server` add no place)
+        // and takes a debug link's file only with its checksum.
         (
             "--error-limit"
             | "--exit-on-first-error"

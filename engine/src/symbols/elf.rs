@@ -157,24 +157,20 @@ impl ElfObject {
             .map_or(CodeSection::Other, |(_, _, kind)| *kind)
     }
 
-    /// The function symbol containing the file address `addr`: (name, start).
-    pub fn symbol(&self, addr: u64) -> Option<(Arc<str>, u64)> {
-        let s = self.containing(addr)?;
-        Some((self.demangled_name(s), s.start))
-    }
-
-    /// [`ElfObject::symbol`] with the name as the symbol table has it
-    /// (mangled).
-    pub fn mangled_symbol(&self, addr: u64) -> Option<(Arc<str>, u64)> {
-        let s = self.containing(addr)?;
-        Some((s.name.clone(), s.start))
-    }
-
-    /// The function symbol containing the file address `addr`.
-    fn containing(&self, addr: u64) -> Option<&Sym> {
+    /// The function symbol containing the file address `addr`: (name,
+    /// start), the name demangled unless `mangled` (as the symbol table has
+    /// it).
+    pub fn symbol(&self, addr: u64, mangled: bool) -> Option<(Arc<str>, u64)> {
         let i = self.symbols.partition_point(|s| s.start <= addr);
         let s = &self.symbols[i.checked_sub(1)?];
-        (addr < s.end).then_some(s)
+        if addr >= s.end {
+            return None;
+        }
+        let name = match mangled {
+            true => s.name.clone(),
+            false => self.demangled_name(s),
+        };
+        Some((name, s.start))
     }
 
     /// The name of `symbol`, demangled (once).
@@ -197,12 +193,8 @@ impl ElfObject {
     /// `mangled` or demangled) and the source position of its instruction
     /// (the line table's, innermost).
     pub fn resolve(&self, addr: u64, mangled: bool) -> Resolved {
-        let function = match mangled {
-            true => self.mangled_symbol(addr),
-            false => self.symbol(addr),
-        };
         let mut r = Resolved {
-            function,
+            function: self.symbol(addr, mangled),
             ..Resolved::default()
         };
         (r.file, r.line) = self.source_line(addr);

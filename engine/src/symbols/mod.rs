@@ -316,11 +316,7 @@ impl Symbols {
     /// enough to ask for every jump target.
     pub fn function(&self, addr: u64) -> Option<Function> {
         let (obj, bias) = self.region(addr)?.elf.as_ref()?;
-        let at = addr.wrapping_sub(*bias);
-        let (name, start) = match self.mangled {
-            true => obj.mangled_symbol(at)?,
-            false => obj.symbol(at)?,
-        };
+        let (name, start) = obj.symbol(addr.wrapping_sub(*bias), self.mangled)?;
         Some(Function {
             name,
             start: start.wrapping_add(*bias),
