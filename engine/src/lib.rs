@@ -30,6 +30,7 @@ pub mod pattern;
 mod prefetch;
 mod preflight;
 mod ptrace;
+mod refusals;
 mod relay;
 mod resume;
 mod semantics;

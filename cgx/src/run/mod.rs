@@ -78,8 +78,10 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
                                 paths: cpuid describes Valgrind's processor as this
                                 host runs it (the xsave area of leaf 0xd is the host's;
                                 the host's own cpuid if it lacks an instruction set
-                                Valgrind's announces) and there is no vDSO;
-                                host: this machine as it is
+                                Valgrind's announces), there is no vDSO, and
+                                clone3 fails (ENOSYS), as Valgrind has none;
+                                host: this machine as it is;
+                                on both, rseq fails (ENOSYS) as under Valgrind
   --backend=translate|step      how the program is traced [translate]:
                                 translate: runs instrumented copies of the program's
                                 code from a cache in its memory (fast). It traces

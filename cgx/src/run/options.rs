@@ -85,8 +85,9 @@ pub struct Options {
     /// `--trace-children-skip-by-arg=PATTERN,...`: programs not followed, by
     /// an argument.
     pub trace_children_skip_by_arg: Vec<String>,
-    /// `--machine=host` turns it off: the program sees Valgrind's processor
-    /// and no vDSO (cgx's own option, see `cgx_engine::RunOptions`).
+    /// `--machine=host` turns it off: the program sees Valgrind's processor,
+    /// no vDSO and no `clone3` (cgx's own option, see
+    /// `cgx_engine::RunOptions`).
     pub valgrind_machine: bool,
     /// `--callgrind-out-file=` / `--cachegrind-out-file=`, not yet expanded.
     pub out_file: Option<String>,

@@ -87,8 +87,9 @@ pub struct RunOptions {
     /// Show the program Valgrind's machine: answer its `cpuid` as Valgrind
     /// does, as far as this host can run it (see [`crate::cpuid`]: leaf
     /// 0xd is the host's; not on a host that lacks an instruction set
-    /// Valgrind's processor announces) and hide the vDSO from it (as
-    /// Valgrind does), so libc takes the paths it takes under Valgrind.
+    /// Valgrind's processor announces), hide the vDSO from it and refuse
+    /// `clone3` (as Valgrind does, see `refusals`), so libc takes the
+    /// paths it takes under Valgrind.
     pub valgrind_machine: bool,
     /// The run feeds cache or branch simulations: report data accesses and
     /// conditional and indirect branches. The step backend always reports

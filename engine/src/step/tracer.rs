@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::event::{Arrival, Block, EventSink, Exit, Lifecycle, SystemCall, Thread};
 use crate::flow::{self, Flow, CLIENT_REQUEST_LEN};
 use crate::jobs::Jobs;
+use crate::refusals::{self, Refusals};
 use crate::system_time::Reading;
 
 use super::blocks::BlockCursor;
@@ -52,6 +53,8 @@ pub(super) struct Tracer<'s, S: EventSink + ?Sized> {
     options: RunOptions,
     /// The processor `cpuid` describes, when not the host's.
     cpu: Option<ValgrindCpu>,
+    /// The system calls refused.
+    refusals: Refusals,
     tracees: Tracees,
     initial: i32,
     initial_exit: Option<Exit>,
@@ -73,6 +76,7 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 .valgrind_machine
                 .then(ValgrindCpu::for_host)
                 .flatten(),
+            refusals: Refusals::new(options.valgrind_machine),
             jobs: Jobs::new(&options, initial),
             options,
             tracees: Tracees::default(),
@@ -457,16 +461,26 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                     client_request(self.sink, state, at)?;
                     continue;
                 }
-                if let (true, Some(cpu)) = (decoded.cpuid, &self.cpu) {
+                // A `cpuid` or a refused system call: answered without a
+                // step.
+                let cpu = self.cpu.as_ref().filter(|_| decoded.cpuid);
+                let refused = decoded.syscall && self.refusals.refuses(state.regs.rax);
+                if cpu.is_some() || refused {
+                    let clocks = self.options.system_calls;
                     let step = Step {
                         at,
                         decoded: Some(decoded),
                         before: state.regs,
                         injected: 0,
                         after_exec,
-                        timing: None,
+                        timing: (refused && clocks.on())
+                            .then(|| Reading::now(clocks, state.thread.pid, tid)),
                     };
-                    cpuid::execute(cpu, &mut state.regs, decoded.len);
+                    let next = at.wrapping_add(u64::from(decoded.len));
+                    match cpu {
+                        Some(cpu) => cpuid::execute(cpu, &mut state.regs, decoded.len),
+                        None => refusals::refuse(&mut state.regs, next, next),
+                    }
                     ptrace::set_regs(tid, &state.regs)?;
                     let after = state.regs;
                     complete(

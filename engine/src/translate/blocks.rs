@@ -50,6 +50,14 @@ impl Insn {
             .is_some_and(|instruction| instruction.mnemonic() == iced_x86::Mnemonic::Cpuid)
     }
 
+    /// Whether it is `syscall` (a refused one is answered without a step,
+    /// see [`crate::refusals`]).
+    pub fn is_syscall(&self) -> bool {
+        self.instruction
+            .as_ref()
+            .is_some_and(|instruction| instruction.mnemonic() == iced_x86::Mnemonic::Syscall)
+    }
+
     /// What [`crate::flow::exit`] needs of it.
     pub fn end(&self) -> End {
         End {

@@ -13,6 +13,7 @@ use rustc_hash::FxHashMap;
 use crate::error::{Error, Result};
 
 use crate::flow::{End, ExitRule, Flow};
+use crate::refusals::Refusals;
 use crate::semantics::Decoded;
 
 use super::blocks::{self, CodeWindow, DecodedBlock};
@@ -254,12 +255,18 @@ struct Region {
 }
 
 impl Region {
-    /// Writes the region's gadget, system call filter and lookup routine
-    /// (and with the filter `l1` its routines).
-    fn new(layout: Layout, memory: &Memory, l1: Option<L1Filter>) -> Result<Region> {
+    /// Writes the region's gadget, system call filter (the watched calls,
+    /// `invalidate`, and the `refusals`) and lookup routine (and with the
+    /// filter `l1` its routines).
+    fn new(
+        layout: Layout,
+        memory: &Memory,
+        l1: Option<L1Filter>,
+        refusals: Refusals,
+    ) -> Result<Region> {
         memory.write(layout.gadget(), &super::layout::GADGET)?;
         let mut filter = vec![0u8; super::layout::SYSCALL_FILTER_SIZE as usize];
-        for &number in super::invalidate::WATCHED {
+        for &number in super::invalidate::WATCHED.iter().chain(refusals.numbers()) {
             filter[number as usize] = 1;
         }
         memory.write(layout.syscall_filter(), &filter)?;
@@ -364,6 +371,8 @@ pub(super) struct Cache {
     dying: Retiring,
     /// Whether translations make `cpuid` trap (see `Target::cpuid_trap`).
     cpuid_trap: bool,
+    /// The system calls refused, which the regions' filters trap before.
+    refusals: Refusals,
     /// Blocks that are stepped, with the reason.
     refused: FxHashMap<u64, (Option<DecodedBlock>, Refusal)>,
     /// The exits linked to a translation: (its original address, the
@@ -381,16 +390,17 @@ pub(super) struct Cache {
 impl Cache {
     /// An empty cache in the region `layout` (mapped, writable through
     /// `memory`) whose translations record what `capture` says (and make
-    /// `cpuid` trap with `cpuid_trap`); writes the region's gadget and
-    /// lookup routine.
+    /// `cpuid` trap with `cpuid_trap`, and the system calls of `refusals`);
+    /// writes the region's gadget and lookup routine.
     pub fn new(
         layout: Layout,
         memory: &Memory,
         capture: Capture,
         cpuid_trap: bool,
+        refusals: Refusals,
     ) -> Result<Cache> {
         Ok(Cache {
-            regions: vec![Region::new(layout, memory, capture.filter)?],
+            regions: vec![Region::new(layout, memory, capture.filter, refusals)?],
             translations: Vec::new(),
             replayed: Vec::new(),
             decodings: Interned::default(),
@@ -401,6 +411,7 @@ impl Cache {
             reusable: FxHashMap::default(),
             dying: Retiring::default(),
             cpuid_trap,
+            refusals,
             refused: FxHashMap::default(),
             incoming: BTreeSet::new(),
             table: Table::default(),
@@ -416,9 +427,18 @@ impl Cache {
 
     /// Adds the region `layout` (mapped, writable through `memory`).
     pub fn add_region(&mut self, layout: Layout, memory: &Memory) -> Result<()> {
-        self.regions
-            .push(Region::new(layout, memory, self.capture.filter)?);
+        self.regions.push(Region::new(
+            layout,
+            memory,
+            self.capture.filter,
+            self.refusals,
+        )?);
         Ok(())
+    }
+
+    /// The system calls refused to the program.
+    pub fn refusals(&self) -> Refusals {
+        self.refusals
     }
 
     /// Whether some region can take translations of code at `addr` (near

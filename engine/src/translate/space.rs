@@ -5,6 +5,7 @@
 
 use crate::error::Result;
 use crate::ptrace::Regs;
+use crate::refusals::Refusals;
 
 use super::area::Area;
 use super::cache::Cache;
@@ -30,11 +31,17 @@ impl Space {
     /// Sets up a code cache in the address space of `tid`, stopped with
     /// `regs` at an executable instruction (a new program's first), whose
     /// translations record what `capture` says (and make `cpuid` trap with
-    /// `cpuid_trap`).
-    pub fn new(tid: i32, regs: &Regs, capture: Capture, cpuid_trap: bool) -> Result<Space> {
+    /// `cpuid_trap`, and the system calls of `refusals`).
+    pub fn new(
+        tid: i32,
+        regs: &Regs,
+        capture: Capture,
+        cpuid_trap: bool,
+        refusals: Refusals,
+    ) -> Result<Space> {
         let memory = Memory::open(tid)?;
         let layout = inject::map_region(tid, &memory, regs, None, regs.rip)?;
-        let cache = Cache::new(layout, &memory, capture, cpuid_trap)?;
+        let cache = Cache::new(layout, &memory, capture, cpuid_trap, refusals)?;
         Ok(Space {
             memory,
             cache,

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::event::EventSink;
 
 use crate::flow::{exit, Flow, CLIENT_REQUEST_LEN};
+use crate::refusals::{self, Refusals};
 use crate::semantics::{Decoded, InstructionAt};
 
 use super::blocks::DecodedBlock;
@@ -33,7 +34,8 @@ pub(super) enum Stepped {
 /// Steps `block` (`None`: bytes that do not decode) from `regs` (at its
 /// first instruction), its events replayed as `replaying` says; counts
 /// each stop in `steps`. A `cpuid` is answered
-/// as `cpu` (when given) instead of stepped.
+/// as `cpu` (when given) instead of stepped, and a `syscall` that
+/// `refusals` refuses fails without a step.
 pub(super) fn step_block<S: EventSink + ?Sized>(
     replaying: Replaying<'_, S>,
     memory: &Memory,
@@ -41,6 +43,7 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
     regs: &mut Regs,
     steps: &mut u64,
     cpu: Option<&ValgrindCpu>,
+    refusals: Refusals,
 ) -> Result<Stepped> {
     let Replaying {
         replay,
@@ -77,11 +80,15 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
             regs.rip = insn.addr + u64::from(CLIENT_REQUEST_LEN);
             ptrace::set_regs(thread.tid, regs)?;
             replay.client_request();
-        } else if let (true, Some(cpu), Some(instruction)) =
-            (insn.is_cpuid(), cpu, &insn.instruction)
-        {
+        } else if let Some(instruction) = insn.instruction.as_ref().filter(|_| {
+            (insn.is_cpuid() && cpu.is_some()) || (insn.is_syscall() && refusals.refuses(regs.rax))
+        }) {
+            // Answered by the tracer, without a step.
             let before = *regs;
-            cpuid::execute(cpu, regs, insn.len);
+            match cpu.filter(|_| insn.is_cpuid()) {
+                Some(cpu) => cpuid::execute(cpu, regs, insn.len),
+                None => refusals::refuse(regs, insn.next(), insn.next()),
+            }
             ptrace::set_regs(thread.tid, regs)?;
             replay.instruction(sink, thread, insn.end(), count);
             let decoded = Decoded::of(instruction);

@@ -12,6 +12,7 @@ use crate::cpuid::{self, ValgrindCpu};
 use crate::error::{Error, Result};
 use crate::event::{EventSink, Lifecycle, SystemCall, Thread};
 use crate::ptrace::{self, Regs};
+use crate::refusals;
 
 use super::area::{
     Area, BACK, FILTER_BACK, RECORD, RESUME_FLAGS, SAVE_RAX, SAVE_RDX, TARGET, TEMP, WRITE_RDX,
@@ -313,7 +314,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     }
 
     /// Translation `id` is about to make a system call the tracer watches
-    /// (`invalidate`): for one that may change code mappings, runs it from
+    /// (`invalidate`) or refuses (`refusals`: it fails at once, the program
+    /// resumed after the `syscall`): for one that may change code mappings, runs it from
     /// the gadget with a single step, drops the translations of what it
     /// changed, protects the executable mappings it made, and resumes
     /// after the `syscall`. An `execve` runs after a drain (its records
@@ -331,6 +333,17 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             .cache
             .replay_info(u64::from(id))
             .and_then(|info| info.system_call);
+        if self.space.cache.refusals().refuses(call.rax) {
+            let mut regs = call;
+            refusals::refuse(&mut regs, slot, next);
+            ptrace::set_regs(tid, &regs)?;
+            if let Some(words) = timed {
+                let Thread { pid, .. } = self.state.thread;
+                let now = Reading::now(words.clocks(), pid, tid);
+                self.write_system_call(&words, call.rax, now, now)?;
+            }
+            return Ok(Next::Resume(0));
+        }
         match call.rax {
             SYS_EXECVE | SYS_EXECVEAT => {
                 if let Some(words) = timed {
@@ -614,6 +627,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 regs,
                 &mut self.outcome.steps,
                 self.cpu,
+                self.space.cache.refusals(),
             )?;
             if self.state.replay.filtered {
                 // The simulation saw the stepped block's fetches and

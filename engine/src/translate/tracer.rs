@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::event::{EventSink, Exit, Lifecycle, Thread};
 use crate::jobs::Jobs;
 use crate::ptrace::{self, Regs};
+use crate::refusals::Refusals;
 use crate::step::RunOptions;
 
 use super::area::Area;
@@ -420,7 +421,8 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             auxv::hide_vdso(tid, regs.rsp)?;
         }
         // A `cpuid` traps when the tracer answers it (see `crate::cpuid`).
-        let space = Space::new(tid, regs, self.capture, self.cpu.is_some())?;
+        let refusals = Refusals::new(self.options.valgrind_machine);
+        let space = Space::new(tid, regs, self.capture, self.cpu.is_some(), refusals)?;
         let layout = *space.cache.layout();
         let area = Area::map(
             tid,
