@@ -88,7 +88,7 @@ pub(crate) fn build_part(
         pid: Some(info.pid as u64),
         thread: info.thread.map(u64::from),
         part: Some(u64::from(info.part)),
-        cmd: Some(options.command.clone()),
+        cmd: Some(PartHeader::command_line(&options.command)),
         desc: caches
             .into_iter()
             .chain([

@@ -188,7 +188,7 @@ pub fn merge(args: &[OsString]) -> Result<()> {
         for desc in &header.desc {
             writeln!(out, "desc: {desc}")?;
         }
-        writeln!(out, "cmd: {}", header.cmd.as_deref().unwrap_or(""))?;
+        writeln!(out, "cmd: {}", header.cmd_line().unwrap_or_default())?;
         writeln!(out, "events: {}", events.join(" "))?;
         write_costs(&mut out, &costs, events.len())
     };
@@ -438,7 +438,14 @@ pub fn diff(args: &[OsString]) -> Result<()> {
             );
         });
     }
-    let command = |input: &Cachegrind| input.part().header.cmd.clone().unwrap_or_default();
+    let command = |input: &Cachegrind| {
+        input
+            .part()
+            .header
+            .cmd_line()
+            .unwrap_or_default()
+            .into_owned()
+    };
     let mut out = BufWriter::new(io::stdout().lock());
     writeln!(
         out,

@@ -52,7 +52,7 @@ pub fn write_cachegrind(profile: &Profile, out: &mut impl Write) -> Result<(), C
     for desc in &part.header.desc {
         writeln!(out, "desc: {desc}")?;
     }
-    writeln!(out, "cmd: {}", part.header.cmd.as_deref().unwrap_or(""))?;
+    writeln!(out, "cmd: {}", part.header.cmd_line().unwrap_or_default())?;
     writeln!(out, "events: {}", part.events.names.join(" "))?;
     let events = part.events.len();
     let mut totals = vec![0u64; events];

@@ -194,8 +194,9 @@ impl<'a, W: Write> PartWriter<'a, W> {
         if let Some(thread) = header.thread {
             writeln!(self.out, "thread: {thread}")?;
         }
-        if let Some(cmd) = &header.cmd {
-            writeln!(self.out, "cmd: {cmd}")?;
+        if let Some(cmd) = header.cmd_line() {
+            // Callgrind's form: a space before the command.
+            writeln!(self.out, "cmd:  {cmd}")?;
         }
         if let Some(part) = header.part {
             writeln!(self.out, "part: {part}")?;
@@ -335,6 +336,10 @@ mod tests {
                     fn=b\n2 2\n";
         let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
         assert_eq!(profile.parts[1].header.cmd.as_deref(), Some("./b"));
+        // Callgrind's form of the line: a space before the command.
+        let mut out = Vec::new();
+        write_callgrind(&profile, CallgrindOptions::default(), &mut out).unwrap();
+        assert!(String::from_utf8_lossy(&out).contains("\ncmd:  ./b\n"));
         for options in all_options() {
             let again = reread(&profile, options);
             assert_eq!(again.parts[0].header, PartHeader::default());

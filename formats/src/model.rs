@@ -101,12 +101,41 @@ pub struct PartHeader {
     pub thread: Option<u64>,
     /// `part:` — the number of the dump.
     pub part: Option<u64>,
-    /// `cmd:` — the profiled command line.
+    /// `cmd:` — the profiled command line, as the file holds it: one line
+    /// (see [`PartHeader::command_line`]).
     pub cmd: Option<String>,
     /// `desc:` lines, the text after `desc:`.
     pub desc: Vec<String>,
     /// Other `key: value` header lines, kept for writing back.
     pub extra: Vec<(String, String)>,
+}
+
+impl PartHeader {
+    /// `cmd:`'s text for the command line `program args...` (`command`,
+    /// joined by spaces): as Callgrind writes it, each newline in it as
+    /// `\n` and each backslash doubled, so that it stays one line.
+    pub fn command_line(command: &str) -> String {
+        let mut text = String::with_capacity(command.len());
+        for c in command.chars() {
+            match c {
+                '\n' => text.push_str("\\n"),
+                '\\' => text.push_str("\\\\"),
+                c => text.push(c),
+            }
+        }
+        text
+    }
+
+    /// `cmd:`'s text to write: [`PartHeader::cmd`], any newline in it
+    /// (from a header built in memory) as `\n`, as in
+    /// [`PartHeader::command_line`].
+    pub fn cmd_line(&self) -> Option<std::borrow::Cow<'_, str>> {
+        let cmd = self.cmd.as_deref()?;
+        Some(match cmd.contains('\n') {
+            true => cmd.replace('\n', "\\n").into(),
+            false => cmd.into(),
+        })
+    }
 }
 
 /// One dump of a profile run: header, events and the cost records of every function.
@@ -251,5 +280,32 @@ pub struct Profile {
 pub fn add_costs(sum: &mut [u64], costs: &[u64]) {
     for (total, cost) in sum.iter_mut().zip(costs) {
         *total = total.wrapping_add(*cost);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_line_is_one_line_as_callgrind_writes_it() {
+        let command = "python3 -c n = 0\nprint(\"a\\\\b\")";
+        let text = PartHeader::command_line(command);
+        assert_eq!(text, "python3 -c n = 0\\nprint(\"a\\\\\\\\b\")");
+        let header = PartHeader {
+            cmd: Some(text.clone()),
+            ..PartHeader::default()
+        };
+        assert_eq!(header.cmd_line().as_deref(), Some(text.as_str()));
+    }
+
+    #[test]
+    fn a_newline_in_a_header_built_in_memory_is_written_as_an_escape() {
+        let header = PartHeader {
+            cmd: Some("a\nb".into()),
+            ..PartHeader::default()
+        };
+        assert_eq!(header.cmd_line().as_deref(), Some("a\\nb"));
+        assert_eq!(PartHeader::default().cmd_line(), None);
     }
 }

@@ -129,6 +129,11 @@ struct Parser {
     part_has_lines: bool,
     /// Whether the part has a `cmd:` line, even an empty one (`header.cmd` is None).
     part_has_cmd: bool,
+    /// Whether the last line was `cmd:` or a line taken as its continuation.
+    cmd_open: bool,
+    /// Whether the line read now goes on with `cmd:` unless it is
+    /// something else (see `Parser::line`).
+    continuing: bool,
     part_totals: Vec<u64>,
     summary_line: u64,
     ids: [FxHashMap<u64, NameId>; 3],
@@ -152,6 +157,8 @@ impl Parser {
             part_has_events: false,
             part_has_lines: false,
             part_has_cmd: false,
+            cmd_open: false,
+            continuing: false,
             part_totals: Vec::new(),
             summary_line: 0,
             ids: Default::default(),
@@ -203,7 +210,30 @@ impl Parser {
         // the end of the file): no name or value ends with one, which also lets the
         // writers write back every value read.
         let end = line.iter().rposition(|&b| b != b'\r').map_or(0, |i| i + 1);
-        let line = trim_start(&line[..end]);
+        let line = &line[..end];
+        // Cachegrind writes an argument's newlines as they are (Callgrind
+        // escapes them): in a file not in the Callgrind format, a line right
+        // after `cmd:` (or its continuation) and before `events:` that is
+        // nothing else (or an unknown `key: value`) goes on with the
+        // command, as `\n` and the line.
+        self.continuing =
+            self.cmd_open && !self.part_has_events && self.dialect != Dialect::Callgrind;
+        self.cmd_open = false;
+        match self.dispatch(line) {
+            Err(_) if self.continuing => {
+                let cmd = self.part.header.cmd.get_or_insert_with(String::new);
+                cmd.push_str("\\n");
+                cmd.push_str(&lossy(line));
+                self.cmd_open = true;
+                Ok(())
+            }
+            result => result,
+        }
+    }
+
+    /// Reads `line` (`Parser::line`'s rules apart).
+    fn dispatch(&mut self, line: &[u8]) -> Result<(), Failure> {
+        let line = trim_start(line);
         match line.first() {
             None => return Ok(()),
             Some(b'#') => {
@@ -287,6 +317,7 @@ impl Parser {
             b"cmd" => {
                 self.part.header.cmd = (!value.is_empty()).then(|| lossy(value));
                 self.part_has_cmd = true;
+                self.cmd_open = true;
                 self.part_has_lines = true;
                 Ok(())
             }
@@ -327,7 +358,8 @@ impl Parser {
                 Ok(())
             }
             _ => {
-                if key.is_empty() || !key.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+                let graphic = key.iter().all(|b| b.is_ascii_graphic() || *b == b' ');
+                if key.is_empty() || !graphic || self.continuing {
                     return Err(format!("unknown line '{}:{}'", lossy(key), lossy(value)));
                 }
                 self.part.header.extra.push((lossy(key), lossy(value)));
@@ -853,6 +885,34 @@ mod tests {
     use std::io::Cursor;
 
     use super::*;
+
+    #[test]
+    fn a_cachegrind_command_with_newlines_goes_on_to_the_events_line() {
+        // Cachegrind writes an argument's newlines as they are; lines of any
+        // form up to `events:` are the command's.
+        let text = "desc: I1 cache: 32768 B\ncmd: python3 -c n = 0\nfor i in x:\n  f(i)\n\
+                    events: Ir\nfl=a.c\nfn=f\n1 5\nsummary: 5\n";
+        let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
+        let header = &profile.parts[0].header;
+        assert_eq!(
+            header.cmd.as_deref(),
+            Some("python3 -c n = 0\\nfor i in x:\\n  f(i)")
+        );
+        assert!(header.extra.is_empty(), "{:?}", header.extra);
+        assert_eq!(profile.parts[0].events.names, ["Ir"]);
+    }
+
+    #[test]
+    fn a_callgrind_header_line_after_cmd_is_its_own() {
+        let text = "# callgrind format\ncmd:  ./b\nx-key: value\nevents: Ir\nfn=b\n2 2\n";
+        let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
+        let header = &profile.parts[0].header;
+        assert_eq!(header.cmd.as_deref(), Some("./b"));
+        assert_eq!(header.extra, [("x-key".to_string(), "value".to_string())]);
+        // And an unknown line there is an error, as anywhere.
+        let text = "# callgrind format\ncmd: ./b\nprint(1)\nevents: Ir\n";
+        assert!(read(Cursor::new(text.as_bytes().to_vec()), "test").is_err());
+    }
 
     #[test]
     fn carriage_returns_at_the_end_of_a_line_are_dropped() {

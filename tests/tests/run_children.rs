@@ -14,7 +14,8 @@ use std::path::Path;
 use cgx_tests::run::{run, Profiler};
 
 /// The shell's script.
-const SCRIPT: &str = "ls / > /dev/null; /bin/true; echo done";
+/// Three lines, one with a backslash: the shell's `cmd:` has them escaped.
+const SCRIPT: &str = "ls / > /dev/null\n/bin/true # a \\ in cmd:\necho done";
 
 /// The files each profiler writes for the script with `options`, and what
 /// it printed (they must agree).
@@ -41,9 +42,10 @@ fn files_with(options: &[&str], cgx_options: &[&str], dir: &Path) -> usize {
             .flatten()
             .map(|file| {
                 let text = fs::read_to_string(file.path()).expect("a profile");
-                let cmd = text.lines().find_map(|line| line.strip_prefix("cmd:"));
-                // Valgrind writes two spaces after `cmd:`.
-                cmd.unwrap_or("(none)").trim().to_string()
+                // As Valgrind writes it: two spaces after `cmd:`, the
+                // script's newlines and backslash escaped.
+                let cmd = text.lines().find(|line| line.starts_with("cmd:"));
+                cmd.unwrap_or("(none)").to_string()
             })
             .collect();
         commands.sort();
