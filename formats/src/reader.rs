@@ -219,16 +219,26 @@ impl Parser {
         self.continuing =
             self.cmd_open && !self.part_has_events && self.dialect != Dialect::Callgrind;
         self.cmd_open = false;
+        let blank = trim_start(line).is_empty();
         match self.dispatch(line) {
             Err(_) if self.continuing => {
-                let cmd = self.part.header.cmd.get_or_insert_with(String::new);
-                cmd.push_str("\\n");
-                cmd.push_str(&lossy(line));
-                self.cmd_open = true;
+                self.continue_cmd(line);
+                Ok(())
+            }
+            Ok(()) if self.continuing && blank => {
+                self.continue_cmd(b"");
                 Ok(())
             }
             result => result,
         }
+    }
+
+    /// `line` goes on with the command of `cmd:` after a newline.
+    fn continue_cmd(&mut self, line: &[u8]) {
+        let cmd = self.part.header.cmd.get_or_insert_with(String::new);
+        cmd.push_str("\\n");
+        cmd.push_str(&lossy(line));
+        self.cmd_open = true;
     }
 
     /// Reads `line` (`Parser::line`'s rules apart).
@@ -890,13 +900,13 @@ mod tests {
     fn a_cachegrind_command_with_newlines_goes_on_to_the_events_line() {
         // Cachegrind writes an argument's newlines as they are; lines of any
         // form up to `events:` are the command's.
-        let text = "desc: I1 cache: 32768 B\ncmd: python3 -c n = 0\nfor i in x:\n  f(i)\n\
+        let text = "desc: I1 cache: 32768 B\ncmd: python3 -c n = 0\n\nfor i in x:\n  f(i)\n\
                     events: Ir\nfl=a.c\nfn=f\n1 5\nsummary: 5\n";
         let profile = read(Cursor::new(text.as_bytes().to_vec()), "test").unwrap();
         let header = &profile.parts[0].header;
         assert_eq!(
             header.cmd.as_deref(),
-            Some("python3 -c n = 0\\nfor i in x:\\n  f(i)")
+            Some("python3 -c n = 0\\n\\nfor i in x:\\n  f(i)")
         );
         assert!(header.extra.is_empty(), "{:?}", header.extra);
         assert_eq!(profile.parts[0].events.names, ["Ir"]);

@@ -314,12 +314,13 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     }
 
     /// Translation `id` is about to make a system call the tracer watches
-    /// (`invalidate`) or refuses (`refusals`: it fails at once, the program
-    /// resumed after the `syscall`): for one that may change code mappings, runs it from
-    /// the gadget with a single step, drops the translations of what it
-    /// changed, protects the executable mappings it made, and resumes
-    /// after the `syscall`. An `execve` runs after a drain (its records
-    /// would go with the old program), the thread resumed at the gadget.
+    /// (`invalidate`) or refuses (`refusals`: it fails at once, the
+    /// program resumed after the `syscall`): for one that may change code
+    /// mappings, runs it from the gadget with a single step, drops the
+    /// translations of what it changed, protects the executable mappings
+    /// it made, and resumes after the `syscall`. An `execve` runs after a
+    /// drain (its records would go with the old program), the thread
+    /// resumed at the gadget.
     fn watched_syscall(&mut self, id: u32, call: Regs) -> Result<Next> {
         let tid = self.state.thread.tid;
         let (slot, next) = self.space.cache.after_syscall(id).ok_or_else(|| {
