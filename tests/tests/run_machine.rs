@@ -151,6 +151,10 @@ fn rseq_and_clone3_are_refused_as_under_valgrind() {
         // own figures depend on the threads' timing: a join that waits).
         let (expected, actual) = (self_ir(&valgrind.profile()), self_ir(&cgx.profile()));
         for function in ["clone", "__clone_internal", "__tls_init_tp"] {
+            assert!(
+                expected.contains_key(function),
+                "Valgrind ran no {function}"
+            );
             assert_eq!(
                 actual.get(function),
                 expected.get(function),
