@@ -10,6 +10,11 @@
 //! Debug information in a separate file named by `.gnu_debuglink` (in
 //! `.debug/` beside the program) is read, as Valgrind finds it.
 //!
+//! C++ names are demangled as Valgrind demangles them (GNU libiberty's
+//! demangler): `names.cc` has a function with an empty parameter pack and
+//! one taking a reference to a nested class, which `cpp_demangle` renders
+//! otherwise.
+//!
 //! And the options that name functions as Valgrind's core does:
 //! `--demangle=no` leaves a C++ program's names mangled, and
 //! `--show-below-main=yes` names the functions that call `main` (`_start`,
@@ -217,6 +222,23 @@ fn demangle_no_leaves_the_names_mangled() {
         !demangled.iter().any(|name| name.starts_with("_Z")),
         "by default names are demangled: {demangled:?}"
     );
+}
+
+#[test]
+fn cpp_names_are_demangled_as_valgrind_demangles_them() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build_test_program("names.cc", Kind::Cxx, dir.path());
+    let path = program.to_string_lossy().into_owned();
+    let own = |object: &str, _: &str| object == path;
+    let (valgrind, cgx) = names_of(&program, &[], dir.path(), own);
+    assert!(
+        valgrind.contains("int count_args<int>(int)")
+            && valgrind
+                .iter()
+                .any(|name| name.contains("find(outer::Type const*, outer::Type::Result&)")),
+        "the test's premise: Valgrind's names {valgrind:?}"
+    );
+    assert_eq!(cgx, valgrind);
 }
 
 #[test]
