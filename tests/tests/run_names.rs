@@ -205,19 +205,31 @@ fn names_of(
     )
 }
 
+/// The names of the functions in the C++ program `source` (built into
+/// `dir`) in Valgrind's profile and in cgx's, run with each of `options`.
+fn own_names_of(source: &str, options: &[&[&str]], dir: &Path) -> Vec<[BTreeSet<String>; 2]> {
+    let program = build_test_program(source, Kind::Cxx, dir);
+    let path = program.to_string_lossy().into_owned();
+    let own = |object: &str, _: &str| object == path;
+    (options.iter().enumerate())
+        .map(|(index, options)| {
+            let (valgrind, cgx) = names_of(&program, options, &dir.join(index.to_string()), own);
+            [valgrind, cgx]
+        })
+        .collect()
+}
+
 #[test]
 fn demangle_no_leaves_the_names_mangled() {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build_test_program("exceptions.cc", Kind::Cxx, dir.path());
-    let path = program.to_string_lossy().into_owned();
-    let own = |object: &str, _: &str| object == path;
-    let (valgrind, cgx) = names_of(&program, &["--demangle=no"], dir.path(), own);
+    let runs = own_names_of("exceptions.cc", &[&["--demangle=no"], &[]], dir.path());
+    let [valgrind, cgx] = &runs[0];
     assert!(
         valgrind.iter().any(|name| name.starts_with("_Z")),
         "the test's premise: mangled names in Valgrind's profile: {valgrind:?}"
     );
     assert_eq!(cgx, valgrind);
-    let (_, demangled) = names_of(&program, &[], &dir.path().join("default"), own);
+    let [_, demangled] = &runs[1];
     assert!(
         !demangled.iter().any(|name| name.starts_with("_Z")),
         "by default names are demangled: {demangled:?}"
@@ -227,10 +239,8 @@ fn demangle_no_leaves_the_names_mangled() {
 #[test]
 fn cpp_names_are_demangled_as_valgrind_demangles_them() {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build_test_program("names.cc", Kind::Cxx, dir.path());
-    let path = program.to_string_lossy().into_owned();
-    let own = |object: &str, _: &str| object == path;
-    let (valgrind, cgx) = names_of(&program, &[], dir.path(), own);
+    let runs = own_names_of("names.cc", &[&[]], dir.path());
+    let [valgrind, cgx] = &runs[0];
     assert!(
         valgrind.contains("int count_args<int>(int)")
             && valgrind
