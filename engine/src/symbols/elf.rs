@@ -353,16 +353,22 @@ fn by_debug_link<'data, R: ReadRef<'data>>(
 
 /// The CRC-32 of the file at `path` (`.gnu_debuglink`'s checksum).
 fn crc32_of(path: &Path) -> Option<u32> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut crc = flate2::Crc::new();
-    let mut buffer = vec![0; 1 << 16];
-    loop {
-        match file.read(&mut buffer) {
-            Ok(0) => return Some(crc.sum()),
-            Ok(read) => crc.update(&buffer[..read]),
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
+    let mut file = flate2::CrcReader::new(std::fs::File::open(path).ok()?);
+    std::io::copy(&mut file, &mut std::io::sink()).ok()?;
+    Some(file.crc().sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_debug_link_checksum_is_the_crc_32_of_the_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("check");
+        // The CRC-32 check value of "123456789".
+        std::fs::write(&path, b"123456789").unwrap();
+        assert_eq!(crc32_of(&path), Some(0xcbf4_3926));
+        assert_eq!(crc32_of(&dir.path().join("absent")), None);
     }
 }
