@@ -7,8 +7,11 @@
 //! (`./sub/./sub/m.c`, glibc's `./elf/./elf/dl-lookup.c`). The same program
 //! built with DWARF 4, and with an absolute directory, for the other rule.
 //!
-//! Debug information in a separate file named by `.gnu_debuglink` (in
-//! `.debug/` beside the program) is read, as Valgrind finds it.
+//! Debug information in a separate file is read where Valgrind finds
+//! it: named by `.gnu_debuglink` in `.debug/` beside the program, under
+//! the program's "usrmerge" folder and under `--extra-debuginfo-path`;
+//! with `--allow-mismatched-debuginfo=yes` a copy of the program under
+//! that folder.
 //!
 //! C++ names are demangled as Valgrind demangles them (GNU libiberty's
 //! demangler): `names.cc` has a function with an empty parameter pack and
@@ -22,7 +25,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cgx_formats::Profile;
@@ -99,10 +102,11 @@ fn own_files(profile: &Path) -> BTreeSet<String> {
     files
 }
 
-/// The source files of `program`'s functions under Valgrind and cgx.
-fn files_of(program: &Path, dir: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
-    let valgrind = run(Profiler::Valgrind, &[], program, &[], dir);
-    let cgx = run(Profiler::Cgx, &[], program, &[], dir);
+/// The source files of `program`'s functions under Valgrind and cgx, run
+/// with `options`.
+fn files_of(program: &Path, options: &[&str], dir: &Path) -> (BTreeSet<String>, BTreeSet<String>) {
+    let valgrind = run(Profiler::Valgrind, options, program, &[], dir);
+    let cgx = run(Profiler::Cgx, options, program, &[], dir);
     (own_files(&valgrind.files[0]), own_files(&cgx.files[0]))
 }
 
@@ -116,7 +120,7 @@ fn relative_directory_gives(version: &str, expected: [&str; 2]) {
     );
     let dwarf = format!("-gdwarf-{version}");
     let program = build(dir.path(), &format!("relative{version}"), &[&dwarf, &map]);
-    let (valgrind, cgx) = files_of(&program, dir.path());
+    let (valgrind, cgx) = files_of(&program, &[], dir.path());
     let expected: BTreeSet<String> = expected.map(String::from).into();
     assert_eq!(valgrind, expected, "the test's premise: Valgrind's names");
     assert_eq!(cgx, valgrind);
@@ -133,9 +137,9 @@ fn dwarf_4_with_a_relative_directory_takes_directory_0_as_it() {
 }
 
 /// `program`, built in `dir` with its absolute directory, has Valgrind's
-/// names, and cgx the same.
-fn gives_absolute_names(program: &Path, dir: &Path) {
-    let (valgrind, cgx) = files_of(program, dir);
+/// names run with `options`, and cgx the same.
+fn gives_absolute_names(program: &Path, options: &[&str], dir: &Path) {
+    let (valgrind, cgx) = files_of(program, options, dir);
     let sub = dir.join("sub");
     let expected: BTreeSet<String> = [
         format!("{}/main.c", sub.display()),
@@ -150,7 +154,7 @@ fn gives_absolute_names(program: &Path, dir: &Path) {
 fn an_absolute_directory_gives_absolute_names() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build(dir.path(), "absolute5", &["-gdwarf-5"]);
-    gives_absolute_names(&program, dir.path());
+    gives_absolute_names(&program, &[], dir.path());
 }
 
 #[test]
@@ -171,7 +175,104 @@ fn debug_information_in_the_file_gnu_debuglink_names_is_read() {
     ]);
     fs::rename(dir.path().join("linked.debug"), debug.join("linked.debug"))
         .expect("the debug file moved");
-    gives_absolute_names(&program, dir.path());
+    gives_absolute_names(&program, &[], dir.path());
+}
+
+/// Builds the program `name` in `dir` and moves its DWARF out into a
+/// file: named `name.debug` by its `.gnu_debuglink` when `linked`, else
+/// a copy of the whole program with no build id nor link left in it.
+/// Returns the program and the file, still in `dir`.
+fn with_its_dwarf_apart(dir: &Path, name: &str, linked: bool) -> (PathBuf, PathBuf) {
+    let program = build(dir, name, &["-gdwarf-5"]);
+    let objcopy = |args: &[&str]| {
+        successful_output_of(Command::new("objcopy").current_dir(dir).args(args));
+    };
+    let debug = format!("{name}.debug");
+    objcopy(&["--only-keep-debug", name, &debug]);
+    let link = format!("--add-gnu-debuglink={debug}");
+    match linked {
+        true => objcopy(&["--strip-debug", &link, name]),
+        false => objcopy(&["--strip-debug", "--remove-section=.note.gnu.build-id", name]),
+    }
+    (program, dir.join(debug))
+}
+
+/// Moves `file` to `to`, making its folder.
+fn move_to(file: &Path, to: &Path) {
+    fs::create_dir_all(to.parent().expect("a folder")).expect("the folder made");
+    fs::rename(file, to).expect("the file moved");
+}
+
+#[test]
+fn a_debug_link_is_followed_under_extra_debuginfo_path() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let (program, debug) = with_its_dwarf_apart(dir.path(), "extra", true);
+    // EXTRA + the program's folder + "/" + the linked name.
+    let extra = dir.path().join("extra-debug");
+    let folder = dir.path().to_string_lossy().into_owned();
+    move_to(
+        &debug,
+        &PathBuf::from(format!("{}{folder}/extra.debug", extra.display())),
+    );
+    let (valgrind, cgx) = files_of(&program, &[], &dir.path().join("without"));
+    assert!(
+        valgrind.is_empty() && cgx.is_empty(),
+        "{valgrind:?} {cgx:?}"
+    );
+    let option = format!("--extra-debuginfo-path={}", extra.display());
+    gives_absolute_names(&program, &[&option], dir.path());
+}
+
+#[test]
+fn a_debug_link_is_followed_to_the_usrmerge_folder() {
+    // Valgrind's other folder of an object: what follows the first "usr"
+    // in its folder's name, here relative to the profiler's folder.
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let usrx = dir.path().join("usrx");
+    fs::create_dir_all(&usrx).expect("a folder");
+    let (program, debug) = with_its_dwarf_apart(&usrx, "merged", true);
+    let folder = usrx.to_string_lossy().into_owned();
+    let merged = &folder[folder.find("usr").expect("usr in the name") + 3..];
+    for profiler in ["valgrind", "cgx"] {
+        let to = dir
+            .path()
+            .join(profiler)
+            .join(format!("{merged}/merged.debug"));
+        fs::create_dir_all(to.parent().expect("a folder")).expect("the folder made");
+        fs::copy(&debug, &to).expect("the debug file copied");
+    }
+    fs::remove_file(&debug).expect("the debug file moved");
+    let (valgrind, cgx) = files_of(&program, &[], dir.path());
+    let source = format!("{}/sub/main.c", usrx.display());
+    assert!(
+        valgrind.contains(&source),
+        "the test's premise: {valgrind:?}"
+    );
+    assert_eq!(cgx, valgrind);
+}
+
+#[test]
+fn allow_mismatched_debuginfo_takes_the_extra_folder_s_copy_unchecked() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let (program, debug) = with_its_dwarf_apart(dir.path(), "mismatched", false);
+    // EXTRA + "/" + the program's path.
+    let extra = dir.path().join("extra-debug");
+    let path = program.to_string_lossy().into_owned();
+    move_to(
+        &debug,
+        &PathBuf::from(format!("{}/{path}", extra.display())),
+    );
+    let option = format!("--extra-debuginfo-path={}", extra.display());
+    let (valgrind, cgx) = files_of(&program, &[&option], &dir.path().join("without"));
+    assert!(
+        valgrind.is_empty() && cgx.is_empty(),
+        "{valgrind:?} {cgx:?}"
+    );
+    gives_absolute_names(
+        &program,
+        &[&option, "--allow-mismatched-debuginfo=yes"],
+        dir.path(),
+    );
 }
 
 /// The names of `profile`'s functions that `keep` says to compare.

@@ -64,6 +64,10 @@ Options (Valgrind's spellings; booleans are =yes or =no; they end at the program
   --demangle=yes|no             C++ and Rust function names demangled [yes]
   --show-below-main=no|yes      the functions calling main by their names [no:
                                 (below main)]
+  --extra-debuginfo-path=FOLDER debug files also under FOLDER at their object's
+                                folder (FOLDER/usr/bin/prog.debug for /usr/bin/prog)
+  --allow-mismatched-debuginfo=no|yes  if no debug file is found, take FOLDER's
+                                copy of the object's path, unchecked [no]
   --error-exitcode=N, --fair-sched=no|yes|try, --num-callers=N, --read-var-info=no|yes,
   --read-inline-info=no|yes, --child-silent-after-fork=no|yes, --vgdb=no|yes|full,
   --vgdb-error=N, --smc-check=none|stack|all|all-non-file, and the rest of Valgrind's
@@ -162,6 +166,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
 /// (see [`defaults`]).
 pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
     let options = options::parse(args)?;
+    cgx_engine::symbols::look_for_debug_files(options.debug_places.clone());
     let template = Template::from_env(options.out_file()).map_err(|error| {
         anyhow!(
             "bad option: {}={}: {error}",

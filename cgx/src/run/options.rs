@@ -120,6 +120,9 @@ pub struct Options {
     pub demangle: bool,
     /// `--show-below-main=yes`.
     pub show_below_main: bool,
+    /// `--extra-debuginfo-path=FOLDER` and
+    /// `--allow-mismatched-debuginfo=yes`: where else debug files are.
+    pub debug_places: cgx_engine::symbols::DebugPlaces,
     /// `--fn-skip=PATTERN`, in the order given.
     pub fn_skip: Vec<String>,
     /// `--obj-skip=PATTERN`, in the order given.
@@ -202,6 +205,7 @@ impl Options {
             skip_plt: true,
             demangle: true,
             show_below_main: false,
+            debug_places: cgx_engine::symbols::DebugPlaces::default(),
             fn_skip: Vec::new(),
             obj_skip: Vec::new(),
             toggle_collect: Vec::new(),
@@ -434,10 +438,8 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         // The rest of Valgrind's core options: for its other tools (errors,
         // suppressions, fd tracking, the allocator's red zones), its
         // debugger, its own code cache, stacks and threads, its reading of
-        // debug information and other systems than Linux. cgx looks for
-        // debug files only where Valgrind looks by default (so
-        // `--extra-debuginfo-path` and `--debuginfo-server` add no place)
-        // and takes a debug link's file only with its checksum.
+        // debug information and other systems than Linux (cgx reads no
+        // debug files from a `--debuginfo-server`).
         (
             "--error-limit"
             | "--exit-on-first-error"
@@ -445,7 +447,6 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
             | "--default-suppressions"
             | "--keep-debuginfo"
             | "--dsymutil"
-            | "--allow-mismatched-debuginfo"
             | "--sigill-diagnostics"
             | "--show-emwarns"
             | "--run-libc-freeres"
@@ -482,10 +483,7 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         ) => {
             number::<u64>(arg, value)?;
         }
-        (
-            "--suppressions" | "--xml-file" | "--vgdb-prefix" | "--extra-debuginfo-path",
-            Some(value),
-        ) => {
+        ("--suppressions" | "--xml-file" | "--vgdb-prefix", Some(value)) => {
             file_name(arg, value)?;
         }
         (
@@ -568,6 +566,12 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         // Core options that name functions.
         ("--demangle", Some(value)) => options.demangle = yes_no(arg, value)?,
         ("--show-below-main", Some(value)) => options.show_below_main = yes_no(arg, value)?,
+        ("--extra-debuginfo-path", Some(value)) => {
+            options.debug_places.extra = Some(file_name(arg, value)?.into());
+        }
+        ("--allow-mismatched-debuginfo", Some(value)) => {
+            options.debug_places.allow_mismatched = yes_no(arg, value)?;
+        }
         ("--fn-skip", Some(value)) if callgrind => options.fn_skip.push(pattern(arg, value)?),
         ("--obj-skip", Some(value)) if callgrind => options.obj_skip.push(pattern(arg, value)?),
         ("--dump-before", Some(value)) if callgrind => {
@@ -895,6 +899,15 @@ mod tests {
         assert!(error("--skip-direct-rec=yes p").contains("--skip-direct-rec=no"));
         assert!(error("--demangle=0 p").contains("should be 'yes' or 'no'"));
         assert!(error("--demangle p").contains("say =yes or =no"));
+        let places = ok("--extra-debuginfo-path=/opt/debug --allow-mismatched-debuginfo=yes p");
+        let expected = cgx_engine::symbols::DebugPlaces {
+            extra: Some("/opt/debug".into()),
+            allow_mismatched: true,
+        };
+        assert_eq!(places.debug_places, expected);
+        assert_eq!(ok("p").debug_places, Default::default());
+        assert!(error("--extra-debuginfo-path= p").contains("no file name given"));
+        assert!(error("--allow-mismatched-debuginfo=1 p").contains("should be 'yes' or 'no'"));
     }
 
     #[test]
@@ -935,8 +948,7 @@ mod tests {
                     --main-stacksize=16777216 --max-stackframe=2000000 --max-threads=500 \
                     --num-transtab-sectors=24 --valgrind-stacksize=1048576 \
                     --suppressions=a.supp --error-markers=begin,end --fullpath-after= \
-                    --sim-hints=no-nptl-pthread-stackcache --xml=no --vgdb-stop-at=none \
-                    --extra-debuginfo-path=/opt/debug p";
+                    --sim-hints=no-nptl-pthread-stackcache --xml=no --vgdb-stop-at=none p";
         assert_eq!(ok(rest), ok("p"));
         assert_eq!(
             ok(&format!("--tool=cachegrind {rest}")),

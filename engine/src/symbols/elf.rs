@@ -3,13 +3,14 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use object::elf::{PF_X, PT_LOAD};
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::{Object, ObjectSection, ObjectSymbol, ReadRef, SymbolKind};
 
+use super::debug_file::{debug_places, separate_debug_file};
 use super::demangle::demangle;
 use super::dwarf;
 use super::lines::LineTables;
@@ -83,7 +84,7 @@ impl ElfObject {
             let sections = code_sections(&file);
             // A separate debug file adds its symbols (local functions of
             // stripped libraries) and, if the file has none, DWARF.
-            let debug_path = separate_debug_file(&file, path);
+            let debug_path = separate_debug_file(&file, path, &debug_places());
             let debug_data = debug_path.as_ref().and_then(|p| read_cache(p).ok());
             let debug_file = debug_data
                 .as_ref()
@@ -310,65 +311,4 @@ fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<S
 pub(super) fn has_dwarf<'data, R: ReadRef<'data>>(file: &object::File<'data, R>) -> bool {
     file.section_by_name(".debug_info")
         .is_some_and(|s| s.size() > 0)
-}
-
-/// The separate debug file of `file` (at `path`), where Valgrind looks for
-/// it: `/usr/lib/debug/.build-id/xx/yyyy.debug` by its build id, else the
-/// file its `.gnu_debuglink` names, beside it, in `.debug/` beside it or
-/// under `/usr/lib/debug` and its folder, with the checksum the link says.
-pub(super) fn separate_debug_file<'data, R: ReadRef<'data>>(
-    file: &object::File<'data, R>,
-    path: &Path,
-) -> Option<PathBuf> {
-    by_build_id(file).or_else(|| by_debug_link(file, path))
-}
-
-/// `/usr/lib/debug/.build-id/xx/yyyy.debug` when it exists.
-fn by_build_id<'data, R: ReadRef<'data>>(file: &object::File<'data, R>) -> Option<PathBuf> {
-    let id = file.build_id().ok()??;
-    let (first, rest) = id.split_first()?;
-    let hex: String = rest.iter().map(|b| format!("{b:02x}")).collect();
-    let p = PathBuf::from(format!("/usr/lib/debug/.build-id/{first:02x}/{hex}.debug"));
-    p.is_file().then_some(p)
-}
-
-/// The file `.gnu_debuglink` names, in the first of Valgrind's places where
-/// one has the checksum it gives (never `path` itself).
-fn by_debug_link<'data, R: ReadRef<'data>>(
-    file: &object::File<'data, R>,
-    path: &Path,
-) -> Option<PathBuf> {
-    let (name, crc) = file.gnu_debuglink().ok()??;
-    let name = Path::new(std::str::from_utf8(name).ok()?);
-    let folder = path.parent()?;
-    let under_debug = Path::new("/usr/lib/debug").join(folder.strip_prefix("/").unwrap_or(folder));
-    [
-        folder.join(name),
-        folder.join(".debug").join(name),
-        under_debug.join(name),
-    ]
-    .into_iter()
-    .find(|candidate| candidate != path && crc32_of(candidate) == Some(crc))
-}
-
-/// The CRC-32 of the file at `path` (`.gnu_debuglink`'s checksum).
-fn crc32_of(path: &Path) -> Option<u32> {
-    let mut file = flate2::CrcReader::new(std::fs::File::open(path).ok()?);
-    std::io::copy(&mut file, &mut std::io::sink()).ok()?;
-    Some(file.crc().sum())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_debug_link_checksum_is_the_crc_32_of_the_whole_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("check");
-        // The CRC-32 check value of "123456789".
-        std::fs::write(&path, b"123456789").unwrap();
-        assert_eq!(crc32_of(&path), Some(0xcbf4_3926));
-        assert_eq!(crc32_of(&dir.path().join("absent")), None);
-    }
 }

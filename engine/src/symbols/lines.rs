@@ -761,7 +761,10 @@ mod tests {
         if let Some(libc) = libc {
             let data = std::fs::read(libc).unwrap();
             let file = object::File::parse(&*data).unwrap();
-            files.extend(super::super::elf::separate_debug_file(&file, libc.as_ref()));
+            let places = super::super::debug_file::DebugPlaces::default();
+            let debug =
+                super::super::debug_file::separate_debug_file(&file, libc.as_ref(), &places);
+            files.extend(debug);
             files.push(libc.into());
         }
         files

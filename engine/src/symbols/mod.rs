@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod debug_file;
 mod demangle;
 mod dwarf;
 mod elf;
@@ -32,6 +33,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+pub use debug_file::{look_for_debug_files, DebugPlaces};
 pub use demangle::demangle;
 pub use error::SymbolsError;
 use maps::read_maps_text;
