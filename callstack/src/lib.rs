@@ -101,6 +101,9 @@ pub struct Options {
     pub separate_threads: bool,
     /// `--skip-plt=yes` (default): PLT stubs' cost goes to their caller.
     pub skip_plt: bool,
+    /// `--skip-direct-rec=yes`: a function's calls of itself count no
+    /// recursion level (default: they do).
+    pub skip_direct_recursion: bool,
     /// `--demangle=yes` (default): C++ and Rust function names demangled.
     pub demangle: bool,
     /// `--show-below-main=yes`: the functions that call `main` keep their
@@ -223,6 +226,7 @@ impl Default for Options {
             separate_callers_of: Vec::new(),
             separate_threads: false,
             skip_plt: true,
+            skip_direct_recursion: false,
             demangle: true,
             show_below_main: false,
             fn_skip: Vec::new(),

@@ -12,7 +12,8 @@
 //! `--dump-instr=yes`, except those of `-q`, the summary lines and half of the
 //! compression test) the Ir of every instruction address.
 //!
-//! Options covered: `--separate-recs=1` and `=3`, `--separate-callers=2`,
+//! Options covered: `--separate-recs=1` and `=3`, `--skip-direct-rec=yes`
+//! (alone and with `--separate-recs=3`), `--separate-callers=2`,
 //! `--fn-skip` (recursive, leaf and mutually recursive functions),
 //! `--obj-skip` (cgx's: every function of an object, as `--fn-skip` of each),
 //! `--toggle-collect` alone and with `--collect-atstart`, `--instr-atstart=no`,
@@ -117,6 +118,23 @@ fn separate_recs_1_gives_valgrinds_figures() {
 fn separate_recs_3_gives_valgrinds_figures() {
     let runs = compare_exact(&["--separate-recs=3"]);
     assert!(valgrind_functions(&runs).contains(&"fib'3".to_string()));
+}
+
+#[test]
+fn skip_direct_rec_yes_gives_valgrinds_figures() {
+    // fib's calls of itself count no recursion level.
+    let runs = compare_exact(&["--skip-direct-rec=yes"]);
+    let functions = valgrind_functions(&runs);
+    assert!(
+        functions.contains(&"fib".to_string()) && !functions.contains(&"fib'2".to_string()),
+        "{functions:?}"
+    );
+    let runs = compare_exact(&["--skip-direct-rec=yes", "--separate-recs=3"]);
+    let functions = valgrind_functions(&runs);
+    assert!(
+        !functions.iter().any(|name| name.starts_with("fib'")),
+        "{functions:?}"
+    );
 }
 
 #[test]

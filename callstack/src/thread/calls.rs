@@ -14,6 +14,38 @@ pub(super) fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
     &mut active[index]
 }
 
+/// Whether a call from a context of function `from` to function `to` is
+/// one more active instance of `to`, a recursion level (Callgrind's rule:
+/// with `--skip-direct-rec=yes`, `skip_direct`, a function's calls of
+/// itself are not).
+#[inline]
+pub(super) fn counts_a_level(skip_direct: bool, from: FnId, to: FnId) -> bool {
+    !(skip_direct && from == to)
+}
+
+#[cfg(test)]
+mod level_tests {
+    use super::counts_a_level;
+
+    #[test]
+    fn a_call_of_itself_counts_a_level_unless_direct_recursion_is_skipped() {
+        // (skip direct recursion, caller, callee, counts a level)
+        let table = [
+            (false, 3, 3, true),
+            (false, 3, 4, true),
+            (true, 3, 3, false),
+            (true, 3, 4, true),
+        ];
+        for (skip_direct, from, to, counts) in table {
+            assert_eq!(
+                counts_a_level(skip_direct, from, to),
+                counts,
+                "{from} -> {to}"
+            );
+        }
+    }
+}
+
 /// The counter when call `index` of a stack started, in `enter_costs`
 /// (`events` words per call).
 fn enter_cost_mut(enter_costs: &mut [u64], events: usize, index: usize) -> &mut [u64] {
@@ -62,8 +94,12 @@ impl ThreadState {
             };
             let index = shared.costs.count_call(arc);
             let function = shared.contexts.function(to.cxt);
+            let caller = shared.contexts.function(from.centre.cxt);
+            let skip_direct = shared.options.skip_direct_recursion;
             let depth = level_of(&mut self.active, function);
-            *depth += 1;
+            if counts_a_level(skip_direct, caller, function) {
+                *depth += 1;
+            }
             if *depth == 1 {
                 self.function_entered(shared, function);
             }
@@ -124,8 +160,12 @@ impl ThreadState {
         self.state().nonskipped = entry.nonskipped;
         if let Some(arc) = entry.arc {
             let function = shared.contexts.function(arc.0.to.cxt);
+            let caller = shared.contexts.function(arc.0.from.cxt);
+            let skip_direct = shared.options.skip_direct_recursion;
             let depth = level_of(&mut self.active, function);
-            *depth = depth.saturating_sub(1);
+            if counts_a_level(skip_direct, caller, function) {
+                *depth = depth.saturating_sub(1);
+            }
             let left = *depth == 0;
             let now = &self.state_ref().cost;
             shared.costs.add_inclusive(arc, self.top_enter_cost(), now);

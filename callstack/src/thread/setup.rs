@@ -140,7 +140,16 @@ impl ThreadState {
         if (delayed_push && !skip) || self.state_ref().cxt.is_none() {
             self.push_cxt(shared, Some(info.function));
         }
-        let centre = self.centre(shared, delayed_push && !skip);
+        // The block's recursion level counts the call (see
+        // `counts_a_level`; Callgrind compares the calling block's function).
+        let calling = last
+            .as_ref()
+            .map(|last| shared.contexts.function(last.centre.cxt));
+        let skip_direct = shared.options.skip_direct_recursion;
+        let counted = calling.is_none_or(|calling| {
+            super::calls::counts_a_level(skip_direct, calling, info.function)
+        });
+        let centre = self.centre(shared, delayed_push && !skip && counted);
 
         if delayed_push {
             let nonskipped = self.state_ref().nonskipped;

@@ -87,6 +87,8 @@ struct Case<'a> {
     steps: &'a [Step],
     /// `--separate-recs`.
     recursions: u32,
+    /// `--skip-direct-rec=yes`.
+    skip_direct: bool,
     /// `--collect-atstart`.
     collect_atstart: bool,
     /// Call arcs: caller, callee (as Callgrind names their centres), calls,
@@ -104,6 +106,7 @@ const CASE: Case<'static> = Case {
     blocks: &[],
     steps: &[],
     recursions: 2,
+    skip_direct: false,
     collect_atstart: true,
     arcs: &[],
     self_ir: &[],
@@ -134,6 +137,7 @@ enum Path {
 fn run(case: &Case<'_>, path: Path) -> Outcome {
     let options = Options {
         separate_recursions: case.recursions,
+        skip_direct_recursion: case.skip_direct,
         collect_atstart: case.collect_atstart,
         ..Options::default()
     };
@@ -551,6 +555,16 @@ fn recursion_levels_up_to_separate_recs() {
         blocks,
         steps: RECURSION,
         recursions: 1,
+        arcs: &[("main", "f", 1, 9), ("f", "f", 2, 9)],
+        self_ir: &[("main", 2), ("f", 9)],
+        ..CASE
+    });
+    check(&Case {
+        rule: "with --skip-direct-rec=yes f's calls of itself count no level: every instance is f",
+        functions: &[text("main", 0), text("f", 0)],
+        blocks,
+        steps: RECURSION,
+        skip_direct: true,
         arcs: &[("main", "f", 1, 9), ("f", "f", 2, 9)],
         self_ir: &[("main", 2), ("f", 9)],
         ..CASE

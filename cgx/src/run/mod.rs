@@ -125,7 +125,8 @@ Callgrind only:
   --separate-recsN=PATTERN      N recursion levels for these functions
   --separate-callersN=PATTERN   N callers in the names of these functions
   --separate-threads=no|yes     one file per thread, NAME-01, NAME-02 ... [no]
-  --skip-direct-rec=no          a function calling itself is a recursion level [no]
+  --skip-direct-rec=no|yes      yes: a function calling itself is no new recursion
+                                level [no, as Callgrind 3.19 does, whose help says yes]
   --skip-plt=yes|no             PLT stubs' cost goes to their caller [yes]
   --fn-skip=PATTERN             functions whose cost goes to their caller
   --obj-skip=PATTERN            every function of these objects (path or file
@@ -337,6 +338,7 @@ fn collector_options(
         separate_callers_of: options.separate_callers_of.clone(),
         separate_threads: options.separate_threads,
         skip_plt: options.skip_plt,
+        skip_direct_recursion: options.skip_direct_rec,
         demangle: options.demangle,
         show_below_main: options.show_below_main,
         fn_skip: options.fn_skip.clone(),

@@ -120,6 +120,8 @@ pub struct Options {
     pub demangle: bool,
     /// `--show-below-main=yes`.
     pub show_below_main: bool,
+    /// `--skip-direct-rec=yes`.
+    pub skip_direct_rec: bool,
     /// `--extra-debuginfo-path=FOLDER` and
     /// `--allow-mismatched-debuginfo=yes`: where else debug files are.
     pub debug_places: cgx_engine::symbols::DebugPlaces,
@@ -205,6 +207,7 @@ impl Options {
             skip_plt: true,
             demangle: true,
             show_below_main: false,
+            skip_direct_rec: false,
             debug_places: cgx_engine::symbols::DebugPlaces::default(),
             fn_skip: Vec::new(),
             obj_skip: Vec::new(),
@@ -555,13 +558,7 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         }
         ("--skip-plt", Some(value)) if callgrind => options.skip_plt = yes_no(arg, value)?,
         ("--skip-direct-rec", Some(value)) if callgrind => {
-            if yes_no(arg, value)? {
-                return Err(bad(
-                    arg,
-                    "cgx counts a function's calls of itself as recursion levels \
-                     (Callgrind 3.19's default, --skip-direct-rec=no)",
-                ));
-            }
+            options.skip_direct_rec = yes_no(arg, value)?
         }
         // Core options that name functions.
         ("--demangle", Some(value)) => options.demangle = yes_no(arg, value)?,
@@ -896,7 +893,7 @@ mod tests {
         let options = ok("--demangle=no --show-below-main=yes p");
         assert!(!options.demangle && options.show_below_main);
         assert_eq!(ok("--skip-direct-rec=no p"), ok("p"));
-        assert!(error("--skip-direct-rec=yes p").contains("--skip-direct-rec=no"));
+        assert!(ok("--skip-direct-rec=yes p").skip_direct_rec);
         assert!(error("--demangle=0 p").contains("should be 'yes' or 'no'"));
         assert!(error("--demangle p").contains("say =yes or =no"));
         let places = ok("--extra-debuginfo-path=/opt/debug --allow-mismatched-debuginfo=yes p");
