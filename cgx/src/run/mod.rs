@@ -208,7 +208,8 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         true => Log::new(log).stamped(std::time::Instant::now()),
         false => Log::new(log),
     };
-    let mut output = Output::new(&options, template, command_line, caches, log);
+    let shown = shown_command(&options);
+    let mut output = Output::new(&options, template, shown, caches, log);
     let command = cgx_engine::Command::new(&options.program).args(&options.args);
     let mut listener = Report {
         output: &mut output,
@@ -319,6 +320,16 @@ fn command_line(options: &Options) -> String {
     cgx_callstack::command_line(&options.program.to_string_lossy(), &args)
 }
 
+/// The command line as Valgrind's `Command:` line shows it.
+fn shown_command(options: &Options) -> String {
+    let args: Vec<_> = options
+        .args
+        .iter()
+        .map(|arg| arg.to_string_lossy())
+        .collect();
+    summary::shown_command(&options.program.to_string_lossy(), &args)
+}
+
 /// The collector's options for this run, simulating `caches` (when they were
 /// configured), with the backend filtering first-level hits when
 /// `filtered`. Cachegrind has no dumps on request nor threads: all of a
@@ -407,6 +418,10 @@ impl trace::Listener for Report<'_> {
 
     fn exec_untraced(&mut self, pid: i32, program: &std::path::Path) {
         self.output.exec_untraced(pid, program);
+    }
+
+    fn exec_traced(&mut self, pid: i32, name: &str, args: &[String]) {
+        self.output.exec_traced(pid, name, args);
     }
 
     fn collector_failed(&mut self, error: cgx_callstack::Error) {

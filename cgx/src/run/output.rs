@@ -38,7 +38,8 @@ pub struct Output {
     simulations: Simulations,
     /// The simulated caches, for the `desc:` lines of Cachegrind files.
     caches: Option<CachesConfig>,
-    /// What Valgrind prints about the caches, once, after the first header.
+    /// What Valgrind prints at a program's start after its header (about
+    /// the caches, the positions).
     startup: Vec<Message>,
     /// The processes in the order they appeared.
     processes: Vec<Process>,
@@ -69,10 +70,16 @@ impl Output {
         caches: Option<CacheSetup>,
         log: Log,
     ) -> Output {
-        let (caches, startup) = match caches {
+        let (caches, mut startup) = match caches {
             Some(setup) => (Some(setup.config), setup.messages),
             None => (None, Vec::new()),
         };
+        if options.tool == Tool::Callgrind && !options.dump_instr && !options.dump_line {
+            // Callgrind's positions are then lines all the same, and it
+            // says so first, even with -q.
+            let message = Message::User("Using source line as position.".into());
+            startup.insert(0, message);
+        }
         Output {
             template,
             tool: options.tool,
@@ -97,28 +104,37 @@ impl Output {
         }
     }
 
-    /// Process `pid` starts running: prints the header and, for the first
-    /// process, what Valgrind says about the caches (its `--PID--` warnings
-    /// come even with `-q`).
+    /// Process `pid` starts running the program of the command line:
+    /// prints the header and what Valgrind says at its start (its
+    /// `--PID--` warnings come even with `-q`).
     pub fn started(&mut self, pid: i32) {
         self.process(pid);
-        let text = self.start_text(pid);
+        let text = self.start_text(pid, &self.command);
         self.log.write(pid, &text);
     }
 
-    /// What [`Output::started`] prints.
-    fn start_text(&mut self, pid: i32) -> String {
+    /// Process `pid` ran `execve` of the traced program `program` with
+    /// `args` after its first: Valgrind starts again in it, and says all
+    /// it says at a start again, with the new command line.
+    pub fn exec_traced<A: AsRef<str>>(&mut self, pid: i32, program: &str, args: &[A]) {
+        let command = summary::shown_command(program, args);
+        let text = self.start_text(pid, &command);
+        self.log.write(pid, &text);
+    }
+
+    /// What [`Output::started`] prints for the program run as `command`.
+    fn start_text(&self, pid: i32, command: &str) -> String {
         let mut text = String::new();
         if self.verbosity > 0 {
-            text = summary::header(pid, self.tool, self.backend, &self.command);
+            text = summary::header(pid, self.tool, self.backend, command);
         }
-        for message in std::mem::take(&mut self.startup) {
+        for message in &self.startup {
             text.push_str(&message.render(pid));
         }
         if self.verbosity > 0 && self.serves_control {
             // Callgrind's hint, after the caches' warnings as in Valgrind.
             text.push_str(&format!(
-                "=={pid}== For interactive control, run 'callgrind_control -h'.\n=={pid}== \n"
+                "=={pid}== For interactive control, run 'callgrind_control -h'.\n"
             ));
         }
         text
@@ -197,13 +213,7 @@ impl Output {
         if process.dumped && !process.summarized {
             process.summarized = true;
             if verbose {
-                text.push_str(&summary::summary(
-                    pid,
-                    tool,
-                    simulations,
-                    &process.totals,
-                    signal.is_some(),
-                ));
+                text.push_str(&summary::summary(pid, tool, simulations, &process.totals));
             }
         }
         self.log.write(pid, &text);
@@ -547,7 +557,27 @@ mod tests {
     }
 
     #[test]
-    fn cache_warnings_follow_the_first_header_even_when_quiet() {
+    fn callgrind_says_when_it_takes_lines_as_positions_even_when_quiet() {
+        let dir = tempfile::tempdir().unwrap();
+        let template =
+            Template::parse(&format!("{}/x.%p", dir.path().display()), |_| None).unwrap();
+        let start = |dump_line: bool, dump_instr: bool, tool: Tool| {
+            let mut options = Options::new("./prog".into());
+            (options.verbosity, options.dump_line) = (0, dump_line);
+            (options.dump_instr, options.tool) = (dump_instr, tool);
+            let log = Log::new(Destination::Stderr);
+            let out = Output::new(&options, template.clone(), "./prog".into(), None, log);
+            out.start_text(7, "./prog")
+        };
+        let message = "==7== Using source line as position.\n";
+        assert_eq!(start(false, false, Tool::Callgrind), message);
+        assert_eq!(start(true, false, Tool::Callgrind), "");
+        assert_eq!(start(false, true, Tool::Callgrind), "");
+        assert_eq!(start(false, false, Tool::Cachegrind), "");
+    }
+
+    #[test]
+    fn cache_warnings_follow_each_header_even_when_quiet() {
         let dir = tempfile::tempdir().unwrap();
         let setup = CacheSetup {
             config: CachesConfig::DEFAULT,
@@ -562,7 +592,7 @@ mod tests {
             Template::parse(&format!("{}/x.%p", dir.path().display()), |_| None).unwrap();
         let mut options = Options::new("./prog".into());
         options.verbosity = 0;
-        let mut out = Output::new(
+        let out = Output::new(
             &options,
             template.clone(),
             "./prog".into(),
@@ -570,30 +600,31 @@ mod tests {
             Log::new(Destination::Stderr),
         );
         assert_eq!(
-            out.start_text(7),
+            out.start_text(7, "./prog"),
             "--7-- warning: L3 cache found, using its data for the LL simulation.\n\
              ==7== Cache configuration used:\n"
         );
-        assert_eq!(out.start_text(8), "");
         options.verbosity = 1;
-        let mut out = Output::new(
+        let out = Output::new(
             &options,
             template,
             "./prog".into(),
             Some(setup),
             Log::new(Destination::Stderr),
         );
-        let text = out.start_text(7);
-        assert!(text.starts_with("==7== Callgrind, "), "{text}");
-        assert!(
-            text.ends_with(
-                "==7== Command: ./prog\n==7== \n\
+        // Each program's start: the first, and each one a traced
+        // `execve` runs (as a new Valgrind would).
+        for command in ["./prog", "/bin/echo a\\ b"] {
+            let text = out.start_text(7, command);
+            assert!(text.starts_with("==7== Callgrind, "), "{text}");
+            let end = format!(
+                "==7== Command: {command}\n==7== \n\
                  --7-- warning: L3 cache found, using its data for the LL simulation.\n\
                  ==7== Cache configuration used:\n\
-                 ==7== For interactive control, run 'callgrind_control -h'.\n==7== \n"
-            ),
-            "{text}"
-        );
+                 ==7== For interactive control, run 'callgrind_control -h'.\n"
+            );
+            assert!(text.ends_with(&end), "{text}");
+        }
     }
 
     #[test]

@@ -96,6 +96,27 @@ pub fn header(pid: i32, tool: Tool, backend: Backend, command: &str) -> String {
     )
 }
 
+/// The command line as Valgrind's `Command:` line shows it: the program
+/// and each argument with a backslash before each space, backslash, `<`
+/// and `>` in it, separated by spaces.
+pub fn shown_command<A: AsRef<str>>(program: &str, args: &[A]) -> String {
+    let escaped = |word: &str| {
+        let mut out = String::with_capacity(word.len());
+        for c in word.chars() {
+            if matches!(c, ' ' | '\\' | '<' | '>') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out
+    };
+    std::iter::once(program)
+        .chain(args.iter().map(AsRef::as_ref))
+        .map(escaped)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Valgrind's first line about a process killed by `signal`.
 pub fn termination(pid: i32, signal: i32) -> String {
     match signal_name(signal) {
@@ -115,9 +136,8 @@ pub struct Simulations {
     pub branch: bool,
 }
 
-/// The summary of process `pid` at its end. `after_termination`: a termination
-/// message was just printed (Callgrind then starts with a blank line, which
-/// Cachegrind always does).
+/// The summary of process `pid` at its end, after the blank line Valgrind's
+/// core prints at the end of every run (and after a termination message).
 ///
 /// Callgrind's `Collected` is its total cost (the `totals:` of the dumps, not
 /// their `summary:`, which also holds the last block), trailing zeros left
@@ -125,22 +145,14 @@ pub struct Simulations {
 /// (`finish`) and `sim.c` (`cachesim_printstat`), or `cg_main.c` (`cg_fini`)
 /// for Cachegrind, with their column widths and their odd ways: a zero
 /// denominator counts as 1, also in the `Branches` line.
-pub fn summary(
-    pid: i32,
-    tool: Tool,
-    simulations: Simulations,
-    totals: &Totals,
-    after_termination: bool,
-) -> String {
+pub fn summary(pid: i32, tool: Tool, simulations: Simulations, totals: &Totals) -> String {
     let mut out = String::new();
     let mut line = |text: &str| {
         out.push_str(&format!("=={pid}== {text}\n"));
     };
     match tool {
         Tool::Callgrind => {
-            if after_termination {
-                line("");
-            }
+            line("");
             line(&format!("Events    : {}", totals.events.join(" ")));
             line(&format!("Collected : {}", collected(&totals.costs)));
             line("");
@@ -475,14 +487,7 @@ mod tests {
     fn callgrind_summary_as_valgrind() {
         let totals = make(&["Ir"], &[126_729]);
         assert_eq!(
-            summary(6740, Tool::Callgrind, NONE, &totals, false),
-            "==6740== Events    : Ir\n\
-             ==6740== Collected : 126729\n\
-             ==6740== \n\
-             ==6740== I   refs:      126,729\n"
-        );
-        assert_eq!(
-            summary(6810, Tool::Callgrind, NONE, &totals, true),
+            summary(6810, Tool::Callgrind, NONE, &totals),
             "==6810== \n\
              ==6810== Events    : Ir\n\
              ==6810== Collected : 126729\n\
@@ -490,8 +495,8 @@ mod tests {
              ==6810== I   refs:      126,729\n"
         );
         let several = make(&["Ir", "Dr", "Dw"], &[1000, 20, 3]);
-        assert!(summary(1, Tool::Callgrind, NONE, &several, false)
-            .starts_with("==1== Events    : Ir Dr Dw\n==1== Collected : 1000 20 3\n"));
+        assert!(summary(1, Tool::Callgrind, NONE, &several)
+            .starts_with("==1== \n==1== Events    : Ir Dr Dw\n==1== Collected : 1000 20 3\n"));
     }
 
     /// Valgrind's summary for totals read from its own `Events` and
@@ -530,14 +535,17 @@ mod tests {
                 .next()
                 .and_then(|pid| pid.parse().ok())
                 .unwrap();
-            let expected: String = fixture
-                .lines
-                .iter()
-                .map(|line| format!("{line}\n"))
-                .collect();
+            // The fixtures of Callgrind start at its `Events` line, after
+            // the core's blank line.
+            let blank = match fixture.tool {
+                Tool::Callgrind => format!("=={pid}== \n"),
+                Tool::Cachegrind => String::new(),
+            };
+            let lines = fixture.lines.iter().map(|line| format!("{line}\n"));
+            let expected: String = std::iter::once(blank).chain(lines).collect();
             let totals = fixture_totals(fixture);
             assert_eq!(
-                summary(pid, fixture.tool, fixture.simulations, &totals, false),
+                summary(pid, fixture.tool, fixture.simulations, &totals),
                 expected,
                 "{}",
                 fixture.command
@@ -551,8 +559,8 @@ mod tests {
         assert_eq!(collected(&[5, 0, 3, 0]), "5 0 3");
         assert_eq!(collected(&[]), "");
         let totals = make(&["Ir", "Dr", "Dw"], &[7, 0, 0]);
-        assert!(summary(1, Tool::Callgrind, NONE, &totals, false)
-            .starts_with("==1== Events    : Ir Dr Dw\n==1== Collected : 7\n"));
+        assert!(summary(1, Tool::Callgrind, NONE, &totals)
+            .starts_with("==1== \n==1== Events    : Ir Dr Dw\n==1== Collected : 7\n"));
     }
 
     #[test]
@@ -577,16 +585,9 @@ mod tests {
     fn cachegrind_summary_as_valgrind() {
         let totals = make(&["Ir"], &[127_849]);
         let expected = "==6741== \n==6741== I   refs:      127,849\n";
+        assert_eq!(summary(6741, Tool::Cachegrind, NONE, &totals), expected);
         assert_eq!(
-            summary(6741, Tool::Cachegrind, NONE, &totals, false),
-            expected
-        );
-        assert_eq!(
-            summary(6741, Tool::Cachegrind, NONE, &totals, true),
-            expected
-        );
-        assert_eq!(
-            summary(5, Tool::Cachegrind, NONE, &Totals::default(), false),
+            summary(5, Tool::Cachegrind, NONE, &Totals::default()),
             "==5== \n==5== I   refs:      0\n"
         );
     }
@@ -649,6 +650,16 @@ mod tests {
              (3 buffer hand-offs), 12 stopped the tracee (0.50 per thousand blocks), 6 blocks \
              single-stepped (20 steps), 1,234,567 instructions\n"
         );
+    }
+
+    #[test]
+    fn the_command_line_is_shown_as_valgrind_shows_it() {
+        let args = ["-c", "echo a b >&2; cat <x", "c:\\d", ""];
+        assert_eq!(
+            shown_command("./my prog", &args),
+            "./my\\ prog -c echo\\ a\\ b\\ \\>&2;\\ cat\\ \\<x c:\\\\d "
+        );
+        assert_eq!(shown_command::<&str>("p", &[]), "p");
     }
 
     #[test]

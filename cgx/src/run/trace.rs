@@ -52,8 +52,9 @@ impl Translated {
 
 /// Who receives what happens during the run.
 pub trait Listener {
-    /// Process `pid` runs its first block (told once per process, and not for
-    /// forked copies of a running process).
+    /// Process `pid` starts: the run's program before its first
+    /// instruction, another process at its first block (told once per
+    /// process, and not for forked copies of a running process).
     fn process_started(&mut self, pid: i32);
     /// Dumps completed (in the order the collector made them).
     fn dumps(&mut self, dumps: Vec<Dump>);
@@ -62,6 +63,9 @@ pub trait Listener {
     /// Process `pid` ran `execve` of `program`, which is not traced; its
     /// dumps came just before.
     fn exec_untraced(&mut self, pid: i32, program: &std::path::Path);
+    /// Process `pid` ran `execve` of a program that is traced, given as
+    /// `name` with `args` after its first.
+    fn exec_traced(&mut self, pid: i32, name: &str, args: &[String]);
     /// The collector could not make a profile (reported, the run goes on).
     fn collector_failed(&mut self, error: cgx_callstack::Error);
     /// The sizes of process `pid`'s back-dating tree over the run (told at
@@ -162,7 +166,8 @@ impl Tap<'_> {
         }
     }
 
-    /// Tells the listener when a process runs its first block.
+    /// Tells the listener when a process starts or runs its first block,
+    /// whichever comes first.
     fn notice(&mut self, pid: i32) {
         if self.last_pid != Some(pid) {
             self.last_pid = Some(pid);
@@ -280,11 +285,15 @@ impl EventSink for Tap<'_> {
         match event {
             Lifecycle::ThreadExited => self.take_dumps(),
             Lifecycle::Exec {
-                program, traced, ..
+                program,
+                name,
+                args,
+                traced,
             } => {
                 self.take_dumps();
-                if !traced {
-                    self.listener.exec_untraced(thread.pid, program);
+                match traced {
+                    true => self.listener.exec_traced(thread.pid, name, args),
+                    false => self.listener.exec_untraced(thread.pid, program),
                 }
             }
             Lifecycle::ProcessExited(exit) => {
@@ -292,8 +301,10 @@ impl EventSink for Tap<'_> {
                 self.listener.process_exited(thread.pid, exit);
             }
             Lifecycle::Control => self.serve_requests(thread),
-            // The run's program starts: its live control with it.
+            // The run's program starts (its header first, before anything
+            // it prints): its live control with it.
             Lifecycle::ThreadStarted if thread.tid == thread.pid => {
+                self.notice(thread.pid);
                 self.serve_control(thread.pid);
             }
             _ => {}
