@@ -30,7 +30,10 @@
 //! `--separate-threads=yes` (files `-01`, `-02`, and Valgrind's empty base file),
 //! `--combine-dumps=yes`, `--compress-strings=no --compress-pos=no` (whose files
 //! also read back equal to the compressed ones), `-q` (nothing on stderr), the
-//! closing summary lines without `-q`, and `%q{VAR}` in the output file name.
+//! closing summary lines without `-q`, the order and form of the messages
+//! without `-q` (preamble, escaped `Command:` line, the program's output,
+//! the blank line before `Events`, a traced `execve`'s preamble), and
+//! `%q{VAR}` in the output file name.
 
 use cgx_tests::compare::assert_same_profile;
 use cgx_tests::run::{
@@ -544,6 +547,71 @@ fn quiet_prints_nothing() {
 /// `==PID==` with the
 /// process id of the file name. On exact.c and on requests.c (whose collected
 /// total is less than its instructions).
+/// The messages of a run without `-q` as their kinds, in order: the
+/// program's lines as they are, the tool's with `==PID==` dropped and
+/// numbers left out, after each preamble's first three lines (the tool
+/// and its version, which differ).
+fn message_kinds(stderr: &str) -> Vec<String> {
+    let mut kinds = Vec::new();
+    let mut banner = 0;
+    for line in stderr.lines() {
+        let Some((_, text)) = line
+            .strip_prefix("==")
+            .and_then(|rest| rest.split_once("== "))
+        else {
+            kinds.push(line.to_string());
+            continue;
+        };
+        // A preamble starts with the tool's name, then two more lines.
+        if text.starts_with("Callgrind, ") {
+            banner = 3;
+        }
+        if banner > 0 {
+            banner -= 1;
+            continue;
+        }
+        let kind = match text.split_once(':') {
+            Some((label, _)) if ["Collected ", "I   refs"].contains(&label) => label,
+            _ => text,
+        };
+        kinds.push(kind.to_string());
+    }
+    kinds
+}
+
+/// Without `-q` the messages come as Valgrind's: the preamble (its
+/// `Command:` line escaped as Valgrind escapes it) before anything the
+/// program prints, the blank line before `Events`, and with
+/// `--trace-children=yes` a new preamble for the program an `execve` runs.
+#[test]
+fn the_messages_come_in_valgrinds_order() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let sh = std::path::Path::new("/bin/sh");
+    let cases: [(&[&str], &[&str]); 2] = [
+        (&[OUT_FILE], &["-c", "echo to stderr >&2"]),
+        (
+            &[OUT_FILE, "--trace-children=yes"],
+            &["-c", "exec /bin/echo 'a b'"],
+        ),
+    ];
+    for (index, (options, args)) in cases.into_iter().enumerate() {
+        let folder = dir.path().join(index.to_string());
+        let kinds = |profiler| {
+            let run = run(profiler, options, sh, args, &folder);
+            assert_status(&run, 0);
+            message_kinds(&run.stderr)
+        };
+        let valgrind = kinds(Profiler::Valgrind);
+        assert!(
+            valgrind
+                .iter()
+                .any(|kind| kind.starts_with("Command: /bin/sh -c ")),
+            "the test's premise: {valgrind:?}"
+        );
+        assert_eq!(kinds(Profiler::Cgx), valgrind, "sh {args:?}");
+    }
+}
+
 #[test]
 fn the_summary_lines_are_valgrinds() {
     for (source, status) in [("exact.c", EXACT_STATUS), ("requests.c", 0)] {
