@@ -655,6 +655,14 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
                 options.cache_sim = true;
             }
         }
+        // Callgrind 3.19's options for its own debugging and for outputs no
+        // reader of its files uses.
+        (name, _) if callgrind && not_supported(name) => {
+            return Err(bad(
+                arg,
+                "an option of Callgrind 3.19 that cgx does not support",
+            ));
+        }
         _ => {
             let hint = if value.is_none() && BOOLEAN_OPTIONS.contains(&name) {
                 " (say =yes or =no, as Valgrind)"
@@ -668,6 +676,22 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         }
     }
     Ok(())
+}
+
+/// Whether `name` is an option Callgrind 3.19 takes and cgx does not:
+/// `--dump-bb` and `--dump-bbs` (basic-block numbers and lists in the
+/// profile), `--collect-alloc` (its two allocation events), `--mangle-names`,
+/// `--pop-on-jump`, `--fn-groupN` and `--ct-verbose[N]` (tracing).
+fn not_supported(name: &str) -> bool {
+    let digits = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .filter(|digits| digits.bytes().all(|byte| byte.is_ascii_digit()))
+    };
+    matches!(
+        name,
+        "--dump-bb" | "--dump-bbs" | "--collect-alloc" | "--mangle-names" | "--pop-on-jump"
+    ) || digits("--fn-group").is_some_and(|n| n.parse().is_ok_and(|n: u32| n > 0))
+        || digits("--ct-verbose").is_some()
 }
 
 /// A [`OptionError::Bad`] for `arg`.
@@ -1015,6 +1039,31 @@ mod tests {
     #[test]
     fn unknown_options_are_refused() {
         assert_eq!(error("--foo p"), "unknown option: --foo");
+        // Callgrind's options cgx does not support: said so, not unknown.
+        for option in [
+            "--dump-bb=yes",
+            "--dump-bbs=yes",
+            "--collect-alloc=yes",
+            "--mangle-names=no",
+            "--pop-on-jump",
+            "--fn-group3=main",
+            "--ct-verbose=1",
+            "--ct-verbose2=main",
+        ] {
+            assert_eq!(
+                error(&format!("{option} p")),
+                format!(
+                    "bad option: {option}: an option of Callgrind 3.19 that cgx does not support"
+                )
+            );
+        }
+        assert_eq!(error("--fn-groupx=f p"), "unknown option: --fn-groupx=f");
+        assert_eq!(error("--fn-group=f p"), "unknown option: --fn-group=f");
+        assert_eq!(error("--fn-group0=f p"), "unknown option: --fn-group0=f");
+        assert_eq!(
+            error("--tool=cachegrind --dump-bb=yes p"),
+            "unknown option: --dump-bb=yes"
+        );
         assert_eq!(error("-q=yes p"), "unknown option: -q=yes");
         assert_eq!(
             error("--dump-instr p"),
