@@ -193,7 +193,7 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
     } else {
         None
     };
-    let command_line = command_line(&options);
+    let (command_line, shown) = command_lines(&options);
     let filter = caches
         .as_ref()
         .and_then(|setup| l1_filter(&options, &setup.config));
@@ -208,7 +208,6 @@ pub fn run_with_defaults(args: &[OsString]) -> Result<ExitCode> {
         true => Log::new(log).stamped(std::time::Instant::now()),
         false => Log::new(log),
     };
-    let shown = shown_command(&options);
     let mut output = Output::new(&options, template, shown, caches, log);
     let command = cgx_engine::Command::new(&options.program).args(&options.args);
     let mut listener = Report {
@@ -309,25 +308,20 @@ fn translate_failure(program: &OsStr, error: &cgx_engine::Error, written: bool) 
     )
 }
 
-/// The command line as Valgrind shows it (`Command:`, `cmd:`): see
-/// [`cgx_callstack::command_line`].
-fn command_line(options: &Options) -> String {
+/// The command line as a profile's `cmd:` line and `callgrind_control`
+/// show it (see [`cgx_callstack::command_line`]), and as Valgrind's
+/// `Command:` line does ([`summary::shown_command`]).
+fn command_lines(options: &Options) -> (String, String) {
+    let program = options.program.to_string_lossy();
     let args: Vec<_> = options
         .args
         .iter()
         .map(|arg| arg.to_string_lossy())
         .collect();
-    cgx_callstack::command_line(&options.program.to_string_lossy(), &args)
-}
-
-/// The command line as Valgrind's `Command:` line shows it.
-fn shown_command(options: &Options) -> String {
-    let args: Vec<_> = options
-        .args
-        .iter()
-        .map(|arg| arg.to_string_lossy())
-        .collect();
-    summary::shown_command(&options.program.to_string_lossy(), &args)
+    (
+        cgx_callstack::command_line(&program, &args),
+        summary::shown_command(&program, &args),
+    )
 }
 
 /// The collector's options for this run, simulating `caches` (when they were
@@ -460,7 +454,9 @@ mod tests {
     fn the_command_line_as_valgrind_shows_it() {
         let mut options = Options::new("./prog".into());
         options.args = vec!["a".into(), "b c".into()];
-        assert_eq!(command_line(&options), "./prog a b c");
+        let (cmd, shown) = command_lines(&options);
+        assert_eq!(cmd, "./prog a b c");
+        assert_eq!(shown, "./prog a b\\ c");
     }
 
     #[test]

@@ -655,8 +655,8 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
                 options.cache_sim = true;
             }
         }
-        // Callgrind 3.19's options for its own debugging and for outputs no
-        // reader of its files uses.
+        // Callgrind 3.19's options that cgx does not support: said so, not
+        // taken for a typo.
         (name, _) if callgrind && not_supported(name) => {
             return Err(bad(
                 arg,
