@@ -323,7 +323,9 @@ impl Functions {
                 let function = Function {
                     object,
                     file,
-                    pop_on_jump: name.starts_with("_dl_runtime_resolve"),
+                    pop_on_jump: options.pop_on_jump
+                        || name.starts_with("_dl_runtime_resolve")
+                        || named(&options.pop_on_jump_of),
                     toggle_collect: named(&options.toggle_collect),
                     dump_before: named(&options.dump_before),
                     dump_after: named(&options.dump_after),

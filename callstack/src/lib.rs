@@ -116,6 +116,12 @@ pub struct Options {
     pub obj_skip: Vec<String>,
     /// `--toggle-collect=PATTERN`: collection toggles while inside these.
     pub toggle_collect: Vec<String>,
+    /// `--pop-on-jump`: a jump from any function into another is its
+    /// return and a call from its caller (default: only from
+    /// `_dl_runtime_resolve`).
+    pub pop_on_jump: bool,
+    /// `--pop-on-jump=PATTERN`: the functions that do so besides.
+    pub pop_on_jump_of: Vec<String>,
     /// `--dump-before=PATTERN`: a dump when one of these is entered.
     pub dump_before: Vec<String>,
     /// `--dump-after=PATTERN`: a dump when one of these is left.
@@ -191,7 +197,8 @@ impl Options {
     /// context rather than in the order they ran (`cgx_engine::RunOptions::quiet_runs`;
     /// [`Collector`] gives blocks places, `EventSink::place`): with Callgrind's
     /// attribution of `Ir` alone (no simulation, no bus events), no jumps
-    /// collected and no block triggers, where such a run only adds to its
+    /// collected, no block triggers and no `--pop-on-jump`
+    /// ([`Options::pops_on_jumps`]), where such a run only adds to its
     /// block's count in the context and to the inclusive costs of the
     /// call arcs around it; also with the cache simulation when the backend
     /// filters its fetches and accesses ([`Options::filtered`]), whose
@@ -204,6 +211,14 @@ impl Options {
             && !self.collect_bus
             && !self.collect_jumps
             && !self.has_block_triggers()
+            && !self.pops_on_jumps()
+    }
+
+    /// Whether `--pop-on-jump` makes jumps out of other functions than
+    /// `_dl_runtime_resolve` returns (which quiet runs' calls counted whole
+    /// across tail jumps do not know).
+    pub fn pops_on_jumps(&self) -> bool {
+        self.pop_on_jump || !self.pop_on_jump_of.is_empty()
     }
 
     /// The write-back and prefetch behaviours the cache simulation has:
@@ -232,6 +247,8 @@ impl Default for Options {
             fn_skip: Vec::new(),
             obj_skip: Vec::new(),
             toggle_collect: Vec::new(),
+            pop_on_jump: false,
+            pop_on_jump_of: Vec::new(),
             dump_before: Vec::new(),
             dump_after: Vec::new(),
             zero_before: Vec::new(),
@@ -271,4 +288,24 @@ pub struct Dump {
     pub thread: Option<u32>,
     /// The profile.
     pub profile: Profile,
+}
+
+#[cfg(test)]
+mod options_tests {
+    use super::Options;
+
+    #[test]
+    fn quiet_runs_only_where_the_rules_need_no_order() {
+        assert!(Options::default().quiet_runs());
+        let with = |change: fn(&mut Options)| {
+            let mut options = Options::default();
+            change(&mut options);
+            options.quiet_runs()
+        };
+        assert!(!with(|options| options.collect_jumps = true));
+        assert!(!with(|options| options.pop_on_jump = true));
+        assert!(!with(|options| options.pop_on_jump_of = vec!["f".into()]));
+        assert!(!with(|options| options.dump_before = vec!["f".into()]));
+        assert!(with(|options| options.skip_direct_recursion = true));
+    }
 }

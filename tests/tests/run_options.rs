@@ -13,7 +13,8 @@
 //! compression test) the Ir of every instruction address.
 //!
 //! Options covered: `--separate-recs=1` and `=3`, `--skip-direct-rec=yes`
-//! (alone and with `--separate-recs=3`), `--separate-callers=2`,
+//! (alone and with `--separate-recs=3`), `--pop-on-jump` (bare, and
+//! `=PATTERN`), `--separate-callers=2`,
 //! `--fn-skip` (recursive, leaf and mutually recursive functions),
 //! `--obj-skip` (cgx's: every function of an object, as `--fn-skip` of each),
 //! `--toggle-collect` alone and with `--collect-atstart`, `--instr-atstart=no`,
@@ -138,6 +139,20 @@ fn skip_direct_rec_yes_gives_valgrinds_figures() {
         !functions.iter().any(|name| name.starts_with("fib'")),
         "{functions:?}"
     );
+}
+
+#[test]
+fn pop_on_jump_gives_valgrinds_figures() {
+    // is_even and is_odd jump into each other (gcc -O2): as returns and
+    // calls from their caller, for every function or for those named.
+    let default = valgrind_functions(&compare_exact(&[]));
+    for options in [&["--pop-on-jump"][..], &["--pop-on-jump=is_*"]] {
+        let functions = valgrind_functions(&compare_exact(options));
+        assert_ne!(
+            functions, default,
+            "the test's premise: {options:?} changes the names"
+        );
+    }
 }
 
 #[test]

@@ -128,6 +128,9 @@ Callgrind only:
   --skip-direct-rec=no|yes      yes: a function calling itself is no new recursion
                                 level [no, as Callgrind 3.19 does, whose help says yes]
   --skip-plt=yes|no             PLT stubs' cost goes to their caller [yes]
+  --pop-on-jump                 a jump from a function into another is its return
+                                and a call from its caller
+  --pop-on-jump=PATTERN         ... from these functions only
   --fn-skip=PATTERN             functions whose cost goes to their caller
   --obj-skip=PATTERN            every function of these objects (path or file
                                 name), as --fn-skip (not in Valgrind 3.19)
@@ -349,6 +352,8 @@ fn collector_options(
         fn_skip: options.fn_skip.clone(),
         obj_skip: options.obj_skip.clone(),
         toggle_collect: options.toggle_collect.clone(),
+        pop_on_jump: options.pop_on_jump,
+        pop_on_jump_of: options.pop_on_jump_of.clone(),
         dump_before: options.dump_before.clone(),
         dump_after: options.dump_after.clone(),
         zero_before: options.zero_before.clone(),

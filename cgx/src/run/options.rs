@@ -131,6 +131,11 @@ pub struct Options {
     pub obj_skip: Vec<String>,
     /// `--toggle-collect=PATTERN`, in the order given.
     pub toggle_collect: Vec<String>,
+    /// `--pop-on-jump`: every function's jumps into another are returns
+    /// and calls.
+    pub pop_on_jump: bool,
+    /// `--pop-on-jump=PATTERN`, in the order given: these functions' so.
+    pub pop_on_jump_of: Vec<String>,
     /// `--dump-before=PATTERN`, in the order given.
     pub dump_before: Vec<String>,
     /// `--dump-after=PATTERN`, in the order given.
@@ -212,6 +217,8 @@ impl Options {
             fn_skip: Vec::new(),
             obj_skip: Vec::new(),
             toggle_collect: Vec::new(),
+            pop_on_jump: false,
+            pop_on_jump_of: Vec::new(),
             dump_before: Vec::new(),
             dump_after: Vec::new(),
             zero_before: Vec::new(),
@@ -583,6 +590,12 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
         ("--dump-every-bb", Some(value)) if callgrind => {
             options.dump_every_bb = number(arg, value)?;
         }
+        // A jump from the function into another as its return and a call
+        // from its caller: every function's (bare), or these functions'.
+        ("--pop-on-jump", None) if callgrind => options.pop_on_jump = true,
+        ("--pop-on-jump", Some(value)) if callgrind => {
+            options.pop_on_jump_of.push(pattern(arg, value)?);
+        }
         ("--toggle-collect", Some(value)) if callgrind => {
             options.toggle_collect.push(pattern(arg, value)?);
             // As in Valgrind: collection then starts off, unless a later
@@ -681,7 +694,7 @@ fn parse_one(options: &mut Options, arg: &str) -> Result<(), OptionError> {
 /// Whether `name` is an option Callgrind 3.19 takes and cgx does not:
 /// `--dump-bb` and `--dump-bbs` (basic-block numbers and lists in the
 /// profile), `--collect-alloc` (its two allocation events), `--mangle-names`,
-/// `--pop-on-jump`, `--fn-groupN` and `--ct-verbose[N]` (tracing).
+/// `--fn-groupN` and `--ct-verbose[N]` (tracing).
 fn not_supported(name: &str) -> bool {
     let digits = |prefix: &str| {
         name.strip_prefix(prefix)
@@ -689,7 +702,7 @@ fn not_supported(name: &str) -> bool {
     };
     matches!(
         name,
-        "--dump-bb" | "--dump-bbs" | "--collect-alloc" | "--mangle-names" | "--pop-on-jump"
+        "--dump-bb" | "--dump-bbs" | "--collect-alloc" | "--mangle-names"
     ) || digits("--fn-group").is_some_and(|n| n.parse().is_ok_and(|n: u32| n > 0))
         || digits("--ct-verbose").is_some()
 }
@@ -918,6 +931,14 @@ mod tests {
         assert!(!options.demangle && options.show_below_main);
         assert_eq!(ok("--skip-direct-rec=no p"), ok("p"));
         assert!(ok("--skip-direct-rec=yes p").skip_direct_rec);
+        let pops = ok("--pop-on-jump --pop-on-jump=f* --pop-on-jump=g p");
+        assert!(pops.pop_on_jump && pops.pop_on_jump_of == ["f*", "g"]);
+        let pattern = ok("--pop-on-jump=yes p");
+        assert!(!pattern.pop_on_jump && pattern.pop_on_jump_of == ["yes"]);
+        assert_eq!(
+            error("--tool=cachegrind --pop-on-jump p"),
+            "unknown option: --pop-on-jump"
+        );
         assert!(error("--demangle=0 p").contains("should be 'yes' or 'no'"));
         assert!(error("--demangle p").contains("say =yes or =no"));
         let places = ok("--extra-debuginfo-path=/opt/debug --allow-mismatched-debuginfo=yes p");
@@ -1045,7 +1066,6 @@ mod tests {
             "--dump-bbs=yes",
             "--collect-alloc=yes",
             "--mangle-names=no",
-            "--pop-on-jump",
             "--fn-group3=main",
             "--ct-verbose=1",
             "--ct-verbose2=main",
