@@ -14,13 +14,13 @@ pub(super) fn level_of(active: &mut Vec<u32>, function: FnId) -> &mut u32 {
     &mut active[index]
 }
 
-/// Whether a call from a context of function `from` to function `to` is
-/// one more active instance of `to`, a recursion level (Callgrind's rule:
-/// with `--skip-direct-rec=yes`, `skip_direct`, a function's calls of
-/// itself are not).
+/// Whether a call from a context of function `from` (looked up only when
+/// needed) to function `to` is one more active instance of `to`, a
+/// recursion level (Callgrind's rule: with `--skip-direct-rec=yes`,
+/// `skip_direct`, a function's calls of itself are not).
 #[inline]
-pub(super) fn counts_a_level(skip_direct: bool, from: FnId, to: FnId) -> bool {
-    !(skip_direct && from == to)
+pub(super) fn counts_a_level(skip_direct: bool, from: impl FnOnce() -> FnId, to: FnId) -> bool {
+    !skip_direct || from() != to
 }
 
 #[cfg(test)]
@@ -38,7 +38,7 @@ mod level_tests {
         ];
         for (skip_direct, from, to, counts) in table {
             assert_eq!(
-                counts_a_level(skip_direct, from, to),
+                counts_a_level(skip_direct, || from, to),
                 counts,
                 "{from} -> {to}"
             );
@@ -94,7 +94,7 @@ impl ThreadState {
             };
             let index = shared.costs.count_call(arc);
             let function = shared.contexts.function(to.cxt);
-            let caller = shared.contexts.function(from.centre.cxt);
+            let caller = || shared.contexts.function(from.centre.cxt);
             let skip_direct = shared.options.skip_direct_recursion;
             let depth = level_of(&mut self.active, function);
             if counts_a_level(skip_direct, caller, function) {
@@ -160,7 +160,7 @@ impl ThreadState {
         self.state().nonskipped = entry.nonskipped;
         if let Some(arc) = entry.arc {
             let function = shared.contexts.function(arc.0.to.cxt);
-            let caller = shared.contexts.function(arc.0.from.cxt);
+            let caller = || shared.contexts.function(arc.0.from.cxt);
             let skip_direct = shared.options.skip_direct_recursion;
             let depth = level_of(&mut self.active, function);
             if counts_a_level(skip_direct, caller, function) {

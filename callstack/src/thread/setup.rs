@@ -142,11 +142,9 @@ impl ThreadState {
         }
         // The block's recursion level counts the call (see
         // `counts_a_level`; Callgrind compares the calling block's function).
-        let calling = last
-            .as_ref()
-            .map(|last| shared.contexts.function(last.centre.cxt));
         let skip_direct = shared.options.skip_direct_recursion;
-        let counted = calling.is_none_or(|calling| {
+        let counted = last.as_ref().is_none_or(|last| {
+            let calling = || shared.contexts.function(last.centre.cxt);
             super::calls::counts_a_level(skip_direct, calling, info.function)
         });
         let centre = self.centre(shared, delayed_push && !skip && counted);
