@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::costs::Profile;
 use crate::functions::BlockInfo;
 use crate::simulation::FetchPoint;
-use crate::thread::RunTable;
+use crate::thread::{Listed, RunTable};
 
 /// A block known by its key.
 #[derive(Clone, Debug)]
@@ -16,6 +16,9 @@ pub(crate) struct KnownBlock {
     /// same block).
     addr: u64,
     count: usize,
+    /// Its last instruction (read on every run; kept here, where the
+    /// run's lookup has just loaded the block).
+    last: Option<(u64, u8)>,
     /// What Callgrind remembers of it.
     pub info: BlockInfo,
     /// Where its whole runs were last counted.
@@ -43,17 +46,30 @@ pub(crate) struct Keys {
     blocks: Vec<KnownBlock>,
 }
 
+impl KnownBlock {
+    /// A whole run of it: its `instructions` (those it was known by) and
+    /// its last instruction.
+    #[inline]
+    pub fn run<'a>(&self, instructions: &'a [(u64, u8)]) -> Listed<'a> {
+        Listed {
+            all: instructions,
+            last: self.last,
+        }
+    }
+}
+
 impl Keys {
-    /// The block of `key` at `addr` with `count` instructions, with `info`
+    /// The block of `key` at `addr` with `instructions`, with `info`
     /// giving its facts the first time.
     #[inline]
     pub fn get(
         &mut self,
         key: u32,
         addr: u64,
-        count: usize,
+        instructions: &[(u64, u8)],
         info: impl FnOnce() -> BlockInfo,
     ) -> &mut KnownBlock {
+        let count = instructions.len();
         let index = key as usize;
         if self.places.len() <= index {
             self.places.resize(index + 1, 0);
@@ -67,6 +83,7 @@ impl Keys {
         let fresh = KnownBlock {
             addr,
             count,
+            last: instructions.last().copied(),
             info: info(),
             table: None,
             every_run: None,
@@ -104,21 +121,72 @@ mod tests {
         }
     }
 
+    /// `count` instructions of 4 bytes from `addr`.
+    fn listed(addr: u64, count: u64) -> Vec<(u64, u8)> {
+        (0..count).map(|at| (addr + 4 * at, 4)).collect()
+    }
+
+    #[test]
+    fn a_run_s_last_instruction_is_its_block_s() {
+        let mut keys = Keys::default();
+        let first = listed(0x1000, 3);
+        let known = keys.get(7, 0x1000, &first, || info(1));
+        assert_eq!(known.run(&first).last, Some((0x1008, 4)));
+        // Known again, the last instruction is the one it was known by.
+        let known = keys.get(7, 0x1000, &first, || unreachable!("known"));
+        assert_eq!(known.run(&first).last, Some((0x1008, 4)));
+        // Another block under the key: its own.
+        let other = listed(0x1000, 4);
+        let known = keys.get(7, 0x1000, &other, || info(2));
+        assert_eq!(known.run(&other).last, Some((0x100c, 4)));
+        assert_eq!(keys.get(8, 0x2000, &[], || info(3)).run(&[]).last, None);
+    }
+
     #[test]
     fn a_key_keeps_its_block_until_it_means_another() {
         let mut keys = Keys::default();
-        assert_eq!(keys.get(7, 0x1000, 3, || info(1)).info.number, 1);
+        assert_eq!(
+            keys.get(7, 0x1000, &listed(0x1000, 3), || info(1))
+                .info
+                .number,
+            1
+        );
         // Far apart keys, each its own block.
-        assert_eq!(keys.get(70_000, 0x2000, 1, || info(2)).info.number, 2);
+        assert_eq!(
+            keys.get(70_000, 0x2000, &listed(0x2000, 1), || info(2))
+                .info
+                .number,
+            2
+        );
         // Seen again: the same block, what was remembered kept.
-        let known = keys.get(7, 0x1000, 3, || unreachable!("known"));
+        let known = keys.get(7, 0x1000, &listed(0x1000, 3), || unreachable!("known"));
         assert_eq!(known.info.number, 1);
         known.info.number = 10;
-        assert_eq!(keys.get(7, 0x1000, 3, || info(0)).info.number, 10);
+        assert_eq!(
+            keys.get(7, 0x1000, &listed(0x1000, 3), || info(0))
+                .info
+                .number,
+            10
+        );
         // Another address or length under the same key: a new block.
-        assert_eq!(keys.get(7, 0x1000, 4, || info(3)).info.number, 3);
-        assert_eq!(keys.get(7, 0x3000, 4, || info(4)).info.number, 4);
-        assert_eq!(keys.get(70_000, 0x2000, 1, || info(0)).info.number, 2);
+        assert_eq!(
+            keys.get(7, 0x1000, &listed(0x1000, 4), || info(3))
+                .info
+                .number,
+            3
+        );
+        assert_eq!(
+            keys.get(7, 0x3000, &listed(0x3000, 4), || info(4))
+                .info
+                .number,
+            4
+        );
+        assert_eq!(
+            keys.get(70_000, 0x2000, &listed(0x2000, 1), || info(0))
+                .info
+                .number,
+            2
+        );
         assert_eq!(
             keys.blocks.len(),
             2,

@@ -176,20 +176,17 @@ impl Pending {
         }
     }
 
-    /// A whole run, at `Ir` only, of the instructions of cost table `table`,
-    /// when nothing is pending and they are `instructions`; `false`, having
-    /// done nothing, otherwise.
+    /// A whole run, at `Ir` only, of the `count` instructions of cost table
+    /// `table`, which holds exactly them ([`Costs::holds_run`]), when
+    /// nothing is pending.
     #[inline]
-    pub fn push_run(&mut self, table: usize, instructions: &[(u64, u8)], costs: &Costs) -> bool {
-        if !costs.holds_run(table, instructions) || !self.is_empty() || instructions.is_empty() {
-            return false;
-        }
+    pub fn push_run(&mut self, table: usize, count: usize) {
+        debug_assert!(self.is_empty() && count > 0);
         self.form = Form::Run {
             table,
-            count: instructions.len(),
+            count,
             runs: 1,
         };
-        true
     }
 
     /// Counts one more event in `column` of the instruction at `position`
@@ -393,7 +390,8 @@ mod tests {
     fn repeated_runs_cost_their_profile_each_plus_every_run_s_extras() {
         let (costs, table, instructions) = table_with_profile();
         let mut pending = Pending::default();
-        assert!(pending.push_run(table, &instructions, &costs));
+        assert!(costs.holds_run(table, &instructions));
+        pending.push_run(table, instructions.len());
         pending.count_extra(1, 1);
         pending.repeat(2);
         pending.count_extra(0, 1);
@@ -419,7 +417,8 @@ mod tests {
         let (costs, table, instructions) = table_with_profile();
         // A run: extras of the instruction at that address.
         let mut run = Pending::default();
-        assert!(run.push_run(table, &instructions, &costs));
+        assert!(costs.holds_run(table, &instructions));
+        run.push_run(table, instructions.len());
         run.count_at(&costs, 0x1004, 1, 3);
         run.count_at(&costs, 0x1000, 1, 1);
         assert_eq!(run.run(), Some((table, 2, 1)));

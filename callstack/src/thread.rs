@@ -99,6 +99,27 @@ pub(crate) struct RunsAgain {
     pub times: u64,
 }
 
+/// The instructions of a whole run of a block, with the last of them
+/// kept beside the list: every run reads it (the next block's call site),
+/// and from the list it is a load from memory the run touches nowhere else.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Listed<'a> {
+    /// Address and length of each instruction.
+    pub all: &'a [(u64, u8)],
+    /// The last of them (`None` for none).
+    pub last: Option<(u64, u8)>,
+}
+
+impl<'a> Listed<'a> {
+    /// `all`, its last instruction read from the list.
+    pub fn new(all: &'a [(u64, u8)]) -> Listed<'a> {
+        Listed {
+            all,
+            last: all.last().copied(),
+        }
+    }
+}
+
 /// Where a block's whole runs are counted: its cost table in one centre,
 /// while the tables are not cleared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +166,32 @@ impl CurrentBlock {
                 table
             }
         }
+    }
+
+    /// The cost table where a whole run of `run`'s instructions may be
+    /// counted: this block's table in its centre, when it holds exactly
+    /// them ([`Costs::holds_run`]). `cached` keeps the answer for the block
+    /// in this place: a table only grows, so its first instructions stay
+    /// the block's, and the run is charged whole only while the table has
+    /// no more ([`Costs::count_runs`]; else instruction by instruction).
+    #[inline]
+    fn whole_run_table(
+        &mut self,
+        shared: &mut Shared<'_>,
+        run: Listed<'_>,
+        cached: &mut Option<RunTable>,
+    ) -> Option<usize> {
+        let costs = &mut *shared.costs;
+        let place = (costs.generation, shared.costs_key, self.centre);
+        if let Some(known) = cached.filter(|known| known.place == place) {
+            self.cost_table = Some((costs.generation, known.table));
+            return Some(known.table);
+        }
+        let table = self.cost_table(costs);
+        costs.holds_run(table, run.all).then(|| {
+            *cached = Some(RunTable { place, table });
+            table
+        })
     }
 
     fn summary(&self) -> LastBlock {
@@ -290,52 +337,69 @@ impl ThreadState {
     /// `Ir`: a whole run of its cost table when they are all of its
     /// instructions.
     pub fn instructions_ir(&mut self, shared: &mut Shared<'_>, instructions: &[(u64, u8)]) {
+        self.listed_ir(shared, Listed::new(instructions), &mut None);
+    }
+
+    /// [`ThreadState::instructions_ir`] for a whole run of the current
+    /// block, whose cost table is found through `cached` (see
+    /// [`CurrentBlock::whole_run_table`]).
+    fn listed_ir(
+        &mut self,
+        shared: &mut Shared<'_>,
+        run: Listed<'_>,
+        cached: &mut Option<RunTable>,
+    ) {
         let state = self.state();
         let Some(block) = state.block.as_mut() else {
             return;
         };
-        let Some(&last) = instructions.last() else {
+        let Some(last) = run.last else {
             return;
         };
         block.last = Some(last);
         if state.collect && state.nonskipped.is_none() && block.pending.is_empty() {
-            let table = block.cost_table(shared.costs);
-            if block.pending.push_run(table, instructions, shared.costs) {
+            if let Some(table) = block.whole_run_table(shared, run, cached) {
+                block.pending.push_run(table, run.all.len());
                 return;
             }
         }
-        block.pending.push_ir(instructions, shared.costs);
+        block.pending.push_ir(run.all, shared.costs);
     }
 
     /// A whole run of the current block, which has just started, whose
     /// runs cost `profile` plus what [`ThreadState::count_extra`] adds:
     /// pending as one run of its cost table when that table holds its
-    /// `instructions` and may take the profile (`false`, having done
-    /// nothing, otherwise: the instructions then come one by one).
+    /// instructions and may take the profile (`false`, having done
+    /// nothing, otherwise: the instructions then come one by one). The
+    /// table is found through `cached` (see
+    /// [`CurrentBlock::whole_run_table`]).
     #[inline]
     pub fn simulated_run(
         &mut self,
         shared: &mut Shared<'_>,
-        instructions: &[(u64, u8)],
+        run: Listed<'_>,
         profile: &Arc<Profile>,
+        cached: &mut Option<RunTable>,
     ) -> bool {
         let state = self.state();
         let Some(block) = state.block.as_mut() else {
             return false;
         };
-        let Some(&last) = instructions.last() else {
+        let Some(last) = run.last else {
             return false;
         };
         if !state.collect || state.nonskipped.is_some() || !block.pending.is_empty() {
             return false;
         }
-        let table = block.cost_table(shared.costs);
-        if !shared.costs.holds_run(table, instructions) || !shared.costs.use_profile(table, profile)
-        {
+        let Some(table) = block.whole_run_table(shared, run, cached) else {
+            return false;
+        };
+        if !shared.costs.use_profile(table, profile) {
             return false;
         }
         block.last = Some(last);
-        block.pending.push_run(table, instructions, shared.costs)
+        block.pending.push_run(table, run.all.len());
+        true
     }
 
     /// One more event in `column` of the instruction at `position` of a
@@ -475,11 +539,11 @@ impl ThreadState {
         shared: &mut Shared<'_>,
         block: &Block,
         info: BlockInfo,
-        instructions: &[(u64, u8)],
+        run: Listed<'_>,
         table: &mut Option<RunTable>,
     ) {
-        if !self.continue_run(shared, block, info, instructions, None, table) {
-            self.any_block_ir(shared, block, info, instructions);
+        if !self.continue_run(shared, block, info, run, None, table) {
+            self.any_block_ir(shared, block, info, run, table);
         }
     }
 
@@ -489,10 +553,11 @@ impl ThreadState {
         shared: &mut Shared<'_>,
         block: &Block,
         info: BlockInfo,
-        instructions: &[(u64, u8)],
+        run: Listed<'_>,
+        table: &mut Option<RunTable>,
     ) {
         self.enter_block(shared, block.addr, block.sp, block.arrival, info);
-        self.instructions_ir(shared, instructions);
+        self.listed_ir(shared, run, table);
     }
 
     /// The `repeats` runs of a block right after its run by
@@ -507,13 +572,13 @@ impl ThreadState {
             times: repeats,
         }: RunsAgain,
         info: BlockInfo,
-        instructions: &[(u64, u8)],
+        run: Listed<'_>,
         table: &mut Option<RunTable>,
     ) {
         let mut left = repeats;
         while left > 0 {
             left -= 1;
-            if self.continue_run(shared, &again, info, instructions, None, table) {
+            if self.continue_run(shared, &again, info, run, None, table) {
                 // The others count the run now pending, and leave it so.
                 let state = self.state();
                 let run = state.block.as_ref().and_then(|block| block.pending.run());
@@ -524,7 +589,7 @@ impl ThreadState {
                     }
                 }
             } else {
-                self.any_block_ir(shared, &again, info, instructions);
+                self.any_block_ir(shared, &again, info, run, table);
             }
         }
     }
@@ -570,17 +635,17 @@ impl ThreadState {
         shared: &mut Shared<'_>,
         block: &Block,
         info: BlockInfo,
-        instructions: &[(u64, u8)],
+        run: Listed<'_>,
         profile: Option<&Arc<Profile>>,
         cached: &mut Option<RunTable>,
     ) -> bool {
         if let Some(profile) = profile {
-            if self.continue_run(shared, block, info, instructions, Some(profile), cached) {
+            if self.continue_run(shared, block, info, run, Some(profile), cached) {
                 return true;
             }
         }
         self.enter_block(shared, block.addr, block.sp, block.arrival, info);
-        profile.is_some_and(|profile| self.simulated_run(shared, instructions, profile))
+        profile.is_some_and(|profile| self.simulated_run(shared, run, profile, cached))
     }
 
     /// Another run of the current block right after a run of it that
@@ -625,14 +690,14 @@ impl ThreadState {
         shared: &mut Shared<'_>,
         block: &Block,
         info: BlockInfo,
-        instructions: &[(u64, u8)],
+        whole: Listed<'_>,
         profile: Option<&Arc<Profile>>,
         cached: &mut Option<RunTable>,
     ) -> bool {
         if shared.options.collect_jumps || !self.keeps_context(block.arrival, block.sp, info) {
             return false;
         }
-        let (Some(centre), Some(&last)) = (self.steady_centre(shared), instructions.last()) else {
+        let (Some(centre), Some(last)) = (self.steady_centre(shared), whole.last) else {
             return false;
         };
         let generation = shared.costs.generation;
@@ -657,7 +722,7 @@ impl ThreadState {
                 let Some(table) = shared
                     .costs
                     .recent_block(centre, info.number)
-                    .filter(|&table| shared.costs.holds_run(table, instructions))
+                    .filter(|&table| shared.costs.holds_run(table, whole.all))
                 else {
                     return false;
                 };
@@ -665,7 +730,7 @@ impl ThreadState {
                 table
             }
         };
-        if !shared.costs.holds_count(table, instructions.len())
+        if !shared.costs.holds_count(table, whole.all.len())
             || !shared.costs.holds_count(run, count)
         {
             return false;
@@ -689,7 +754,7 @@ impl ThreadState {
         current.centre = centre;
         current.last = Some(last);
         current.cost_table = Some((generation, table));
-        current.pending.replace_by_run(table, instructions.len());
+        current.pending.replace_by_run(table, whole.all.len());
         true
     }
 

@@ -101,14 +101,16 @@ impl Process {
         for whole in blocks {
             *blocks_run += 1 + whole.repeats;
             let (key, addr, instructions) = (whole.key, whole.block.addr, whole.instructions);
+            let known = keys.get(key, addr, instructions, || {
+                functions.block(addr, symbols, *pid, options)
+            });
+            let run = known.run(instructions);
             let KnownBlock {
                 info,
                 table,
                 every_run,
                 ..
-            } = keys.get(key, addr, instructions.len(), || {
-                functions.block(addr, symbols, *pid, options)
-            });
+            } = known;
             let every_run = match every_run {
                 Some(every_run) => every_run,
                 None => every_run.insert(Box::new(every_run_of(simulation, &whole, width))),
@@ -130,7 +132,7 @@ impl Process {
             };
             let runs = ProfiledRuns {
                 times: whole.repeats,
-                instructions,
+                run,
                 profile: &every_run.profile,
             };
             thread.whole_block_profiled(&mut shared, &whole.block, *info, &runs, table);

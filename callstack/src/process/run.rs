@@ -140,7 +140,7 @@ impl Process {
         for ref whole in blocks.by_ref() {
             *blocks_run += 1;
             let (key, addr, instructions) = (whole.key, whole.block.addr, whole.instructions);
-            let known = keys.get(key, addr, instructions.len(), || {
+            let known = keys.get(key, addr, instructions, || {
                 functions.block(addr, symbols, *pid, options)
             });
             let mut shared = Shared {
@@ -152,8 +152,9 @@ impl Process {
                 events,
                 forest: forest.as_mut(),
             };
+            let run = known.run(instructions);
             let table = &mut known.table;
-            thread.whole_block_ir(&mut shared, &whole.block, known.info, instructions, table);
+            thread.whole_block_ir(&mut shared, &whole.block, known.info, run, table);
             if whole.repeats > 0 {
                 *blocks_run += whole.repeats;
                 let times = whole.repeats;
@@ -163,13 +164,7 @@ impl Process {
                             start: whole.again,
                             times,
                         };
-                        thread.whole_block_ir_again(
-                            &mut shared,
-                            runs,
-                            known.info,
-                            instructions,
-                            table,
-                        );
+                        thread.whole_block_ir_again(&mut shared, runs, known.info, run, table);
                     }
                     Repeat::InContext | Repeat::Calls => {
                         let calls = whole.repeat == Repeat::Calls;

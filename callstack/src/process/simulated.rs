@@ -104,7 +104,7 @@ impl Process {
             *blocks_run += 1;
             // Field by field, by reference (see `blocks_executed`).
             let (addr, instructions) = (simulated.block.addr, simulated.instructions);
-            let known = keys.get(simulated.key, addr, instructions.len(), || {
+            let known = keys.get(simulated.key, addr, instructions, || {
                 functions.block(addr, symbols, *pid, options)
             });
             let run = {
@@ -123,19 +123,13 @@ impl Process {
                 // the iterator has just stored in parts (see
                 // `blocks_executed`).
                 let (block, info) = (&simulated.block, known.info);
+                let listed = known.run(instructions);
                 let cached = &mut known.table;
                 let profile = known
                     .every_run
                     .as_deref()
                     .map(|every_run| &every_run.profile);
-                thread.whole_block_simulated(
-                    &mut shared,
-                    block,
-                    info,
-                    instructions,
-                    profile,
-                    cached,
-                )
+                thread.whole_block_simulated(&mut shared, block, info, listed, profile, cached)
             };
             let Some(every_run) = known.every_run.as_deref().filter(|_| run) else {
                 if cacheuse {

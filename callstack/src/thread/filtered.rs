@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cgx_engine::Block;
 
-use super::{Shared, ThreadState};
+use super::{Listed, Shared, ThreadState};
 use crate::costs::{Costs, Profile};
 use crate::functions::BlockInfo;
 
@@ -19,7 +19,7 @@ pub(crate) struct ProfiledRuns<'a> {
     /// How many.
     pub times: u64,
     /// The block's instructions.
-    pub instructions: &'a [(u64, u8)],
+    pub run: Listed<'a>,
     /// What every run counts.
     pub profile: &'a Arc<Profile>,
 }
@@ -37,9 +37,9 @@ impl ThreadState {
         runs: &ProfiledRuns<'_>,
         cached: &mut Option<super::RunTable>,
     ) {
-        let (instructions, profile) = (runs.instructions, runs.profile);
-        if !self.whole_block_simulated(shared, block, info, instructions, Some(profile), cached) {
-            self.listed_run(shared.costs, instructions, profile);
+        let (run, profile) = (runs.run, runs.profile);
+        if !self.whole_block_simulated(shared, block, info, run, Some(profile), cached) {
+            self.listed_run(shared.costs, run.all, profile);
         }
     }
 
@@ -55,18 +55,18 @@ impl ThreadState {
         runs: &ProfiledRuns<'_>,
         cached: &mut Option<super::RunTable>,
     ) {
-        let (instructions, profile) = (runs.instructions, runs.profile);
+        let (run, profile) = (runs.run, runs.profile);
         let mut left = runs.times;
         while left > 0 {
             left -= 1;
-            if self.continue_run(shared, again, info, instructions, Some(profile), cached) {
-                if self.add_runs(shared.costs, instructions.len(), left) {
+            if self.continue_run(shared, again, info, run, Some(profile), cached) {
+                if self.add_runs(shared.costs, run.all.len(), left) {
                     return;
                 }
             } else {
                 self.enter_block(shared, again.addr, again.sp, again.arrival, info);
-                if !self.simulated_run(shared, instructions, profile) {
-                    self.listed_run(shared.costs, instructions, profile);
+                if !self.simulated_run(shared, run, profile, cached) {
+                    self.listed_run(shared.costs, run.all, profile);
                 }
             }
         }
@@ -85,7 +85,7 @@ impl ThreadState {
         if calls {
             self.repeated_calls = runs.times;
         }
-        let count = runs.instructions.len();
+        let count = runs.run.all.len();
         if self.add_runs(shared.costs, count, runs.times) {
             return;
         }
@@ -93,7 +93,7 @@ impl ThreadState {
         // the next.
         for _ in 0..runs.times {
             self.charge_pending(shared);
-            self.listed_run(shared.costs, runs.instructions, runs.profile);
+            self.listed_run(shared.costs, runs.run.all, runs.profile);
         }
     }
 

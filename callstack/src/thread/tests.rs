@@ -15,7 +15,7 @@ use std::sync::Arc;
 use cgx_engine::symbols::SectionKind;
 use cgx_engine::{Arrival, Block};
 
-use super::{ProfiledRuns, Shared, ThreadState, Trigger};
+use super::{Listed, ProfiledRuns, Shared, ThreadState, Trigger};
 use crate::context::Contexts;
 use crate::costs::{Costs, Profile};
 use crate::events::EventSet;
@@ -202,7 +202,7 @@ fn run(case: &Case<'_>, path: Path) -> Outcome {
             Again(times, calls) if path == Path::Profiled => {
                 let runs = ProfiledRuns {
                     times,
-                    instructions: &last,
+                    run: Listed::new(&last),
                     profile: &profiles[last_number],
                 };
                 thread.profiled_in_context(&mut shared, &runs, calls);
@@ -231,12 +231,18 @@ fn run(case: &Case<'_>, path: Path) -> Outcome {
                             start: again,
                             times,
                         };
-                        thread.whole_block_ir_again(&mut shared, runs, info, &last, table);
+                        thread.whole_block_ir_again(
+                            &mut shared,
+                            runs,
+                            info,
+                            Listed::new(&last),
+                            table,
+                        );
                     }
                     Path::Profiled => {
                         let runs = ProfiledRuns {
                             times,
-                            instructions: &last,
+                            run: Listed::new(&last),
                             profile: &profiles[last_number],
                         };
                         thread.profiled_again(&mut shared, &again, info, &runs, table);
@@ -275,13 +281,13 @@ fn run(case: &Case<'_>, path: Path) -> Outcome {
                 &mut shared,
                 &block,
                 info,
-                &instructions,
+                Listed::new(&instructions),
                 &mut tables[number],
             ),
             Path::Profiled => {
                 let runs = ProfiledRuns {
                     times: 0,
-                    instructions: &instructions,
+                    run: Listed::new(&instructions),
                     profile: &profiles[number],
                 };
                 thread.whole_block_profiled(&mut shared, &block, info, &runs, &mut tables[number]);
@@ -954,4 +960,86 @@ fn entering_and_leaving_a_function_dump_and_zero() {
         triggers: &["--dump-before=f", "--dump-after=f", "zero"],
         ..CASE
     });
+}
+
+#[test]
+fn a_whole_run_counts_in_a_table_only_while_the_table_holds_its_instructions() {
+    // Code changed under one start address: a block of two instructions at
+    // 0x101 and one of three, each known by its own key (with its own
+    // memory of where its runs count), run in turn in main's context; the
+    // table of 0x101 in main grows to three instructions at the first run
+    // of the longer block.
+    let options = Options::default();
+    let events = EventSet::new(&options);
+    let mut functions = Functions::default();
+    let main = functions.insert(Function {
+        object: Arc::from("object0"),
+        file: Arc::from("???"),
+        name: Arc::from("main"),
+        skip: false,
+        pop_on_jump: false,
+        toggle_collect: false,
+        dump_before: false,
+        dump_after: false,
+        zero_before: false,
+        separate_recursions: options.separate_recursions,
+        separate_callers: options.separate_callers,
+    });
+    let info = |number| BlockInfo {
+        function: main,
+        is_entry: false,
+        object: 0,
+        section: SectionKind::Text,
+        region: 0,
+        number,
+    };
+    let mut contexts = Contexts::default();
+    let mut costs = Costs::default();
+    let mut thread = ThreadState::new(1, &options, events.len(), None);
+    let two: Vec<(u64, u8)> = vec![(0x101, 1), (0x102, 1)];
+    let three: Vec<(u64, u8)> = vec![(0x101, 1), (0x102, 1), (0x103, 1)];
+    let end: Vec<(u64, u8)> = vec![(0x200, 1)];
+    let (mut two_at, mut three_at, mut end_at) = (None, None, None);
+    let runs = [
+        (&two, 0, 0),
+        (&two, 0, 0),
+        (&three, 0, 1),
+        (&two, 0, 0),
+        (&three, 0, 1),
+        (&end, 1, 2),
+    ];
+    for (at, &(instructions, number, cache)) in runs.iter().enumerate() {
+        let mut shared = Shared {
+            functions: &functions,
+            contexts: &mut contexts,
+            costs: &mut costs,
+            costs_key: 0,
+            options: &options,
+            events: &events,
+            forest: None,
+        };
+        let block = Block {
+            addr: instructions[0].0,
+            sp: 0x8000,
+            arrival: if at == 0 { START } else { JUMP },
+        };
+        let cached = match cache {
+            0 => &mut two_at,
+            1 => &mut three_at,
+            _ => &mut end_at,
+        };
+        let run = Listed::new(instructions);
+        thread.whole_block_ir(&mut shared, &block, info(number), run, cached);
+    }
+    let mut ir: BTreeMap<u64, u64> = BTreeMap::new();
+    let sum = costs
+        .self_costs_by_instruction(&Sequences::default(), 1)
+        .try_for_each(|(_, addr), cost| {
+            *ir.entry(addr).or_default() += cost[0];
+            Ok::<(), ()>(())
+        });
+    assert_eq!(sum, Ok(()));
+    // The last block is not charged (the next block's start would).
+    let want = BTreeMap::from([(0x101, 5), (0x102, 5), (0x103, 2)]);
+    assert_eq!(ir, want);
 }
