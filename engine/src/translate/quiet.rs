@@ -22,8 +22,8 @@
 //! thread's life: the tracee's own count in `NEXT_SEGMENT`, the tracer's
 //! numbers from `EPOCHS`, above all of them), its region
 //! (`SEGMENT_REGION`) and its stack pointer (`SEGMENT_SP`), and a table
-//! of records (`Area::RUNS_BASE`, [`RUNS_ENTRIES`] entries, indexed by a
-//! hash of segment and translation): a segment and the address of a
+//! of records (`Area::RUNS_BASE`, [`RUNS_ENTRIES`] entries, indexed by
+//! segment and translation, [`SEGMENT_STRIDE`]): a segment and the address of a
 //! record of the translation in it, which the quiet path trusts when the
 //! segment is the thread's and the record's number the translation's
 //! (another pair may have taken the entry since). Every translation has
@@ -188,9 +188,9 @@ const CHECKS: i32 = 8;
 /// number a tracee counts to.
 static EPOCHS: AtomicU64 = AtomicU64::new(1 << 63);
 
-/// A segment number no thread had.
+/// A segment number no thread had (they move on by [`SEGMENT_STRIDE`]).
 pub(super) fn new_epoch() -> u64 {
-    EPOCHS.fetch_add(1, Ordering::Relaxed)
+    EPOCHS.fetch_add(SEGMENT_STRIDE, Ordering::Relaxed)
 }
 
 /// The offset in a thread's area of the cache entry of translation
@@ -221,7 +221,7 @@ enum TransferWord {
 /// rcx = four times the index in the table of transfers of `callee`'s
 /// entry for the segment whose number is in rdx (and its indirect target
 /// in rax): the segment's number times 8 plus the translation's number
-/// times [`SPREAD`] (plus the target), 14 bits of it (`lea`, `movzx`:
+/// [`spread`] (plus the target), 14 bits of it (`lea`, `movzx`:
 /// flags untouched). The target spreads an indirect call's targets from
 /// one segment over the table.
 fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
@@ -382,19 +382,23 @@ fn transfer_found(code: &mut Emit) -> Result<(), Refusal> {
 /// by 16 bits.
 pub(super) const RUNS_ENTRIES: u64 = 1 << 16;
 
-/// A multiplier that spreads translation numbers over the table of
-/// records (odd: every number of 16 bits has its own product).
-const SPREAD: u64 = 0x9e37;
+/// What a segment's number moves on by, in the tracee and the tracer
+/// ([`new_segment`], [`new_epoch`]): odd and large, so that the segments'
+/// entries in the tables of records and of transfers (the number times 8
+/// plus the translation's, 16 or 14 bits of it) lie far apart while one
+/// segment's entries for translations made one after another (a
+/// function's blocks, mostly) lie side by side, four to a cache line.
+pub(super) const SEGMENT_STRIDE: u64 = 0x9e37;
 
-/// Translation `id`'s part of its index in the table of records
-/// ([`runs_index`]).
+/// Translation `id`'s part of its index in the tables of records and of
+/// transfers ([`runs_index`], [`transfer_index`]): its low 16 bits.
 pub(super) fn spread(id: u32) -> u16 {
-    ((u64::from(id) * SPREAD) % RUNS_ENTRIES) as u16
+    (u64::from(id) % RUNS_ENTRIES) as u16
 }
 
 /// rcx = twice the index in the table of records of translation `id`'s
 /// entry for the segment whose number is in `segment` (the index: the
-/// segment's number times 8 plus `id` times [`SPREAD`], 16 bits of it;
+/// segment's number times 8 plus [`spread`] of `id`, 16 bits of it;
 /// `lea`, `movzx`: flags untouched).
 fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal> {
     let spread = spread(id);
@@ -553,10 +557,11 @@ fn jump_if_rcx_equal(code: &mut Emit, value: Value, equal: u64) -> Result<(), Re
     code.jump(Code::Jrcxz_rel8_64, equal)
 }
 
-/// `register` = a new segment number, the thread's count moved on.
+/// `register` = a new segment number, the thread's count moved on by
+/// [`SEGMENT_STRIDE`].
 pub(super) fn new_segment(code: &mut Emit, register: Register) -> Result<(), Refusal> {
     code.load(register, NEXT_SEGMENT)?;
-    code.lea(register, register, 1)?;
+    code.lea(register, register, SEGMENT_STRIDE as i64)?;
     code.save(NEXT_SEGMENT, register)
 }
 
@@ -1359,6 +1364,7 @@ mod tests {
         std::thread::spawn(|| {
             let running = Running::new();
             running.set(NEXT_SEGMENT, 100);
+            let new = |count: u64| 100 + count * SEGMENT_STRIDE;
             let direct = Callee {
                 id: 7,
                 cache: call_cache(7),
@@ -1366,9 +1372,9 @@ mod tests {
             };
             let (x, w, v) = (11, 12, 13);
             let from_x = callee_segment(&running, direct, x, 0);
-            assert_eq!(from_x, 101);
+            assert_eq!(from_x, new(1));
             let from_w = callee_segment(&running, direct, w, 0);
-            assert_eq!(from_w, 102);
+            assert_eq!(from_w, new(2));
             // The last run's segment, then one before it.
             assert_eq!(callee_segment(&running, direct, w, 0), from_w);
             assert_eq!(callee_segment(&running, direct, x, 0), from_x);
@@ -1379,8 +1385,8 @@ mod tests {
                 cache: call_cache(8),
                 ..direct
             };
-            assert_eq!(callee_segment(&running, other, x, 0), 103);
-            assert_eq!(callee_segment(&running, direct, v, 0), 104);
+            assert_eq!(callee_segment(&running, other, x, 0), new(3));
+            assert_eq!(callee_segment(&running, direct, v, 0), new(4));
             assert_eq!(callee_segment(&running, direct, x, 0), from_x);
 
             // An indirect call: the same segment and target.
@@ -1392,10 +1398,10 @@ mod tests {
             let (t, u) = (0x5555_0000_1000, 0x5555_0000_2000);
             let x_to_t = callee_segment(&running, indirect, x, t);
             let w_to_t = callee_segment(&running, indirect, w, t);
-            assert_eq!((x_to_t, w_to_t), (105, 106));
+            assert_eq!((x_to_t, w_to_t), (new(5), new(6)));
             assert_eq!(callee_segment(&running, indirect, x, t), x_to_t);
             let x_to_u = callee_segment(&running, indirect, x, u);
-            assert_eq!(x_to_u, 107);
+            assert_eq!(x_to_u, new(7));
             assert_eq!(callee_segment(&running, indirect, w, t), w_to_t);
             assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
             // Targets taken in turn from one segment keep theirs.
@@ -1406,13 +1412,48 @@ mod tests {
             // Not while a call is pending (a direct call keeps its own).
             for (pending, target) in [(PENDING_DEPTH, t), (CHAIN_END, u)] {
                 running.set(pending, 16);
-                let next = running.get(NEXT_SEGMENT) + 1;
+                let next = running.get(NEXT_SEGMENT) + SEGMENT_STRIDE;
                 assert_eq!(callee_segment(&running, indirect, x, target), next);
                 assert_eq!(callee_segment(&running, direct, w, 0), from_w);
                 running.set(pending, 0);
             }
             // The stack pointer after the call is the segment's.
             assert_ne!(running.get(SEGMENT_SP), 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The index in the table of records of translation `id`'s entry for
+    /// `segment`, as [`runs_index`] computes it, run.
+    fn runs_entry(running: &Running, segment: u64, id: u32) -> u64 {
+        let mut code = Emit::default();
+        runs_index(&mut code, Register::RAX, id).unwrap();
+        code.save(TEMP, Register::RCX).unwrap();
+        running.run(&code.list, segment);
+        running.get(TEMP) / 2
+    }
+
+    /// One segment's entries for translations made one after another share
+    /// cache lines; the entries of a translation in 64 segments made one
+    /// after another are at least 256 entries (64 lines) apart.
+    #[test]
+    fn a_segment_s_entries_lie_side_by_side_and_segments_far_apart() {
+        std::thread::spawn(|| {
+            let running = Running::new();
+            let first = 100;
+            let entry = runs_entry(&running, first, 7);
+            assert_eq!(runs_entry(&running, first, 8), entry + 1);
+            assert_eq!(runs_entry(&running, first, 11), entry + 4);
+            let entries: Vec<u64> = (0..64)
+                .map(|count| runs_entry(&running, first + count * SEGMENT_STRIDE, 7))
+                .collect();
+            for (at, a) in entries.iter().enumerate() {
+                for b in &entries[at + 1..] {
+                    let apart = a.abs_diff(*b).min(RUNS_ENTRIES - a.abs_diff(*b));
+                    assert!(apart >= 256, "{a:#x} and {b:#x}");
+                }
+            }
         })
         .join()
         .unwrap();
