@@ -126,6 +126,14 @@ mod tests {
         (0..count).map(|at| (addr + 4 * at, 4)).collect()
     }
 
+    /// The number of the block `keys` has for `key` at `addr` with `count`
+    /// instructions (numbered `number` when new).
+    fn number_of(keys: &mut Keys, key: u32, addr: u64, count: u64, number: u32) -> u32 {
+        keys.get(key, addr, &listed(addr, count), || info(number))
+            .info
+            .number
+    }
+
     #[test]
     fn a_run_s_last_instruction_is_its_block_s() {
         let mut keys = Keys::default();
@@ -145,48 +153,18 @@ mod tests {
     #[test]
     fn a_key_keeps_its_block_until_it_means_another() {
         let mut keys = Keys::default();
-        assert_eq!(
-            keys.get(7, 0x1000, &listed(0x1000, 3), || info(1))
-                .info
-                .number,
-            1
-        );
+        assert_eq!(number_of(&mut keys, 7, 0x1000, 3, 1), 1);
         // Far apart keys, each its own block.
-        assert_eq!(
-            keys.get(70_000, 0x2000, &listed(0x2000, 1), || info(2))
-                .info
-                .number,
-            2
-        );
+        assert_eq!(number_of(&mut keys, 70_000, 0x2000, 1, 2), 2);
         // Seen again: the same block, what was remembered kept.
         let known = keys.get(7, 0x1000, &listed(0x1000, 3), || unreachable!("known"));
         assert_eq!(known.info.number, 1);
         known.info.number = 10;
-        assert_eq!(
-            keys.get(7, 0x1000, &listed(0x1000, 3), || info(0))
-                .info
-                .number,
-            10
-        );
+        assert_eq!(number_of(&mut keys, 7, 0x1000, 3, 0), 10);
         // Another address or length under the same key: a new block.
-        assert_eq!(
-            keys.get(7, 0x1000, &listed(0x1000, 4), || info(3))
-                .info
-                .number,
-            3
-        );
-        assert_eq!(
-            keys.get(7, 0x3000, &listed(0x3000, 4), || info(4))
-                .info
-                .number,
-            4
-        );
-        assert_eq!(
-            keys.get(70_000, 0x2000, &listed(0x2000, 1), || info(0))
-                .info
-                .number,
-            2
-        );
+        assert_eq!(number_of(&mut keys, 7, 0x1000, 4, 3), 3);
+        assert_eq!(number_of(&mut keys, 7, 0x3000, 4, 4), 4);
+        assert_eq!(number_of(&mut keys, 70_000, 0x2000, 1, 0), 2);
         assert_eq!(
             keys.blocks.len(),
             2,

@@ -171,9 +171,8 @@ impl CurrentBlock {
     /// The cost table where a whole run of `run`'s instructions may be
     /// counted: this block's table in its centre, when it holds exactly
     /// them ([`Costs::holds_run`]). `cached` keeps the answer for the block
-    /// in this place: a table only grows, so its first instructions stay
-    /// the block's, and the run is charged whole only while the table has
-    /// no more ([`Costs::count_runs`]; else instruction by instruction).
+    /// in this place: a table only grows, so one that held the
+    /// instructions holds exactly them while it has as many.
     #[inline]
     fn whole_run_table(
         &mut self,
@@ -184,8 +183,10 @@ impl CurrentBlock {
         let costs = &mut *shared.costs;
         let place = (costs.generation, shared.costs_key, self.centre);
         if let Some(known) = cached.filter(|known| known.place == place) {
-            self.cost_table = Some((costs.generation, known.table));
-            return Some(known.table);
+            if costs.holds_count(known.table, run.all.len()) {
+                self.cost_table = Some((costs.generation, known.table));
+                return Some(known.table);
+            }
         }
         let table = self.cost_table(costs);
         costs.holds_run(table, run.all).then(|| {

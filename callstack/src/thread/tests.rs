@@ -968,7 +968,21 @@ fn a_whole_run_counts_in_a_table_only_while_the_table_holds_its_instructions() {
     // 0x101 and one of three, each known by its own key (with its own
     // memory of where its runs count), run in turn in main's context; the
     // table of 0x101 in main grows to three instructions at the first run
-    // of the longer block.
+    // of the longer block. Whole runs of `Ir` alone and whole runs that
+    // cost a profile (`Ir` for each instruction) count the same.
+    for profiled in [false, true] {
+        assert_eq!(
+            self_ir_of_grown_table(profiled),
+            BTreeMap::from([(0x101, 5), (0x102, 5), (0x103, 2)]),
+            "profiled: {profiled}"
+        );
+    }
+}
+
+/// The self `Ir` by instruction of
+/// [`a_whole_run_counts_in_a_table_only_while_the_table_holds_its_instructions`]'s
+/// runs, in whole runs of `Ir` alone or (`profiled`) that cost a profile.
+fn self_ir_of_grown_table(profiled: bool) -> BTreeMap<u64, u64> {
     let options = Options::default();
     let events = EventSet::new(&options);
     let mut functions = Functions::default();
@@ -1029,7 +1043,18 @@ fn a_whole_run_counts_in_a_table_only_while_the_table_holds_its_instructions() {
             _ => &mut end_at,
         };
         let run = Listed::new(instructions);
-        thread.whole_block_ir(&mut shared, &block, info(number), run, cached);
+        if profiled {
+            let mut profile = Profile::new(cache as u32, instructions.len(), events.len());
+            (0..instructions.len()).for_each(|position| profile.count(position, 0));
+            let runs = ProfiledRuns {
+                times: 0,
+                run,
+                profile: &Arc::new(profile),
+            };
+            thread.whole_block_profiled(&mut shared, &block, info(number), &runs, cached);
+        } else {
+            thread.whole_block_ir(&mut shared, &block, info(number), run, cached);
+        }
     }
     let mut ir: BTreeMap<u64, u64> = BTreeMap::new();
     let sum = costs
@@ -1040,6 +1065,5 @@ fn a_whole_run_counts_in_a_table_only_while_the_table_holds_its_instructions() {
         });
     assert_eq!(sum, Ok(()));
     // The last block is not charged (the next block's start would).
-    let want = BTreeMap::from([(0x101, 5), (0x102, 5), (0x103, 2)]);
-    assert_eq!(ir, want);
+    ir
 }
