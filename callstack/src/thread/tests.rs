@@ -134,6 +134,43 @@ enum Path {
 }
 
 /// Runs `case`'s steps through the rules, as `path` reports them.
+/// `func` of a made-up program as `Functions` knows it.
+fn function(func: Func, options: &Options) -> Function {
+    Function {
+        object: Arc::from(format!("object{}", func.object)),
+        file: Arc::from("???"),
+        name: Arc::from(func.name),
+        skip: func.skip,
+        pop_on_jump: func.name.starts_with("_dl_runtime_resolve"),
+        toggle_collect: func.toggle,
+        dump_before: func.dumps.0,
+        dump_after: func.dumps.1,
+        zero_before: func.dumps.2,
+        separate_recursions: options.separate_recursions,
+        separate_callers: options.separate_callers,
+    }
+}
+
+/// What the rules share, over these tables (the cost tables of key 0, no
+/// back-dating).
+fn shared<'a>(
+    functions: &'a Functions,
+    contexts: &'a mut Contexts,
+    costs: &'a mut Costs,
+    options: &'a Options,
+    events: &'a EventSet,
+) -> Shared<'a> {
+    Shared {
+        functions,
+        contexts,
+        costs,
+        costs_key: 0,
+        options,
+        events,
+        forest: None,
+    }
+}
+
 fn run(case: &Case<'_>, path: Path) -> Outcome {
     let options = Options {
         separate_recursions: case.recursions,
@@ -147,20 +184,10 @@ fn run(case: &Case<'_>, path: Path) -> Outcome {
         .functions
         .iter()
         .map(|&func| {
-            let id = functions.insert(Function {
-                object: Arc::from(format!("object{}", func.object)),
-                file: Arc::from("???"),
-                name: Arc::from(func.name),
-                skip: func.skip,
-                pop_on_jump: func.name.starts_with("_dl_runtime_resolve"),
-                toggle_collect: func.toggle,
-                dump_before: func.dumps.0,
-                dump_after: func.dumps.1,
-                zero_before: func.dumps.2,
-                separate_recursions: options.separate_recursions,
-                separate_callers: options.separate_callers,
-            });
-            (func.name, (id, func))
+            (
+                func.name,
+                (functions.insert(function(func, &options)), func),
+            )
         })
         .collect();
     let mut contexts = Contexts::default();
@@ -181,15 +208,7 @@ fn run(case: &Case<'_>, path: Path) -> Outcome {
     let mut last_number = 0;
     let (mut last_sp, mut last_info) = (0, None);
     for step in case.steps {
-        let mut shared = Shared {
-            functions: &functions,
-            contexts: &mut contexts,
-            costs: &mut costs,
-            costs_key: 0,
-            options: &options,
-            events: &events,
-            forest: None,
-        };
+        let mut shared = shared(&functions, &mut contexts, &mut costs, &options, &events);
         let (addr, sp, arrival) = match *step {
             Signal => {
                 thread.enter_signal_handler(&mut shared, 14);
@@ -986,19 +1005,7 @@ fn self_ir_of_grown_table(profiled: bool) -> BTreeMap<u64, u64> {
     let options = Options::default();
     let events = EventSet::new(&options);
     let mut functions = Functions::default();
-    let main = functions.insert(Function {
-        object: Arc::from("object0"),
-        file: Arc::from("???"),
-        name: Arc::from("main"),
-        skip: false,
-        pop_on_jump: false,
-        toggle_collect: false,
-        dump_before: false,
-        dump_after: false,
-        zero_before: false,
-        separate_recursions: options.separate_recursions,
-        separate_callers: options.separate_callers,
-    });
+    let main = functions.insert(function(text("main", 0), &options));
     let info = |number| BlockInfo {
         function: main,
         is_entry: false,
@@ -1023,15 +1030,7 @@ fn self_ir_of_grown_table(profiled: bool) -> BTreeMap<u64, u64> {
         (&end, 1, 2),
     ];
     for (at, &(instructions, number, cache)) in runs.iter().enumerate() {
-        let mut shared = Shared {
-            functions: &functions,
-            contexts: &mut contexts,
-            costs: &mut costs,
-            costs_key: 0,
-            options: &options,
-            events: &events,
-            forest: None,
-        };
+        let mut shared = shared(&functions, &mut contexts, &mut costs, &options, &events);
         let block = Block {
             addr: instructions[0].0,
             sp: 0x8000,
