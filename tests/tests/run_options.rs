@@ -556,12 +556,6 @@ fn quiet_prints_nothing() {
     }
 }
 
-/// Without `-q`, Callgrind's hint `For interactive control, run
-/// 'callgrind_control -h'.` and the closing summary: `Events    : Ir`,
-/// `Collected : N` and `I   refs:      N,NNN` with Valgrind's numbers, after
-/// `==PID==` with the
-/// process id of the file name. On exact.c and on requests.c (whose collected
-/// total is less than its instructions).
 /// The messages of a run without `-q` as their kinds, in order: the
 /// program's lines as they are, the tool's with `==PID==` dropped and
 /// numbers left out, after each preamble's first three lines (the tool
@@ -627,6 +621,12 @@ fn the_messages_come_in_valgrinds_order() {
     }
 }
 
+/// Without `-q`, Callgrind's hint `For interactive control, run
+/// 'callgrind_control -h'.` and the closing summary: `Events    : Ir`,
+/// `Collected : N` and `I   refs:      N,NNN` with Valgrind's numbers, after
+/// `==PID==` with the
+/// process id of the file name. On exact.c and on requests.c (whose collected
+/// total is less than its instructions).
 #[test]
 fn the_summary_lines_are_valgrinds() {
     for (source, status) in [("exact.c", EXACT_STATUS), ("requests.c", 0)] {

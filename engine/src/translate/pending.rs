@@ -208,14 +208,13 @@ fn clear(code: &mut Emit, offset: u64) -> Result<(), Refusal> {
 
 /// What the resume routine needs of a translation (`quiet::resume_path`),
 /// a word in its header ([`super::quiet::DATA`] bytes before its entry):
-/// its number, its spread in the table of records (`quiet::runs_index`),
-/// whether a run a pending call returns to may be counted, and whether
-/// the first run of a pending call's callee may.
+/// its number (whose low half is its part of the index in the table of
+/// records, `quiet::runs_index_of`), whether a run a pending call returns
+/// to may be counted, and whether the first run of a pending call's
+/// callee may.
 pub(super) fn data_word(counted: Counted, id: u32) -> [u8; 8] {
-    let spread = super::quiet::spread(id);
     let mut word = [0u8; 8];
     word[..4].copy_from_slice(&id.to_le_bytes());
-    word[4..6].copy_from_slice(&spread.to_le_bytes());
     word[6] = counted.after_return() as u8;
     word[7] = counted.as_callee() as u8;
     word

@@ -221,7 +221,7 @@ enum TransferWord {
 /// rcx = four times the index in the table of transfers of `callee`'s
 /// entry for the segment whose number is in rdx (and its indirect target
 /// in rax): the segment's number times 8 plus the translation's number
-/// [`spread`] (plus the target), 14 bits of it (`lea`, `movzx`:
+/// [`id_part`] (plus the target), 14 bits of it (`lea`, `movzx`:
 /// flags untouched). The target spreads an indirect call's targets from
 /// one segment over the table.
 fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
@@ -238,16 +238,8 @@ fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
         Some(_) => (rax, 8),
         None => (Register::None, 4),
     };
-    let spread = i64::from(spread(callee.id));
-    let sum = MemoryOperand::new(
-        base,
-        rdx,
-        8,
-        spread,
-        displacement_size,
-        false,
-        Register::None,
-    );
+    let part = i64::from(id_part(callee.id));
+    let sum = MemoryOperand::new(base, rdx, 8, part, displacement_size, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
     code.push(Instruction::with2(Code::Movzx_r32_rm16, ecx, cx))?;
     code.push(Instruction::with2(
@@ -391,22 +383,23 @@ pub(super) const RUNS_ENTRIES: u64 = 1 << 16;
 pub(super) const SEGMENT_STRIDE: u64 = 0x9e37;
 
 /// Translation `id`'s part of its index in the tables of records and of
-/// transfers ([`runs_index`], [`transfer_index`]): its low 16 bits.
-pub(super) fn spread(id: u32) -> u16 {
+/// transfers ([`runs_index`], [`transfer_index`]): its low 16 bits (which
+/// [`runs_index_of`] reads from the number in its data word).
+pub(super) fn id_part(id: u32) -> u16 {
     (u64::from(id) % RUNS_ENTRIES) as u16
 }
 
 /// rcx = twice the index in the table of records of translation `id`'s
 /// entry for the segment whose number is in `segment` (the index: the
-/// segment's number times 8 plus [`spread`] of `id`, 16 bits of it;
+/// segment's number times 8 plus [`id_part`] of `id`, 16 bits of it;
 /// `lea`, `movzx`: flags untouched).
 fn runs_index(code: &mut Emit, segment: Register, id: u32) -> Result<(), Refusal> {
-    let spread = spread(id);
+    let part = id_part(id);
     let sum = MemoryOperand::new(
         Register::None,
         segment,
         8,
-        spread as i64,
+        part as i64,
         4,
         false,
         Register::None,
@@ -427,18 +420,19 @@ fn doubled_low_bits(code: &mut Emit) -> Result<(), Refusal> {
 
 /// rcx = twice the index in the table of records of the translation
 /// whose entry's address is in `entry` for the segment whose number is
-/// in `segment`: as [`runs_index`], the spread read from the
-/// translation's data word (`pending::data_word`).
+/// in `segment`: as [`runs_index`], [`id_part`] read from the number in
+/// the translation's data word (`pending::data_word`, little-endian: its
+/// first two bytes).
 pub(super) fn runs_index_of(
     code: &mut Emit,
     entry: Register,
     segment: Register,
 ) -> Result<(), Refusal> {
-    let spread = MemoryOperand::with_base_displ(entry, 4 - DATA as i64);
+    let part = MemoryOperand::with_base_displ(entry, -(DATA as i64));
     code.push(Instruction::with2(
         Code::Movzx_r32_rm16,
         Register::ECX,
-        spread,
+        part,
     ))?;
     let index = MemoryOperand::new(Register::RCX, segment, 8, 0, 8, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, Register::RCX, index))?;
@@ -1454,6 +1448,30 @@ mod tests {
                     assert!(apart >= 256, "{a:#x} and {b:#x}");
                 }
             }
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The resume path's index, read from a translation's data word, is
+    /// the one its own code computes (a number above 16 bits).
+    #[test]
+    fn the_index_read_from_a_data_word_is_the_translation_s() {
+        std::thread::spawn(|| {
+            let running = Running::new();
+            let (id, segment) = (0x1_2345, 100 + 3 * SEGMENT_STRIDE);
+            let mut header = vec![0u8; DATA as usize + 8];
+            let word = super::super::pending::data_word(super::super::pending::Counted::Cached, id);
+            header[..8].copy_from_slice(&word);
+            let entry = header.as_ptr() as u64 + DATA;
+            let mut code = Emit::default();
+            let rdx = Register::RDX;
+            code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, entry))
+                .unwrap();
+            runs_index_of(&mut code, rdx, Register::RAX).unwrap();
+            code.save(TEMP, Register::RCX).unwrap();
+            running.run(&code.list, segment);
+            assert_eq!(running.get(TEMP) / 2, runs_entry(&running, segment, id));
         })
         .join()
         .unwrap();
