@@ -54,6 +54,28 @@ pub(crate) enum Accesses {
     },
 }
 
+/// Up to [`MAX_LISTED`] templates in the order pushed (more are left
+/// out, as the list would leave them).
+#[derive(Default)]
+struct Listed {
+    templates: [Option<Template>; MAX_LISTED],
+    len: usize,
+}
+
+impl Listed {
+    fn push(&mut self, template: Template) {
+        if let Some(slot) = self.templates.get_mut(self.len) {
+            *slot = Some(template);
+            self.len += 1;
+        }
+    }
+
+    /// Those pushed (each `Some`).
+    fn filled(&mut self) -> &mut [Option<Template>] {
+        &mut self.templates[..self.len]
+    }
+}
+
 impl Accesses {
     /// The accesses of `instruction`, whose information `factory` gives.
     pub fn of(instruction: &Instruction, factory: &mut InstructionInfoFactory) -> Accesses {
@@ -88,8 +110,8 @@ impl Accesses {
             mnemonic,
             Mnemonic::Cmpxchg | Mnemonic::Cmpxchg8b | Mnemonic::Cmpxchg16b
         );
-        let mut reads = Vec::with_capacity(MAX_LISTED);
-        let mut writes = Vec::with_capacity(MAX_LISTED);
+        // Reads first, then writes: no more of either than the list holds.
+        let (mut reads, mut writes) = (Listed::default(), Listed::default());
         for memory in used {
             let size = match memory.memory_size().size() as u32 {
                 0 => element,
@@ -117,10 +139,13 @@ impl Accesses {
             Mnemonic::Cmpsb | Mnemonic::Cmpsw | Mnemonic::Cmpsd | Mnemonic::Cmpsq
         ) {
             // VEX loads [rdi] first; iced lists [rsi] first.
-            reads.sort_by_key(|template| template.memory.segment() != Register::ES);
+            reads.filled().sort_by_key(|template| {
+                template.is_some_and(|template| template.memory.segment() != Register::ES)
+            });
         }
-        for (slot, template) in list.iter_mut().zip(reads.into_iter().chain(writes)) {
-            *slot = Some(template);
+        let listed = reads.filled().iter().chain(writes.filled().iter());
+        for (slot, template) in list.iter_mut().zip(listed) {
+            *slot = *template;
         }
         Accesses::List(list)
     }
@@ -271,6 +296,21 @@ mod tests {
 
     fn access(addr: u64, size: u32, kind: AccessKind) -> DataAccess {
         DataAccess { addr, size, kind }
+    }
+
+    #[test]
+    fn a_listing_keeps_the_first_templates_pushed_in_order() {
+        let template = |size| Template {
+            memory: UsedMemory::default(),
+            size,
+            kind: AccessKind::Read,
+        };
+        let mut listed = Listed::default();
+        for size in 1..=MAX_LISTED as u32 + 1 {
+            listed.push(template(size));
+        }
+        let sizes: Vec<u32> = listed.filled().iter().flatten().map(|t| t.size).collect();
+        assert_eq!(sizes, (1..=MAX_LISTED as u32).collect::<Vec<_>>());
     }
 
     #[test]

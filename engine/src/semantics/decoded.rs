@@ -3,6 +3,8 @@
 //! accesses, the branch it is for Valgrind and what it does to the
 //! registers holding constants of its block.
 
+use std::cell::RefCell;
+
 use iced_x86::{Instruction, InstructionInfoFactory, Mnemonic, OpKind};
 
 use crate::flow::{is_rep_string, rep_counter_32, rep_while_zero_flag, End, Flow};
@@ -55,26 +57,42 @@ pub(crate) fn is_bus_locked(instruction: &Instruction) -> bool {
     memory && (instruction.has_lock_prefix() || instruction.mnemonic() == Mnemonic::Xchg)
 }
 
+thread_local! {
+    /// The thread's factory of instruction information: a new one
+    /// allocates its lists at its first use.
+    static FACTORY: RefCell<InstructionInfoFactory> = RefCell::new(InstructionInfoFactory::new());
+}
+
+/// Calls `with` with the thread's factory of instruction information
+/// (`with` must not call it again).
+pub(crate) fn with_info_factory<T>(with: impl FnOnce(&mut InstructionInfoFactory) -> T) -> T {
+    FACTORY.with_borrow_mut(with)
+}
+
 impl Decoded {
     /// What the backends need to know of `instruction`.
     pub fn of(instruction: &Instruction) -> Decoded {
+        with_info_factory(|factory| Decoded::with(instruction, factory))
+    }
+
+    /// [`Decoded::of`] with the information of `factory`.
+    fn with(instruction: &Instruction, factory: &mut InstructionInfoFactory) -> Decoded {
         let rep = is_rep_string(instruction).then(|| Rep {
             while_zero_flag: rep_while_zero_flag(instruction),
             counter_32: rep_counter_32(instruction),
         });
-        let mut factory = InstructionInfoFactory::new();
         Decoded {
             len: instruction.len() as u8,
             flow: Flow::of(instruction),
             rep,
-            accesses: Accesses::of(instruction, &mut factory),
+            accesses: Accesses::of(instruction, factory),
             element: if instruction.is_string_instruction() {
                 instruction.memory_size().size() as u8
             } else {
                 0
             },
             branch: Branch::of(instruction),
-            effect: Effect::of(instruction, &mut factory),
+            effect: Effect::of(instruction, factory),
             cpuid: instruction.mnemonic() == Mnemonic::Cpuid,
             bus: is_bus_locked(instruction),
             syscall: instruction.mnemonic() == Mnemonic::Syscall,

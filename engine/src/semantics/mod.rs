@@ -13,6 +13,6 @@ mod superblock;
 
 pub(crate) use accesses::{address_in, Accesses};
 pub(crate) use branches::{bit as register_bit, Branch, Effect, RCX};
-pub(crate) use decoded::Decoded;
+pub(crate) use decoded::{with_info_factory, Decoded};
 pub(crate) use report::{report, BranchRules, Dynamic, InstructionAt, Pass, Registers};
 pub(crate) use superblock::Superblock;

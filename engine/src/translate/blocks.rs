@@ -7,10 +7,7 @@
 //! exit): such blocks are decoded in full and marked for stepping in this
 //! slice.
 
-use iced_x86::{
-    Decoder, DecoderOptions, Instruction, InstructionInfoFactory, Mnemonic, OpAccess, OpKind,
-    Register,
-};
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpAccess, OpKind, Register};
 
 use crate::flow::{
     client_request_prefix, is_rep_string, End, Flow, CLIENT_REQUEST_LEN, MAX_BLOCK_INSTRUCTIONS,
@@ -90,17 +87,18 @@ impl DecodedBlock {
     /// starts with the stack pointer of the run before when it jumps back
     /// to its own start.
     pub fn keeps_stack_pointer(&self) -> bool {
-        let mut factory = InstructionInfoFactory::new();
-        self.insns.iter().all(|insn| {
-            insn.instruction.as_ref().is_some_and(|instruction| {
-                factory
-                    .info(instruction)
-                    .used_registers()
-                    .iter()
-                    .all(|used| {
-                        used.register().full_register() != Register::RSP
-                            || matches!(used.access(), OpAccess::Read | OpAccess::CondRead)
-                    })
+        crate::semantics::with_info_factory(|factory| {
+            self.insns.iter().all(|insn| {
+                insn.instruction.as_ref().is_some_and(|instruction| {
+                    factory
+                        .info(instruction)
+                        .used_registers()
+                        .iter()
+                        .all(|used| {
+                            used.register().full_register() != Register::RSP
+                                || matches!(used.access(), OpAccess::Read | OpAccess::CondRead)
+                        })
+                })
             })
         })
     }

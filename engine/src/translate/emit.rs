@@ -8,12 +8,25 @@ use super::area::slot;
 use super::translator::Refusal;
 
 /// Instructions being built.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Emit {
     /// The instructions so far.
     pub list: Vec<Instruction>,
     /// The label of the next instruction pushed.
     label: Option<u64>,
+}
+
+/// Instructions an [`Emit`] has room for at first (most lists a
+/// translation builds hold fewer).
+const ROOM: usize = 32;
+
+impl Default for Emit {
+    fn default() -> Emit {
+        Emit {
+            list: Vec::with_capacity(ROOM),
+            label: None,
+        }
+    }
 }
 
 impl Emit {

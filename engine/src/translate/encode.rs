@@ -15,6 +15,9 @@ use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Encoder, Instruction, InstructionBlock, OpKind, Register,
 };
 
+/// Room an encoding of a list takes per instruction at first.
+const BYTES_PER_INSTRUCTION: usize = 10;
+
 /// Below this, a branch target is a label (an instruction's fake address):
 /// no code is mapped there (Linux keeps the first pages unmapped,
 /// `vm.mmap_min_addr`).
@@ -72,7 +75,9 @@ pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u
             })
             .flatten()
     };
-    let mut encoder = Encoder::try_with_capacity(64, list.len() * 8).ok()?;
+    // Most instrumentation instructions have a segment prefix and a
+    // 32-bit displacement: room for all without growing.
+    let mut encoder = Encoder::try_with_capacity(64, list.len() * BYTES_PER_INSTRUCTION).ok()?;
     let mut offsets = Vec::with_capacity(list.len());
     // Branches to labels: (instruction index, label index).
     let mut to_labels = Vec::new();
@@ -101,6 +106,8 @@ pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u
         ip += encoder.encode(&instruction, ip).ok()? as u64;
     }
     let mut bytes = encoder.take_buffer();
+    // One encoder for every patch, its buffer emptied after each.
+    let mut patch = encoder;
     for (index, to) in to_labels {
         let mut instruction = list[index];
         let target = at + u64::from(offsets[to]);
@@ -115,11 +122,13 @@ pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u
         let end = offsets
             .get(index + 1)
             .map_or(bytes.len(), |&offset| offset as usize);
-        let mut patch = Encoder::new(64);
         if patch.encode(&instruction, at + start as u64).ok()? != end - start {
             return None;
         }
-        bytes[start..end].copy_from_slice(&patch.take_buffer());
+        let mut patched = patch.take_buffer();
+        bytes[start..end].copy_from_slice(&patched);
+        patched.clear();
+        patch.set_buffer(patched);
     }
     Some((bytes, offsets))
 }

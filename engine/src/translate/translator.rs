@@ -332,8 +332,9 @@ struct Emitter {
 impl Emitter {
     fn new() -> Emitter {
         Emitter {
-            list: Vec::new(),
-            safe: Vec::new(),
+            // Room for a translation of a few instructions.
+            list: Vec::with_capacity(128),
+            safe: Vec::with_capacity(16),
             cpuid_trap: false,
             cpuid_traps: Vec::new(),
         }
