@@ -63,24 +63,15 @@ pub(super) fn labelled(
 /// [`encode`] with one encoding of each instruction; `None` for a list
 /// that needs the `BlockEncoder`.
 pub(super) fn encode_in_one_pass(list: &[Instruction], at: u64) -> Option<(Vec<u8>, Vec<u32>)> {
-    if has_a_label_twice(list) {
-        // The `BlockEncoder` names the error.
-        return None;
-    }
-    let label = |target: u64| {
-        (target < LABELS)
-            .then(|| {
-                list.iter()
-                    .position(|instruction| instruction.ip() == target)
-            })
-            .flatten()
-    };
+    // A label twice: the `BlockEncoder` names the error.
+    let labels = Labels::of(list)?;
+    let label = |target: u64| labels.index(target);
     // Most instrumentation instructions have a segment prefix and a
     // 32-bit displacement: room for all without growing.
     let mut encoder = Encoder::try_with_capacity(64, list.len() * BYTES_PER_INSTRUCTION).ok()?;
     let mut offsets = Vec::with_capacity(list.len());
     // Branches to labels: (instruction index, label index).
-    let mut to_labels = Vec::new();
+    let mut to_labels = Vec::with_capacity(2 * labels.len());
     let mut ip = at;
     for (index, instruction) in list.iter().enumerate() {
         offsets.push(u32::try_from(ip - at).ok()?);
@@ -143,16 +134,38 @@ fn branch_to_no_label(list: &[Instruction]) -> Option<u64> {
         .find(|&target| !list.iter().any(|instruction| instruction.ip() == target))
 }
 
-/// Whether two instructions of `list` have the same label: a branch to
-/// it would have two places to go.
-fn has_a_label_twice(list: &[Instruction]) -> bool {
-    let mut labels: Vec<u64> = list
-        .iter()
-        .map(Instruction::ip)
-        .filter(|ip| (1..LABELS).contains(ip))
-        .collect();
-    labels.sort_unstable();
-    labels.windows(2).any(|pair| pair[0] == pair[1])
+/// The labelled instructions of a list (a label is a fake address from 1
+/// to [`LABELS`]), sorted by label, for branches to find theirs.
+struct Labels(Vec<(u64, usize)>);
+
+impl Labels {
+    /// The labels of `list`; `None` when two instructions have the same
+    /// one (a branch to it would have two places to go).
+    fn of(list: &[Instruction]) -> Option<Labels> {
+        let mut labels: Vec<(u64, usize)> = list
+            .iter()
+            .enumerate()
+            .map(|(index, instruction)| (instruction.ip(), index))
+            .filter(|(ip, _)| (1..LABELS).contains(ip))
+            .collect();
+        labels.sort_unstable();
+        let twice = labels.windows(2).any(|pair| pair[0].0 == pair[1].0);
+        (!twice).then_some(Labels(labels))
+    }
+
+    /// How many labels.
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The index of the instruction labelled `target`.
+    fn index(&self, target: u64) -> Option<usize> {
+        let at = self
+            .0
+            .binary_search_by_key(&target, |&(label, _)| label)
+            .ok()?;
+        self.0.get(at).map(|&(_, index)| index)
+    }
 }
 
 #[cfg(test)]
@@ -262,6 +275,19 @@ mod tests {
         let list = vec![to_label, labelled(Instruction::with(Code::Nopd), 8)];
         let error = encode(&list, AT).unwrap_err();
         assert!(error.contains("label 0x7"), "{error}");
+    }
+
+    #[test]
+    fn labels_find_their_instructions_and_refuse_a_label_twice() {
+        let nop = || Instruction::with(Code::Nopd);
+        let list = [nop(), labelled(nop(), 7), nop(), labelled(nop(), 3)];
+        let labels = Labels::of(&list).expect("each label once");
+        assert_eq!(labels.index(7), Some(1));
+        assert_eq!(labels.index(3), Some(3));
+        // An unlabelled instruction's address (0) and a missing label.
+        assert_eq!(labels.index(0), None);
+        assert_eq!(labels.index(5), None);
+        assert!(Labels::of(&[labelled(nop(), 7), labelled(nop(), 7)]).is_none());
     }
 
     #[test]
