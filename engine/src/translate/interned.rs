@@ -31,7 +31,14 @@ impl<T: Hash + Eq + Clone> Interned<T> {
     pub fn intern(&mut self, values: &[T]) -> Option<Box<[u32]>> {
         values
             .iter()
-            .map(|value| u32::try_from(self.values.insert_full(value.clone()).0).ok())
+            .map(|value| {
+                // A value seen before is not cloned (a clone may allocate).
+                let number = match self.values.get_index_of(value) {
+                    Some(number) => number,
+                    None => self.values.insert_full(value.clone()).0,
+                };
+                u32::try_from(number).ok()
+            })
             .collect()
     }
 }
