@@ -63,10 +63,13 @@ thread_local! {
     static FACTORY: RefCell<InstructionInfoFactory> = RefCell::new(InstructionInfoFactory::new());
 }
 
-/// Calls `with` with the thread's factory of instruction information
-/// (`with` must not call it again).
+/// Calls `with` with the thread's factory of instruction information (a
+/// new one when `with` itself asks for the thread's).
 pub(crate) fn with_info_factory<T>(with: impl FnOnce(&mut InstructionInfoFactory) -> T) -> T {
-    FACTORY.with_borrow_mut(with)
+    FACTORY.with(|factory| match factory.try_borrow_mut() {
+        Ok(mut factory) => with(&mut factory),
+        Err(_) => with(&mut InstructionInfoFactory::new()),
+    })
 }
 
 impl Decoded {
@@ -131,6 +134,19 @@ mod tests {
         assert!(bus(&[0xf0, 0x48, 0x0f, 0xc1, 0x18]));
         // xchg [rax], rbx: locked without the prefix.
         assert!(bus(&[0x48, 0x87, 0x18]));
+    }
+
+    #[test]
+    fn a_decoding_inside_a_use_of_the_threads_factory_gets_one_of_its_own() {
+        // call [rax]: reads the target, writes the return address.
+        let call = Decoder::new(64, &[0xff, 0x10], DecoderOptions::NONE).decode();
+        let alone = Decoded::of(&call);
+        let nested = with_info_factory(|factory| {
+            let _ = factory.info(&call);
+            Decoded::of(&call)
+        });
+        assert_eq!(nested, alone);
+        assert_eq!(alone.accesses.operands().count(), 2);
     }
 
     #[test]
