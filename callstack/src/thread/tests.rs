@@ -133,7 +133,6 @@ enum Path {
     Profiled,
 }
 
-/// Runs `case`'s steps through the rules, as `path` reports them.
 /// `func` of a made-up program as `Functions` knows it.
 fn function(func: Func, options: &Options) -> Function {
     Function {
@@ -171,6 +170,7 @@ fn shared<'a>(
     }
 }
 
+/// Runs `case`'s steps through the rules, as `path` reports them.
 fn run(case: &Case<'_>, path: Path) -> Outcome {
     let options = Options {
         separate_recursions: case.recursions,

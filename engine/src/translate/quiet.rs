@@ -23,10 +23,11 @@
 //! numbers from `EPOCHS`, above all of them), its region
 //! (`SEGMENT_REGION`) and its stack pointer (`SEGMENT_SP`), and a table
 //! of records (`Area::RUNS_BASE`, [`RUNS_ENTRIES`] entries, indexed by
-//! segment and translation, [`SEGMENT_STRIDE`]): a segment and the address of a
-//! record of the translation in it, which the quiet path trusts when the
-//! segment is the thread's and the record's number the translation's
-//! (another pair may have taken the entry since). Every translation has
+//! segment and translation, [`SEGMENT_STRIDE`]): a segment and the
+//! address of a record of the translation in it, which the quiet path
+//! trusts when the segment is the thread's and the record's number the
+//! translation's (another pair may have taken the entry since). Every
+//! translation has
 //!
 //! - its entry ([`entry`]): a new segment (number, stack pointer,
 //!   region), then the record (label `FRESH`: first the records of a
@@ -220,8 +221,8 @@ enum TransferWord {
 
 /// rcx = four times the index in the table of transfers of `callee`'s
 /// entry for the segment whose number is in rdx (and its indirect target
-/// in rax): the segment's number times 8 plus the translation's number
-/// [`id_part`] (plus the target), 14 bits of it (`lea`, `movzx`:
+/// in rax): the segment's number times 8 plus the [`id_part`] of the
+/// translation's number (plus the target), 14 bits of it (`lea`, `movzx`:
 /// flags untouched). The target spreads an indirect call's targets from
 /// one segment over the table.
 fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {

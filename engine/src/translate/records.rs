@@ -23,9 +23,10 @@
 //! both then on at the translation's first instruction (its body entry),
 //! every register back. A translation whose record holds other words
 //! writes it itself. The translation's number, and with it its part of
-//! the table's index, comes from its data word (`pending::data_word`). Flags untouched
-//! (`mov`, `lea`, `movzx`, `jrcxz`, `jmp`). A record store that faults in
-//! a guard page has changed nothing the thread needs: the tracer restarts
+//! the table's index, comes from its data word (`pending::data_word`).
+//! Flags untouched (`mov`, `lea`, `movzx`, `jrcxz`, `jmp`). A record
+//! store that faults in a guard page has changed nothing the thread
+//! needs: the tracer restarts
 //! the translation at its entry (in the `WRITING` slot), rcx and rdx back
 //! from their slots (`stops`).
 
