@@ -221,29 +221,29 @@ impl Functions {
 
     /// Where the block at `addr` is for the rules of contexts
     /// ([`BlockInfo::place`]), for a block that may not have run (the block
-    /// is not numbered by the question); `None` for an address in no object
-    /// known (the process's maps are not read again).
-    pub fn place(&mut self, addr: u64, symbols: &Symbols) -> Option<Place> {
+    /// is not numbered by the question), as the maps last read place it
+    /// (the caller reads them again for an address in none).
+    pub fn place(&mut self, addr: u64, symbols: &Symbols) -> Place {
         if let Some(info) = self.blocks.get(&addr) {
-            return Some(info.place());
+            return info.place();
         }
         let object = symbols.object(addr);
-        if object.as_ref() == UNKNOWN {
-            return None;
-        }
         let section = symbols.section_kind(addr);
-        // As `new_block` places code outside text sections.
+        // As `new_block` places code outside text sections, code in no
+        // object among them (a JIT's: Valgrind's `???`, where every block
+        // is a function of its own, which no jump from that code enters
+        // as a call).
         let (object, starts_function) = match section {
             SectionKind::Text => (object, symbols.is_function_start(addr)),
             _ => (Arc::from(UNKNOWN), false),
         };
-        Some(Place {
+        Place {
             region: self.region(object, section),
             starts_function,
             // PLT stubs, which Callgrind skips unless told not to
             // (`Process::place` says, and looks up the others).
             skipped: section == SectionKind::Plt,
-        })
+        }
     }
 
     /// The number of the region of code in `object`'s sections of kind
@@ -474,9 +474,22 @@ mod tests {
     }
 
     #[test]
-    fn code_in_no_object_known_has_no_place() {
+    fn code_in_no_object_is_one_region_whose_blocks_start_no_function() {
         let mut functions = Functions::default();
-        assert_eq!(functions.place(0x1000, &Symbols::new()), None);
+        let mut symbols = Symbols::new();
+        // Unmapped in this test process, as a JIT's code is in no object.
+        let (first, second) = (0x1000, 0x2_0000);
+        let place = functions.place(first, &symbols);
+        assert_eq!(functions.place(second, &symbols), place);
+        assert!(!place.starts_function && !place.skipped);
+        // A block run there is placed as it was asked about before.
+        let pid = std::process::id() as i32;
+        let info = functions.block(first, &mut symbols, pid, &Options::default());
+        assert_eq!(info.place(), place);
+        assert!(!info.is_entry);
+        // An object's text is another region.
+        let code = object_address as fn(&Symbols, u64) -> u64 as usize as u64;
+        assert_ne!(functions.place(code, &symbols).region, place.region);
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! the loops many times, and a loop of several blocks leaves a few
 //! records, not one per run, also when it calls a function at each turn
 //! (also one that calls another) or jumps back to its start through a
-//! register.
+//! register, and when its code is written by the program and checked at
+//! each run.
 
 mod common;
 
@@ -366,6 +367,40 @@ fn a_loop_of_nested_calls_leaves_a_few_records() {
             records < NESTED_ITERATIONS / 100,
             "{addr:#x}: {records} records"
         );
+    }
+}
+
+#[test]
+fn a_loop_of_written_blocks_rewritten_between_calls_leaves_a_few_records() {
+    const WRITTEN: Range<u64> = 0x1000_0000..0x1000_1000;
+    const RUNS: u64 = 50 * 20_000;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "written", 0);
+    let mut records = Records {
+        functions: symbols(&program).iter().map(|&(_, addr)| addr).collect(),
+        blocks: HashMap::new(),
+    };
+    let options = RunOptions {
+        quiet_runs: true,
+        ..RunOptions::default()
+    };
+    let outcome = translate::run(&Command::new(&program), &options, &mut records)
+        .expect("the translate run succeeds");
+    // The calls returned what the rewritten code computes.
+    assert_eq!(outcome.exit, Exit::Code(0));
+    // Each translation checks its code at every run, counted runs too;
+    // the loop's blocks (its start, the odd turns' `add`, the decrement)
+    // leave a few records each per call, not one per run.
+    let looped: Vec<(u64, u64, u64)> = records
+        .blocks
+        .iter()
+        .filter(|(addr, (_, runs))| WRITTEN.contains(addr) && *runs > 1_000)
+        .map(|(&addr, &(records, runs))| (addr, records, runs))
+        .collect();
+    assert_eq!(looped.len(), 3, "{looped:x?}");
+    for (addr, records, runs) in looped {
+        assert!(runs >= RUNS / 2, "{addr:#x}: {runs} runs");
+        assert!(records < RUNS / 100, "{addr:#x}: {records} records");
     }
 }
 

@@ -1,15 +1,18 @@
 //! Programs that write code and run it: `rewrite.c` (it rewrites functions
 //! in a writable and executable mapping in place, with no system call
-//! between a rewrite and the next call, alone and in threads), LuaJIT,
-//! PCRE2's JIT (`grep -P`) and node. Under cgx each prints what it prints
-//! alone; the rewrite program's and LuaJIT's total Ir are within 1% of
-//! Valgrind's (in Valgrind's environment, see `run_real_programs`).
+//! between a rewrite and the next call, alone and in threads),
+//! `jit_loops.c` (a loop of written blocks, rewritten between calls),
+//! LuaJIT, PCRE2's JIT (`grep -P`) and node. Under cgx each prints what it
+//! prints alone; the written programs' and LuaJIT's total Ir are within 1%
+//! of Valgrind's (in Valgrind's environment, see `run_real_programs`), and
+//! the self Ir of `jit_loops.c`'s written code and of the function it calls
+//! equal Valgrind's.
 
 use std::fs;
 use std::path::Path;
 
 use cgx_tests::run::{
-    assert_status, build, native, run, run_with_env, total_ir, Kind, Profiler,
+    assert_status, build, native, run, run_with_env, self_ir, total_ir, Kind, Profiler,
     VALGRINDS_ENVIRONMENT,
 };
 
@@ -60,6 +63,45 @@ fn code_rewritten_in_place_runs_as_rewritten() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build("rewrite.c", Kind::C, dir.path());
     same_as_natively(&program, &["0", "3000"], true, dir.path());
+}
+
+/// The self Ir of the code in no object (functions named by their
+/// address) added up, and of `helper`.
+fn written_code_and_helper_ir(profile: &cgx_formats::Profile) -> (u64, u64) {
+    let ir = self_ir(profile);
+    let written = ir
+        .iter()
+        .filter(|(name, _)| name.starts_with("0x"))
+        .map(|(_, ir)| ir)
+        .sum();
+    (written, ir.get("helper").copied().unwrap_or(0))
+}
+
+#[test]
+fn a_loop_of_written_blocks_rewritten_between_calls_costs_what_it_costs_under_valgrind() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("jit_loops.c", Kind::C, dir.path());
+    same_as_natively(&program, &[], true, dir.path());
+    let valgrind = run(Profiler::Valgrind, &["-q"], &program, &[], dir.path());
+    let cgx = run_with_env(
+        Profiler::Cgx,
+        &["-q"],
+        VALGRINDS_ENVIRONMENT,
+        &program,
+        &[],
+        dir.path(),
+    );
+    let (written, helper) = written_code_and_helper_ir(&cgx.profile());
+    // 300 calls of 40 iterations, each at least 11 instructions of the
+    // written code and a call of the helper.
+    assert!(written >= 300 * 40 * 11, "{}: written code", cgx.command);
+    assert!(helper >= 300 * 40, "{}: helper", cgx.command);
+    assert_eq!(
+        (written, helper),
+        written_code_and_helper_ir(&valgrind.profile()),
+        "{}: the written code's and the helper's Ir",
+        cgx.command
+    );
 }
 
 #[test]

@@ -21,10 +21,10 @@ impl Process {
             return None;
         }
         if !self.symbols.knows(addr) {
-            // Unreadable objects resolve to `???`, which has no place.
+            // Code mapped since they were read, as `Functions::block` does.
             let _ = self.symbols.refresh(self.pid as u32);
         }
-        let mut place = self.functions.place(addr, &self.symbols)?;
+        let mut place = self.functions.place(addr, &self.symbols);
         place.skipped &= self.options.skip_plt;
         if !self.options.fn_skip.is_empty() || !self.options.obj_skip.is_empty() {
             let info = self

@@ -38,13 +38,15 @@
 //!   routine, or label [`WRITE`] for a record of another layout), where
 //!   the routine writing a pending call's records goes back; it is
 //!   entered with rax the translation's entry;
-//! - its resume entry (below);
+//! - its resume entry (below; its path starts with the check of code
+//!   that may change unseen, `translator`);
 //!
 //! and one of a block quiet exits may lead to (one with a place that
-//! starts no function) whose code is not checked at each run also has
+//! starts no function) also has
 //!
 //! - its quiet entry, a `jmp` at the end of its header to the quiet path
-//!   ([`quiet_path`], after the block's end), where quiet exits and the
+//!   ([`quiet_path`], after the block's end; first the check of code that
+//!   may change unseen, `translator`), where quiet exits and the
 //!   lookup routine of indirect jumps lead: in another region or stack
 //!   pointer than the segment's, to the entry's new segment (label
 //!   `BUMP`); in the segment, when the table holds a record of the

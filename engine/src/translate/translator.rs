@@ -65,7 +65,9 @@
 //! The stale path (after the block's end, for a checked translation)
 //! restores rax and rcx and executes `int3`: the tracer drops the
 //! translation and translates the block anew (`Stub::Stale`). A checked
-//! translation never counts its runs in its record (each run is checked).
+//! translation's quiet and resume paths start with the same check, so a
+//! run counted in its record is checked too; it has no repeat path (a
+//! loop of one block records each run).
 //!
 //! The lookup routine (entered with the target in rax and the program's
 //! rax in its slot) saves the flags with `lahf`/`seto`, looks the target up
@@ -121,10 +123,14 @@ const REPEAT: u64 = 2;
 const SYSCALL: u64 = 1;
 const BODY: u64 = 3;
 /// The stale path of a translation that checks its code (see [`check`]);
-/// the checks of its chunks go on at labels from `CHECKED` (one each,
-/// above the labels of `quiet` and `filter`).
+/// the checks of its chunks go on at labels from `CHECKED` at its entry,
+/// from `QUIET_CHECKED` on its quiet path and from `RESUME_CHECKED` on its
+/// resume path (one each, above the labels of `quiet` and `filter`; a
+/// block's bytes make at most 114 pieces).
 const STALE: u64 = 4;
 const CHECKED: u64 = 0xa00;
+const QUIET_CHECKED: u64 = 0xb00;
+const RESUME_CHECKED: u64 = 0xc00;
 
 /// One exit of a translation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -511,7 +517,8 @@ pub(super) struct Quiet<'a> {
     pub exits: &'a [bool],
     /// Where the block is for the sink's rules of contexts: when it starts
     /// no function, quiet exits and indirect jumps may lead to it, and it
-    /// has a quiet entry unless it checks its code.
+    /// has a quiet entry (whose path, as the resume path, checks its code
+    /// first when it may change unseen).
     pub place: Option<Place>,
 }
 
@@ -547,8 +554,8 @@ pub(super) fn translate(
     let region = place
         .filter(|place| !place.starts_function)
         .map(|place| place.region);
-    // A translation that checks its code checks it at each run.
-    let quiet_entry = region.is_some() && original.is_none();
+    // A translation that checks its code checks it on its quiet path too.
+    let quiet_entry = region.is_some();
     if let Some(refusal) = refusal(block) {
         return Err(refusal);
     }
@@ -938,7 +945,6 @@ pub(super) fn translate(
     // Which runs its record of a segment counts (`pending`): a block
     // that records no words, in a function not skipped.
     let plain = quiet.is_some()
-        && original.is_none()
         && !repeats
         && !counted
         && recorder.words() == 0
@@ -973,18 +979,26 @@ pub(super) fn translate(
             true => quiet::Flags::Free,
             false => quiet::Flags::Kept,
         };
+        if let Some(bytes) = original {
+            code.list
+                .append(&mut check(block.addr, bytes, QUIET_CHECKED)?);
+        }
         code.list.append(&mut quiet::quiet_path(
             counts, id, region, BODY, rules, flags,
         )?);
     }
     let resume_path = code.list.len();
-    if quiet.is_some() && original.is_none() {
+    if quiet.is_some() {
+        if let Some(bytes) = original {
+            code.list
+                .append(&mut check(block.addr, bytes, RESUME_CHECKED)?);
+        }
         let region = place.map(|place| place.region);
         code.list
             .append(&mut quiet::resume_path(region, entry, resume)?);
     }
     let mut list = match original {
-        Some(bytes) => check(block.addr, bytes)?,
+        Some(bytes) => check(block.addr, bytes, CHECKED)?,
         None => Vec::new(),
     };
     let record = quiet::Record {
@@ -1030,10 +1044,7 @@ pub(super) fn translate(
         .and_then(|index| offsets.get(index))
         .map(|&offset| entry + u64::from(offset))
         .or_else(|| record.written_by_routine());
-    let resume_path = match original {
-        None => at_offset(&resume_path),
-        Some(_) => None,
-    };
+    let resume_path = at_offset(&resume_path);
     let cpuid_traps = code.cpuid_traps.iter().filter_map(at_offset).collect();
     let filter_paths = filter_labels
         .iter()
@@ -1140,18 +1151,19 @@ fn check_pieces(len: usize) -> Vec<(usize, usize)> {
 }
 
 /// The check of a translation of code that may change unseen, at its
-/// entry: compares the original code at `addr` with `bytes`, what the
-/// block was decoded from, a piece at a time, and goes to the stale path
-/// ([`stale_path`], label [`STALE`]) at the first difference. Flags
+/// entry and at the start of its quiet and resume paths: compares the original code
+/// at `addr` with `bytes`, what the block was decoded from, a piece at a
+/// time, and goes to the stale path ([`stale_path`], label [`STALE`]) at
+/// the first difference; piece `i` goes on at label `labels + i`. Flags
 /// untouched: rax takes the piece and `not`, rcx the expected value plus
 /// one, `lea` their sum (zero when equal) and `jrcxz` the test; rax and
 /// rcx saved in the thread's slots and restored.
-fn check(addr: u64, bytes: &[u8]) -> Result<Vec<Instruction>, Refusal> {
+fn check(addr: u64, bytes: &[u8], labels: u64) -> Result<Vec<Instruction>, Refusal> {
     let (rax, rcx) = (Register::RAX, Register::RCX);
     let mut code = Emitter::new();
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(SAVE_RAX), rax))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, slot(TEMP), rcx))?;
-    // Piece `i` goes on at label `CHECKED + i`: the next piece's load, or
+    // Piece `i` goes on at label `labels + i`: the next piece's load, or
     // the restoring of rcx after the last piece.
     let mut next_label = None;
     for (index, (offset, size)) in check_pieces(bytes.len()).into_iter().enumerate() {
@@ -1181,7 +1193,7 @@ fn check(addr: u64, bytes: &[u8]) -> Result<Vec<Instruction>, Refusal> {
             rcx,
             MemoryOperand::with_base_index(rax, rcx),
         ))?;
-        let label = CHECKED + index as u64;
+        let label = labels + index as u64;
         code.jump(Code::Jrcxz_rel8_64, label)?;
         code.jump(Code::Jmp_rel32_64, STALE)?;
         next_label = Some(label);
@@ -1505,7 +1517,7 @@ mod tests {
         const AT: u64 = 0x7f00_0000_0000;
         let code = AT + 0x10_0000;
         let bytes: Vec<u8> = (0..13).map(|i| 0x90 + i).collect();
-        let mut list = check(code, &bytes).unwrap();
+        let mut list = check(code, &bytes, CHECKED).unwrap();
         list.push(Instruction::with(Code::Nopd));
         list.append(&mut stale_path().unwrap());
         let (encoded, offsets) = super::super::encode::encode(&list, AT).unwrap();
