@@ -20,10 +20,10 @@
 //! `run_cachegrind.rs`'s). The same holds for a small dynamically linked
 //! program (`hello.c`) with the cache and branch simulations, and for one
 //! whose calls repeat (`calls_again.c`: direct, indirect, nested and PLT
-//! calls in a loop) with the option sets of quiet runs, for one that
-//! writes code into writable memory and rewrites it in place between calls
-//! (`jit_loops.c`: a loop of blocks in no object, with an indirect jump and
-//! a call out), and for one made
+//! calls in a loop) and for one that writes code into writable memory and
+//! rewrites it in place between calls (`jit_loops.c`: a loop of blocks in
+//! no object, with an indirect jump and a call out) with the option sets
+//! of quiet runs, and for one made
 //! for Cachegrind's and Callgrind's cache simulations filtered in the
 //! program (`filtered.c`: sweeps, accesses across lines, REP passes,
 //! stepped blocks between loads of one set, a signal handler, a fork)
@@ -369,8 +369,8 @@ fn cache_simulations_filtered_in_the_program_give_the_same_profiles() {
     );
 }
 
-/// The command lines compared on `calls_again.c`: those whose runs the
-/// translate backend counts in the tracee, calls repeated whole among
+/// The command lines compared on `calls_again.c` and `jit_loops.c`: those
+/// whose runs the translate backend counts in the tracee, calls repeated whole among
 /// them (quiet runs: no jumps collected, no simulation). Valgrind's
 /// figures for a dynamically linked program are `run_exact.rs`'s.
 const QUIET_OPTION_SETS: &[OptionSet] = &[
@@ -421,33 +421,6 @@ fn calls_repeated_whole_give_the_same_profiles_under_both_backends() {
     );
 }
 
-/// The command lines compared on code written into writable memory (its
-/// translations check their code at every entry, counted runs too):
-/// quiet runs without and with the cache simulation, and Cachegrind.
-const JIT_OPTION_SETS: &[OptionSet] = &[
-    (&[], "--callgrind-out-file={out}/callgrind.out.%p", false),
-    (
-        &["--dump-instr=yes"],
-        "--callgrind-out-file={out}/callgrind.out.%p",
-        false,
-    ),
-    (
-        &["--separate-recs=3", "--separate-callers=2"],
-        "--callgrind-out-file={out}/callgrind.out.%p",
-        false,
-    ),
-    (
-        &["--cache-sim=yes", "--dump-instr=yes"],
-        "--callgrind-out-file={out}/callgrind.out.%p",
-        false,
-    ),
-    (
-        &["--tool=cachegrind", "--cache-sim=no"],
-        "--cachegrind-out-file={out}/cachegrind.out.%p",
-        false,
-    ),
-];
-
 #[test]
 fn code_a_program_writes_and_rewrites_gives_the_same_profiles_under_both_backends() {
     differential(
@@ -457,7 +430,7 @@ fn code_a_program_writes_and_rewrites_gives_the_same_profiles_under_both_backend
             args: &[],
             status: 0,
         },
-        JIT_OPTION_SETS,
+        QUIET_OPTION_SETS,
     );
 }
 

@@ -1151,10 +1151,11 @@ fn check_pieces(len: usize) -> Vec<(usize, usize)> {
 }
 
 /// The check of a translation of code that may change unseen, at its
-/// entry and at the start of its quiet and resume paths: compares the original code
-/// at `addr` with `bytes`, what the block was decoded from, a piece at a
-/// time, and goes to the stale path ([`stale_path`], label [`STALE`]) at
-/// the first difference; piece `i` goes on at label `labels + i`. Flags
+/// entry and at the start of its quiet and resume paths: compares the
+/// original code at `addr` with `bytes`, what the block was decoded from,
+/// a piece at a time, and goes to the stale path ([`stale_path`], label
+/// [`STALE`]) at the first difference; piece `i` goes on at label
+/// `labels + i`. Flags
 /// untouched: rax takes the piece and `not`, rcx the expected value plus
 /// one, `lea` their sum (zero when equal) and `jrcxz` the test; rax and
 /// rcx saved in the thread's slots and restored.
@@ -1471,6 +1472,98 @@ mod tests {
             lengths[0] + 4 + check,
             "jumps: Any's, `sub`, the check"
         );
+    }
+
+    /// `add eax, 1; cmp eax, 10; jne` back to itself: a loop of one block.
+    static LOOP: [u8; 10] = [0x83, 0xc0, 0x01, 0x83, 0xf8, 0x0a, 0x75, 0xf8, 0x90, 0x90];
+
+    /// The first instructions at the path the `jmp rel32` at `jump` of
+    /// `emitted`'s header leads to.
+    fn path_after(emitted: &Emitted, jump: u64) -> Vec<Instruction> {
+        let at = |addr: u64| (addr - emitted.at) as usize;
+        let jmp =
+            Decoder::with_ip(64, &emitted.bytes[at(jump)..], jump, DecoderOptions::NONE).decode();
+        assert_eq!(jmp.code(), Code::Jmp_rel32_64);
+        let path = jmp.near_branch64();
+        Decoder::with_ip(64, &emitted.bytes[at(path)..], path, DecoderOptions::NONE)
+            .into_iter()
+            .take(3)
+            .collect()
+    }
+
+    /// Translates [`LOOP`] (in this process) with quiet runs, its code
+    /// checked when `checked`.
+    fn translated_loop(checked: bool) -> (u64, Emitted) {
+        let addr = LOOP.as_ptr() as u64;
+        let memory = super::super::memory::Memory::open(std::process::id() as i32).unwrap();
+        let block =
+            super::super::blocks::decode(&mut super::super::blocks::CodeWindow::new(&memory), addr)
+                .unwrap();
+        let len = (block.last().next() - addr) as usize;
+        // The translation and the routines it leads to, near the code.
+        let at = (addr + (1 << 20)) & !15;
+        let routine = at + (1 << 16);
+        let layout = Layout {
+            base: at + (1 << 20),
+        };
+        let target = Target {
+            layout: &layout,
+            lookup: routine,
+            returns: routine,
+            jumps: routine,
+            calls: routine,
+            records: RecordEntries {
+                bump: routine,
+                fresh: routine,
+                counted: routine,
+                plain: routine,
+            },
+            resume: routine,
+            rules: RuleEntries {
+                calling: routine,
+                chained: routine,
+            },
+            capture: Capture::new(false, false, true, Default::default(), None),
+            cpuid_trap: false,
+            original: checked.then_some(&LOOP[..len]),
+            quiet: Some(Quiet {
+                exits: &[true, true],
+                place: Some(Place {
+                    region: 0,
+                    starts_function: false,
+                    skipped: false,
+                }),
+            }),
+            filter_routines: None,
+        };
+        (
+            addr,
+            translate(&block, 1, at, target, &|_, _| None).unwrap(),
+        )
+    }
+
+    /// A translation of code that may change has quiet and resume paths
+    /// (a run counted in its record), and each starts with the check of
+    /// its code, as its entry does: rax and rcx saved, then the first
+    /// piece of the original code loaded.
+    #[test]
+    fn code_that_may_change_is_checked_first_on_the_quiet_and_resume_paths() {
+        for checked in [false, true] {
+            let (addr, emitted) = translated_loop(checked);
+            assert!(emitted.quiet_entry.is_some(), "checked: {checked}");
+            for before in [quiet::QUIET_ENTRY, quiet::RESUME_ENTRY] {
+                let path = path_after(&emitted, emitted.entry - before);
+                let loads_code = path[2].memory_base() == Register::RIP
+                    && path[2].memory_displacement64() == addr
+                    && path[2].op0_register() == Register::RAX;
+                assert_eq!(loads_code, checked, "{before}: {path:?}");
+                if checked {
+                    assert_eq!(path[0].op1_register(), Register::RAX);
+                    assert_eq!(path[1].op1_register(), Register::RCX);
+                }
+            }
+            assert_eq!(emitted.stale_trap.is_some(), checked);
+        }
     }
 
     #[test]
