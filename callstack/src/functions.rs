@@ -487,7 +487,8 @@ mod tests {
         let info = functions.block(first, &mut symbols, pid, &Options::default());
         assert_eq!(info.place(), place);
         assert!(!info.is_entry);
-        // An object's text is another region.
+        // An object's text (the maps were read for the block) is another
+        // region.
         let code = object_address as fn(&Symbols, u64) -> u64 as usize as u64;
         assert_ne!(functions.place(code, &symbols).region, place.region);
     }
