@@ -12,7 +12,7 @@ use std::fs;
 use std::path::Path;
 
 use cgx_tests::run::{
-    assert_status, build, native, run, run_with_env, self_ir, total_ir, Kind, Profiler,
+    assert_status, build, native, run, run_with_env, self_ir, total_ir, Kind, Profiler, Run,
     VALGRINDS_ENVIRONMENT,
 };
 
@@ -22,8 +22,8 @@ const TOLERANCE: f64 = 1.0;
 /// Runs `program ARGS` alone, under Valgrind and under cgx (in Valgrind's
 /// environment); asserts that both profiled runs print what the program
 /// prints alone and exit 0, and, with `compare_ir`, that cgx's total Ir is
-/// within [`TOLERANCE`] of Valgrind's.
-fn same_as_natively(program: &Path, args: &[&str], compare_ir: bool, dir: &Path) {
+/// within [`TOLERANCE`] of Valgrind's. Returns Valgrind's run and cgx's.
+fn same_as_natively(program: &Path, args: &[&str], compare_ir: bool, dir: &Path) -> (Run, Run) {
     let alone = native(program, args, dir);
     assert_status(&alone, 0);
     let valgrind = run(Profiler::Valgrind, &["-q"], program, args, dir);
@@ -56,6 +56,7 @@ fn same_as_natively(program: &Path, args: &[&str], compare_ir: bool, dir: &Path)
             cgx.command
         );
     }
+    (valgrind, cgx)
 }
 
 #[test]
@@ -81,16 +82,7 @@ fn written_code_and_helper_ir(profile: &cgx_formats::Profile) -> (u64, u64) {
 fn a_loop_of_written_blocks_rewritten_between_calls_costs_what_it_costs_under_valgrind() {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let program = build("jit_loops.c", Kind::C, dir.path());
-    same_as_natively(&program, &[], true, dir.path());
-    let valgrind = run(Profiler::Valgrind, &["-q"], &program, &[], dir.path());
-    let cgx = run_with_env(
-        Profiler::Cgx,
-        &["-q"],
-        VALGRINDS_ENVIRONMENT,
-        &program,
-        &[],
-        dir.path(),
-    );
+    let (valgrind, cgx) = same_as_natively(&program, &[], true, dir.path());
     let (written, helper) = written_code_and_helper_ir(&cgx.profile());
     // 300 calls of 40 iterations, each at least 11 instructions of the
     // written code and a call of the helper.

@@ -26,9 +26,8 @@
 //! the table's index, comes from its data word (`pending::data_word`).
 //! Flags untouched (`mov`, `lea`, `movzx`, `jrcxz`, `jmp`). A record
 //! store that faults in a guard page has changed nothing the thread
-//! needs: the tracer restarts
-//! the translation at its entry (in the `WRITING` slot), rcx and rdx back
-//! from their slots (`stops`).
+//! needs: the tracer restarts the translation at its entry (in the
+//! `WRITING` slot), rcx and rdx back from their slots (`stops`).
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 

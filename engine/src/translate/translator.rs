@@ -1449,6 +1449,8 @@ pub(super) fn lookup_routine(at: u64, kind: Lookup) -> Result<(Vec<u8>, u64), Re
 
 #[cfg(test)]
 mod tests {
+    use super::super::blocks::{decode, CodeWindow};
+    use super::super::memory::Memory;
     use super::*;
     use iced_x86::{Decoder, DecoderOptions};
 
@@ -1495,10 +1497,8 @@ mod tests {
     /// checked when `checked`.
     fn translated_loop(checked: bool) -> (u64, Emitted) {
         let addr = LOOP.as_ptr() as u64;
-        let memory = super::super::memory::Memory::open(std::process::id() as i32).unwrap();
-        let block =
-            super::super::blocks::decode(&mut super::super::blocks::CodeWindow::new(&memory), addr)
-                .unwrap();
+        let memory = Memory::open(std::process::id() as i32).unwrap();
+        let block = decode(&mut CodeWindow::new(&memory), addr).unwrap();
         let len = (block.last().next() - addr) as usize;
         // The translation and the routines it leads to, near the code.
         let at = (addr + (1 << 20)) & !15;
