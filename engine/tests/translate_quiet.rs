@@ -5,7 +5,8 @@
 //! segment of its caller. The counts stay exact when signals interrupt
 //! the loops many times, and a loop of several blocks leaves a few
 //! records, not one per run, also when it calls a function at each turn
-//! (also one that calls another) or jumps back to its start through a
+//! (also one that calls another, and one called from two call sites in
+//! turn that calls another) or jumps back to its start through a
 //! register, and when its code is written by the program and checked at
 //! each run.
 
@@ -365,6 +366,30 @@ fn a_loop_of_nested_calls_leaves_a_few_records() {
         assert!(expected.contains(&runs), "{addr:#x}: {runs} runs");
         assert!(
             records < NESTED_ITERATIONS / 100,
+            "{addr:#x}: {records} records"
+        );
+    }
+}
+
+/// A function called from two call sites in turn calls another from
+/// the two segments of its caller's calls in turn: every call of that
+/// pair is made pending from one of its call's two cache entries.
+#[test]
+fn a_call_made_from_two_segments_in_turn_leaves_a_few_records() {
+    const ALTERNATING_ITERATIONS: u64 = 1_000_000;
+    let Looped {
+        symbols,
+        blocks: looped,
+    } = looped_blocks("alternating");
+    let at = |name: &str| address(&symbols, name);
+    // The loop's two calls and its decrement, writer's two blocks, copy's.
+    assert_eq!(looped.len(), 6, "{looped:x?}");
+    for (addr, records, runs) in looped {
+        let times = if addr >= at("writer") { 2 } else { 1 };
+        let expected = times * (ALTERNATING_ITERATIONS - 1)..=times * ALTERNATING_ITERATIONS;
+        assert!(expected.contains(&runs), "{addr:#x}: {runs} runs");
+        assert!(
+            records < ALTERNATING_ITERATIONS / 100,
             "{addr:#x}: {records} records"
         );
     }

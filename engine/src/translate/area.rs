@@ -28,11 +28,12 @@
 //!   and zeroes the counters at every drain; when the run counts quiet
 //!   runs instead, the target of the last run of the translation's
 //!   indirect call (`quiet::call_target`);
-//! - when the run counts quiet runs (`RunOptions::quiet_runs`), four
-//!   words per translation ([`COUNTERS`] of them): for a translation
-//!   ending in a call, the caller's and the callee's segments of its last
-//!   run and the segment and address of the record its return went on to
-//!   (`quiet::call_cache`); then the thread's table of transfers, 16384
+//! - when the run counts quiet runs (`RunOptions::quiet_runs`), two
+//!   entries of four words per translation (for the first half of the
+//!   [`COUNTERS`]): for a translation ending in a call, the caller's and
+//!   the callee's segments of its last run and the segment and address of
+//!   the record its return went on to, then the same of its last run from
+//!   another caller's segment (`quiet::call_cache`); then the thread's table of transfers, 16384
 //!   entries of four words (a segment, a translation, a target, the
 //!   segment the transfer chose), the thread's stack of calls, a ring of
 //!   2048 entries, and its table of records, 65536 entries of a segment
@@ -196,6 +197,9 @@ pub(super) const FILTER_BACK: u64 = FILTER_TAG + 8;
 /// The next free word of the buffer of filter records that name their
 /// run (`filter::RECORD_WORDS`).
 pub(super) const FILTER_CURSOR: u64 = FILTER_BACK + 8;
+/// The tracee's rbx while the resume routine swaps a call's two cache
+/// entries (`pending`). Never live at a safe point.
+pub(super) const SWAP_RBX: u64 = FILTER_CURSOR + 8;
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_DEPTH) / 8 + 1) as usize;
@@ -252,11 +256,10 @@ impl Area {
         + 2 * (FILTER_HALF + PAGE);
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
     pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
-    /// Offset of the translations' entries for quiet runs (translation
-    /// `id`'s at `32 * id` after, see `quiet`).
+    /// Offset of the translations' entries for quiet runs (`quiet::call_cache`).
     pub const QUIET_BASE: u64 = Area::COUNTER_BASE + 8 * COUNTERS;
     /// Offset of the thread's table of transfers (`quiet`).
-    pub const TRANSFERS_BASE: u64 = Area::QUIET_BASE + 32 * COUNTERS;
+    pub const TRANSFERS_BASE: u64 = Area::QUIET_BASE + quiet::CALL_CACHE_BYTES * quiet::CALL_CACHES;
     /// Offset of the thread's stack of calls (`quiet`).
     pub const CALLS_BASE: u64 = Area::TRANSFERS_BASE + TRANSFERS_BYTES;
     /// Offset of the thread's table of records of quiet runs (`quiet`).

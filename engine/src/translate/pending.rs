@@ -65,6 +65,15 @@
 //! A normal return keeps in the call's cache entry the segment and the
 //! address of the record it goes on to write ([`resume_routine`],
 //! `RETURN_CACHE`), for the next run of the call.
+//!
+//! A call has two cache entries (`quiet::call_cache`): its last run's
+//! and, second, that of its last run from another caller's segment, which
+//! a run from yet another segment moves there (`quiet::choose_segment`).
+//! A call is made pending from either ([`call_repeats_here`]); from the
+//! second, the two swap first, so that the first is always the entry of
+//! the thread's segment, as the call's code and its return expect. A
+//! function called from two call sites in turn (two segments of its own)
+//! so makes its own calls pending from both.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
@@ -241,6 +250,11 @@ const NESTED_CHECKED: u64 = 17;
 const MAKE_PENDING_DROPPED: u64 = 18;
 const CALLS_POPPED: u64 = 19;
 const RETURNED_KEPT: u64 = 20;
+/// Labels of the uses of `call_repeats_here`, two each: after a pending
+/// call's return, and (plus twice their own label) where a call is made
+/// pending.
+const REPEATS_RETURNED: u64 = 0x100;
+const REPEATS_CALLING: u64 = 0x110;
 
 /// The last place in the chain the resume routine appends at: the
 /// chain's last entry is kept for a run in `JUMPER` (the lookup routine
@@ -372,7 +386,7 @@ pub(super) fn resume_routine(
     // segment is the one kept (a call to another target takes it out of
     // the table).
     code.load(rdx, SEGMENT)?;
-    call_repeats_here(&mut code, rdx, RETURNED_FAIL)?;
+    call_repeats_here(&mut code, rdx, RETURNED_FAIL, REPEATS_RETURNED)?;
     code.load(rcx, super::area::RESUMING)?;
     runs_index_of(&mut code, rcx, rdx)?;
     code.push(Instruction::with2(
@@ -519,7 +533,7 @@ pub(super) fn resume_routine(
             data(0),
         ))?;
         code.load(rax, SEGMENT)?;
-        call_repeats_here(code, rax, TO_FRESH)?;
+        call_repeats_here(code, rax, TO_FRESH, REPEATS_CALLING + 2 * label)?;
         count_in_segment(code)?;
         push_frame(code, runs)?;
         code.jump(Code::Jmp_rel32_64, TO_BODY)
@@ -730,17 +744,58 @@ fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
 }
 
 /// In the resume routine, rcx the number of a translation ending in a
-/// call (lost): on to `fail` unless the call's cache entry says that its
-/// last run was made in the thread's segment (in `segment`) and that a
-/// record of the block its return went on to is kept in that segment.
-fn call_repeats_here(code: &mut Emit, segment: Register, fail: u64) -> Result<(), Refusal> {
-    let rcx = Register::RCX;
-    code.push(Instruction::with2(Code::Shl_rm64_imm8, rcx, 5u32))?;
+/// call (lost): on to `fail` unless one of the call's cache entries
+/// (`quiet::call_cache`) says that a run of it was made in the thread's
+/// segment (in `segment`) and that a record of the block its return went
+/// on to is kept in that segment; when the second says so, the two swap
+/// (rbx kept in its slot), so that the first is always the one of the
+/// call's run in the segment, as the call's code and its return expect.
+/// `labels` and the label after it are this use's.
+pub(super) fn call_repeats_here(
+    code: &mut Emit,
+    segment: Register,
+    fail: u64,
+    labels: u64,
+) -> Result<(), Refusal> {
+    use super::quiet::{CALL_CACHE_BYTES, SECOND_ENTRY};
+    let (second, found) = (labels, labels + 1);
+    let (rbx, rcx) = (Register::RBX, Register::RCX);
+    code.push(Instruction::with2(
+        Code::Shl_rm64_imm8,
+        rcx,
+        CALL_CACHE_BYTES.trailing_zeros(),
+    ))?;
     let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
     code.push(Instruction::with2(Code::Cmp_rm64_r64, cache(0), segment))?;
-    code.jump(Code::Jne_rel32_64, fail)?;
+    code.jump(Code::Jne_rel32_64, second)?;
     code.push(Instruction::with2(Code::Cmp_rm64_r64, cache(16), segment))?;
-    code.jump(Code::Jne_rel32_64, fail)
+    code.jump(Code::Je_rel32_64, found)?;
+    code.label(second);
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        cache(SECOND_ENTRY),
+        segment,
+    ))?;
+    code.jump(Code::Jne_rel32_64, fail)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        cache(SECOND_ENTRY + 16),
+        segment,
+    ))?;
+    code.jump(Code::Jne_rel32_64, fail)?;
+    code.save(super::area::SWAP_RBX, rbx)?;
+    for word in [0, 8, 16, 24] {
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, cache(word)))?;
+        code.push(Instruction::with2(
+            Code::Xchg_rm64_r64,
+            cache(SECOND_ENTRY + word),
+            rbx,
+        ))?;
+        code.push(Instruction::with2(Code::Mov_rm64_r64, cache(word), rbx))?;
+    }
+    code.load(rbx, super::area::SWAP_RBX)?;
+    code.label(found);
+    Ok(())
 }
 
 /// The flags kept with `lahf`/`seto` at `from` saved (rax lost).

@@ -144,6 +144,9 @@ const LOOKUP: u64 = 18;
 /// Label of a new segment once a jump into another function to another
 /// target has forgotten its call's caller's segment.
 const FORGOTTEN: u64 = 19;
+/// Label past the move of a call's cache entry to its second
+/// ([`keep_second_entry`]) when its caller's segment was forgotten.
+const FORGOTTEN_CALLER: u64 = 0x5a0;
 /// Labels of the tests of an entry of the table of transfers, one each.
 const TRANSFER_TESTS: u64 = 0x40;
 /// Labels of the tests that no call is pending, before an indirect
@@ -201,10 +204,27 @@ pub(super) fn new_epoch() -> u64 {
 /// segment then, and the segment and address of the record of the run
 /// its return went on to (four words: `pending`); for a jump into another
 /// function ([`relay_entry`]), the first two ([`choose_segment`]). `None`
-/// past the entries an area has.
+/// past the entries an area has. [`SECOND_ENTRY`] bytes after it, the
+/// entry of the last run before it from another caller's segment.
 pub(super) fn call_cache(id: u32) -> Option<u64> {
-    (u64::from(id) < COUNTERS).then(|| Area::QUIET_BASE + 32 * u64::from(id))
+    (u64::from(id) < CALL_CACHES).then(|| Area::QUIET_BASE + CALL_CACHE_BYTES * u64::from(id))
 }
+
+/// Translations with cache entries of their call ([`call_cache`]): the
+/// first half of those with counters, in the area's room for four words
+/// per counter.
+pub(super) const CALL_CACHES: u64 = COUNTERS / 2;
+
+/// Bytes from a translation's cache entry of its call ([`call_cache`]) to
+/// its second: a run from another caller's segment than the last run's
+/// moves the last run's entry there ([`choose_segment`]), and a pending
+/// call (`pending`) of a run from the second entry's segment swaps the
+/// two. So a function called in turn from two segments (two callers, two
+/// call sites) keeps a pending call of each of them.
+pub(super) const SECOND_ENTRY: u64 = 32;
+
+/// Bytes of a translation's two cache entries of its call.
+pub(super) const CALL_CACHE_BYTES: u64 = 2 * SECOND_ENTRY;
 
 /// Entries of a thread's table of transfers ([`Area::TRANSFERS_BASE`]),
 /// indexed by 14 bits.
@@ -881,8 +901,9 @@ enum Forget {
 /// thread's segment (to that target; to another target than the last
 /// run's from the same segment, what `forget` says is forgotten first),
 /// else a new one, entered in the table; the cache entry then keeps the
-/// segment, the target and the segment chosen, the last run's; its stack
-/// pointer the thread's plus `sp_delta`.
+/// segment, the target and the segment chosen, the last run's (the entry
+/// it held moved to the second, [`SECOND_ENTRY`]); its stack pointer the
+/// thread's plus `sp_delta`.
 fn choose_segment(
     code: &mut Emit,
     callee: Callee,
@@ -898,6 +919,7 @@ fn choose_segment(
             // several segments calls on in the same segments from each.
             // The cache entry is always the last run's.
             jump_if_equal(code, Value::Register(rdx), at, SAME_CALLER)?;
+            keep_second_entry(code, at)?;
             code.jump(Code::Jmp_rel32_64, LOOKUP)?;
             code.label(SAME_CALLER);
             same_target(code, callee, forget, SAME_TARGET)?;
@@ -923,6 +945,23 @@ fn choose_segment(
     code.save(SEGMENT, rdx)?;
     code.lea(rcx, rsp, sp_delta)?;
     code.save(SEGMENT_SP, rcx)
+}
+
+/// In [`choose_segment`], a transfer from another caller's segment than
+/// its last run's: the cache entry at `at` moves to the second
+/// ([`SECOND_ENTRY`]) unless its caller's segment was forgotten (0); rcx
+/// lost, flags untouched.
+fn keep_second_entry(code: &mut Emit, at: u64) -> Result<(), Refusal> {
+    let rcx = Register::RCX;
+    code.load(rcx, at)?;
+    code.jump(Code::Jrcxz_rel8_64, FORGOTTEN_CALLER)?;
+    code.save(at + SECOND_ENTRY, rcx)?;
+    for word in [8, 16, 24] {
+        code.load(rcx, at + word)?;
+        code.save(at + SECOND_ENTRY + word, rcx)?;
+    }
+    code.label(FORGOTTEN_CALLER);
+    Ok(())
 }
 
 /// In [`choose_segment`]: the thread's segment (rdx) and an indirect
@@ -1421,6 +1460,115 @@ mod tests {
         .unwrap();
     }
 
+    /// The rule of a call's second cache entry, run: a call from another
+    /// segment than its last run's moves the last run's entry there
+    /// (unless its caller's segment was forgotten); one from the last
+    /// run's segment leaves both as they are.
+    #[test]
+    fn a_call_from_another_segment_keeps_the_last_run_s_cache_entry_second() {
+        std::thread::spawn(|| {
+            let running = Running::new();
+            running.set(NEXT_SEGMENT, 100);
+            let at = call_cache(7).unwrap();
+            let direct = Callee {
+                id: 7,
+                cache: Some(at),
+                target: None,
+            };
+            let entry = |at: u64| [0, 8, 16, 24].map(|word| running.get(at + word));
+            let (x, w, v) = (11, 12, 13);
+            let from_x = callee_segment(&running, direct, x, 0);
+            // The return's record in x, kept by the call's return.
+            running.set(at + 16, x);
+            running.set(at + 24, 0x7000_0000_0100);
+            let x_entry = entry(at);
+            assert_eq!(x_entry, [x, from_x, x, 0x7000_0000_0100]);
+            let from_w = callee_segment(&running, direct, w, 0);
+            assert_eq!(entry(at + SECOND_ENTRY), x_entry);
+            assert_eq!(entry(at)[..2], [w, from_w]);
+            // Again from w: nothing moves.
+            assert_eq!(callee_segment(&running, direct, w, 0), from_w);
+            assert_eq!(entry(at + SECOND_ENTRY), x_entry);
+            // A forgotten caller's segment stays where it is.
+            running.set(at, 0);
+            callee_segment(&running, direct, v, 0);
+            assert_eq!(entry(at + SECOND_ENTRY), x_entry);
+            assert_eq!(entry(at)[0], v);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// Whether the pending call check (`pending::call_repeats_here`) of
+    /// translation `id` passes in `segment`, run.
+    fn call_repeats(running: &Running, id: u32, segment: u64) -> bool {
+        const FAIL: u64 = 1;
+        const DONE: u64 = 2;
+        const RBX: u64 = 0x5eed_0000_0bb0;
+        let (rbx, rcx, rdx) = (Register::RBX, Register::RCX, Register::RDX);
+        let mut code = Emit::default();
+        code.push(Instruction::with1(Code::Push_r64, rbx)).unwrap();
+        code.push(Instruction::with2(Code::Mov_r64_imm64, rbx, RBX))
+            .unwrap();
+        code.push(Instruction::with2(Code::Mov_r64_imm64, rcx, u64::from(id)))
+            .unwrap();
+        code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, segment))
+            .unwrap();
+        super::super::pending::call_repeats_here(&mut code, rdx, FAIL, 0x10).unwrap();
+        code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(TEMP), 1))
+            .unwrap();
+        code.jump(Code::Jmp_rel32_64, DONE).unwrap();
+        code.label(FAIL);
+        code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(TEMP), 2))
+            .unwrap();
+        code.label(DONE);
+        code.save(SAVE_RDX, rbx).unwrap();
+        code.push(Instruction::with1(Code::Pop_r64, rbx)).unwrap();
+        running.set(TEMP, 0);
+        running.run(&code.list, 0);
+        assert_eq!(running.get(SAVE_RDX), RBX, "rbx kept");
+        match running.get(TEMP) {
+            1 => true,
+            2 => false,
+            other => panic!("the check ended with {other}"),
+        }
+    }
+
+    /// The rule of a pending call's cache entries, run: a call repeats in
+    /// a segment when either entry was made there and kept the record of
+    /// its return there; the second then swaps with the first (which the
+    /// call's code and its return use), rbx kept.
+    #[test]
+    fn a_call_repeats_from_either_cache_entry_and_the_second_comes_first() {
+        std::thread::spawn(|| {
+            let running = Running::new();
+            let at = call_cache(7).unwrap();
+            let entry = |at: u64| [0, 8, 16, 24].map(|word| running.get(at + word));
+            let set = |at: u64, words: [u64; 4]| {
+                for (index, word) in words.into_iter().enumerate() {
+                    running.set(at + 8 * index as u64, word);
+                }
+            };
+            let (x, w) = (11, 12);
+            let (x_entry, w_entry) = ([x, 21, x, 0x100], [w, 22, w, 0x200]);
+            set(at, x_entry);
+            set(at + SECOND_ENTRY, w_entry);
+            assert!(call_repeats(&running, 7, x));
+            assert_eq!((entry(at), entry(at + SECOND_ENTRY)), (x_entry, w_entry));
+            assert!(call_repeats(&running, 7, w));
+            assert_eq!((entry(at), entry(at + SECOND_ENTRY)), (w_entry, x_entry));
+            assert!(!call_repeats(&running, 7, 13));
+            assert!(!call_repeats(&running, 8, w));
+            // An entry whose return kept no record there does not count.
+            set(at + SECOND_ENTRY, [x, 21, 0, 0x100]);
+            assert!(!call_repeats(&running, 7, x));
+            set(at, [w, 22, 0, 0x200]);
+            assert!(!call_repeats(&running, 7, w));
+        })
+        .join()
+        .unwrap();
+    }
+
     /// The index in the table of records of translation `id`'s entry for
     /// `segment`, as [`runs_index`] computes it, run.
     fn runs_entry(running: &Running, segment: u64, id: u32) -> u64 {
@@ -1516,8 +1664,12 @@ mod tests {
     #[test]
     fn translations_past_the_area_s_entries_have_no_call_cache() {
         assert_eq!(call_cache(0), Some(Area::QUIET_BASE));
-        assert_eq!(call_cache(1), Some(Area::QUIET_BASE + 32));
-        assert_eq!(call_cache(COUNTERS as u32), None);
+        assert_eq!(call_cache(1), Some(Area::QUIET_BASE + CALL_CACHE_BYTES));
+        assert_eq!(
+            call_cache(CALL_CACHES as u32 - 1).map(|at| at + CALL_CACHE_BYTES),
+            Some(Area::TRANSFERS_BASE)
+        );
+        assert_eq!(call_cache(CALL_CACHES as u32), None);
         assert_eq!(call_target(1), Some(Area::COUNTER_BASE + 8));
         assert_eq!(call_target(COUNTERS as u32), None);
         // Epochs are above every number a tracee counts to.

@@ -8,7 +8,9 @@
    return goes on to the tail jump, from its first block or after a
    check); and a switch through a jump table
    whose cases are first reached one after another, long after the jump's
-   first runs, each followed by a tail call through a pointer. */
+   first runs, each followed by a tail call through a pointer; and a
+   function called from two call sites in turn that calls libc's memcpy
+   through the PLT, its size (and so memcpy's path) the call site's. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,13 +69,37 @@ __attribute__((noinline)) static int dispatch(int op, int x)
     }
 }
 
+struct sink {
+    char buf[96];
+    int used;
+};
+
+__attribute__((noinline)) static void put(struct sink *to, const char *from, int n)
+{
+    while (n > 0) {
+        int room = (int)sizeof to->buf - to->used;
+        int part = n < room ? n : room;
+        memcpy(to->buf + to->used, from, (size_t)part);
+        to->used += part;
+        from += part;
+        n -= part;
+        if (to->used == (int)sizeof to->buf)
+            to->used = 0;
+    }
+}
+
 int main(int argc, char **argv)
 {
     (void)argv;
     step_fn table[2] = {leaf, branchy};
     char text[16] = "abcdefghijk";
+    static const char record[] = "a record of forty bytes, copied whole..";
+    struct sink sink = {.used = 0};
     long sum = 0;
     for (int i = 0; i < 200 + argc; i++) {
+        put(&sink, text, 2 + (i & 1));
+        put(&sink, record, (int)sizeof record - 1);
+        sum += sink.used;
         sum += leaf(i);
         sum += branchy(i);
         sum += table[(i >> 3) & 1](i);
