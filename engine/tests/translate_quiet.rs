@@ -360,14 +360,25 @@ fn a_loop_of_nested_calls_leaves_a_few_records() {
     // The loop's two calls and its decrement, the two blocks of middle
     // and of tailing, inner's; a few records each, not one per run.
     assert_eq!(looped.len(), 8, "{looped:x?}");
-    for (addr, records, runs) in looped {
-        let times = if addr == at("inner") { 3 } else { 1 };
-        let expected = times * (NESTED_ITERATIONS - 1)..=times * NESTED_ITERATIONS;
+    let inner = at("inner");
+    few_records(&looped, NESTED_ITERATIONS, |addr| {
+        if addr == inner {
+            3
+        } else {
+            1
+        }
+    });
+}
+
+/// Each of `looped`'s blocks (address, records, runs) ran `times` of its
+/// address times in each of `iterations` (the last perhaps not counted
+/// yet), with a few records, not one per iteration.
+fn few_records(looped: &[(u64, u64, u64)], iterations: u64, times: impl Fn(u64) -> u64) {
+    for &(addr, records, runs) in looped {
+        let times = times(addr);
+        let expected = times * (iterations - 1)..=times * iterations;
         assert!(expected.contains(&runs), "{addr:#x}: {runs} runs");
-        assert!(
-            records < NESTED_ITERATIONS / 100,
-            "{addr:#x}: {records} records"
-        );
+        assert!(records < iterations / 100, "{addr:#x}: {records} records");
     }
 }
 
@@ -384,15 +395,14 @@ fn a_call_made_from_two_segments_in_turn_leaves_a_few_records() {
     let at = |name: &str| address(&symbols, name);
     // The loop's two calls and its decrement, writer's two blocks, copy's.
     assert_eq!(looped.len(), 6, "{looped:x?}");
-    for (addr, records, runs) in looped {
-        let times = if addr >= at("writer") { 2 } else { 1 };
-        let expected = times * (ALTERNATING_ITERATIONS - 1)..=times * ALTERNATING_ITERATIONS;
-        assert!(expected.contains(&runs), "{addr:#x}: {runs} runs");
-        assert!(
-            records < ALTERNATING_ITERATIONS / 100,
-            "{addr:#x}: {records} records"
-        );
-    }
+    let writer = at("writer");
+    few_records(&looped, ALTERNATING_ITERATIONS, |addr| {
+        if addr >= writer {
+            2
+        } else {
+            1
+        }
+    });
 }
 
 #[test]
