@@ -370,9 +370,9 @@ fn a_loop_of_nested_calls_leaves_a_few_records() {
     });
 }
 
-/// Each of `looped`'s blocks (address, records, runs) ran `times` of its
-/// address times in each of `iterations` (the last perhaps not counted
-/// yet), with a few records, not one per iteration.
+/// Each of `looped`'s blocks (address, records, runs) ran `times(address)`
+/// times in each of `iterations` (the last perhaps not counted yet), and
+/// left a few records, not one per iteration.
 fn few_records(looped: &[(u64, u64, u64)], iterations: u64, times: impl Fn(u64) -> u64) {
     for &(addr, records, runs) in looped {
         let times = times(addr);

@@ -1522,6 +1522,7 @@ mod tests {
         code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(TEMP), 2))
             .unwrap();
         code.label(DONE);
+        // rbx out through a slot the check does not use.
         code.save(SAVE_RDX, rbx).unwrap();
         code.push(Instruction::with1(Code::Pop_r64, rbx)).unwrap();
         running.set(TEMP, 0);
