@@ -249,7 +249,8 @@ impl Area {
     /// Bytes of the whole area.
     pub const SIZE: u64 = PAGE
         + 2 * (BUFFER_SIZE + PAGE)
-        + 40 * COUNTERS
+        + 8 * COUNTERS
+        + quiet::CALL_CACHE_BYTES * quiet::CALL_CACHES
         + TRANSFERS_BYTES
         + CALLS_BYTES
         + RUNS_BYTES

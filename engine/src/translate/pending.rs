@@ -766,22 +766,19 @@ pub(super) fn call_repeats_here(
         CALL_CACHE_BYTES.trailing_zeros(),
     ))?;
     let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
-    code.push(Instruction::with2(Code::Cmp_rm64_r64, cache(0), segment))?;
+    // The entry at `entry`: the caller's segment, then its return's.
+    let made_here = |code: &mut Emit, entry: u64, word: u64| {
+        let compare = Instruction::with2(Code::Cmp_rm64_r64, cache(entry + word), segment);
+        code.push(compare)
+    };
+    made_here(code, 0, 0)?;
     code.jump(Code::Jne_rel32_64, second)?;
-    code.push(Instruction::with2(Code::Cmp_rm64_r64, cache(16), segment))?;
+    made_here(code, 0, 16)?;
     code.jump(Code::Je_rel32_64, found)?;
     code.label(second);
-    code.push(Instruction::with2(
-        Code::Cmp_rm64_r64,
-        cache(SECOND_ENTRY),
-        segment,
-    ))?;
+    made_here(code, SECOND_ENTRY, 0)?;
     code.jump(Code::Jne_rel32_64, fail)?;
-    code.push(Instruction::with2(
-        Code::Cmp_rm64_r64,
-        cache(SECOND_ENTRY + 16),
-        segment,
-    ))?;
+    made_here(code, SECOND_ENTRY, 16)?;
     code.jump(Code::Jne_rel32_64, fail)?;
     code.save(super::area::SWAP_RBX, rbx)?;
     for word in [0, 8, 16, 24] {
