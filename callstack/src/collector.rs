@@ -269,6 +269,10 @@ impl EventSink for Collector {
         self.on_process(thread.pid, |process| process.system_call(thread.tid, &call));
     }
 
+    fn caches_emptied(&mut self, thread: Thread) -> bool {
+        self.process(thread.pid).take_caches_emptied()
+    }
+
     fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {
         let (result, parts) = self
             .process(thread.pid)

@@ -81,6 +81,9 @@ pub(crate) struct Process {
     ended_threads_cost: BTreeMap<u32, Vec<u64>>,
     next_thread_number: u32,
     instrumenting: bool,
+    /// Whether the simulation emptied its caches since the backend last
+    /// asked ([`Process::take_caches_emptied`]).
+    caches_emptied: bool,
     /// Whether the program asked to toggle collection.
     collect_toggled: bool,
     /// Blocks executed so far, and at the last dump (`desc: Timerange`).
@@ -141,6 +144,7 @@ impl Process {
             ended_threads_cost: BTreeMap::new(),
             next_thread_number: 1,
             instrumenting,
+            caches_emptied: false,
             collect_toggled: false,
             blocks: 0,
             blocks_at_dump: 0,
@@ -183,6 +187,7 @@ impl Process {
             ended_threads_cost: self.ended_threads_cost.clone(),
             next_thread_number: self.next_thread_number,
             instrumenting: self.instrumenting,
+            caches_emptied: false,
             collect_toggled: self.collect_toggled,
             blocks: self.blocks,
             blocks_at_dump: self.blocks_at_dump,

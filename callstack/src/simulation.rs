@@ -138,6 +138,32 @@ impl Simulation {
         }
     }
 
+    /// The events of `step`, a fetch or data access that missed its
+    /// first-level cache, which the program's threads keep (the backend's
+    /// filter): LL alone simulates it. Any other step, or other caches
+    /// than Cachegrind's three, as [`Simulation::step`].
+    #[inline]
+    pub fn beyond_first_level(&mut self, step: Step) -> Counts {
+        let (Some(Caches::Plain(caches)), Some(columns)) = (&mut self.caches, self.events.cache)
+        else {
+            return self.step(step, &mut |_| {});
+        };
+        match step {
+            Step::Fetch(addr, len) => {
+                let outcome = caches.beyond_first_level(addr, u32::from(len));
+                Counts::one(0).misses(outcome, columns.i1mr, columns.ilmr)
+            }
+            Step::Data(access) => {
+                let outcome = caches.beyond_first_level(access.addr, caches.clamp(access.size));
+                match is_read(access.kind, self.modify_is_read) {
+                    true => Counts::one(columns.dr).misses(outcome, columns.d1mr, columns.dlmr),
+                    false => Counts::one(columns.dw).misses(outcome, columns.d1mw, columns.dlmw),
+                }
+            }
+            _ => self.step(step, &mut |_| {}),
+        }
+    }
+
     /// The event every run of `step` counts, whatever the simulators say:
     /// `Ir`, `Dr`, `Dw`, `Bc` or `Bi` (nothing for a step not simulated).
     #[inline]
@@ -957,6 +983,33 @@ mod tests {
             Counts::one(columns.dw)
         );
         assert_eq!(detached.every_run(Step::Fetch(0x1000, 4)), Counts::one(0));
+    }
+
+    /// What missed a first-level cache kept elsewhere counts its `Ir`,
+    /// `Dr` or `Dw`, its first-level miss, and LL's when LL misses too.
+    #[test]
+    fn beyond_the_first_level_a_step_counts_its_miss_and_ll_s() {
+        let (events, mut simulation) = cache_simulation();
+        let columns = events.cache.expect("cache events");
+        let fetch = Step::Fetch(0x1000, 4);
+        let fetched = Counts::one(0).misses(Outcome::LlMiss, columns.i1mr, columns.ilmr);
+        assert_eq!(simulation.beyond_first_level(fetch), fetched);
+        let again = Counts::one(0).misses(Outcome::LlHit, columns.i1mr, columns.ilmr);
+        assert_eq!(simulation.beyond_first_level(fetch), again);
+        // Data: a write in the line fetched hits LL; a read elsewhere misses.
+        let access = |addr, kind| {
+            Step::Data(DataAccess {
+                addr,
+                size: 8,
+                kind,
+            })
+        };
+        let written = Counts::one(columns.dw).misses(Outcome::LlHit, columns.d1mw, columns.dlmw);
+        let write = access(0x1008, AccessKind::Write);
+        assert_eq!(simulation.beyond_first_level(write), written);
+        let read = Counts::one(columns.dr).misses(Outcome::LlMiss, columns.d1mr, columns.dlmr);
+        let far = access(0x9000, AccessKind::Read);
+        assert_eq!(simulation.beyond_first_level(far), read);
     }
 
     #[test]

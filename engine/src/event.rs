@@ -482,6 +482,15 @@ pub trait EventSink {
         default
     }
 
+    /// Whether the simulation of `thread`'s process emptied its caches
+    /// since the backend last asked (instrumentation switched on or off
+    /// by a client request or a control request): with
+    /// `RunOptions::filter`, the backend then empties the first-level
+    /// caches the program's threads keep. Asked after each.
+    fn caches_emptied(&mut self, _thread: Thread) -> bool {
+        false
+    }
+
     /// What happened to `thread` or its process besides running code (for
     /// [`Lifecycle::Exec`] and [`Lifecycle::ProcessExited`], `thread` is
     /// the process's: its `tid` is its `pid`).

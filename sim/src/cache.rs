@@ -83,6 +83,24 @@ impl<T: Tag> Cache<T> {
         self.tags = tags.into_boxed_slice();
     }
 
+    /// The cache of `config` holding `tags` (`sets × assoc`, each set's
+    /// most recently used first, as [`Cache::tags`] gives them); `None`
+    /// when their number is not the geometry's.
+    pub fn of_tags(config: CacheConfig, tags: Vec<T>) -> Result<Option<Cache<T>>, GeometryError> {
+        let mut cache = Cache::new(config)?;
+        if tags.len() != cache.tags.len() {
+            return Ok(None);
+        }
+        cache.tags = tags.into_boxed_slice();
+        Ok(Some(cache))
+    }
+
+    /// Every line's tag: `sets × assoc`, each set's most recently used
+    /// first.
+    pub fn tags(&self) -> &[T] {
+        &self.tags
+    }
+
     /// The first tag of `block`'s set.
     #[inline(always)]
     fn set_start(&self, block: u64) -> usize {
@@ -340,6 +358,23 @@ mod tests {
         assert_eq!(narrow.try_access_block(far >> 4), None);
         assert_eq!(narrow.try_contains(far), None);
         assert!(!narrow.hits_most_recent(far, 1));
+    }
+
+    #[test]
+    fn a_cache_made_from_its_tags_goes_on_as_it_would() {
+        let mut c = tiny();
+        for addr in [0x20, 0x40, 0x24, 0x30] {
+            c.access(addr, 4);
+        }
+        let mut copy = Cache::of_tags(c.config(), c.tags().to_vec())
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.tags(), [2, 4, 3, 0]);
+        for addr in [0x60, 0x20, 0x40, 0x50, 0x30] {
+            assert_eq!(copy.access(addr, 4), c.access(addr, 4), "{addr:#x}");
+        }
+        assert_eq!(copy.tags(), c.tags());
+        assert!(Cache::of_tags(c.config(), vec![0u64; 3]).unwrap().is_none());
     }
 
     #[test]

@@ -95,6 +95,17 @@ impl Hierarchy {
         }
     }
 
+    /// A fetch or data access of `size` bytes at `addr` (already clamped,
+    /// for data) that missed its first-level cache, kept elsewhere (in the
+    /// program's threads): LL alone sees it.
+    #[inline]
+    pub fn beyond_first_level(&mut self, addr: u64, size: u32) -> Outcome {
+        match self.ll.access(addr, size) {
+            false => Outcome::LlHit,
+            true => Outcome::LlMiss,
+        }
+    }
+
     /// Reads `size` bytes at `addr` (one D1 access; `size` is clamped).
     #[inline(always)]
     pub fn read(&mut self, addr: u64, size: u32) -> Outcome {
@@ -221,6 +232,21 @@ mod tests {
         // LL gets (0x2c, 8) — 0x20 misses LL, 0x30 hits — so an LL miss.
         assert_eq!(h.read(0x2c, 8), Outcome::LlMiss);
         assert_eq!(h.read(0x2c, 8), Outcome::L1Hit);
+    }
+
+    #[test]
+    fn beyond_the_first_level_only_ll_sees_an_access() {
+        let (mut whole, mut beyond) = (small(), small());
+        // The same misses in LL, whichever first-level cache missed.
+        for (addr, size) in [(0x100, 4), (0x140, 1), (0x108, 8), (0x100, 4)] {
+            let outcome = whole.read(addr, size);
+            if outcome != Outcome::L1Hit {
+                assert_eq!(beyond.beyond_first_level(addr, size), outcome);
+            }
+        }
+        // L1 untouched: 0x100's line is still in LL alone.
+        assert_eq!(beyond.beyond_first_level(0x100, 4), Outcome::LlHit);
+        assert_eq!(beyond.fetch(0x100, 4), Outcome::LlHit);
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl Process {
                 Some(access) => Step::Data(access),
                 None => Step::Fetch(addr, len),
             };
-            let (_, misses) = simulation.step(step, &mut |_| {}).split_first();
+            let (_, misses) = simulation.beyond_first_level(step).split_first();
             misses.for_each(|column| match record {
                 0 => thread.count_at(costs, addr, column, 1),
                 record => thread.run_misses.push(RunMiss {

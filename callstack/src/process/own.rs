@@ -337,7 +337,7 @@ impl Process {
                 Some(access) => Step::Data(access),
                 None => Step::Fetch(addr, len),
             };
-            let (_, misses) = simulation.step(step, &mut |_| {}).split_first();
+            let (_, misses) = simulation.beyond_first_level(step).split_first();
             if misses.is_empty() {
                 continue;
             }

@@ -166,7 +166,14 @@ impl Process {
             self.with_thread(tid, |thread, shared| thread.reset(shared));
         }
         self.simulation.clear();
+        self.caches_emptied = true;
         self.settle_cache_use();
+    }
+
+    /// Whether the simulation emptied its caches (instrumentation
+    /// switched) since the last call.
+    pub fn take_caches_emptied(&mut self) -> bool {
+        std::mem::take(&mut self.caches_emptied)
     }
 
     /// `CALLGRIND_ZERO_STATS`: all costs so far are forgotten.
@@ -221,4 +228,35 @@ mod request {
     pub const CACHEGRIND_START_INSTRUMENTATION: u64 = 0x4347_0000;
     pub const CACHEGRIND_STOP_INSTRUMENTATION: u64 = 0x4347_0001;
     pub const RUNNING_ON_VALGRIND: u64 = 0x1001;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::events::EventSet;
+    use crate::simulation::Simulation;
+    use crate::Options;
+
+    /// The backend learns once that instrumentation switched on or off
+    /// emptied the caches (not when a request leaves it as it is).
+    #[test]
+    fn switching_instrumentation_empties_the_caches_once() {
+        let options = Arc::new(Options::default());
+        let events = Arc::new(EventSet::new(&options));
+        let simulation = Simulation::new(&events, &options).expect("the default caches");
+        let mut process = Process::new(7, options, events, simulation);
+        let request = |process: &mut Process, code: u64| {
+            process.client_request(7, [code, 0, 0, 0, 0, 0], 0);
+            process.take_caches_emptied()
+        };
+        assert!(!process.take_caches_emptied());
+        assert!(!request(&mut process, request::START_INSTRUMENTATION));
+        assert!(request(&mut process, request::STOP_INSTRUMENTATION));
+        assert!(!process.take_caches_emptied());
+        assert!(!request(&mut process, request::STOP_INSTRUMENTATION));
+        assert!(!request(&mut process, request::DUMP_STATS));
+        assert!(request(&mut process, request::START_INSTRUMENTATION));
+    }
 }

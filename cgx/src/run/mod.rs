@@ -269,6 +269,7 @@ fn l1_filter(options: &Options, caches: &CachesConfig) -> Option<cgx_engine::L1F
     let geometry = |cache: &cgx_sim::CacheConfig| cgx_engine::FilterGeometry {
         line_size: cache.line_size,
         sets: cache.sets(),
+        ways: cache.assoc,
     };
     let (i1, d1) = (geometry(&caches.i1), geometry(&caches.d1));
     filters(options)

@@ -269,6 +269,10 @@ impl EventSink for Tap<'_> {
         self.collector.system_call(thread, call);
     }
 
+    fn caches_emptied(&mut self, thread: Thread) -> bool {
+        self.collector.caches_emptied(thread)
+    }
+
     fn client_request(&mut self, thread: Thread, args: [u64; 6], default: u64) -> u64 {
         let result = self.collector.client_request(thread, args, default);
         self.take_dumps();

@@ -200,6 +200,13 @@ pub(super) const FILTER_CURSOR: u64 = FILTER_BACK + 8;
 /// The tracee's rbx while the resume routine swaps a call's two cache
 /// entries (`pending`). Never live at a safe point.
 pub(super) const SWAP_RBX: u64 = FILTER_CURSOR + 8;
+/// The tracee's rsi and rdi while a filter routine moves a line to the
+/// front of its set (`filter`). Never live at a safe point.
+pub(super) const FILTER_RSI: u64 = SWAP_RBX + 8;
+/// See [`FILTER_RSI`].
+pub(super) const FILTER_RDI: u64 = FILTER_RSI + 8;
+/// Whether the access a filter routine serves missed (1) or hit (0).
+pub(super) const FILTER_MISSED: u64 = FILTER_RDI + 8;
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_DEPTH) / 8 + 1) as usize;

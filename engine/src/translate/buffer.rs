@@ -36,7 +36,7 @@ use crate::step::RunOptions;
 use super::area::{Area, CURSOR, RECORD};
 use super::cache::{Cache, Interruption, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
-use super::filter;
+use super::filter::{self, FirstLevel};
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
 use super::pending;
@@ -77,6 +77,10 @@ pub(super) struct Replay {
     /// The fetch and accesses of a stepped instruction on their way to the
     /// sink (kept between steps).
     unfiltered: Vec<FilteredAccess>,
+    /// The process's first-level caches, read while a block is stepped
+    /// (`filter::FirstLevel`): its fetches and accesses go through them,
+    /// and only their misses to the sink.
+    pub(super) first_level: Option<FirstLevel>,
     /// The run counts being replayed (kept between drains).
     counts: Vec<u64>,
     /// The filter records being replayed, when they have a buffer of
@@ -181,6 +185,7 @@ impl Replay {
             filtered: options.filter.is_some(),
             attributed: options.filter.is_some() && options.quiet_runs,
             unfiltered: Vec::new(),
+            first_level: None,
             counts: Vec::new(),
             filter_words: Vec::new(),
             blocks_since_filtered: false,
@@ -235,6 +240,18 @@ impl Replay {
         sink.instruction(thread, end.addr, end.len);
         self.instructions += 1;
         self.previous = Some(ExitRule::of(end, count));
+        if let Some(caches) = self.first_level.as_mut() {
+            // Stepped: its fetch goes through the process's I1 (read for
+            // the stepped block), a miss to the simulation.
+            if caches.fetch_misses(end.addr, end.len) {
+                let fetch = FilteredAccess {
+                    instruction: (end.addr, end.len),
+                    access: None,
+                    record: 0,
+                };
+                sink.accesses_filtered(thread, &mut FilteredAccesses::listed(&[fetch]));
+            }
+        }
     }
 
     /// After [`Replay::instruction`] for a single step of `instruction`
@@ -257,8 +274,9 @@ impl Replay {
             self.executed(sink, thread, instruction, None, after.rip, &registers);
             return;
         }
-        // Its fetch and accesses were not filtered: all go to the
-        // simulation (the stepper then invalidates the thread's tables).
+        // Its accesses were not filtered: they go through the process's
+        // D1 (read for the stepped block), their misses to the simulation
+        // (its fetch went with the instruction, `Replay::instruction`).
         let mut accesses = Vec::new();
         let mut noting = Noting {
             sink: &mut *sink,
@@ -275,16 +293,19 @@ impl Replay {
         let at = (instruction.at, instruction.decoded.len);
         let mut unfiltered = std::mem::take(&mut self.unfiltered);
         unfiltered.clear();
-        unfiltered.push(FilteredAccess {
-            instruction: at,
-            access: None,
-            record: 0,
-        });
-        unfiltered.extend(accesses.into_iter().map(|access| FilteredAccess {
-            instruction: at,
-            access: Some(access),
-            record: 0,
-        }));
+        let mut caches = self.first_level.as_mut();
+        for access in accesses {
+            let missed = caches
+                .as_deref_mut()
+                .is_none_or(|caches| caches.access_misses(access.addr, access.size));
+            if missed {
+                unfiltered.push(FilteredAccess {
+                    instruction: at,
+                    access: Some(access),
+                    record: 0,
+                });
+            }
+        }
         sink.accesses_filtered(thread, &mut FilteredAccesses::listed(&unfiltered));
         self.unfiltered = unfiltered;
     }

@@ -420,6 +420,11 @@ impl Cache {
         })
     }
 
+    /// The filter of first-level cache hits its translations check with.
+    pub fn filter(&self) -> Option<L1Filter> {
+        self.capture.filter
+    }
+
     /// The first region (indirect-branch table, gadget).
     pub fn layout(&self) -> &Layout {
         &self.regions[0].layout

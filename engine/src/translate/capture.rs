@@ -584,6 +584,7 @@ mod tests {
         let i1 = super::super::filter::FilterGeometry {
             line_size: 64,
             sets: 64,
+            ways: 8,
         };
         let filter = L1Filter::new(i1, i1, 64, true);
         let filtering = Capture::new(true, false, false, clocks, filter);

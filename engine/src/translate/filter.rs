@@ -1,22 +1,24 @@
-//! The first-level caches filtered in the program's own threads
+//! The first-level caches simulated in the program's own threads
 //! ([`L1Filter`], `RunOptions::filter`): with Cachegrind's cache
 //! simulation and no branch simulation, runs are counted (`area`), which
 //! gives `Ir`, `Dr` and `Dw`; with Callgrind's (quiet runs,
 //! `RunOptions::quiet_runs`) they are counted in segments (`quiet`), and
 //! each record also names the record its run is counted in (the `RECORD`
 //! slot, [`RECORD_WORDS`]), in a buffer of its own (`area`), so that the
-//! collector charges its misses to that run's context. A translation
-//! checks each fetch the I1
-//! simulation sees ([`fetch_points`]) and each data access against the
-//! process's tables (after the first code region's system call filter,
-//! `Layout::filter_tables`; each thread's area holds their address). A
-//! fetch or access whose lines are each the most recently used of their
-//! set changes nothing in an LRU cache and hits: nothing is written. Any
-//! other writes a record of two words (a tag saying all it is, [`tag`],
-//! and the address; three with the run's record), and the table learns
-//! its lines as the simulation
-//! will; the tracer simulates the recorded ones, in order, and counts
-//! their misses.
+//! collector charges its misses to that run's context. The process keeps
+//! I1 and D1 itself ([`FirstLevel`]: each set's tags, Cachegrind's LRU
+//! order, after the tables), and the tracer simulates LL alone, with the
+//! fetches and accesses that missed them. A translation checks each fetch
+//! the I1 simulation sees ([`fetch_points`]) and each data access against
+//! the process's tables (after the first code region's system call
+//! filter, `Layout::filter_tables`; each thread's area holds their
+//! address). A fetch or access whose lines are each the most recently
+//! used of their set changes nothing in an LRU cache and hits: nothing is
+//! done. Any other goes to its cache's routine ([`routine`]), which takes
+//! its lines to the front of their sets, writes a record of two words (a
+//! tag saying all it is, [`tag`], and the address; three with the run's
+//! record) when one missed, and teaches the table its lines; the tracer
+//! simulates the recorded ones in LL, in order, and counts their misses.
 //!
 //! A table has [`ENTRIES`] entries, one per value of a line number's low
 //! byte; entry `line & 0xff` holds `-line` (adding the line's number then
@@ -24,44 +26,46 @@
 //! `line` is the most recently used line of its set, else some other
 //! line's or [`INVALID`]. A line becoming the most recent of its set
 //! first invalidates the entries of the set's other lines
-//! ([`Table::learn`]). So a table never claims a line the simulation
-//! does not have first in its set; an entry left invalid only records an
-//! access that then hits (new tables claim no line). A computed address is
-//! checked once: the entry of its last line plus its first line is 0 only
-//! when they are one line, named (an entry holds only lines of its index).
+//! ([`Table::learn`]). So a table never claims a line the caches do not
+//! have first in its set; an entry left invalid only sends an access that
+//! then hits to the routine (new tables claim no line). A computed address
+//! is checked once: the entry of its last line plus its first line is 0
+//! only when they are one line, named (an entry holds only lines of its
+//! index).
 //!
-//! The tables are the process's: a line one thread finds claimed, no
-//! access of any thread displaced since that thread's own last access to
-//! it, so it is the first of its set in the order the tracer simulates
-//! too (each thread's records in order, thread after thread), and the
-//! filter drops only what that simulation would find changes nothing (up
-//! to two threads teaching one set at the same instant). A stepped block
-//! (`stepper`) goes to the simulation whole, and the tables forget all
-//! after it ([`forget`]), as in a forked child.
+//! The tables and caches are the process's: threads running at the same
+//! instant interleave their accesses as they run (up to two threads
+//! changing one set at the same instant), and the tracer simulates LL in
+//! each thread's order, thread after thread. A forked child goes on with
+//! its copy. A stepped block (`stepper`) goes through the caches in the
+//! tracer ([`FirstLevel::read`], written back after it), and the tables
+//! forget all ([`forget`]); so do Callgrind's switches of instrumentation,
+//! which empty them (`EventSink::caches_emptied`).
 //!
 //! The checks use `rax`, `rcx` and `rdx` through the area's slots and
 //! change no flag (`lea`, `mov`, `movzx`, BMI2's `shrx`, `jrcxz`); a check
 //! that does not hit goes through a short path of its translation (out of
-//! line) to the region's routine of its table ([`routine`]), which keeps
-//! the flags in a slot (`lahf`/`seto`), writes the record and teaches the
-//! table. Its record store may fault in the buffer's guard page: nothing
-//! has changed then, and the tracer restarts the routine with the other
-//! half (of the blocks' buffer, or of the filter records' own).
+//! line) to the region's routine, which keeps the flags in a slot
+//! (`lahf`/`seto`) and `rsi` and `rdi` in theirs. Its record is written
+//! first, kept only by moving the cursor on: a store in the buffer's
+//! guard page faults before anything changed, and the tracer restarts the
+//! routine with the other half (of the blocks' buffer, or of the filter
+//! records' own).
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
 
 use crate::event::{AccessKind, DataAccess, FilteredAccess};
 
 use super::area::{
-    slot, CURSOR, FILTER_ADDR, FILTER_BACK, FILTER_CURSOR, FILTER_FLAGS, FILTER_RAX, FILTER_RCX,
-    FILTER_RDX, FILTER_TABLES, FILTER_TAG, RECORD,
+    slot, CURSOR, FILTER_ADDR, FILTER_BACK, FILTER_CURSOR, FILTER_FLAGS, FILTER_MISSED, FILTER_RAX,
+    FILTER_RCX, FILTER_RDI, FILTER_RDX, FILTER_RSI, FILTER_TABLES, FILTER_TAG, RECORD,
 };
 use super::capture::{operand_address, OperandAddress};
 use super::emit::Emit;
 use super::memory::Memory;
 use super::pending::{restore_flags, save_flags};
 use super::translator::Refusal;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Entries of a thread's table for one cache.
 pub(super) const ENTRIES: u64 = 256;
@@ -73,6 +77,12 @@ const MOST_ALIASES: u64 = 8;
 pub(super) const INVALID: u64 = 1;
 /// Bytes of a thread's two tables, I1's then D1's.
 pub(super) const TABLES_BYTES: u64 = 2 * ENTRIES * 8;
+/// Most lines of a set the filter keeps.
+const MOST_WAYS: u32 = 16;
+/// Bytes kept for the tags of one first-level cache ([`FirstLevel`]).
+const CACHE_BYTES: u64 = ENTRIES * MOST_WAYS as u64 * 8;
+/// Bytes of the process's I1 and D1 after the tables.
+pub(super) const CACHES_BYTES: u64 = 2 * CACHE_BYTES;
 /// A filter record's first word has this bit (a translation's id never).
 const RECORD_BIT: u64 = 1 << 63;
 /// ... and this one for a fetch.
@@ -102,6 +112,8 @@ pub struct FilterGeometry {
     pub line_size: u32,
     /// Sets.
     pub sets: u32,
+    /// Lines of a set.
+    pub ways: u32,
 }
 
 impl FilterGeometry {
@@ -111,12 +123,24 @@ impl FilterGeometry {
         self.sets.is_power_of_two()
             && sets <= ENTRIES
             && ENTRIES / sets <= MOST_ALIASES
+            && (1..=MOST_WAYS).contains(&self.ways)
             && self.line_size.is_power_of_two()
             && self.line_size >= 8
     }
 
     fn line_bits(&self) -> u32 {
         self.line_size.trailing_zeros()
+    }
+
+    /// Cachegrind's cache of this geometry.
+    fn config(&self) -> cgx_sim::CacheConfig {
+        let size = self.line_size * self.sets * self.ways;
+        cgx_sim::CacheConfig::new(size, self.ways, self.line_size)
+    }
+
+    /// Bytes of its lines' tags (`sets × ways` words).
+    fn tags_bytes(&self) -> u64 {
+        u64::from(self.sets) * u64::from(self.ways) * 8
     }
 }
 
@@ -268,11 +292,80 @@ pub(super) fn invalid_tables() -> Vec<u8> {
         .collect()
 }
 
-/// Makes the tables at `tables` in the tracee name no line: after a
-/// stepped block, whose fetches and accesses the simulation saw whole, and
-/// in a forked child, whose simulation is not in step with its copy.
-pub(super) fn forget(memory: &Memory, tables: u64) -> Result<()> {
+/// Makes the tables at `tables` in the tracee name no line: once the
+/// tracer changed the caches ([`FirstLevel::write`]).
+fn forget(memory: &Memory, tables: u64) -> Result<()> {
     memory.write(tables, &invalid_tables())
+}
+
+/// Offset of I1's (`fetches`) or D1's tags from the tables' address
+/// ([`FirstLevel`]).
+fn tags_offset(fetches: bool) -> u64 {
+    match fetches {
+        true => TABLES_BYTES,
+        false => TABLES_BYTES + CACHE_BYTES,
+    }
+}
+
+/// The process's I1 and D1 as the filter routines keep them: after the
+/// tables (`Layout::filter_tables`), each cache's lines' tags (block
+/// numbers, `sets × ways` words, each set's most recently used first,
+/// as [`cgx_sim::Cache::tags`]; zeros at the start, as Valgrind's). The
+/// tracer reads them to go on with them where the program's threads do
+/// not (a stepped block's fetches and accesses), and writes them back.
+#[derive(Clone, Debug)]
+pub(super) struct FirstLevel {
+    i1: cgx_sim::Cache,
+    d1: cgx_sim::Cache,
+    min_line: u32,
+}
+
+impl FirstLevel {
+    /// The caches of `filter` in the tracee, whose tables are at `tables`.
+    pub fn read(memory: &Memory, tables: u64, filter: &L1Filter) -> Result<FirstLevel> {
+        let cache = |geometry: FilterGeometry, fetches: bool| -> Result<cgx_sim::Cache> {
+            let at = tables + tags_offset(fetches);
+            let mut tags = vec![0u64; (geometry.tags_bytes() / 8) as usize];
+            memory.read_bulk(at, bytemuck::cast_slice_mut(&mut tags))?;
+            cgx_sim::Cache::of_tags(geometry.config(), tags)
+                .ok()
+                .flatten()
+                .ok_or_else(|| Error::Unexpected("translate: a filter cache's geometry".into()))
+        };
+        Ok(FirstLevel {
+            i1: cache(filter.i1, true)?,
+            d1: cache(filter.d1, false)?,
+            min_line: filter.min_line,
+        })
+    }
+
+    /// Writes the caches back to the tracee (tables at `tables`), whose
+    /// tables then name no line (they may name a line no longer first
+    /// in its set).
+    pub fn write(&self, memory: &Memory, tables: u64) -> Result<()> {
+        for (cache, fetches) in [(&self.i1, true), (&self.d1, false)] {
+            let at = tables + tags_offset(fetches);
+            memory.write(at, bytemuck::cast_slice(cache.tags()))?;
+        }
+        forget(memory, tables)
+    }
+
+    /// Empties both caches (the simulation emptied its own).
+    pub fn empty(&mut self) {
+        self.i1.clear();
+        self.d1.clear();
+    }
+
+    /// Fetches the `len` bytes at `addr`: whether I1 missed.
+    pub fn fetch_misses(&mut self, addr: u64, len: u8) -> bool {
+        self.i1.access(addr, u32::from(len))
+    }
+
+    /// A data access of `size` bytes at `addr`, clamped as the
+    /// simulation clamps it: whether D1 missed.
+    pub fn access_misses(&mut self, addr: u64, size: u32) -> bool {
+        self.d1.access(addr, size.min(self.min_line))
+    }
 }
 
 /// A thread's table for one cache, as the checks and the record paths
@@ -361,6 +454,11 @@ impl TableAt {
             true => 0,
             false => ENTRIES * 8,
         }
+    }
+
+    /// Offset of its cache's tags from the tables' address.
+    fn tags(&self) -> u64 {
+        tags_offset(self.fetches)
     }
 
     /// `[tables + index * scale + base + extra]`, `tables` holding the
@@ -638,17 +736,22 @@ impl Checks {
     }
 }
 
-/// The routine of `filter`'s I1 (`fetches`) or D1 table, encoded at
-/// `at`: the program's rax, rcx and rdx in their slots, the address and the
-/// record's tag in theirs, it appends the record (naming the run's record
+/// The routine of `filter`'s I1 (`fetches`) or D1, encoded at `at`: the
+/// program's rax, rcx and rdx in their slots, the address and the
+/// record's tag in theirs, it writes the record (naming the run's record
 /// too, in the filter records' buffer, when `filter` says so; a store
 /// into the guard page faults before anything changed: the tracer
-/// restarts the routine),
-/// teaches the table the lines (as [`Table::learn`], the size from the
-/// tag), and goes back to the slot's address with rdx restored (the rest
-/// there). The flags are kept (`lahf`/`seto`).
+/// restarts the routine), moves the lines to the front of their sets in
+/// the process's cache ([`FirstLevel`], as Cachegrind's LRU step does),
+/// keeps the record only when a line missed, teaches the table the lines
+/// (as [`Table::learn`], the size from the tag), and goes back to the
+/// slot's address with rdx restored (the rest there). The flags are kept
+/// (`lahf`/`seto`).
 pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u8>, Refusal> {
-    const DONE: u64 = 1;
+    const ONE_LINE: u64 = 1;
+    const HIT: u64 = 2;
+    const DONE: u64 = 3;
+    const FOUND: u64 = 4;
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     let table = TableAt::of(filter, fetches);
     let mut code = Emit::default();
@@ -685,8 +788,6 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
         }
         false => 16,
     };
-    code.lea(rcx, rcx, bytes)?;
-    code.save(cursor, rcx)?;
     // The last byte: the address plus the size (at least 1) less one.
     code.push(Instruction::with2(Code::Shr_rm64_imm8, rdx, SIZE_SHIFT))?;
     code.push(Instruction::with2(
@@ -702,6 +803,32 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
     let bits = table.geometry.line_bits();
     code.push(Instruction::with2(Code::Shr_rm64_imm8, rax, bits))?;
     code.push(Instruction::with2(Code::Shr_rm64_imm8, rcx, bits))?;
+    code.save(FILTER_RSI, Register::RSI)?;
+    code.save(FILTER_RDI, Register::RDI)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        slot(FILTER_MISSED),
+        0,
+    ))?;
+    to_front(&mut code, table, rax, FOUND)?;
+    code.label(FOUND);
+    code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, rax))?;
+    code.jump(Code::Je_rel32_64, ONE_LINE)?;
+    to_front(&mut code, table, rcx, ONE_LINE)?;
+    code.label(ONE_LINE);
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm8,
+        slot(FILTER_MISSED),
+        0,
+    ))?;
+    code.jump(Code::Je_rel32_64, HIT)?;
+    // Missed: the record stays.
+    code.load(rdx, cursor)?;
+    code.lea(rdx, rdx, bytes)?;
+    code.save(cursor, rdx)?;
+    code.label(HIT);
+    code.load(Register::RSI, FILTER_RSI)?;
+    code.load(Register::RDI, FILTER_RDI)?;
     first_in_set(&mut code, table, rax)?;
     code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, rax))?;
     code.jump(Code::Je_rel32_64, DONE)?;
@@ -712,6 +839,59 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
     code.push(Instruction::with1(Code::Jmp_rm64, slot(FILTER_BACK)))?;
     let (bytes, _) = super::encode::encode(&code.list, at)?;
     Ok(bytes)
+}
+
+/// `line` (in `reg`, rax or rcx) goes to the front of its set in the
+/// process's cache of `table` (Cachegrind's LRU step: the lines before it
+/// move back one way; when it is in none, the last way's line leaves),
+/// and [`FILTER_MISSED`] is set when it was in none (rdx, rsi and rdi
+/// lost, flags changed); then goes on at `found`, the label of the next
+/// instruction.
+fn to_front(code: &mut Emit, table: TableAt, reg: Register, found: u64) -> Result<(), Refusal> {
+    let (rdx, edx, rsi, rdi) = (Register::RDX, Register::EDX, Register::RSI, Register::RDI);
+    let low32 = match reg {
+        Register::RAX => Register::EAX,
+        _ => Register::ECX,
+    };
+    let geometry = table.geometry;
+    let ways = geometry.ways;
+    // rdx: the tables' address plus the set's offset among the tags.
+    code.push(Instruction::with2(Code::Mov_r32_rm32, edx, low32))?;
+    code.push(Instruction::with2(
+        Code::And_rm32_imm32,
+        edx,
+        geometry.sets - 1,
+    ))?;
+    code.push(Instruction::with3(
+        Code::Imul_r32_rm32_imm32,
+        edx,
+        edx,
+        ways * 8,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Add_r64_rm64,
+        rdx,
+        slot(FILTER_TABLES),
+    ))?;
+    // Each way takes the line before it (rsi and rdi in turn hold it),
+    // up to the way that held `line`.
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rsi, reg))?;
+    for way in 0..u64::from(ways) {
+        let (held, moved) = match way % 2 {
+            0 => (rdi, rsi),
+            _ => (rsi, rdi),
+        };
+        let at = MemoryOperand::with_base_displ(rdx, (table.tags() + 8 * way) as i64);
+        code.push(Instruction::with2(Code::Mov_r64_rm64, held, at))?;
+        code.push(Instruction::with2(Code::Mov_rm64_r64, at, moved))?;
+        code.push(Instruction::with2(Code::Cmp_r64_rm64, held, reg))?;
+        code.jump(Code::Je_rel32_64, found)?;
+    }
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        slot(FILTER_MISSED),
+        1,
+    ))
 }
 
 /// `lea rax, [memory] (+ fs base) (+ offset)`: rax and rcx hold the
@@ -773,30 +953,26 @@ fn first_in_set(code: &mut Emit, table: TableAt, reg: Register) -> Result<(), Re
 
 #[cfg(test)]
 mod tests {
+    use super::super::running::Running;
     use super::*;
 
     const I1: FilterGeometry = FilterGeometry {
         line_size: 64,
         sets: 64,
+        ways: 8,
     };
 
     #[test]
     fn a_filter_needs_bmi2_and_sets_a_table_can_stand_for() {
         assert!(L1Filter::new(I1, I1, 64, true).is_some());
         assert!(L1Filter::new(I1, I1, 64, false).is_none());
-        let few = FilterGeometry {
-            line_size: 64,
-            sets: 16,
-        };
-        let many = FilterGeometry {
-            line_size: 64,
-            sets: 512,
-        };
-        let odd = FilterGeometry {
-            line_size: 64,
-            sets: 48,
-        };
-        for geometry in [few, many, odd] {
+        let few = FilterGeometry { sets: 16, ..I1 };
+        let many = FilterGeometry { sets: 512, ..I1 };
+        let odd = FilterGeometry { sets: 48, ..I1 };
+        let wide = FilterGeometry { ways: 17, ..I1 };
+        let none = FilterGeometry { ways: 0, ..I1 };
+        assert!(L1Filter::new(FilterGeometry { ways: 16, ..I1 }, I1, 64, true).is_some());
+        for geometry in [few, many, odd, wide, none] {
             assert!(L1Filter::new(geometry, I1, 64, true).is_none());
             assert!(L1Filter::new(I1, geometry, 64, true).is_none());
         }
@@ -906,14 +1082,13 @@ mod tests {
     }
 
     /// A table kept as the checks and record paths keep it beside
-    /// Cachegrind's cache it filters for (`geometry`, `assoc` ways), over
+    /// Cachegrind's cache it filters for (`geometry`), over
     /// accesses spread on a few lines per set: it never claims a line
     /// that is not the most recently used of its set, and what it lets
     /// through leaves the cache as the whole sequence would.
-    fn claims_only_the_most_recent_lines(geometry: FilterGeometry, assoc: u32) {
-        let size = geometry.line_size * geometry.sets * assoc;
-        let config = cgx_sim::CacheConfig::new(size, assoc, geometry.line_size);
-        let mut filtered = cgx_sim::Cache::new(config).unwrap();
+    fn claims_only_the_most_recent_lines(geometry: FilterGeometry) {
+        let size = geometry.line_size * geometry.sets * geometry.ways;
+        let mut filtered = cgx_sim::Cache::new(geometry.config()).unwrap();
         let mut whole = filtered.clone();
         let mut table = Table {
             entries: vec![INVALID; ENTRIES as usize],
@@ -951,17 +1126,108 @@ mod tests {
 
     #[test]
     fn a_table_claims_only_the_most_recent_lines_of_its_cache() {
-        claims_only_the_most_recent_lines(I1, 8);
+        claims_only_the_most_recent_lines(I1);
         let small = FilterGeometry {
             line_size: 32,
             sets: 32,
+            ways: 2,
         };
-        claims_only_the_most_recent_lines(small, 2);
+        claims_only_the_most_recent_lines(small);
         let wide = FilterGeometry {
             line_size: 64,
             sets: 256,
+            ways: 4,
         };
-        claims_only_the_most_recent_lines(wide, 4);
+        claims_only_the_most_recent_lines(wide);
+    }
+
+    /// The routine of each cache run in this process over fetches and
+    /// accesses spread on a few lines per set (some across two lines),
+    /// beside Cachegrind's caches: it keeps the record of exactly those
+    /// that miss (naming their run's record when attributed), leaves the
+    /// process's caches as Cachegrind's would be, and its table claims
+    /// only the most recently used line of a set.
+    fn routine_keeps_the_caches(attributed: bool) {
+        let running = Running::new();
+        let d1 = FilterGeometry {
+            line_size: 64,
+            sets: 32,
+            ways: 3,
+        };
+        let filter = L1Filter::new(I1, d1, 64, true)
+            .unwrap()
+            .attributed(attributed);
+        let (cursor, words) = match attributed {
+            true => (FILTER_CURSOR, RECORD_WORDS),
+            false => (CURSOR, 2),
+        };
+        let mut memory = vec![0u64; ((TABLES_BYTES + CACHES_BYTES) / 8) as usize];
+        memory[..(TABLES_BYTES / 8) as usize].fill(INVALID);
+        running.set(FILTER_TABLES, memory.as_mut_ptr() as u64);
+        let mut buffer = vec![0u64; 4];
+        let mut caches = [
+            cgx_sim::Cache::new(I1.config()).unwrap(),
+            cgx_sim::Cache::new(d1.config()).unwrap(),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let (mut misses, mut hits) = (0, 0);
+        for step in 0..20_000u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let fetches = seed.is_multiple_of(3);
+            let geometry = [d1, I1][usize::from(fetches)];
+            let span = u64::from(geometry.line_size * geometry.sets * (geometry.ways + 1));
+            let addr = 0x5555_0000_0000 + (seed >> 8) % span;
+            let size = [1, 2, 4, 8, 15][(seed >> 40) as usize % 5];
+            let check = match fetches {
+                true => Check::Fetch(addr, size as u8),
+                false => Check::Access(0x40_1000 + step, size, AccessKind::Read),
+            };
+            let tag = tag(check).unwrap();
+            running.set(cursor, buffer.as_mut_ptr() as u64);
+            running.set(FILTER_ADDR, addr);
+            running.set(FILTER_TAG, tag);
+            running.set(RECORD, step);
+            running.set(FILTER_RDX, 0x1234);
+            running.call(|at, back| {
+                running.set(FILTER_BACK, back);
+                routine(at, &filter, fetches).unwrap()
+            });
+            let missed = caches[usize::from(!fetches)].access(addr, size);
+            let kept = (running.get(cursor) - buffer.as_ptr() as u64) / 8;
+            assert_eq!(kept, if missed { words as u64 } else { 0 }, "{step}");
+            let record = [tag, addr, step];
+            assert_eq!(buffer[..words], record[..words], "{step}");
+            match missed {
+                true => misses += 1,
+                false => hits += 1,
+            }
+        }
+        assert!(misses > 1_000 && hits > 1_000, "{misses} {hits}");
+        for (cache, fetches) in caches.iter().zip([true, false]) {
+            let at = (tags_offset(fetches) / 8) as usize;
+            assert_eq!(&memory[at..at + cache.tags().len()], cache.tags());
+            let geometry = [d1, I1][usize::from(fetches)];
+            let table = (TableAt { fetches, geometry }.base() / 8) as usize;
+            for &entry in &memory[table..table + ENTRIES as usize] {
+                let line = entry.wrapping_neg();
+                if entry != INVALID {
+                    let set = (line % u64::from(geometry.sets)) as usize;
+                    assert_eq!(cache.tags()[set * geometry.ways as usize], line);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_routines_keep_the_process_s_caches_and_record_their_misses() {
+        std::thread::spawn(|| {
+            routine_keeps_the_caches(false);
+            routine_keeps_the_caches(true);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

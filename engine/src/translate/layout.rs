@@ -78,9 +78,10 @@ impl Layout {
     pub fn filter_tables(&self) -> u64 {
         self.syscall_filter() + SYSCALL_FILTER_SIZE
     }
-    /// The code cache (after the filter's tables).
+    /// The code cache (after the filter's tables and the process's
+    /// first-level caches, `filter::FirstLevel`).
     pub fn code(&self) -> u64 {
-        self.filter_tables() + super::filter::TABLES_BYTES
+        self.filter_tables() + super::filter::TABLES_BYTES + super::filter::CACHES_BYTES
     }
     /// One past the code cache.
     pub fn end(&self) -> u64 {

@@ -144,6 +144,8 @@ mod protect;
 mod quiet;
 mod records;
 mod retire;
+#[cfg(test)]
+mod running;
 mod signals;
 mod space;
 mod stepper;

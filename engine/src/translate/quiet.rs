@@ -1159,6 +1159,7 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
 #[cfg(test)]
 mod tests {
     use super::super::encode::encode;
+    use super::super::running::Running;
     use super::*;
 
     /// The entries of a region's record routine.
@@ -1305,82 +1306,6 @@ mod tests {
             for instruction in &list {
                 assert_eq!(instruction.rflags_modified(), 0, "{:?}", instruction.code());
             }
-        }
-    }
-
-    /// A thread's area in this process, its GS base set on the calling
-    /// thread, and a way to run code with it (a call's choice of segment).
-    struct Running {
-        area: *mut u8,
-    }
-
-    impl Running {
-        fn new() -> Running {
-            // SAFETY: a private anonymous mapping, unmapped in `drop`.
-            let area = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    Area::SIZE as usize,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(area, libc::MAP_FAILED);
-            // SAFETY: sets this thread's GS base, which Rust code does not use.
-            let set = unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1001, area as u64) };
-            assert_eq!(set, 0);
-            Running { area: area.cast() }
-        }
-
-        fn slot(&self, offset: u64) -> *mut u64 {
-            // SAFETY: offsets within the area.
-            unsafe { self.area.add(offset as usize).cast() }
-        }
-
-        fn get(&self, offset: u64) -> u64 {
-            // SAFETY: an aligned word of the area.
-            unsafe { self.slot(offset).read() }
-        }
-
-        fn set(&self, offset: u64, value: u64) {
-            // SAFETY: an aligned word of the area.
-            unsafe { self.slot(offset).write(value) }
-        }
-
-        /// Runs `code` (then `ret`) with rax `rax`.
-        fn run(&self, code: &[Instruction], rax: u64) {
-            let mut list =
-                vec![Instruction::with2(Code::Mov_r64_imm64, Register::RAX, rax).unwrap()];
-            list.extend_from_slice(code);
-            list.push(Instruction::with(Code::Retnq));
-            // SAFETY: a private anonymous mapping for the code, unmapped
-            // below; the code keeps every register the ABI asks a callee
-            // to keep (it saves and restores rcx and rdx, and writes rax).
-            unsafe {
-                let at = libc::mmap(
-                    std::ptr::null_mut(),
-                    1 << 16,
-                    libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                );
-                assert_ne!(at, libc::MAP_FAILED);
-                let (bytes, _) = encode(&list, at as u64).unwrap();
-                std::ptr::copy_nonoverlapping(bytes.as_ptr(), at.cast(), bytes.len());
-                let function: extern "C" fn() = std::mem::transmute(at);
-                function();
-                libc::munmap(at, 1 << 16);
-            }
-        }
-    }
-
-    impl Drop for Running {
-        fn drop(&mut self) {
-            // SAFETY: the mapping made in `new`.
-            unsafe { libc::munmap(self.area.cast(), Area::SIZE as usize) };
         }
     }
 

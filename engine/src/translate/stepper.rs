@@ -74,6 +74,11 @@ pub(super) fn step_block<S: EventSink + ?Sized>(
                 }
                 replay.instruction(sink, thread, insn.end(), count);
                 regs.rdx = sink.client_request(thread, args, regs.rdx);
+                if sink.caches_emptied(thread) {
+                    if let Some(caches) = replay.first_level.as_mut() {
+                        caches.empty();
+                    }
+                }
             } else {
                 replay.instruction(sink, thread, insn.end(), count);
             }

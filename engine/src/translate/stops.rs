@@ -24,6 +24,7 @@ use super::buffer::{
 };
 use super::cache::{Cache, Stub};
 use super::deferred::Deferred;
+use super::filter::FirstLevel;
 use super::inject;
 use super::invalidate::{
     self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT, SYS_SCHED_GETAFFINITY, SYS_SCHED_SETAFFINITY,
@@ -145,6 +146,9 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 Some(info) if control::is_control(signal, &info) => {
                     self.drain()?;
                     self.sink.lifecycle(self.state.thread, Lifecycle::Control);
+                    if self.sink.caches_emptied(self.state.thread) {
+                        self.empty_first_level()?;
+                    }
                     if let Some(regs) = control::restarted(&ptrace::regs(tid)?) {
                         ptrace::set_regs(tid, &regs)?;
                     }
@@ -616,6 +620,11 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 (block.addr, block.last().next())
             });
             self.set_executable(regs, span, true)?;
+            let tables = self.space.cache.layout().filter_tables();
+            if let Some(filter) = self.space.cache.filter() {
+                let caches = FirstLevel::read(&self.space.memory, tables, &filter)?;
+                self.state.replay.first_level = Some(caches);
+            }
             let replaying = Replaying {
                 replay: &mut self.state.replay,
                 sink: &mut *self.sink,
@@ -630,12 +639,10 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 self.cpu,
                 self.space.cache.refusals(),
             )?;
-            if self.state.replay.filtered {
-                // The simulation saw the stepped block's fetches and
-                // accesses whole: the tables forget what they knew
-                // (`filter`).
-                let tables = self.space.cache.layout().filter_tables();
-                super::filter::forget(&self.space.memory, tables)?;
+            if let Some(caches) = self.state.replay.first_level.take() {
+                // The stepped block's fetches and accesses went through
+                // them (`filter`).
+                caches.write(&self.space.memory, tables)?;
             }
             match stepped {
                 Stepped::Left => self.set_executable(regs, span, false)?,
@@ -646,6 +653,18 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 }
             }
         }
+    }
+
+    /// Empties the first-level caches the program's threads keep, when
+    /// they keep them (`filter::FirstLevel`).
+    fn empty_first_level(&mut self) -> Result<()> {
+        let tables = self.space.cache.layout().filter_tables();
+        if let Some(filter) = self.space.cache.filter() {
+            let mut caches = FirstLevel::read(&self.space.memory, tables, &filter)?;
+            caches.empty();
+            caches.write(&self.space.memory, tables)?;
+        }
+        Ok(())
     }
 
     /// Translation `id` found its original code changed at its entry

@@ -597,12 +597,6 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
                 // The parent's records and run counts so far are its own.
                 parent_area.reset_all(&copy.memory)?;
                 parent_area.clear_counts(&copy.memory, copy.cache.translations())?;
-                if self.capture.filter.is_some() {
-                    // The child's simulation starts as a copy of the
-                    // parent's, not in step with the copy of its tables.
-                    let tables = copy.cache.layout().filter_tables();
-                    super::filter::forget(&copy.memory, tables)?;
-                }
                 let key = self.next_space;
                 self.next_space += 1;
                 self.spaces.insert(key, copy);
