@@ -248,7 +248,8 @@ mod tests {
         let simulation = Simulation::new(&events, &options).expect("the default caches");
         let mut process = Process::new(7, options, events, simulation);
         let request = |process: &mut Process, code: u64| {
-            process.client_request(7, [code, 0, 0, 0, 0, 0], 0);
+            let (_, dumped) = process.client_request(7, [code, 0, 0, 0, 0, 0], 0);
+            assert!(dumped.is_ok());
             process.take_caches_emptied()
         };
         assert!(!process.take_caches_emptied());
