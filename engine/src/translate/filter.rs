@@ -485,10 +485,27 @@ pub(super) struct Checks {
     starts: Vec<u64>,
     /// Where the record paths go on.
     routines: Routines,
+    /// The checks the code ends with, whose registers are not restored
+    /// yet.
+    group: Option<Group>,
 }
 
-/// The entries of the region's routines that write a filter record and
-/// teach a table ([`routine`]).
+/// Checks one after the other in a translation (an instruction's fetch
+/// and data accesses): they save the program's registers once, and
+/// [`Checks::close`] restores them after the last.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    /// Instructions of the translation's code up to the group's end: a
+    /// check that starts there goes on with it.
+    end: usize,
+    /// Whether rdx is saved (a computed address was checked).
+    rdx: bool,
+    /// The label of what follows the last check (its hit).
+    next: u64,
+}
+
+/// The entries of the region's routines that keep the caches and write
+/// a filter record ([`routine`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Routines {
     /// I1's.
@@ -515,6 +532,7 @@ impl Checks {
             label: FIRST_LABEL,
             paths: Emit::default(),
             starts: Vec::new(),
+            group: None,
         }
     }
 
@@ -570,7 +588,8 @@ impl Checks {
     }
 
     /// The check of `size` bytes at `address` against `table`, whose
-    /// record path writes `check`.
+    /// record path writes `check`: in the group of checks the code ends
+    /// with ([`Group`]), else in a new one.
     fn check(
         &mut self,
         code: &mut Vec<Instruction>,
@@ -582,11 +601,24 @@ impl Checks {
         let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
         let (hit, path) = (self.label()?, self.label()?);
         let mut emit = Emit::default();
+        let group = match self.group.take() {
+            Some(group) if group.end == code.len() => {
+                // The last check's hit goes on here.
+                emit.label(group.next);
+                Some(group)
+            }
+            Some(_) => return Err("filter checks left open".into()),
+            None => {
+                emit.save(FILTER_RAX, rax)?;
+                emit.save(FILTER_RCX, rcx)?;
+                None
+            }
+        };
+        let continued = group.is_some();
+        let mut rdx_saved = group.is_some_and(|group| group.rdx);
         let bits = table.geometry.line_bits();
         match address {
             Address::Known(addr) => {
-                emit.save(FILTER_RAX, rax)?;
-                emit.save(FILTER_RCX, rcx)?;
                 let last = addr.wrapping_add(u64::from(size.max(1)) - 1);
                 let (first, last) = (addr >> bits, last >> bits);
                 let lines: &[u64] = if first == last {
@@ -613,15 +645,24 @@ impl Checks {
                     };
                     emit.jump(Code::Jrcxz_rel8_64, next)?;
                     emit.jump(Code::Jmp_rel32_64, path)?;
-                    emit.label(next);
+                    if next != hit {
+                        emit.label(next);
+                    }
                 }
-                emit.load(rcx, FILTER_RCX)?;
-                emit.load(rax, FILTER_RAX)?;
             }
             Address::Operand(memory, offset) => {
-                emit.save(FILTER_RAX, rax)?;
-                emit.save(FILTER_RCX, rcx)?;
-                emit.save(FILTER_RDX, rdx)?;
+                if continued {
+                    // An earlier check of the group used them.
+                    emit.load(rax, FILTER_RAX)?;
+                    emit.load(rcx, FILTER_RCX)?;
+                    if rdx_saved {
+                        emit.load(rdx, FILTER_RDX)?;
+                    }
+                }
+                if !rdx_saved {
+                    emit.save(FILTER_RDX, rdx)?;
+                    rdx_saved = true;
+                }
                 address_to_rax(&mut emit, memory, offset)?;
                 emit.push(Instruction::with2(Code::Mov_r32_imm32, Register::EDX, bits))?;
                 // The entry of the last line, plus the first line: 0 only
@@ -664,23 +705,45 @@ impl Checks {
                 ))?;
                 emit.jump(Code::Jrcxz_rel8_64, hit)?;
                 emit.jump(Code::Jmp_rel32_64, path)?;
-                emit.label(hit);
-                emit.load(rdx, FILTER_RDX)?;
-                emit.load(rcx, FILTER_RCX)?;
-                emit.load(rax, FILTER_RAX)?;
             }
         }
         code.append(&mut emit.list);
+        self.group = Some(Group {
+            end: code.len(),
+            rdx: rdx_saved,
+            next: hit,
+        });
         let routine = match table.fetches {
             true => self.routines.i1,
             false => self.routines.d1,
         };
-        self.record_path(routine, address, check, path, hit)
+        self.record_path(routine, address, check, path, hit, rdx_saved)
+    }
+
+    /// Ends the group of checks the code ends with, if any: what follows
+    /// the last check's hit restores the program's registers.
+    pub fn close(&mut self, code: &mut Vec<Instruction>) -> Result<(), Refusal> {
+        let Some(group) = self.group.take() else {
+            return Ok(());
+        };
+        if group.end != code.len() {
+            return Err("filter checks left open".into());
+        }
+        let mut emit = Emit::default();
+        emit.label(group.next);
+        if group.rdx {
+            emit.load(Register::RDX, FILTER_RDX)?;
+        }
+        emit.load(Register::RCX, FILTER_RCX)?;
+        emit.load(Register::RAX, FILTER_RAX)?;
+        code.append(&mut emit.list);
+        Ok(())
     }
 
     /// The out-of-line path of a check: puts the address, the record's
-    /// tag and `back` (which restores the registers) in the slots and goes
-    /// to its table's `routine` ([`routine`]).
+    /// tag and `back` (where the check's group goes on) in the slots and
+    /// goes to its table's `routine` ([`routine`]), with the program's rdx
+    /// in its slot (the group's, when `rdx_saved`).
     fn record_path(
         &mut self,
         routine: u64,
@@ -688,14 +751,17 @@ impl Checks {
         check: Check,
         start: u64,
         back: u64,
+        rdx_saved: bool,
     ) -> Result<(), Refusal> {
         let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
         let code = &mut self.paths;
         code.label(start);
         match address {
             Address::Known(addr) => {
-                // The check saved no rdx, which the routine uses.
-                code.save(FILTER_RDX, rdx)?;
+                if !rdx_saved {
+                    // The routine restores rdx from its slot.
+                    code.save(FILTER_RDX, rdx)?;
+                }
                 code.push(Instruction::with2(Code::Mov_r64_imm64, rax, addr))?;
             }
             Address::Operand(memory, offset) => {
@@ -729,10 +795,13 @@ impl Checks {
 
     /// Appends the record paths to `code`; the labels of the code in the
     /// body that writes a record (a store that faults there restarts
-    /// there).
-    pub fn finish(mut self, code: &mut Vec<Instruction>) -> Vec<u64> {
+    /// there). Every group of checks must be closed.
+    pub fn finish(mut self, code: &mut Vec<Instruction>) -> Result<Vec<u64>, Refusal> {
+        if self.group.is_some() {
+            return Err("filter checks left open".into());
+        }
         code.append(&mut self.paths.list);
-        self.starts
+        Ok(self.starts)
     }
 }
 
@@ -1228,6 +1297,56 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// An instruction's fetch and its computed access are checked in one
+    /// group: the program's registers saved once and restored after both
+    /// (the access's address computed from the program's rax and rcx,
+    /// reloaded); nothing may come between checks of one group.
+    #[test]
+    fn an_instruction_s_checks_save_its_registers_once() {
+        let filter = L1Filter::new(I1, I1, 64, true).unwrap();
+        let routines = Routines {
+            i1: 0x7f00_0000_1000,
+            d1: 0x7f00_0000_2000,
+        };
+        // mov [rax+rcx*8], rdx
+        let bytes = [0x48, 0x89, 0x14, 0xc8];
+        let mut decoder =
+            iced_x86::Decoder::with_ip(64, &bytes, 0x40_1000, iced_x86::DecoderOptions::NONE);
+        let instruction = decoder.decode();
+        let mut factory = iced_x86::InstructionInfoFactory::new();
+        let memory = factory.info(&instruction).used_memory()[0];
+        let mut checks = Checks::new(filter, false, routines);
+        let mut code = Vec::new();
+        checks.fetch(&mut code, (0x40_1000, 4)).unwrap();
+        let write = AccessKind::Write;
+        checks
+            .access(&mut code, 0x40_1000, &memory, 0, 8, write)
+            .unwrap();
+        checks.close(&mut code).unwrap();
+        let slot_uses = |code: &[Instruction], form: Code, at: u64| {
+            let uses = |i: &&Instruction| {
+                i.code() == form
+                    && i.memory_segment() == Register::GS
+                    && i.memory_displacement64() == at
+            };
+            code.iter().filter(uses).count()
+        };
+        for (at, reads) in [(FILTER_RAX, 2), (FILTER_RCX, 2), (FILTER_RDX, 1)] {
+            assert_eq!(slot_uses(&code, Code::Mov_rm64_r64, at), 1, "{at}");
+            assert_eq!(slot_uses(&code, Code::Mov_r64_rm64, at), reads, "{at}");
+        }
+        assert_eq!(code.last().map(Instruction::code), Some(Code::Mov_r64_rm64));
+        let paths = checks.finish(&mut code).unwrap();
+        assert!(paths.is_empty());
+        let mut checks = Checks::new(filter, false, routines);
+        checks.fetch(&mut code, (0x40_1000, 4)).unwrap();
+        code.push(Instruction::with(Code::Nopd));
+        assert!(checks.fetch(&mut code, (0x40_2000, 4)).is_err());
+        let mut checks = Checks::new(filter, false, routines);
+        checks.fetch(&mut code, (0x40_1000, 4)).unwrap();
+        assert!(checks.finish(&mut code).is_err());
     }
 
     #[test]

@@ -710,6 +710,9 @@ pub(super) fn translate(
     fetch_check(&mut checks, &mut code.list, last_index)?;
     recorder.next_instruction();
     if last.rep {
+        if let Some(checks) = checks.as_mut() {
+            checks.close(&mut code.list)?;
+        }
         recorder.counter(&mut code.list)?;
         recorder.addresses(&mut code.list, &last_decoded.accesses)?;
         let iterating = match checks.as_mut() {
@@ -929,7 +932,7 @@ pub(super) fn translate(
             if planned != Some(checks.accesses()) {
                 return Err("filtered accesses the plan does not have".into());
             }
-            checks.finish(&mut code.list)
+            checks.finish(&mut code.list)?
         }
         None => Vec::new(),
     };
@@ -1116,7 +1119,8 @@ pub(super) fn translate(
 }
 
 /// The filter's checks of the data accesses of the instruction at `addr`
-/// (`decoded`), in the order its plan has them (`plan`).
+/// (`decoded`), in the order its plan has them (`plan`), with its fetch's
+/// check just before when it has one (one group, `filter::Checks::close`).
 fn access_checks(
     checks: &mut filter::Checks,
     list: &mut Vec<Instruction>,
@@ -1130,7 +1134,7 @@ fn access_checks(
     for (memory, offset, size, kind) in accesses {
         checks.access(list, addr, &memory, offset, size, kind)?;
     }
-    Ok(())
+    checks.close(list)
 }
 
 /// The pieces the check of a block's `len` bytes reads: (offset, size)
