@@ -61,6 +61,7 @@ use super::area::{
     FILTER_RCX, FILTER_RDI, FILTER_RDX, FILTER_RSI, FILTER_TABLES, FILTER_TAG, RECORD,
 };
 use super::capture::{operand_address, OperandAddress};
+use super::dead::Scratch;
 use super::emit::Emit;
 use super::memory::Memory;
 use super::pending::{restore_flags, save_flags};
@@ -488,20 +489,48 @@ pub(super) struct Checks {
     /// The checks the code ends with, whose registers are not restored
     /// yet.
     group: Option<Group>,
+    /// The scratch registers the program no longer needs before the
+    /// instruction checked next.
+    dead: Scratch,
 }
 
 /// Checks one after the other in a translation (an instruction's fetch
-/// and data accesses): they save the program's registers once, and
-/// [`Checks::close`] restores them after the last.
+/// and data accesses): they save the program's registers once (those it
+/// still needs, [`Checks::before`]), and [`Checks::close`] restores them
+/// after the last.
 #[derive(Clone, Copy, Debug)]
 struct Group {
     /// Instructions of the translation's code up to the group's end: a
     /// check that starts there goes on with it.
     end: usize,
-    /// Whether rdx is saved (a computed address was checked).
-    rdx: bool,
+    /// The registers saved, restored at its end.
+    saved: Saved,
+    /// Whether the checks may use rdx (saved, or not needed).
+    rdx_free: bool,
     /// The label of what follows the last check (its hit).
     next: u64,
+}
+
+/// Which of rax, rcx and rdx a group of checks saved in their slots.
+#[derive(Clone, Copy, Debug, Default)]
+struct Saved {
+    rax: bool,
+    rcx: bool,
+    rdx: bool,
+}
+
+impl Saved {
+    /// Each register saved, with its slot.
+    fn each(self) -> impl Iterator<Item = (Register, u64)> {
+        [
+            (self.rdx, Register::RDX, FILTER_RDX),
+            (self.rcx, Register::RCX, FILTER_RCX),
+            (self.rax, Register::RAX, FILTER_RAX),
+        ]
+        .into_iter()
+        .filter(|&(saved, ..)| saved)
+        .map(|(_, register, slot)| (register, slot))
+    }
 }
 
 /// The entries of the region's routines that keep the caches and write
@@ -533,6 +562,7 @@ impl Checks {
             paths: Emit::default(),
             starts: Vec::new(),
             group: None,
+            dead: Scratch::NONE,
         }
     }
 
@@ -601,21 +631,32 @@ impl Checks {
         let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
         let (hit, path) = (self.label()?, self.label()?);
         let mut emit = Emit::default();
-        let group = match self.group.take() {
+        let (group, continued) = match self.group.take() {
             Some(group) if group.end == code.len() => {
                 // The last check's hit goes on here.
                 emit.label(group.next);
-                Some(group)
+                (group, true)
             }
             Some(_) => return Err("filter checks left open".into()),
             None => {
-                emit.save(FILTER_RAX, rax)?;
-                emit.save(FILTER_RCX, rcx)?;
-                None
+                let saved = Saved {
+                    rax: !self.dead.has(rax),
+                    rcx: !self.dead.has(rcx),
+                    rdx: false,
+                };
+                for (register, slot) in saved.each() {
+                    emit.save(slot, register)?;
+                }
+                let group = Group {
+                    end: 0,
+                    saved,
+                    rdx_free: false,
+                    next: 0,
+                };
+                (group, false)
             }
         };
-        let continued = group.is_some();
-        let mut rdx_saved = group.is_some_and(|group| group.rdx);
+        let (mut saved, mut rdx_free) = (group.saved, group.rdx_free);
         let bits = table.geometry.line_bits();
         match address {
             Address::Known(addr) => {
@@ -652,16 +693,18 @@ impl Checks {
             }
             Address::Operand(memory, offset) => {
                 if continued {
-                    // An earlier check of the group used them.
-                    emit.load(rax, FILTER_RAX)?;
-                    emit.load(rcx, FILTER_RCX)?;
-                    if rdx_saved {
-                        emit.load(rdx, FILTER_RDX)?;
+                    // An earlier check of the group used them (those not
+                    // saved the address does not read).
+                    for (register, slot) in saved.each() {
+                        emit.load(register, slot)?;
                     }
                 }
-                if !rdx_saved {
-                    emit.save(FILTER_RDX, rdx)?;
-                    rdx_saved = true;
+                if !rdx_free {
+                    if !self.dead.has(rdx) {
+                        emit.save(FILTER_RDX, rdx)?;
+                        saved.rdx = true;
+                    }
+                    rdx_free = true;
                 }
                 address_to_rax(&mut emit, memory, offset)?;
                 emit.push(Instruction::with2(Code::Mov_r32_imm32, Register::EDX, bits))?;
@@ -710,14 +753,21 @@ impl Checks {
         code.append(&mut emit.list);
         self.group = Some(Group {
             end: code.len(),
-            rdx: rdx_saved,
+            saved,
+            rdx_free,
             next: hit,
         });
         let routine = match table.fetches {
             true => self.routines.i1,
             false => self.routines.d1,
         };
-        self.record_path(routine, address, check, path, hit, rdx_saved)
+        self.record_path(routine, address, check, path, hit, rdx_free)
+    }
+
+    /// The checks that follow are of an instruction before which the
+    /// program no longer needs the registers of `dead` (`dead`).
+    pub fn before(&mut self, dead: Scratch) {
+        self.dead = dead;
     }
 
     /// Ends the group of checks the code ends with, if any: what follows
@@ -731,19 +781,22 @@ impl Checks {
         }
         let mut emit = Emit::default();
         emit.label(group.next);
-        if group.rdx {
-            emit.load(Register::RDX, FILTER_RDX)?;
+        for (register, slot) in group.saved.each() {
+            emit.load(register, slot)?;
         }
-        emit.load(Register::RCX, FILTER_RCX)?;
-        emit.load(Register::RAX, FILTER_RAX)?;
+        if group.saved.each().next().is_none() {
+            // Nothing to restore: the hit goes on at a `nop`.
+            emit.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Nopd)))?;
+        }
         code.append(&mut emit.list);
         Ok(())
     }
 
     /// The out-of-line path of a check: puts the address, the record's
     /// tag and `back` (where the check's group goes on) in the slots and
-    /// goes to its table's `routine` ([`routine`]), with the program's rdx
-    /// in its slot (the group's, when `rdx_saved`).
+    /// goes to its table's `routine` ([`routine`]), which restores rdx from
+    /// its slot: the path saves it there unless the group may use it
+    /// (`rdx_free`: saved there already, or not needed).
     fn record_path(
         &mut self,
         routine: u64,
@@ -751,15 +804,14 @@ impl Checks {
         check: Check,
         start: u64,
         back: u64,
-        rdx_saved: bool,
+        rdx_free: bool,
     ) -> Result<(), Refusal> {
         let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
         let code = &mut self.paths;
         code.label(start);
         match address {
             Address::Known(addr) => {
-                if !rdx_saved {
-                    // The routine restores rdx from its slot.
+                if !rdx_free {
                     code.save(FILTER_RDX, rdx)?;
                 }
                 code.push(Instruction::with2(Code::Mov_r64_imm64, rax, addr))?;
@@ -1302,7 +1354,8 @@ mod tests {
     /// An instruction's fetch and its computed access are checked in one
     /// group: the program's registers saved once and restored after both
     /// (the access's address computed from the program's rax and rcx,
-    /// reloaded); nothing may come between checks of one group.
+    /// reloaded), but for those the program no longer needs; nothing may
+    /// come between checks of one group.
     #[test]
     fn an_instruction_s_checks_save_its_registers_once() {
         let filter = L1Filter::new(I1, I1, 64, true).unwrap();
@@ -1338,6 +1391,32 @@ mod tests {
             assert_eq!(slot_uses(&code, Code::Mov_r64_rm64, at), reads, "{at}");
         }
         assert_eq!(code.last().map(Instruction::code), Some(Code::Mov_r64_rm64));
+        // mov ecx, [rax]; ret: rcx is not needed before the load, which
+        // writes it whole.
+        let block: Vec<Option<Instruction>> = iced_x86::Decoder::with_ip(
+            64,
+            &[0x8b, 0x08, 0xc3],
+            0x40_2000,
+            iced_x86::DecoderOptions::NONE,
+        )
+        .into_iter()
+        .map(Some)
+        .collect();
+        let load = block[0].unwrap();
+        let memory = factory.info(&load).used_memory()[0];
+        let mut dead_rcx = Vec::new();
+        checks.before(super::super::dead::dead_before(&block)[0]);
+        checks.fetch(&mut dead_rcx, (0x40_2000, 2)).unwrap();
+        let read = AccessKind::Read;
+        checks
+            .access(&mut dead_rcx, 0x40_2000, &memory, 0, 4, read)
+            .unwrap();
+        checks.close(&mut dead_rcx).unwrap();
+        for (at, saved) in [(FILTER_RAX, 1), (FILTER_RCX, 0), (FILTER_RDX, 1)] {
+            assert_eq!(slot_uses(&dead_rcx, Code::Mov_rm64_r64, at), saved, "{at}");
+        }
+        assert_eq!(slot_uses(&dead_rcx, Code::Mov_r64_rm64, FILTER_RCX), 0);
+        code.append(&mut dead_rcx);
         let paths = checks.finish(&mut code).unwrap();
         assert!(paths.is_empty());
         let mut checks = Checks::new(filter, false, routines);

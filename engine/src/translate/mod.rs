@@ -123,6 +123,7 @@ mod by_code;
 pub use buffer::{FilteredAccesses, Repeats, SimulatedBlocks, WholeBlocks};
 mod cache;
 mod capture;
+mod dead;
 mod deferred;
 mod emit;
 mod encode;

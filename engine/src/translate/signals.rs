@@ -30,7 +30,9 @@
 //!
 //! Limits: the handler sees the landing pad (or, in an interrupted block,
 //! the original address of the next instruction), not the interrupted
-//! address, in its `ucontext`.
+//! address, in its `ucontext`; with the filter of first-level caches, not
+//! the values of rax, rcx and rdx that the next instructions overwrite
+//! before reading (the filter's checks use them, `dead`).
 
 use crate::error::Result;
 

@@ -670,11 +670,23 @@ pub(super) fn translate(
             _ => Ok(()),
         }
     };
+    // The scratch registers each instruction's checks need not keep.
+    let dead = match checks {
+        Some(_) => {
+            let instructions: Vec<Option<Instruction>> =
+                block.insns.iter().map(|insn| insn.instruction).collect();
+            super::dead::dead_before(&instructions)
+        }
+        None => Vec::new(),
+    };
     let (body, last) = block.insns.split_at(block.insns.len() - 1);
     for (index, (insn, decoded)) in body.iter().zip(&decoded).enumerate() {
         let Some(instruction) = insn.instruction else {
             return Err("client request".into());
         };
+        if let (Some(checks), Some(&dead)) = (checks.as_mut(), dead.get(index)) {
+            checks.before(dead);
+        }
         fetch_check(&mut checks, &mut code.list, index)?;
         if let Some(checks) = checks.as_mut() {
             access_checks(checks, &mut code.list, insn.addr, decoded)?;
@@ -706,6 +718,9 @@ pub(super) fn translate(
             first.set_ip(label);
         }
         code.list.append(&mut record);
+    }
+    if let Some(checks) = checks.as_mut() {
+        checks.before(super::dead::Scratch::NONE);
     }
     fetch_check(&mut checks, &mut code.list, last_index)?;
     recorder.next_instruction();
