@@ -702,3 +702,52 @@ fn a_long_run_under_cachegrind_equals_valgrind() {
     ];
     a_long_run_equals_valgrind(&options, &options, &CACHEGRIND_EVENTS, false);
 }
+
+/// Two threads cycling at the same time through the ways of one D1 set
+/// each (`set_conflicts.c`), under Cachegrind's cache simulation (the
+/// program's threads keep I1 and D1 while the process has one thread, the
+/// tracer once it has two): each thread's lines stay resident but for a
+/// few misses where the other ran, as under Valgrind, which runs one
+/// thread at a time. Caches both threads changed at the same instant
+/// missed millions of times. (The first thread waits for the second to
+/// start: its loop's instructions vary from run to run.)
+#[test]
+fn threads_running_at_once_share_the_caches_as_valgrind_s_do() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("set_conflicts.c", Kind::NoLibc, dir.path());
+    let alone = native(&program, &[], dir.path());
+    assert_status(&alone, 0);
+    let options = with_caches(
+        &[
+            "-q",
+            "--tool=cachegrind",
+            "--cache-sim=yes",
+            "--cachegrind-out-file={out}/cg.%p",
+        ],
+        &LARGE,
+    );
+    let valgrind = run(Profiler::Valgrind, &options, &program, &[], dir.path());
+    assert_status(&valgrind, 0);
+    let cgx = run(Profiler::Cgx, &options, &program, &[], dir.path());
+    assert_status(&cgx, 0);
+    assert_eq!(cgx.stdout, alone.stdout, "{}: stdout", cgx.command);
+    let read_totals = |run: &Run| {
+        let profile = cgx_tests::run::read(&run.files[0]);
+        event_totals(&profile, &CACHE_EVENTS)
+    };
+    let (expected, actual) = (read_totals(&valgrind), read_totals(&cgx));
+    let misses = |totals: &[u64]| totals[4] + totals[5];
+    println!(
+        "{}: D1 misses {} (Valgrind {})",
+        cgx.command,
+        misses(&actual),
+        misses(&expected)
+    );
+    assert!(
+        misses(&actual) <= misses(&expected) + 2_000,
+        "{}: D1 misses {:?}, Valgrind's {:?}",
+        cgx.command,
+        actual,
+        expected
+    );
+}

@@ -22,6 +22,7 @@
 //! its record's address.
 
 use std::ops::Range;
+use std::sync::MutexGuard;
 
 use crate::error::{Error, Result};
 use crate::event::{
@@ -36,7 +37,7 @@ use crate::step::RunOptions;
 use super::area::{Area, CURSOR, RECORD};
 use super::cache::{Cache, Interruption, RecordInfo, ReplayInfo};
 use super::capture::Recorded;
-use super::filter::{self, FirstLevel};
+use super::filter::{self, FirstLevel, Kept};
 use super::layout::RECORD_HEADER;
 use super::memory::Memory;
 use super::pending;
@@ -996,11 +997,11 @@ fn drain_records<S: EventSink + ?Sized>(
         return drain_blocks(memory, cache, area, to, split);
     }
     let Some(split) = split else {
-        drain_filter_records(memory, area, to.reborrow(), None)?;
+        drain_filter_records(memory, cache, area, to.reborrow(), None)?;
         return drain_blocks(memory, cache, area, to, None);
     };
     let running = memory.read_u64(area.at(RECORD))?;
-    let kept = drain_filter_records(memory, area, to.reborrow(), Some(running))?;
+    let kept = drain_filter_records(memory, cache, area, to.reborrow(), Some(running))?;
     // The running block's last instruction (a record's first word is its
     // translation).
     let last = memory
@@ -1031,13 +1032,14 @@ fn drain_records<S: EventSink + ?Sized>(
 /// empty.
 fn drain_filter_records<S: EventSink + ?Sized>(
     memory: &Memory,
+    cache: &Cache,
     area: &Area,
     to: Replaying<'_, S>,
     kept: Option<u64>,
 ) -> Result<Vec<FilteredAccess>> {
     let (_, filtered) = area.filter_records(memory)?;
     area.start_filter_half(memory, 0)?;
-    replay_filter_records(memory, area, filtered, to, kept)
+    replay_filter_records(memory, cache, area, filtered, to, kept)
 }
 
 /// The filter records in the tracee's bytes `filtered`, which name their
@@ -1046,6 +1048,7 @@ fn drain_filter_records<S: EventSink + ?Sized>(
 /// order, naming none (reported with it).
 pub(super) fn replay_filter_records<S: EventSink + ?Sized>(
     memory: &Memory,
+    cache: &Cache,
     area: &Area,
     filtered: Range<u64>,
     to: Replaying<'_, S>,
@@ -1067,12 +1070,14 @@ pub(super) fn replay_filter_records<S: EventSink + ?Sized>(
     );
     memory.read_bulk(filtered.start, bytemuck::cast_slice_mut(&mut words))?;
     let after_blocks = std::mem::take(&mut replay.blocks_since_filtered);
-    let mut accesses = FilteredAccesses::named(&words, area.whole_buffer(), after_blocks);
+    let mut accesses = FilteredAccesses::named(&words, area.whole_buffer(), after_blocks, cache);
     let mut with_kept = Vec::new();
     match kept {
         None => {
             sink.accesses_filtered(thread, &mut accesses);
             for _ in &mut accesses {}
+            // The words are kept for the next drain.
+            drop(accesses);
         }
         Some(run) => {
             let (own, others): (Vec<_>, Vec<_>) = accesses.partition(|access| access.record == run);
@@ -1345,7 +1350,8 @@ fn replay_words<S: EventSink + ?Sized>(
             break;
         };
         if filter::is_record(id) {
-            let mut accesses = FilteredAccesses::of_records(words.get(at..).unwrap_or_default());
+            let mut accesses =
+                FilteredAccesses::of_records(words.get(at..).unwrap_or_default(), cache);
             sink.accesses_filtered(thread, &mut accesses);
             // What the sink did not take.
             for _ in &mut accesses {}
@@ -1468,6 +1474,10 @@ pub struct FilteredAccesses<'a> {
     from: Unfiltered<'a>,
     /// See [`FilteredAccesses::after_blocks`].
     after_blocks: bool,
+    /// The process's first-level caches, when the tracer keeps them:
+    /// the records it is to take through them go, and only their misses
+    /// come out (`filter::SharedLevel`).
+    first_level: Option<MutexGuard<'a, Kept>>,
 }
 
 /// Where [`FilteredAccesses`] come from.
@@ -1488,11 +1498,13 @@ enum Unfiltered<'a> {
 }
 
 impl<'a> FilteredAccesses<'a> {
-    /// Those of the filter records at the start of `words`.
-    fn of_records(words: &'a [u64]) -> FilteredAccesses<'a> {
+    /// Those of the filter records at the start of `words`, of a process
+    /// whose translations `cache` has.
+    fn of_records(words: &'a [u64], cache: &'a Cache) -> FilteredAccesses<'a> {
         FilteredAccesses {
             from: Unfiltered::Records { words, at: 0 },
             after_blocks: false,
+            first_level: Some(cache.first_level.kept()),
         }
     }
 
@@ -1508,7 +1520,12 @@ impl<'a> FilteredAccesses<'a> {
     /// Those of the filter records `words` that name the record of their
     /// run (`filter::RECORD_WORDS`): the record named when it is in
     /// `records` (the tracee's addresses of the blocks' buffer), else 0.
-    fn named(words: &'a [u64], records: Range<u64>, after_blocks: bool) -> FilteredAccesses<'a> {
+    fn named(
+        words: &'a [u64],
+        records: Range<u64>,
+        after_blocks: bool,
+        cache: &'a Cache,
+    ) -> FilteredAccesses<'a> {
         FilteredAccesses {
             from: Unfiltered::Named {
                 words,
@@ -1516,6 +1533,7 @@ impl<'a> FilteredAccesses<'a> {
                 records,
             },
             after_blocks,
+            first_level: Some(cache.first_level.kept()),
         }
     }
 
@@ -1524,7 +1542,20 @@ impl<'a> FilteredAccesses<'a> {
         FilteredAccesses {
             from: Unfiltered::Listed(accesses.iter()),
             after_blocks: false,
+            first_level: None,
         }
+    }
+
+    /// Whether the access of a record (its tag `tag`) missed its cache:
+    /// in the program's threads, or in the tracer's caches when the
+    /// record is for them ([`filter::in_tracer`]).
+    #[inline]
+    fn missed(&mut self, tag: u64, access: &FilteredAccess) -> bool {
+        if !filter::in_tracer(tag) {
+            return true;
+        }
+        let caches = self.first_level.as_mut().and_then(|kept| kept.caches());
+        caches.is_none_or(|caches| caches.misses(access))
     }
 
     /// The words of the records read so far.
@@ -1541,23 +1572,29 @@ impl Iterator for FilteredAccesses<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<FilteredAccess> {
-        let (words, at) = match &mut self.from {
-            Unfiltered::Listed(listed) => return listed.next().copied(),
-            Unfiltered::Records { words, at } => (*words, at),
-            Unfiltered::Named { words, at, records } => {
-                let (&tag, &addr, &record) =
-                    (words.get(*at)?, words.get(*at + 1)?, words.get(*at + 2)?);
-                *at += filter::RECORD_WORDS;
-                let record = if records.contains(&record) { record } else { 0 };
-                return Some(filter::of_record(tag, addr, record));
+        loop {
+            let (tag, access) = match &mut self.from {
+                Unfiltered::Listed(listed) => return listed.next().copied(),
+                Unfiltered::Records { words, at } => {
+                    let (&tag, &addr) = (words.get(*at)?, words.get(*at + 1)?);
+                    if !filter::is_record(tag) {
+                        return None;
+                    }
+                    *at += 2;
+                    (tag, filter::of_record(tag, addr, 0))
+                }
+                Unfiltered::Named { words, at, records } => {
+                    let (&tag, &addr, &record) =
+                        (words.get(*at)?, words.get(*at + 1)?, words.get(*at + 2)?);
+                    *at += filter::RECORD_WORDS;
+                    let record = if records.contains(&record) { record } else { 0 };
+                    (tag, filter::of_record(tag, addr, record))
+                }
+            };
+            if self.missed(tag, &access) {
+                return Some(access);
             }
-        };
-        let (&tag, &addr) = (words.get(*at)?, words.get(*at + 1)?);
-        if !filter::is_record(tag) {
-            return None;
         }
-        *at += 2;
-        Some(filter::of_record(tag, addr, 0))
     }
 }
 

@@ -19,7 +19,7 @@ use crate::semantics::Decoded;
 use super::blocks::{self, CodeWindow, DecodedBlock};
 use super::by_code::ByCode;
 use super::capture::{Capture, Sources};
-use super::filter::L1Filter;
+use super::filter::{L1Filter, SharedLevel};
 use super::interned::Interned;
 use super::layout::Layout;
 use super::memory::Memory;
@@ -385,6 +385,8 @@ pub(super) struct Cache {
     /// Where the filter's record paths of each translation that has some
     /// restart, ascending (`filter`).
     filter_paths: FxHashMap<u32, Box<[u64]>>,
+    /// Where the tracer finds the process's first-level caches (`filter`).
+    pub first_level: SharedLevel,
 }
 
 impl Cache {
@@ -417,6 +419,7 @@ impl Cache {
             table: Table::default(),
             capture,
             filter_paths: FxHashMap::default(),
+            first_level: SharedLevel::default(),
         })
     }
 

@@ -33,14 +33,21 @@
 //! only when they are one line, named (an entry holds only lines of its
 //! index).
 //!
-//! The tables and caches are the process's: threads running at the same
-//! instant interleave their accesses as they run (up to two threads
-//! changing one set at the same instant), and the tracer simulates LL in
-//! each thread's order, thread after thread. A forked child goes on with
-//! its copy. A stepped block (`stepper`) goes through the caches in the
-//! tracer ([`FirstLevel::read`], written back after it), and the tables
-//! forget all ([`forget`]); so do Callgrind's switches of instrumentation,
-//! which empty them (`EventSink::caches_emptied`).
+//! The tables and caches are the process's. Valgrind runs one thread at
+//! a time, long stretches each; two threads running at once would change
+//! the same sets in their own order, from two processors. So from a
+//! process's second thread on, the tracer keeps the caches
+//! ([`SharedLevel::share`]): the routines then keep every record, marked
+//! for the tracer ([`in_tracer`]), which takes each thread's records
+//! through the caches in turn, as it drains them, and simulates their
+//! misses in LL; the tables still decide the hits on the most recently
+//! used lines (a line one thread finds claimed, no access of any thread
+//! displaced since that thread's own last access to it, up to two
+//! threads teaching one set at the same instant). A forked child goes on
+//! with its copy. A stepped block (`stepper`) goes through the caches in
+//! the tracer ([`SharedLevel::take`], given back after it), and the
+//! tables forget all ([`forget`]); so do Callgrind's switches of
+//! instrumentation, which empty them (`EventSink::caches_emptied`).
 //!
 //! The checks use `rax`, `rcx` and `rdx` through the area's slots and
 //! change no flag (`lea`, `mov`, `movzx`, BMI2's `shrx`, `jrcxz`); a check
@@ -66,6 +73,8 @@ use super::emit::Emit;
 use super::memory::Memory;
 use super::pending::{restore_flags, save_flags};
 use super::translator::Refusal;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use crate::error::{Error, Result};
 
 /// Entries of a thread's table for one cache.
@@ -82,8 +91,13 @@ pub(super) const TABLES_BYTES: u64 = 2 * ENTRIES * 8;
 const MOST_WAYS: u32 = 16;
 /// Bytes kept for the tags of one first-level cache ([`FirstLevel`]).
 const CACHE_BYTES: u64 = ENTRIES * MOST_WAYS as u64 * 8;
-/// Bytes of the process's I1 and D1 after the tables.
-pub(super) const CACHES_BYTES: u64 = 2 * CACHE_BYTES;
+/// Where the word saying that the tracer keeps the caches
+/// ([`FirstLevel::shared`]) is, from the tables' address: after the two
+/// caches' tags.
+const SHARED: u64 = TABLES_BYTES + 2 * CACHE_BYTES;
+/// Bytes of the process's I1 and D1 after the tables, with that word's
+/// page.
+pub(super) const CACHES_BYTES: u64 = 2 * CACHE_BYTES + super::layout::PAGE;
 /// A filter record's first word has this bit (a translation's id never).
 const RECORD_BIT: u64 = 1 << 63;
 /// ... and this one for a fetch.
@@ -93,9 +107,12 @@ const KIND_SHIFT: u32 = 60;
 /// Where the access's size (as the simulation clamps it) or the fetched
 /// instruction's length is (8 bits).
 const SIZE_SHIFT: u32 = 52;
+/// A record has this bit when the tracer takes its lines through I1 or
+/// D1 ([`FirstLevel::shared`]).
+const TRACER_SHIFT: u32 = 51;
 /// Instructions at addresses below this have filter records (user space
 /// with 4-level page tables is below 2^47).
-const ADDRESS_END: u64 = 1 << SIZE_SHIFT;
+const ADDRESS_END: u64 = 1 << TRACER_SHIFT;
 /// Words of a filter record that also names the record of its run (the
 /// `RECORD` slot then: the record of the block running, written by its
 /// prologue, or the spare record right after the tracer emptied the
@@ -254,6 +271,13 @@ pub(super) fn tag(check: Check) -> Option<u64> {
         .then_some(RECORD_BIT | bits | (u64::from(size) << SIZE_SHIFT) | addr)
 }
 
+/// Whether a filter record's fetch or access has still to go through I1
+/// or D1 (in the tracer, [`FirstLevel::shared`]); else it missed there.
+#[inline(always)]
+pub(super) fn in_tracer(tag: u64) -> bool {
+    tag & (1 << TRACER_SHIFT) != 0
+}
+
 /// Whether a record's first word is a filter record's.
 #[inline(always)]
 pub(super) fn is_record(word: u64) -> bool {
@@ -323,7 +347,7 @@ pub(super) struct FirstLevel {
 
 impl FirstLevel {
     /// The caches of `filter` in the tracee, whose tables are at `tables`.
-    pub fn read(memory: &Memory, tables: u64, filter: &L1Filter) -> Result<FirstLevel> {
+    fn read(memory: &Memory, tables: u64, filter: &L1Filter) -> Result<FirstLevel> {
         let cache = |geometry: FilterGeometry, fetches: bool| -> Result<cgx_sim::Cache> {
             let at = tables + tags_offset(fetches);
             let mut tags = vec![0u64; (geometry.tags_bytes() / 8) as usize];
@@ -340,15 +364,13 @@ impl FirstLevel {
         })
     }
 
-    /// Writes the caches back to the tracee (tables at `tables`), whose
-    /// tables then name no line (they may name a line no longer first
-    /// in its set).
-    pub fn write(&self, memory: &Memory, tables: u64) -> Result<()> {
+    /// Writes the caches back to the tracee (tables at `tables`).
+    fn write(&self, memory: &Memory, tables: u64) -> Result<()> {
         for (cache, fetches) in [(&self.i1, true), (&self.d1, false)] {
             let at = tables + tags_offset(fetches);
             memory.write(at, bytemuck::cast_slice(cache.tags()))?;
         }
-        forget(memory, tables)
+        Ok(())
     }
 
     /// Empties both caches (the simulation emptied its own).
@@ -366,6 +388,103 @@ impl FirstLevel {
     /// simulation clamps it: whether D1 missed.
     pub fn access_misses(&mut self, addr: u64, size: u32) -> bool {
         self.d1.access(addr, size.min(self.min_line))
+    }
+}
+
+impl FirstLevel {
+    /// Whether `access` (a fetch, or a data access) misses its cache, which
+    /// then holds its lines.
+    pub fn misses(&mut self, access: &FilteredAccess) -> bool {
+        match access.access {
+            None => self.fetch_misses(access.instruction.0, access.instruction.1),
+            Some(data) => self.access_misses(data.addr, data.size),
+        }
+    }
+}
+
+/// Where the tracer finds a process's first-level caches: in the tracee
+/// while the process has one thread, else here. Two threads running at
+/// once would change the same sets from two processors, which Valgrind,
+/// running one thread at a time, never does; from a process's second
+/// thread on, the tracer keeps the caches and takes each thread's records
+/// through them in turn ([`SharedLevel::share`]).
+#[derive(Debug, Default)]
+pub(super) struct SharedLevel(Mutex<Kept>);
+
+/// What [`SharedLevel`] holds.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Kept {
+    /// The tracer keeps the caches.
+    shared: bool,
+    /// The caches, while it does (and no stepped block has them).
+    caches: Option<FirstLevel>,
+}
+
+impl Clone for SharedLevel {
+    fn clone(&self) -> SharedLevel {
+        SharedLevel(Mutex::new(self.lock().clone()))
+    }
+}
+
+impl SharedLevel {
+    fn lock(&self) -> MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// From now on the tracer keeps the caches of `filter` (read from the
+    /// tracee, whose tables are at `tables`): the program's threads record
+    /// each fetch and access their tables do not decide, for the tracer to
+    /// take through them ([`in_tracer`]).
+    pub fn share(&self, memory: &Memory, tables: u64, filter: &L1Filter) -> Result<()> {
+        let mut kept = self.lock();
+        if kept.shared {
+            return Ok(());
+        }
+        kept.caches = Some(FirstLevel::read(memory, tables, filter)?);
+        kept.shared = true;
+        memory.write(tables + SHARED, &1u64.to_le_bytes())
+    }
+
+    /// The caches for the tracer to go on with (a stepped block's): taken
+    /// from here, or read from the tracee. Give them back after
+    /// ([`SharedLevel::give_back`]).
+    pub fn take(&self, memory: &Memory, tables: u64, filter: &L1Filter) -> Result<FirstLevel> {
+        match self.lock().caches.take() {
+            Some(caches) => Ok(caches),
+            None => FirstLevel::read(memory, tables, filter),
+        }
+    }
+
+    /// Caches taken back: kept here, or written to the tracee; its
+    /// tables then name no line (they may name a line no longer first in
+    /// its set).
+    pub fn give_back(&self, caches: FirstLevel, memory: &Memory, tables: u64) -> Result<()> {
+        let mut kept = self.lock();
+        match kept.shared {
+            true => kept.caches = Some(caches),
+            false => caches.write(memory, tables)?,
+        }
+        forget(memory, tables)
+    }
+
+    /// Empties the caches (the simulation emptied its own).
+    pub fn empty(&self, memory: &Memory, tables: u64, filter: &L1Filter) -> Result<()> {
+        let mut caches = self.take(memory, tables, filter)?;
+        caches.empty();
+        self.give_back(caches, memory, tables)
+    }
+
+    /// The caches, while the tracer keeps them; the lock held while the
+    /// records of a drain go through them ([`FilteredAccesses`]).
+    pub fn kept(&self) -> MutexGuard<'_, Kept> {
+        self.lock()
+    }
+}
+
+impl Kept {
+    /// The caches, while the tracer keeps them.
+    pub fn caches(&mut self) -> Option<&mut FirstLevel> {
+        self.caches.as_mut()
     }
 }
 
@@ -864,7 +983,9 @@ impl Checks {
 /// into the guard page faults before anything changed: the tracer
 /// restarts the routine), moves the lines to the front of their sets in
 /// the process's cache ([`FirstLevel`], as Cachegrind's LRU step does),
-/// keeps the record only when a line missed, teaches the table the lines
+/// keeps the record only when a line missed (while the tracer keeps the
+/// caches, [`SharedLevel`], it keeps every record, marked for the tracer,
+/// and leaves the caches alone), teaches the table the lines
 /// (as [`Table::learn`], the size from the tag), and goes back to the
 /// slot's address with rdx restored (the rest there). The flags are kept
 /// (`lahf`/`seto`).
@@ -873,6 +994,8 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
     const HIT: u64 = 2;
     const DONE: u64 = 3;
     const FOUND: u64 = 4;
+    const SHARED_CACHES: u64 = 5;
+    const KEEP: u64 = 6;
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     let table = TableAt::of(filter, fetches);
     let mut code = Emit::default();
@@ -931,6 +1054,15 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
         slot(FILTER_MISSED),
         0,
     ))?;
+    // While the tracer keeps the caches, it takes every record through
+    // them.
+    code.load(rdx, FILTER_TABLES)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm8,
+        MemoryOperand::with_base_displ(rdx, SHARED as i64),
+        0,
+    ))?;
+    code.jump(Code::Jne_rel32_64, SHARED_CACHES)?;
     to_front(&mut code, table, rax, FOUND)?;
     code.label(FOUND);
     code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, rax))?;
@@ -943,7 +1075,16 @@ pub(super) fn routine(at: u64, filter: &L1Filter, fetches: bool) -> Result<Vec<u
         0,
     ))?;
     code.jump(Code::Je_rel32_64, HIT)?;
-    // Missed: the record stays.
+    code.jump(Code::Jmp_rel32_64, KEEP)?;
+    code.label(SHARED_CACHES);
+    code.load(rdx, cursor)?;
+    code.push(Instruction::with2(
+        Code::Bts_rm64_imm8,
+        MemoryOperand::with_base(rdx),
+        TRACER_SHIFT,
+    ))?;
+    // Missed, or the tracer's to take: the record stays.
+    code.label(KEEP);
     code.load(rdx, cursor)?;
     code.lea(rdx, rdx, bytes)?;
     code.save(cursor, rdx)?;
@@ -1339,6 +1480,28 @@ mod tests {
                 }
             }
         }
+        let tags = memory.clone();
+        // Once the tracer keeps the caches, every record is kept, for it
+        // to take through them; the process's caches stay as they were.
+        memory[(SHARED / 8) as usize] = 1;
+        for (step, addr) in [(0, 0x5555_0000_0040u64), (1, 0x5555_0000_1234)] {
+            let check = Check::Access(0x40_2000, 8, AccessKind::Write);
+            running.set(cursor, buffer.as_mut_ptr() as u64);
+            running.set(FILTER_ADDR, addr);
+            running.set(FILTER_TAG, tag(check).unwrap());
+            running.set(FILTER_RDX, 0x1234);
+            running.call(|at, back| {
+                running.set(FILTER_BACK, back);
+                routine(at, &filter, false).unwrap()
+            });
+            let kept = (running.get(cursor) - buffer.as_ptr() as u64) / 8;
+            assert_eq!(kept, words as u64, "{step}");
+            assert!(in_tracer(buffer[0]) && is_record(buffer[0]), "{step}");
+            let access = of_record(buffer[0], buffer[1], 0);
+            assert_eq!(access.access.map(|access| access.addr), Some(addr));
+        }
+        let caches_at = (TABLES_BYTES / 8) as usize..(SHARED / 8) as usize;
+        assert_eq!(memory[caches_at.clone()], tags[caches_at]);
     }
 
     #[test]

@@ -24,7 +24,6 @@ use super::buffer::{
 };
 use super::cache::{Cache, Stub};
 use super::deferred::Deferred;
-use super::filter::FirstLevel;
 use super::inject;
 use super::invalidate::{
     self, SYS_ARCH_PRCTL, SYS_EXECVE, SYS_EXECVEAT, SYS_SCHED_GETAFFINITY, SYS_SCHED_SETAFFINITY,
@@ -622,7 +621,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             self.set_executable(regs, span, true)?;
             let tables = self.space.cache.layout().filter_tables();
             if let Some(filter) = self.space.cache.filter() {
-                let caches = FirstLevel::read(&self.space.memory, tables, &filter)?;
+                let shared = &self.space.cache.first_level;
+                let caches = shared.take(&self.space.memory, tables, &filter)?;
                 self.state.replay.first_level = Some(caches);
             }
             let replaying = Replaying {
@@ -642,7 +642,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             if let Some(caches) = self.state.replay.first_level.take() {
                 // The stepped block's fetches and accesses went through
                 // them (`filter`).
-                caches.write(&self.space.memory, tables)?;
+                let shared = &self.space.cache.first_level;
+                shared.give_back(caches, &self.space.memory, tables)?;
             }
             match stepped {
                 Stepped::Left => self.set_executable(regs, span, false)?,
@@ -660,9 +661,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
     fn empty_first_level(&mut self) -> Result<()> {
         let tables = self.space.cache.layout().filter_tables();
         if let Some(filter) = self.space.cache.filter() {
-            let mut caches = FirstLevel::read(&self.space.memory, tables, &filter)?;
-            caches.empty();
-            caches.write(&self.space.memory, tables)?;
+            let shared = &self.space.cache.first_level;
+            shared.empty(&self.space.memory, tables, &filter)?;
         }
         Ok(())
     }
@@ -752,7 +752,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             thread: self.state.thread,
         };
         let area = self.state.area;
-        replay_filter_records(&self.space.memory, &area, handed.filtered, to, None)?;
+        let (memory, cache) = (&self.space.memory, &self.space.cache);
+        replay_filter_records(memory, cache, &area, handed.filtered, to, None)?;
         // None is left here: the tracer replays a thread's deferred half
         // before it serves any stop of the thread.
         let deferrable = !self.state.replay.replays_ahead() && self.state.deferred.is_none();

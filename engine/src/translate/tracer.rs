@@ -562,6 +562,17 @@ impl<'s, S: EventSink + ?Sized> Tracer<'s, S> {
             // The creator's events first (a sink numbering threads as they
             // appear numbers them in creation order).
             self.stopped(tid, |stopped| stopped.drain().map(|()| Next::Resumed))?;
+            if let Some(space) = self.spaces.get(&parent_space) {
+                if let Some(filter) = space.cache.filter() {
+                    // From the second thread on, the tracer keeps the
+                    // first-level caches (`filter::SharedLevel`).
+                    let tables = space.cache.layout().filter_tables();
+                    space
+                        .cache
+                        .first_level
+                        .share(&space.memory, tables, &filter)?;
+                }
+            }
             self.sink.lifecycle(thread, Lifecycle::ThreadStarted);
             // Its own area is mapped when it stops for its start.
             let mut state = self.thread_state(thread, parent_space, parent_area, placement);
