@@ -139,8 +139,8 @@ impl Simulation {
     }
 
     /// The events of `step`, a fetch or data access that missed its
-    /// first-level cache, which the program's threads keep (the backend's
-    /// filter): LL alone simulates it. Any other step, or other caches
+    /// first-level cache, which the backend keeps (its filter): LL alone
+    /// simulates it. Any other step, or other caches
     /// than Cachegrind's three, as [`Simulation::step`].
     #[inline]
     pub fn beyond_first_level(&mut self, step: Step) -> Counts {

@@ -134,9 +134,8 @@ impl<'a> WholeBlock<'a> {
     }
 }
 
-/// A fetch or data access the program's thread did not filter
-/// (`RunOptions::filter`), for the cache simulation: it may miss or
-/// change which line of its set was used last.
+/// A fetch or data access that missed I1 or D1, which the backend keeps
+/// (`RunOptions::filter`), for the cache simulation to take to LL.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FilteredAccess {
     /// The instruction (address, length).
@@ -458,10 +457,10 @@ pub trait EventSink {
     /// indirect jump's target (see [`BlockEvent`]).
     fn instruction_event(&mut self, _thread: Thread, _addr: u64, _event: BlockEvent) {}
 
-    /// With `RunOptions::filter`, the fetches and data accesses the
-    /// program's thread did not filter, in the order they ran (their
-    /// instructions' runs and events are reported apart, and counted
-    /// only). With quiet runs too, a drain's are reported before its
+    /// With `RunOptions::filter`, the fetches and data accesses that
+    /// missed I1 or D1, which the backend keeps, in the order they ran
+    /// (their instructions' runs and events are reported apart, and
+    /// counted only). With quiet runs too, a drain's are reported before its
     /// blocks, each naming the record of its run
     /// ([`FilteredAccess::record`]).
     fn accesses_filtered(&mut self, _thread: Thread, accesses: &mut FilteredAccesses<'_>) {
@@ -485,8 +484,8 @@ pub trait EventSink {
     /// Whether the simulation of `thread`'s process emptied its caches
     /// since the backend last asked (instrumentation switched on or off
     /// by a client request or a control request): with
-    /// `RunOptions::filter`, the backend then empties the first-level
-    /// caches the program's threads keep. Asked after each.
+    /// `RunOptions::filter`, the backend then empties the I1 and D1 it
+    /// keeps. Asked after each.
     fn caches_emptied(&mut self, _thread: Thread) -> bool {
         false
     }

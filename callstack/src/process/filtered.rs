@@ -20,10 +20,10 @@ use crate::simulation::{Simulation, Step};
 use crate::thread::{ProfiledRuns, Shared, ThreadState};
 
 impl Process {
-    /// The fetches and data accesses of thread `tid` the backend's filter
-    /// let through, in the order they ran: each simulated, its misses kept
-    /// for the run of the record it names, or counted where the thread is
-    /// (see [`cgx_engine::FilteredAccess::record`]).
+    /// The fetches and data accesses of thread `tid` that missed I1 or D1
+    /// (the backend keeps them), in the order they ran: each simulated in
+    /// LL, its misses kept for the run of the record it names, or counted
+    /// where the thread is (see [`cgx_engine::FilteredAccess::record`]).
     pub(super) fn accesses_attributed(&mut self, tid: i32, accesses: &mut FilteredAccesses<'_>) {
         // Creates the thread and its tables when they are new.
         self.with_thread_state(tid, |_, _| ());

@@ -294,10 +294,10 @@ impl Process {
         }
     }
 
-    /// The fetches and data accesses of thread `tid` the backend's filter
-    /// let through, in the order they ran: each is simulated, its misses
-    /// charged to its instruction (what every run counts comes with the
-    /// runs, [`Process::blocks_filtered`]).
+    /// The fetches and data accesses of thread `tid` that missed I1 or D1
+    /// (the backend keeps them), in the order they ran: each is simulated
+    /// in LL, its misses charged to its instruction (what every run counts
+    /// comes with the runs, [`Process::blocks_filtered`]).
     pub fn accesses_filtered(&mut self, tid: i32, accesses: &mut FilteredAccesses<'_>) {
         if !self.instrumenting {
             return;

@@ -107,12 +107,11 @@ pub struct RunOptions {
     /// no stack pointer (0) and as arriving by falling through.
     pub counts_only: bool,
     /// With Cachegrind's cache simulation and no branch simulation, the
-    /// translate backend may filter the fetches and data accesses that
-    /// hit the most recently used line of their set in the program's
-    /// threads (see `translate::L1Filter`): runs are then counted as with
+    /// translate backend may keep I1 and D1 itself (see
+    /// `translate::L1Filter`): runs are then counted as with
     /// `counts_only` ([`crate::EventSink::blocks_executed`], with their
-    /// accesses), the other fetches and accesses reported apart
-    /// ([`crate::EventSink::accesses_filtered`]) and the events of
+    /// accesses), the fetches and accesses that miss I1 or D1 reported
+    /// apart ([`crate::EventSink::accesses_filtered`]) and the events of
     /// instructions reported one by one only counted. The step backend
     /// ignores it.
     pub filter: Option<crate::translate::L1Filter>,

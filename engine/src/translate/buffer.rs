@@ -1465,7 +1465,7 @@ fn filtered_key<'a>(
     Some((key_of(id, last_pass)?, &run.accesses))
 }
 
-/// The fetches and data accesses the program's threads did not filter
+/// The fetches and data accesses that missed I1 or D1
 /// (`RunOptions::filter`), in the order they ran
 /// ([`EventSink::accesses_filtered`]): read from filter records (each
 /// says all it stands for, `filter::tag`), or those of a stepped

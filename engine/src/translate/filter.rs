@@ -59,6 +59,8 @@
 //! routine with the other half (of the blocks' buffer, or of the filter
 //! records' own).
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
 use iced_x86::{Code, Instruction, MemoryOperand, Register, UsedMemory};
 
 use crate::event::{AccessKind, DataAccess, FilteredAccess};
@@ -73,8 +75,6 @@ use super::emit::Emit;
 use super::memory::Memory;
 use super::pending::{restore_flags, save_flags};
 use super::translator::Refusal;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
 use crate::error::{Error, Result};
 
 /// Entries of a thread's table for one cache.
@@ -92,7 +92,7 @@ const MOST_WAYS: u32 = 16;
 /// Bytes kept for the tags of one first-level cache ([`FirstLevel`]).
 const CACHE_BYTES: u64 = ENTRIES * MOST_WAYS as u64 * 8;
 /// Where the word saying that the tracer keeps the caches
-/// ([`FirstLevel::shared`]) is, from the tables' address: after the two
+/// ([`SharedLevel::share`]) is, from the tables' address: after the two
 /// caches' tags.
 const SHARED: u64 = TABLES_BYTES + 2 * CACHE_BYTES;
 /// Bytes of the process's I1 and D1 after the tables, with that word's
@@ -108,7 +108,7 @@ const KIND_SHIFT: u32 = 60;
 /// instruction's length is (8 bits).
 const SIZE_SHIFT: u32 = 52;
 /// A record has this bit when the tracer takes its lines through I1 or
-/// D1 ([`FirstLevel::shared`]).
+/// D1 ([`SharedLevel::share`]).
 const TRACER_SHIFT: u32 = 51;
 /// Instructions at addresses below this have filter records (user space
 /// with 4-level page tables is below 2^47).
@@ -272,7 +272,7 @@ pub(super) fn tag(check: Check) -> Option<u64> {
 }
 
 /// Whether a filter record's fetch or access has still to go through I1
-/// or D1 (in the tracer, [`FirstLevel::shared`]); else it missed there.
+/// or D1 (in the tracer, [`SharedLevel::share`]); else it missed there.
 #[inline(always)]
 pub(super) fn in_tracer(tag: u64) -> bool {
     tag & (1 << TRACER_SHIFT) != 0
@@ -318,7 +318,7 @@ pub(super) fn invalid_tables() -> Vec<u8> {
 }
 
 /// Makes the tables at `tables` in the tracee name no line: once the
-/// tracer changed the caches ([`FirstLevel::write`]).
+/// tracer changed the caches ([`SharedLevel::give_back`]).
 fn forget(memory: &Memory, tables: u64) -> Result<()> {
     memory.write(tables, &invalid_tables())
 }
@@ -389,9 +389,7 @@ impl FirstLevel {
     pub fn access_misses(&mut self, addr: u64, size: u32) -> bool {
         self.d1.access(addr, size.min(self.min_line))
     }
-}
 
-impl FirstLevel {
     /// Whether `access` (a fetch, or a data access) misses its cache, which
     /// then holds its lines.
     pub fn misses(&mut self, access: &FilteredAccess) -> bool {

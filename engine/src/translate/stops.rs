@@ -656,8 +656,8 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
         }
     }
 
-    /// Empties the first-level caches the program's threads keep, when
-    /// they keep them (`filter::FirstLevel`).
+    /// Empties the process's first-level caches, when the run has them
+    /// (in the tracee or in the tracer, `filter::SharedLevel`).
     fn empty_first_level(&mut self) -> Result<()> {
         let tables = self.space.cache.layout().filter_tables();
         if let Some(filter) = self.space.cache.filter() {
