@@ -34,16 +34,7 @@ __attribute__((noreturn)) void start(long *stack)
     while (!started) {
     }
     cycle(lines[0]);
-    /* FUTEX_WAIT while child_tid == 1: returns at once if it is 0 already. */
-    register long timeout __asm__("r10") = 0;
-    long result;
-    __asm__ volatile("syscall"
-                     : "=a"(result)
-                     : "a"(202L), "D"(&child_tid), "S"(0L), "d"(1L), "r"(timeout)
-                     : "rcx", "r11", "memory");
-    (void)result;
-    while (child_tid != 0) {
-    }
+    wait_thread();
     put_u64(lines[0][7][0] + lines[1][7][0]);
     sys_exit(0);
 }

@@ -33,4 +33,20 @@ __asm__(".text\n"
         "1: ret\n"
         ".size spawn_thread, .-spawn_thread\n");
 
+/* Waits for the thread spawn_thread started to end: FUTEX_WAIT while
+   child_tid == 1 (it returns at once if it is 0 already), then until the
+   kernel has cleared it. */
+static inline void wait_thread(void)
+{
+    register long timeout __asm__("r10") = 0;
+    long result;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(202L), "D"(&child_tid), "S"(0L), "d"(1L), "r"(timeout)
+                     : "rcx", "r11", "memory");
+    (void)result;
+    while (child_tid != 0) {
+    }
+}
+
 #endif
