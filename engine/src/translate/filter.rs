@@ -1425,6 +1425,20 @@ mod tests {
         memory[..(TABLES_BYTES / 8) as usize].fill(INVALID);
         running.set(FILTER_TABLES, memory.as_mut_ptr() as u64);
         let mut buffer = vec![0u64; 4];
+        // Runs the routine of I1 (`fetches`) or D1 on the record `tag` of
+        // `addr` in the run `record`: the words it kept in `buffer`.
+        let run = |buffer: &mut Vec<u64>, fetches: bool, tag: u64, addr: u64, record: u64| {
+            running.set(cursor, buffer.as_mut_ptr() as u64);
+            running.set(FILTER_ADDR, addr);
+            running.set(FILTER_TAG, tag);
+            running.set(RECORD, record);
+            running.set(FILTER_RDX, 0x1234);
+            running.call(|at, back| {
+                running.set(FILTER_BACK, back);
+                routine(at, &filter, fetches).unwrap()
+            });
+            (running.get(cursor) - buffer.as_ptr() as u64) / 8
+        };
         let mut caches = [
             cgx_sim::Cache::new(I1.config()).unwrap(),
             cgx_sim::Cache::new(d1.config()).unwrap(),
@@ -1445,17 +1459,8 @@ mod tests {
                 false => Check::Access(0x40_1000 + step, size, AccessKind::Read),
             };
             let tag = tag(check).unwrap();
-            running.set(cursor, buffer.as_mut_ptr() as u64);
-            running.set(FILTER_ADDR, addr);
-            running.set(FILTER_TAG, tag);
-            running.set(RECORD, step);
-            running.set(FILTER_RDX, 0x1234);
-            running.call(|at, back| {
-                running.set(FILTER_BACK, back);
-                routine(at, &filter, fetches).unwrap()
-            });
+            let kept = run(&mut buffer, fetches, tag, addr, step);
             let missed = caches[usize::from(!fetches)].access(addr, size);
-            let kept = (running.get(cursor) - buffer.as_ptr() as u64) / 8;
             assert_eq!(kept, if missed { words as u64 } else { 0 }, "{step}");
             let record = [tag, addr, step];
             assert_eq!(buffer[..words], record[..words], "{step}");
@@ -1484,15 +1489,7 @@ mod tests {
         memory[(SHARED / 8) as usize] = 1;
         for (step, addr) in [(0, 0x5555_0000_0040u64), (1, 0x5555_0000_1234)] {
             let check = Check::Access(0x40_2000, 8, AccessKind::Write);
-            running.set(cursor, buffer.as_mut_ptr() as u64);
-            running.set(FILTER_ADDR, addr);
-            running.set(FILTER_TAG, tag(check).unwrap());
-            running.set(FILTER_RDX, 0x1234);
-            running.call(|at, back| {
-                running.set(FILTER_BACK, back);
-                routine(at, &filter, false).unwrap()
-            });
-            let kept = (running.get(cursor) - buffer.as_ptr() as u64) / 8;
+            let kept = run(&mut buffer, false, tag(check).unwrap(), addr, step);
             assert_eq!(kept, words as u64, "{step}");
             assert!(in_tracer(buffer[0]) && is_record(buffer[0]), "{step}");
             let access = of_record(buffer[0], buffer[1], 0);
