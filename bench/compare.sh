@@ -16,7 +16,9 @@
 #             with the step backend, workloads above this many instructions are
 #             skipped (default 2000000; the step backend runs ~50k instr/s)
 #   WORKLOADS space-separated subset of: true ls compute gzip python3 sort sqlite3
-#             node (V8 compiles the loop as it runs: a JIT)
+#             node (V8 compiles the loop as it runs: a JIT), dispatch (a bytecode
+#             interpreter in C: handlers called through a table) and perl (a hash
+#             built and summed)
 #   MODES     space-separated subset of: cachegrind callgrind callgrind-cache
 #             callgrind-cacheuse (default: these four, the issue's), and
 #             cachegrind-cache (Cachegrind with its cache simulation, the
@@ -27,9 +29,9 @@
 #             peak resident sets of the tool's processes and the program's);
 #             no: times only
 #
-# Needs valgrind, gcc, gzip, sort, python3 (/usr/bin/python3), sqlite3 and node
-# (Debian packages valgrind gcc gzip coreutils python3 sqlite3 nodejs). A workload
-# whose program is missing is skipped with a note.
+# Needs valgrind, gcc, gzip, sort, python3 (/usr/bin/python3), sqlite3, node and
+# perl (Debian packages valgrind gcc gzip coreutils python3 sqlite3 nodejs
+# perl). A workload whose program is missing is skipped with a note.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LC_ALL="${LC_ALL:-C.UTF-8}"   # same locale for every run of sort
@@ -37,7 +39,7 @@ export LC_ALL="${LC_ALL:-C.UTF-8}"   # same locale for every run of sort
 RUNS="${RUNS:-3}"
 BACKEND="${BACKEND:-translate}"
 MAX_STEP_INSTRUCTIONS="${MAX_STEP_INSTRUCTIONS:-2000000}"
-WORKLOADS="${WORKLOADS:-true ls compute gzip python3 sort sqlite3 node}"
+WORKLOADS="${WORKLOADS:-true ls compute gzip python3 sort sqlite3 node dispatch perl}"
 MODES="${MODES:-cachegrind callgrind callgrind-cache callgrind-cacheuse}"
 MEMORY="${MEMORY:-yes}"
 
@@ -65,9 +67,10 @@ check_backend() {
     SIZE="${SIZE:-$([ "$BACKEND" = step ] && echo small || echo full)}"
 }
 
-# Compiles the compute-bound C benchmark.
+# Compiles the C benchmarks.
 build_programs() {
     gcc -O2 -g -o "$WORK/compute" bench/programs/compute.c
+    gcc -O2 -g -o "$WORK/dispatch" bench/programs/dispatch.c
 }
 
 # Writes NUM_LINES deterministic lines of pseudo-random words to FILE.
@@ -91,8 +94,8 @@ generate_text() {
 # Sets the workload sizes for SIZE and generates the input files.
 prepare_inputs() {
     case "$SIZE" in
-        small) COMPUTE_N=20;  GZIP_LINES=40;    SORT_LINES=100;     PY_LOOP=1000;    SQL_ROWS=1000;   JS_LOOP=1000 ;;
-        full)  COMPUTE_N=400; GZIP_LINES=80000; SORT_LINES=300000;  PY_LOOP=3000000; SQL_ROWS=200000; JS_LOOP=3000000 ;;
+        small) COMPUTE_N=20;  GZIP_LINES=40;    SORT_LINES=100;     PY_LOOP=1000;    SQL_ROWS=1000;   JS_LOOP=1000;    DISPATCH_ROUNDS=20;    PERL_LOOP=200 ;;
+        full)  COMPUTE_N=400; GZIP_LINES=80000; SORT_LINES=300000;  PY_LOOP=3000000; SQL_ROWS=200000; JS_LOOP=3000000; DISPATCH_ROUNDS=20000; PERL_LOOP=200000 ;;
         *) echo "SIZE must be small or full, not '$SIZE'" >&2; exit 2 ;;
     esac
     generate_text "$WORK/gzip-input.txt" "$GZIP_LINES"
@@ -120,6 +123,8 @@ print(n)") ;;
         sqlite3) CMD=(sqlite3 "$WORK/bench.db"
                       "SELECT k, count(*), sum(length(v)) FROM t GROUP BY k ORDER BY 3 DESC LIMIT 5;") ;;
         node)    CMD=(node -e "let s = 0; for (let i = 0; i < $JS_LOOP; i++) s += i * i % 7; console.log(s)") ;;
+        dispatch) CMD=("$WORK/dispatch" "$DISPATCH_ROUNDS") ;;
+        perl)    CMD=(perl -e "my %h; \$h{\"k\$_\"} = \$_ * 2 for 1 .. $PERL_LOOP; my \$s = 0; \$s += \$_ for values %h; print \"\$s\\n\"") ;;
         *) echo "unknown workload '$1'" >&2; exit 2 ;;
     esac
 }
@@ -135,6 +140,8 @@ workload_label() {
         sort)    echo "\`sort --parallel=2\` $SORT_LINES lines, $(file_size "$WORK/sort-input.txt")" ;;
         sqlite3) echo "\`sqlite3\` GROUP BY on $SQL_ROWS rows" ;;
         node)    echo "\`node -e\` loop of $JS_LOOP (JIT)" ;;
+        dispatch) echo "\`dispatch $DISPATCH_ROUNDS\` (C bytecode interpreter)" ;;
+        perl)    echo "\`perl -e\` hash of $PERL_LOOP" ;;
     esac
 }
 
