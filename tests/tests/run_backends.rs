@@ -422,6 +422,19 @@ fn calls_repeated_whole_give_the_same_profiles_under_both_backends() {
 }
 
 #[test]
+fn calls_through_a_table_whose_target_changes_give_the_same_profiles_under_both_backends() {
+    differential(
+        &Case {
+            source: "dispatch_calls.c",
+            kind: Kind::C,
+            args: &[],
+            status: 0,
+        },
+        QUIET_OPTION_SETS,
+    );
+}
+
+#[test]
 fn code_a_program_writes_and_rewrites_gives_the_same_profiles_under_both_backends() {
     differential(
         &Case {

@@ -75,7 +75,7 @@ pub(super) const FILTER_HALF: u64 = BUFFER_SIZE / 2;
 /// words per entry.
 const RUNS_BYTES: u64 = 16 * quiet::RUNS_ENTRIES;
 /// Bytes of a thread's table of transfers (`quiet`).
-const TRANSFERS_BYTES: u64 = 32 * quiet::TRANSFER_ENTRIES;
+const TRANSFERS_BYTES: u64 = quiet::TRANSFER_BYTES * quiet::TRANSFER_ENTRIES;
 use super::memory::Memory;
 use super::quiet;
 
@@ -165,8 +165,14 @@ pub(super) const JUMPER_SP: u64 = JUMPER + 8;
 /// 1 while a jump into another function goes to its target
 /// (`quiet::relay_entry`).
 pub(super) const RELAYING: u64 = JUMPER_SP + 8;
+/// Where the routine that writes a pending call's records puts the
+/// address of the record it writes last, the calling block's run of an
+/// indirect call that goes to a new segment (0: nowhere): the offset in
+/// the area of the word of the table of transfers that keeps it
+/// (`quiet::rehome`).
+pub(super) const LEARN: u64 = RELAYING + 8;
 /// Where the routine that writes a pending call's records goes back to.
-pub(super) const BACK: u64 = RELAYING + 8;
+pub(super) const BACK: u64 = LEARN + 8;
 /// Scratch slot for the tracee's rdx in that routine.
 pub(super) const WRITE_RDX: u64 = BACK + 8;
 /// The entry of the translation the resume routine works for
@@ -207,9 +213,13 @@ pub(super) const FILTER_RSI: u64 = SWAP_RBX + 8;
 pub(super) const FILTER_RDI: u64 = FILTER_RSI + 8;
 /// Whether the access a filter routine serves missed (1) or hit (0).
 pub(super) const FILTER_MISSED: u64 = FILTER_RDI + 8;
+/// The record a pending call's calling run moves to when its indirect
+/// call goes to another target than the last run's (`quiet`). Never live
+/// at a safe point.
+pub(super) const REHOMED: u64 = FILTER_MISSED + 8;
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
-pub(super) const PENDING_SLOTS: usize = ((RELAYING - PENDING_DEPTH) / 8 + 1) as usize;
+pub(super) const PENDING_SLOTS: usize = ((LEARN - PENDING_DEPTH) / 8 + 1) as usize;
 // `Area::start_half` writes these four slots at once.
 const _: () =
     assert!(SEGMENT == RECORD + 8 && SEGMENT_SP == SEGMENT + 8 && LIVE_CALLS == SEGMENT_SP + 8);

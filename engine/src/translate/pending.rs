@@ -198,7 +198,7 @@ enum AsCallee {
 
 /// The word at `displacement` of the thread's area plus `base` (a
 /// register holding an offset in the area).
-fn area_word(base: Register, displacement: i64) -> MemoryOperand {
+pub(super) fn area_word(base: Register, displacement: i64) -> MemoryOperand {
     MemoryOperand::new(
         base,
         Register::None,
@@ -790,6 +790,19 @@ pub(super) fn call_repeats_here(
         ))?;
         code.push(Instruction::with2(Code::Mov_rm64_r64, cache(word), rbx))?;
     }
+    // The last run's target (an indirect call's) was the other entry's:
+    // no target is taken for this entry's.
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, Register::RCX))?;
+    code.push(Instruction::with2(
+        Code::Shr_rm64_imm8,
+        rbx,
+        CALL_CACHE_BYTES.trailing_zeros() - 3,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        area_word(rbx, Area::COUNTER_BASE as i64),
+        0,
+    ))?;
     code.load(rbx, super::area::SWAP_RBX)?;
     code.label(found);
     Ok(())
@@ -898,6 +911,7 @@ const COPY: u64 = 1;
 const COPIED: u64 = 2;
 const TAKE: u64 = 3;
 const TAKEN: u64 = 4;
+const LEARNT: u64 = 5;
 
 /// The routine, encoded at `at`, that writes the pending calls' records
 /// in order, entered by a jump from a translation's record writing (rax
@@ -939,6 +953,17 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
     code.lea(rcx, rcx, 16)?;
     code.jump(Code::Jmp_rel32_64, COPY)?;
     code.label(COPIED);
+    // The last run's record, where an indirect call asked for it.
+    code.load(rcx, super::area::LEARN)?;
+    code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
+    code.jump(Code::Je_rel32_64, LEARNT)?;
+    code.lea(rax, rdx, -24)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        area_word(rcx, 0),
+        rax,
+    ))?;
+    code.label(LEARNT);
     code.save(CURSOR, rdx)?;
     code.push(Instruction::with2(
         Code::Xor_r32_rm32,
@@ -954,7 +979,7 @@ pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
     code.lea(rcx, rcx, 16)?;
     code.jump(Code::Jmp_rel32_64, TAKE)?;
     code.label(TAKEN);
-    for done in [PENDING_DEPTH, CHAIN_END, RETURNED] {
+    for done in [PENDING_DEPTH, CHAIN_END, RETURNED, super::area::LEARN] {
         clear(&mut code, done)?;
     }
     restore_flags(&mut code, flags)?;

@@ -152,6 +152,21 @@ const TRANSFER_TESTS: u64 = 0x40;
 /// Labels of the tests that no call is pending, before an indirect
 /// transfer's lookup.
 const NONE_PENDING: u64 = 0x48;
+/// Label of the lookup of an indirect call while calls are pending
+/// ([`rehome`]), and of the lookup's end.
+const REHOME: u64 = 0x4a;
+const FOUND: u64 = 0x4b;
+/// Labels of that lookup's tests, one each.
+const REHOME_TESTS: u64 = 0x50;
+/// Labels of [`rehome`]'s steps.
+const REHOME_STEPS: u64 = 0x58;
+/// Labels of [`keep_calling`].
+const KEEP_CALLING: u64 = 0x60;
+/// Label past the forgetting of a calling record ([`same_target`]).
+const OWN_RECORD: u64 = 0x63;
+/// Label of a new segment for a pending call's callee, left out of the
+/// table of transfers ([`rehome`]).
+const UNLISTED: u64 = 0x64;
 /// Label of a new segment for the callee.
 const NEW: u64 = 14;
 /// Label of the callee's segment chosen.
@@ -227,24 +242,30 @@ pub(super) const SECOND_ENTRY: u64 = 32;
 pub(super) const CALL_CACHE_BYTES: u64 = 2 * SECOND_ENTRY;
 
 /// Entries of a thread's table of transfers ([`Area::TRANSFERS_BASE`]),
-/// indexed by 14 bits.
-pub(super) const TRANSFER_ENTRIES: u64 = 1 << 14;
+/// indexed by 13 bits.
+pub(super) const TRANSFER_ENTRIES: u64 = 1 << 13;
+
+/// Bytes of an entry of the table of transfers: [`TransferWord`]s.
+pub(super) const TRANSFER_BYTES: u64 = 64;
 
 /// A word of an entry of the table of transfers: the segment the transfer
 /// was made from, its translation, its target (an indirect one's; 0 for
-/// a direct transfer), and the segment it chose.
+/// a direct transfer), the segment it chose, and for an indirect call a
+/// record of the calling block in the segment whose run made that call
+/// (0: none known; [`rehome`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TransferWord {
     Segment = 0,
     Translation = 1,
     Target = 2,
     Chosen = 3,
+    Calling = 4,
 }
 
-/// rcx = four times the index in the table of transfers of `callee`'s
+/// rcx = eight times the index in the table of transfers of `callee`'s
 /// entry for the segment whose number is in rdx (and its indirect target
 /// in rax): the segment's number times 8 plus the [`id_part`] of the
-/// translation's number (plus the target), 14 bits of it (`lea`, `movzx`:
+/// translation's number (plus the target), 13 bits of it (`lea`, `movzx`:
 /// flags untouched). The target spreads an indirect call's targets from
 /// one segment over the table.
 fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
@@ -268,13 +289,13 @@ fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
     code.push(Instruction::with2(
         Code::Lea_r64_m,
         rcx,
-        MemoryOperand::new(Register::None, rcx, 4, 0, 4, false, Register::None),
+        MemoryOperand::new(Register::None, rcx, 8, 0, 4, false, Register::None),
     ))?;
     code.push(Instruction::with2(Code::Movzx_r32_rm16, ecx, cx))
 }
 
 /// That word of the entry of the table of transfers whose index, times
-/// four, is in rcx ([`transfer_index`]).
+/// eight, is in rcx ([`transfer_index`]).
 fn transfer_word(word: TransferWord) -> MemoryOperand {
     let offset = Area::TRANSFERS_BASE + 8 * word as u64;
     MemoryOperand::new(
@@ -292,34 +313,68 @@ fn transfer_word(word: TransferWord) -> MemoryOperand {
 /// in rax, rcx free): on when the table of transfers holds an entry for
 /// `callee`'s transfer from this segment (to this target), rcx then its
 /// index ([`transfer_index`]), else on to `missed`; for an indirect
-/// transfer, only while no call is pending or (a jump into another
-/// function, `forget` [`Forget::Caller`]) to its last run's target.
+/// transfer, only while no call is pending, or (a jump into another
+/// function, `forget` [`Forget::Caller`]) to its last run's target, or
+/// (a call) when the pending call is the calling block's own and its run
+/// can move to a record of a run that made this call ([`rehome`]).
 fn transfer_lookup(
     code: &mut Emit,
     callee: Callee,
     forget: Forget,
     missed: u64,
 ) -> Result<(), Refusal> {
-    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+    let (rax, rcx) = (Register::RAX, Register::RCX);
+    let rehomes = keeps_calling(callee, forget);
     if let Some(last_target) = callee.target {
         // A run counted in an earlier record while calls are pending
         // (`pending`) says it made that record's call: an indirect
         // transfer then takes a new segment, where its target's first
-        // block writes the pending runs out in order; but a jump into
-        // another function (a PLT stub's) to its last run's target.
+        // block writes the pending runs out in order, unless the run
+        // moves to a record of a run that made this call; but a jump
+        // into another function (a PLT stub's) to its last run's target.
         let (none_deep, lookup) = (NONE_PENDING, NONE_PENDING + 1);
         if forget == Forget::Caller {
             jump_if_equal(code, Value::Register(rax), last_target, lookup)?;
         }
         code.load(rcx, PENDING_DEPTH)?;
         code.jump(Code::Jrcxz_rel8_64, none_deep)?;
-        code.jump(Code::Jmp_rel32_64, missed)?;
+        code.jump(Code::Jmp_rel32_64, if rehomes { REHOME } else { missed })?;
         code.label(none_deep);
         code.load(rcx, CHAIN_END)?;
         code.jump(Code::Jrcxz_rel8_64, lookup)?;
         code.jump(Code::Jmp_rel32_64, missed)?;
         code.label(lookup);
     }
+    transfer_tests(code, callee, missed, TRANSFER_TESTS)?;
+    if rehomes {
+        code.jump(Code::Jmp_rel32_64, FOUND)?;
+        code.label(REHOME);
+        transfer_tests(code, callee, missed, REHOME_TESTS)?;
+        rehome(code, callee, UNLISTED)?;
+        code.label(FOUND);
+    }
+    Ok(())
+}
+
+/// Whether `callee`'s transfer keeps in its entries of the table of
+/// transfers a record of the calling block whose run made it
+/// ([`TransferWord::Calling`]): an indirect call's.
+fn keeps_calling(callee: Callee, forget: Forget) -> bool {
+    callee.target.is_some() && forget == Forget::CallingRecord
+}
+
+/// In [`transfer_lookup`] (the thread's segment in rdx, an indirect
+/// target in rax): on when the table of transfers holds an entry for
+/// `callee`'s transfer from this segment (to this target), rcx then its
+/// index, else on to `missed`; `labels` and the two after it are this
+/// use's.
+fn transfer_tests(
+    code: &mut Emit,
+    callee: Callee,
+    missed: u64,
+    labels: u64,
+) -> Result<(), Refusal> {
+    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     let mut tests = vec![
         (TransferWord::Segment, Value::Register(rdx)),
         (TransferWord::Translation, Value::Number(callee.id)),
@@ -328,7 +383,7 @@ fn transfer_lookup(
         tests.push((TransferWord::Target, Value::Register(rax)));
     }
     for (index, (word, value)) in tests.into_iter().enumerate() {
-        let equal = TRANSFER_TESTS + index as u64;
+        let equal = labels + index as u64;
         transfer_index(code, callee)?;
         code.push(Instruction::with2(
             Code::Mov_r64_rm64,
@@ -342,12 +397,135 @@ fn transfer_lookup(
     transfer_index(code, callee)
 }
 
+/// In [`transfer_lookup`], an indirect call whose target is not its last
+/// run's while calls are pending (rcx the index of the entry of the table
+/// of transfers for the call from the thread's segment to this target,
+/// the target in rax): the innermost pending call must be the calling
+/// block's own, its run counted in the record of the segment the chain
+/// ends with (`pending`), which says that it made the last run's call.
+/// When the entry keeps a record of the block whose run made this call
+/// ([`TransferWord::Calling`]), the run moves there: one run fewer in the
+/// one, one more in the other, which the chain and the `RECORD` slot then
+/// name, and which the table of records holds for the block in the
+/// segment; so the sink counts it on the arc of this call, whose callee's
+/// records of the segment the entry chose hold its costs. Else on to
+/// `unlisted` (a new segment, left out of the table: the pending runs are
+/// written out in order). Ends as the lookup does: rdx the thread's
+/// segment, rcx the entry's index; flags untouched.
+fn rehome(code: &mut Emit, callee: Callee, unlisted: u64) -> Result<(), Refusal> {
+    use super::area::{LEARN, PENDING_CHAIN, REHOMED};
+    use super::pending::area_word;
+    let (rcx, rdx) = (Register::RCX, Register::RDX);
+    let (moves, learn) = (REHOME_STEPS, REHOME_STEPS + 1);
+    // rcx = the number of the record at rcx minus the block's, 0 when
+    // they are equal.
+    let minus_id = |code: &mut Emit| -> Result<(), Refusal> {
+        code.push(Instruction::with2(
+            Code::Mov_r64_rm64,
+            rcx,
+            MemoryOperand::with_base(rcx),
+        ))?;
+        code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+        code.lea(rcx, rcx, i64::from(callee.id) + 1)
+    };
+    // `jrcxz` to the label after a jump to `otherwise`.
+    let zero_or = |code: &mut Emit, label: u64, otherwise: u64| -> Result<(), Refusal> {
+        code.jump(Code::Jrcxz_rel8_64, label)?;
+        code.jump(Code::Jmp_rel32_64, otherwise)?;
+        code.label(label);
+        Ok(())
+    };
+    code.save(REHOMED, rcx)?;
+    // The innermost pending call's calling run is the chain's last (its
+    // frame's place, plus 1 when its runs stay in the chain), counted in
+    // a record of the block.
+    code.load(rdx, CHAIN_END)?;
+    code.load(rcx, PENDING_DEPTH)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rcx,
+        area_word(rcx, PENDING_FRAMES as i64 - 8),
+    ))?;
+    code.push(Instruction::with1(Code::Not_rm64, rcx))?;
+    let sum = MemoryOperand::new(rcx, rdx, 1, -15, 1, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
+    code.jump(Code::Jrcxz_rel8_64, REHOME_STEPS + 2)?;
+    code.lea(rcx, rcx, 1)?;
+    zero_or(code, REHOME_STEPS + 2, unlisted)?;
+    let last_run = area_word(rdx, PENDING_CHAIN as i64 - 16);
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, last_run))?;
+    minus_id(code)?;
+    zero_or(code, REHOME_STEPS + 3, unlisted)?;
+    // A record of the block whose run made this call, else the one the
+    // routine writing the pending runs out writes for this run, learnt.
+    code.load(rcx, REHOMED)?;
+    code.push(Instruction::with2(
+        Code::Mov_r64_rm64,
+        rcx,
+        transfer_word(TransferWord::Calling),
+    ))?;
+    code.jump(Code::Jrcxz_rel8_64, learn)?;
+    code.save(REHOMED, rcx)?;
+    minus_id(code)?;
+    code.jump(Code::Jrcxz_rel8_64, moves)?;
+    code.label(learn);
+    code.load(rdx, SEGMENT)?;
+    transfer_index(code, callee)?;
+    let calling = Area::TRANSFERS_BASE + 8 * TransferWord::Calling as u64;
+    let word = MemoryOperand::new(
+        Register::None,
+        rcx,
+        8,
+        calling as i64,
+        4,
+        false,
+        Register::None,
+    );
+    code.push(Instruction::with2(Code::Lea_r64_m, rcx, word))?;
+    code.save(LEARN, rcx)?;
+    code.jump(Code::Jmp_rel32_64, unlisted)?;
+    code.label(moves);
+    // One run fewer there, one more in the kept record.
+    let runs = |base: Register| MemoryOperand::with_base_displ(base, 8);
+    let add_run = |code: &mut Emit, delta: i64| -> Result<(), Refusal> {
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rdx, runs(rcx)))?;
+        code.lea(rdx, rdx, delta)?;
+        code.push(Instruction::with2(Code::Mov_rm64_r64, runs(rcx), rdx))
+    };
+    code.load(rdx, CHAIN_END)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, last_run))?;
+    add_run(code, -1)?;
+    code.load(rcx, REHOMED)?;
+    add_run(code, 1)?;
+    code.save(RECORD, rcx)?;
+    code.load(rdx, CHAIN_END)?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, last_run, rcx))?;
+    code.load(rdx, SEGMENT)?;
+    runs_index(code, rdx, callee.id)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        runs_word(RunsWord::Segment),
+        rdx,
+    ))?;
+    code.load(rdx, REHOMED)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        runs_word(RunsWord::Record),
+        rdx,
+    ))?;
+    code.load(rdx, SEGMENT)?;
+    transfer_index(code, callee)
+}
+
 /// In [`choose_segment`]'s new segment (the thread's segment in rdx, an
 /// indirect target in rax): the entry of the table of transfers for
 /// `callee`'s transfer from this segment made, but for the segment
 /// chosen, which [`transfer_chosen`] writes; rcx keeps its index.
-fn transfer_enter(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
+fn transfer_enter(code: &mut Emit, callee: Callee, forget: Forget) -> Result<(), Refusal> {
     let (rax, rdx) = (Register::RAX, Register::RDX);
+    if keeps_calling(callee, forget) {
+        keep_calling(code, callee)?;
+    }
     transfer_index(code, callee)?;
     code.push(Instruction::with2(
         Code::Mov_rm64_r64,
@@ -371,6 +549,40 @@ fn transfer_enter(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
             0,
         )),
     }
+}
+
+/// In [`transfer_enter`], before the entry is written (the thread's
+/// segment in rdx, an indirect target in rax): the entry's record of the
+/// calling block's run ([`TransferWord::Calling`]) the run's own while no
+/// call is pending (then its run wrote its record), else none (its run
+/// is counted in a record of a run that made another call, and the new
+/// segment writes it out); rcx lost.
+fn keep_calling(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
+    let (rcx, rdx) = (Register::RCX, Register::RDX);
+    transfer_index(code, callee)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        transfer_word(TransferWord::Calling),
+        0,
+    ))?;
+    code.load(rcx, PENDING_DEPTH)?;
+    code.jump(Code::Jrcxz_rel8_64, KEEP_CALLING)?;
+    code.jump(Code::Jmp_rel32_64, KEEP_CALLING + 2)?;
+    code.label(KEEP_CALLING);
+    code.load(rcx, CHAIN_END)?;
+    code.jump(Code::Jrcxz_rel8_64, KEEP_CALLING + 1)?;
+    code.jump(Code::Jmp_rel32_64, KEEP_CALLING + 2)?;
+    code.label(KEEP_CALLING + 1);
+    transfer_index(code, callee)?;
+    code.load(rdx, RECORD)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        transfer_word(TransferWord::Calling),
+        rdx,
+    ))?;
+    code.load(rdx, SEGMENT)?;
+    code.label(KEEP_CALLING + 2);
+    Ok(())
 }
 
 /// After [`transfer_enter`] (rcx its index): the segment chosen, in rdx,
@@ -929,12 +1141,32 @@ fn choose_segment(
             code.label(LOOKUP);
             transfer_lookup(code, callee, forget, NEW)?;
             keep_caller(code, at, callee.target)?;
+            if keeps_calling(callee, forget) {
+                // The run's record is its own, or the one it moved to.
+                code.load(rdx, RECORD)?;
+                code.push(Instruction::with2(
+                    Code::Mov_rm64_r64,
+                    transfer_word(TransferWord::Calling),
+                    rdx,
+                ))?;
+            }
             transfer_found(code)?;
             code.save(at + 8, rdx)?;
             code.jump(Code::Jmp_rel32_64, CHOSEN)?;
+            if keeps_calling(callee, forget) {
+                // A pending call's run that cannot move: a new segment,
+                // the entry left as it is (its callee's segment and a
+                // record of a run that made the call, once one is known).
+                code.label(UNLISTED);
+                code.load(rdx, SEGMENT)?;
+                keep_caller(code, at, callee.target)?;
+                new_segment(code, rdx)?;
+                code.save(at + 8, rdx)?;
+                code.jump(Code::Jmp_rel32_64, CHOSEN)?;
+            }
             code.label(NEW);
             keep_caller(code, at, callee.target)?;
-            transfer_enter(code, callee)?;
+            transfer_enter(code, callee, forget)?;
             new_segment(code, rdx)?;
             transfer_chosen(code)?;
             code.save(at + 8, rdx)?;
@@ -976,9 +1208,11 @@ fn keep_caller(code: &mut Emit, at: u64, target: Option<u64>) -> Result<(), Refu
 
 /// In [`choose_segment`], a caller's segment found in the cache entry:
 /// on to `same` when the transfer is direct or its target (in rax) is the
-/// last run's, else what `forget` says is forgotten, the cache entry's
-/// caller's segments too (a stub's: they were kept for the old target),
-/// and on to the table of transfers.
+/// last run's, else what `forget` says is forgotten (a calling record
+/// only while calls are pending: else the run wrote its own record, one
+/// of a run that made this call), the cache entry's caller's segments too
+/// (a stub's: they were kept for the old target), and on to the table of
+/// transfers.
 fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Result<(), Refusal> {
     let (Some(target), Some(at)) = (callee.target, callee.cache) else {
         return code.jump(Code::Jmp_rel32_64, same);
@@ -987,12 +1221,15 @@ fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Re
     jump_if_equal(code, Value::Register(rax), target, same)?;
     match forget {
         Forget::CallingRecord => {
+            code.load(rcx, PENDING_DEPTH)?;
+            code.jump(Code::Jrcxz_rel8_64, OWN_RECORD)?;
             runs_index(code, rdx, callee.id)?;
             code.push(Instruction::with2(
                 Code::Mov_rm64_imm32,
                 runs_word(RunsWord::Segment),
                 0,
             ))?;
+            code.label(OWN_RECORD);
         }
         Forget::Caller => {
             code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(at), 0))?;
@@ -1463,7 +1700,8 @@ mod tests {
     /// The rule of a pending call's cache entries, run: a call repeats in
     /// a segment when either entry was made there and kept the record of
     /// its return there; the second then swaps with the first (which the
-    /// call's code and its return use), rbx kept.
+    /// call's code and its return use), rbx kept, and the last run's
+    /// target (the other entry's) is forgotten.
     #[test]
     fn a_call_repeats_from_either_cache_entry_and_the_second_comes_first() {
         std::thread::spawn(|| {
@@ -1479,10 +1717,14 @@ mod tests {
             let (x_entry, w_entry) = ([x, 21, x, 0x100], [w, 22, w, 0x200]);
             set(at, x_entry);
             set(at + SECOND_ENTRY, w_entry);
+            let target = call_target(7).unwrap();
+            running.set(target, 0x5555_0000_1000);
             assert!(call_repeats(&running, 7, x));
             assert_eq!((entry(at), entry(at + SECOND_ENTRY)), (x_entry, w_entry));
+            assert_eq!(running.get(target), 0x5555_0000_1000);
             assert!(call_repeats(&running, 7, w));
             assert_eq!((entry(at), entry(at + SECOND_ENTRY)), (w_entry, x_entry));
+            assert_eq!(running.get(target), 0);
             assert!(!call_repeats(&running, 7, 13));
             assert!(!call_repeats(&running, 8, w));
             // An entry whose return kept no record there does not count.
@@ -1490,6 +1732,90 @@ mod tests {
             assert!(!call_repeats(&running, 7, x));
             set(at, [w, 22, 0, 0x200]);
             assert!(!call_repeats(&running, 7, w));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The rule of an indirect call's run counted in a pending call
+    /// ([`rehome`]), run: when its target is not the last run's and a
+    /// run from the segment made the call to this target before with a
+    /// record of its own, the run moves to that record (the chain, the
+    /// `RECORD` slot and the table of records name it) and the callee goes
+    /// on in that call's segment; else a new segment, the entry of the
+    /// table of transfers as it was.
+    #[test]
+    fn a_pending_call_to_another_target_moves_to_a_record_of_that_call() {
+        std::thread::spawn(|| {
+            use super::super::area::PENDING_CHAIN;
+            let running = Running::new();
+            running.set(NEXT_SEGMENT, 100);
+            let new = |count: u64| 100 + count * SEGMENT_STRIDE;
+            let id = 9;
+            let indirect = Callee {
+                id,
+                cache: call_cache(id),
+                target: call_target(id),
+            };
+            let (x, t, u) = (11, 0x5555_0000_1000, 0x5555_0000_2000);
+            let sp = 0x7ffd_0000_0000;
+            // Records of the calling block: number, runs, stack pointer.
+            let to_t = Box::new([u64::from(id), 1, sp]);
+            let to_u = Box::new([u64::from(id), 1, sp]);
+            let at = |record: &[u64; 3]| record.as_ptr() as u64;
+            // Runs that wrote their own records (no call pending).
+            running.set(RECORD, at(&to_t));
+            let x_to_t = callee_segment(&running, indirect, x, t);
+            running.set(RECORD, at(&to_u));
+            let x_to_u = callee_segment(&running, indirect, x, u);
+            assert_eq!((x_to_t, x_to_u), (new(1), new(2)));
+            // A run counted in the record of the call to u (its last run's
+            // target), its call pending: the chain ends with it.
+            let pending = |record: u64| {
+                running.set(PENDING_DEPTH, 16);
+                running.set(PENDING_FRAMES + 8, 0);
+                running.set(CHAIN_END, 16);
+                running.set(PENDING_CHAIN, record);
+                running.set(PENDING_CHAIN + 8, sp);
+            };
+            pending(at(&to_u));
+            let runs = |record: &[u64; 3]| unsafe { std::ptr::read_volatile(&record[1]) };
+            unsafe { std::ptr::write_volatile(to_u.as_ptr().cast_mut().add(1), 2) };
+            assert_eq!(callee_segment(&running, indirect, x, t), x_to_t);
+            assert_eq!((runs(&to_u), runs(&to_t)), (1, 2));
+            assert_eq!(running.get(PENDING_CHAIN), at(&to_t));
+            assert_eq!(running.get(RECORD), at(&to_t));
+            let entry = 2 * runs_entry(&running, x, id);
+            assert_eq!(running.get(Area::RUNS_BASE + 8 * entry), x);
+            assert_eq!(running.get(Area::RUNS_BASE + 8 * entry + 8), at(&to_t));
+            // And back to u.
+            assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            assert_eq!((runs(&to_u), runs(&to_t)), (2, 1));
+            assert_eq!(running.get(PENDING_CHAIN), at(&to_u));
+            // A target no run from x called with its own record: a new
+            // segment, then the entry is still the call's (a run that
+            // writes its record calls on in its segment).
+            let v = 0x5555_0000_3000;
+            running.set(PENDING_DEPTH, 0);
+            running.set(CHAIN_END, 0);
+            running.set(RECORD, 0);
+            let x_to_v = callee_segment(&running, indirect, x, v);
+            running.set(RECORD, at(&to_u));
+            assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            pending(at(&to_u));
+            assert_eq!(callee_segment(&running, indirect, x, v), new(4));
+            assert_eq!(runs(&to_u), 2);
+            assert_eq!(running.get(PENDING_CHAIN), at(&to_u));
+            running.set(PENDING_DEPTH, 0);
+            running.set(CHAIN_END, 0);
+            running.set(RECORD, at(&to_u));
+            assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            assert_eq!(callee_segment(&running, indirect, x, v), x_to_v);
+            // A run that is not the pending call's calling run stays.
+            pending(at(&to_u));
+            running.set(PENDING_FRAMES + 8, 32);
+            assert_eq!(callee_segment(&running, indirect, x, t), new(5));
+            assert_eq!(runs(&to_u), 2);
         })
         .join()
         .unwrap();
