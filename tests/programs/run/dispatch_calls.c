@@ -66,7 +66,7 @@ __attribute__((noinline)) static long run(const unsigned char *code, int length,
 
 int main(int argc, char **argv)
 {
-    int turns = argc > 1 ? atoi(argv[1]) : 3000;
+    int turns = argc > 1 ? atoi(argv[1]) : 120;
     static const unsigned char odd[] = {0, 1, 2, 3, 4, 5, 1, 0, 2};
     static const unsigned char even[] = {1, 0, 3, 2, 5, 4, 7, 6};
     table = handlers;
@@ -74,7 +74,7 @@ int main(int argc, char **argv)
     for (int turn = 0; turn < turns; turn++) {
         x = run(odd, sizeof odd, x);
         x = run(even, sizeof even, x);
-        if (turn % 97 == 0)
+        if (turn % 17 == 0)
             x += handlers[6](x, 1);
     }
     printf("%ld\n", x);
