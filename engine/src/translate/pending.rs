@@ -43,7 +43,10 @@
 //! is emptied. So the calling block's record in the segment must be of a
 //! run whose call took the same way: a call (or a PLT stub's jump) to
 //! another target than its last run's takes that record out of the table
-//! of records (or makes the call's next run start no pending call).
+//! of records (or makes the call's next run start no pending call), but
+//! an indirect call's run moves, when it can, to a record of the block
+//! whose run made the call to that target from the segment before
+//! (`quiet::rehome`; an interpreter's dispatch through a table).
 //!
 //! Anything else that needs a record while a call is pending (a block
 //! with no record in the segment, a call that cannot be made pending, a
@@ -919,9 +922,10 @@ const LEARNT: u64 = 5;
 /// `BACK` slot (the translation's fresh entry, rax its entry), the flags
 /// kept: at the cursor, the chain's, each with one run and the stack
 /// pointer of its run; only then (a store that faults in a guard page has
-/// changed nothing: the tracer settles the calls, `stops`) the cursor
-/// moved, a run taken off each record they were counted in, and no call
-/// pending.
+/// changed nothing: the tracer settles the calls, `stops`) the address of
+/// the last one kept where the `LEARN` slot says (`quiet::rehome`), the
+/// cursor moved, a run taken off each record they were counted in, and
+/// no call pending.
 pub(super) fn write_routine(at: u64) -> std::result::Result<Vec<u8>, Refusal> {
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     let flags = super::area::RESUME_FLAGS;
@@ -1068,6 +1072,60 @@ mod tests {
         assert_eq!(flags_kept(base, kept(0x96, 1)), base | 0x94 | 0x800);
         // Everything clear.
         assert_eq!(flags_kept(base | 0x8d5, kept(0x02, 0)), base);
+    }
+
+    /// The routine writing the pending runs out, run: the chain's runs
+    /// written at the cursor in order, each with one run, taken off the
+    /// records they were counted in; the last one's address kept where
+    /// the `LEARN` slot says (`quiet::rehome`), then nothing pending.
+    #[test]
+    fn the_write_routine_keeps_its_last_record_where_asked() {
+        std::thread::spawn(|| {
+            use super::super::area::LEARN;
+            use super::super::running::Running;
+            let running = Running::new();
+            let buffer = vec![0u64; 12];
+            let first = Box::new([7u64, 3, 0x7ffd_0000_1000]);
+            let last = Box::new([9u64, 2, 0x7ffd_0000_2000]);
+            let at = |words: &[u64]| words.as_ptr() as u64;
+            running.set(CURSOR, at(&buffer));
+            running.set(PENDING_CHAIN, at(&first[..]));
+            running.set(PENDING_CHAIN + 8, 0x7ffd_0000_0ff0);
+            running.set(PENDING_CHAIN + 16, at(&last[..]));
+            running.set(PENDING_CHAIN + 24, 0x7ffd_0000_0fe0);
+            running.set(CHAIN_END, 32);
+            running.set(PENDING_DEPTH, 16);
+            // A word of the area nothing else uses here.
+            let learnt = Area::TRANSFERS_BASE + 32;
+            running.set(LEARN, learnt);
+            running.call(|at, back| {
+                running.set(BACK, back);
+                write_routine(at).unwrap()
+            });
+            let read = |words: &[u64], index: usize| unsafe {
+                std::ptr::read_volatile(words.as_ptr().add(index))
+            };
+            let written: Vec<u64> = (0..6).map(|index| read(&buffer, index)).collect();
+            assert_eq!(written, [7, 1, 0x7ffd_0000_0ff0, 9, 1, 0x7ffd_0000_0fe0]);
+            assert_eq!((read(&first[..], 1), read(&last[..], 1)), (2, 1));
+            assert_eq!(running.get(learnt), at(&buffer) + 24);
+            assert_eq!(running.get(CURSOR), at(&buffer) + 48);
+            for slot in [LEARN, CHAIN_END, PENDING_DEPTH] {
+                assert_eq!(running.get(slot), 0);
+            }
+            // Asked nowhere: nothing kept.
+            running.set(learnt, 0);
+            running.set(CHAIN_END, 16);
+            running.set(PENDING_DEPTH, 16);
+            running.call(|at, back| {
+                running.set(BACK, back);
+                write_routine(at).unwrap()
+            });
+            assert_eq!(running.get(learnt), 0);
+            assert_eq!(running.get(CURSOR), at(&buffer) + 72);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -410,8 +410,10 @@ fn transfer_tests(
 /// segment; so the sink counts it on the arc of this call, whose callee's
 /// records of the segment the entry chose hold its costs. Else on to
 /// `unlisted` (a new segment, left out of the table: the pending runs are
-/// written out in order). Ends as the lookup does: rdx the thread's
-/// segment, rcx the entry's index; flags untouched.
+/// written out in order), the routine that writes them asked (the `LEARN`
+/// slot) to keep the record it writes for this run in the entry when the
+/// entry kept none of the block's. Ends as the lookup does: rdx the
+/// thread's segment, rcx the entry's index; flags untouched.
 fn rehome(code: &mut Emit, callee: Callee, unlisted: u64) -> Result<(), Refusal> {
     use super::area::{LEARN, PENDING_CHAIN, REHOMED};
     use super::pending::area_word;
@@ -574,15 +576,23 @@ fn keep_calling(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
     code.jump(Code::Jmp_rel32_64, KEEP_CALLING + 2)?;
     code.label(KEEP_CALLING + 1);
     transfer_index(code, callee)?;
-    code.load(rdx, RECORD)?;
-    code.push(Instruction::with2(
-        Code::Mov_rm64_r64,
-        transfer_word(TransferWord::Calling),
-        rdx,
-    ))?;
+    calling_is_the_run_s(code)?;
     code.load(rdx, SEGMENT)?;
     code.label(KEEP_CALLING + 2);
     Ok(())
+}
+
+/// The word of the entry of the table of transfers whose index is in rcx
+/// that keeps a record of the calling block's run
+/// ([`TransferWord::Calling`]): the run's record (the `RECORD` slot); rdx
+/// lost.
+fn calling_is_the_run_s(code: &mut Emit) -> Result<(), Refusal> {
+    code.load(Register::RDX, RECORD)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        transfer_word(TransferWord::Calling),
+        Register::RDX,
+    ))
 }
 
 /// After [`transfer_enter`] (rcx its index): the segment chosen, in rdx,
@@ -1143,12 +1153,7 @@ fn choose_segment(
             keep_caller(code, at, callee.target)?;
             if keeps_calling(callee, forget) {
                 // The run's record is its own, or the one it moved to.
-                code.load(rdx, RECORD)?;
-                code.push(Instruction::with2(
-                    Code::Mov_rm64_r64,
-                    transfer_word(TransferWord::Calling),
-                    rdx,
-                ))?;
+                calling_is_the_run_s(code)?;
             }
             transfer_found(code)?;
             code.save(at + 8, rdx)?;
