@@ -214,8 +214,9 @@ pub(super) const FILTER_RDI: u64 = FILTER_RSI + 8;
 /// Whether the access a filter routine serves missed (1) or hit (0).
 pub(super) const FILTER_MISSED: u64 = FILTER_RDI + 8;
 /// The record a pending call's calling run moves to when its indirect
-/// call goes to another target than the last run's (`quiet`). Never live
-/// at a safe point.
+/// call goes to another target than the last run's (first the index of
+/// the entry of the table of transfers that keeps it; `quiet::rehome`).
+/// Never live at a safe point.
 pub(super) const REHOMED: u64 = FILTER_MISSED + 8;
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).

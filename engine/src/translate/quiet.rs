@@ -1764,9 +1764,11 @@ mod tests {
             };
             let (x, t, u) = (11, 0x5555_0000_1000, 0x5555_0000_2000);
             let sp = 0x7ffd_0000_0000;
-            // Records of the calling block: number, runs, stack pointer.
+            // Records of the calling block: number, runs, stack pointer
+            // (the one of the call to u counts the pending run too).
             let to_t = Box::new([u64::from(id), 1, sp]);
-            let to_u = Box::new([u64::from(id), 1, sp]);
+            let to_u = Box::new([u64::from(id), 2, sp]);
+            let to_v = Box::new([u64::from(id), 1, sp]);
             let at = |record: &[u64; 3]| record.as_ptr() as u64;
             // Runs that wrote their own records (no call pending).
             running.set(RECORD, at(&to_t));
@@ -1784,8 +1786,8 @@ mod tests {
                 running.set(PENDING_CHAIN + 8, sp);
             };
             pending(at(&to_u));
+            // SAFETY: a word of a live record, which the code run writes.
             let runs = |record: &[u64; 3]| unsafe { std::ptr::read_volatile(&record[1]) };
-            unsafe { std::ptr::write_volatile(to_u.as_ptr().cast_mut().add(1), 2) };
             assert_eq!(callee_segment(&running, indirect, x, t), x_to_t);
             assert_eq!((runs(&to_u), runs(&to_t)), (1, 2));
             assert_eq!(running.get(PENDING_CHAIN), at(&to_t));
@@ -1797,9 +1799,11 @@ mod tests {
             assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
             assert_eq!((runs(&to_u), runs(&to_t)), (2, 1));
             assert_eq!(running.get(PENDING_CHAIN), at(&to_u));
-            // A target no run from x called with its own record: a new
-            // segment, then the entry is still the call's (a run that
-            // writes its record calls on in its segment).
+            // A target no run from x called with a record of its own: a
+            // new segment, left out of the table of transfers (a later
+            // call to v from x goes on in the segment its entry chose),
+            // the routine writing the pending runs out asked to keep the
+            // record it writes for this run in the entry.
             let v = 0x5555_0000_3000;
             running.set(PENDING_DEPTH, 0);
             running.set(CHAIN_END, 0);
@@ -1816,6 +1820,17 @@ mod tests {
             running.set(RECORD, at(&to_u));
             assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
             assert_eq!(callee_segment(&running, indirect, x, v), x_to_v);
+            // What that routine keeps (`pending::write_routine`), then a
+            // pending run moves there.
+            let learnt = running.get(super::super::area::LEARN);
+            assert_ne!(learnt, 0);
+            running.set(learnt, at(&to_v));
+            assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            pending(at(&to_u));
+            assert_eq!(callee_segment(&running, indirect, x, v), x_to_v);
+            assert_eq!((runs(&to_u), runs(&to_v)), (1, 2));
+            assert_eq!(callee_segment(&running, indirect, x, u), x_to_u);
+            assert_eq!((runs(&to_u), runs(&to_v)), (2, 1));
             // A run that is not the pending call's calling run stays.
             pending(at(&to_u));
             running.set(PENDING_FRAMES + 8, 32);
