@@ -218,6 +218,11 @@ pub(super) const FILTER_MISSED: u64 = FILTER_RDI + 8;
 /// the entry of the table of transfers that keeps it; `quiet::rehome`).
 /// Never live at a safe point.
 pub(super) const REHOMED: u64 = FILTER_MISSED + 8;
+/// The tracee's rsi while the resume routine fills a call's cache entry
+/// from the table of transfers (`pending`). Never live at a safe point.
+pub(super) const SWAP_RSI: u64 = REHOMED + 8;
+// The slots end before the spare record.
+const _: () = assert!(SWAP_RSI + 8 <= SPARE_RECORD);
 /// The slots of pending calls, from [`PENDING_DEPTH`], all zeroed when
 /// the tracer settles it (`pending`).
 pub(super) const PENDING_SLOTS: usize = ((LEARN - PENDING_DEPTH) / 8 + 1) as usize;

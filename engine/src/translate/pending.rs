@@ -253,9 +253,9 @@ const NESTED_CHECKED: u64 = 17;
 const MAKE_PENDING_DROPPED: u64 = 18;
 const CALLS_POPPED: u64 = 19;
 const RETURNED_KEPT: u64 = 20;
-/// Labels of the uses of `call_repeats_here`, two each: after a pending
-/// call's return, and (plus twice their own label) where a call is made
-/// pending.
+/// Labels of the uses of `call_repeats_here`, four each: after a pending
+/// call's return, and (plus four times their own label) where a call is
+/// made pending.
 const REPEATS_RETURNED: u64 = 0x100;
 const REPEATS_CALLING: u64 = 0x110;
 
@@ -441,6 +441,7 @@ pub(super) fn resume_routine(
         area_word(rcx, 16),
         0,
     ))?;
+    forget_returned(&mut code)?;
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
     // A normal return.
@@ -465,6 +466,7 @@ pub(super) fn resume_routine(
         area_word(rcx, 24),
         rax,
     ))?;
+    keep_returned(&mut code)?;
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
     code.label(DROP_KEPT);
     code.push(Instruction::with2(
@@ -472,6 +474,7 @@ pub(super) fn resume_routine(
         area_word(rcx, 16),
         0,
     ))?;
+    forget_returned(&mut code)?;
     code.jump(Code::Jmp_rel32_64, TO_FRESH)?;
 
     // The target of a jump into another function (`quiet::relay_entry`),
@@ -536,7 +539,7 @@ pub(super) fn resume_routine(
             data(0),
         ))?;
         code.load(rax, SEGMENT)?;
-        call_repeats_here(code, rax, TO_FRESH, REPEATS_CALLING + 2 * label)?;
+        call_repeats_here(code, rax, TO_FRESH, REPEATS_CALLING + 4 * label)?;
         count_in_segment(code)?;
         push_frame(code, runs)?;
         code.jump(Code::Jmp_rel32_64, TO_BODY)
@@ -746,14 +749,90 @@ fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
     code.save(RECORD, rax)
 }
 
+/// In the resume routine, rcx a call's cache entry (`quiet::call_cache`)
+/// and rax the thread's segment: rdx the calling translation's number,
+/// rcx eight times the index of its entry for the segment in the table of
+/// transfers (`quiet::transfer_index_in`).
+fn transfer_entry_of_cache(code: &mut Emit) -> Result<(), Refusal> {
+    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+    code.lea(rdx, rcx, -(Area::QUIET_BASE as i64))?;
+    code.push(Instruction::with2(
+        Code::Shr_rm64_imm8,
+        rdx,
+        super::quiet::CALL_CACHE_BYTES.trailing_zeros(),
+    ))?;
+    super::quiet::transfer_index_in(code, rcx, rdx, rax)
+}
+
+/// In the resume routine, after a normal return kept the record it goes
+/// on to write (the `CURSOR` slot) in the call's cache entry (in rcx):
+/// the same record kept in the call's entry of the table of transfers
+/// for the thread's segment, when the entry is that direct call's from
+/// this segment; rax, rcx, rdx and the flags lost.
+pub(super) fn keep_returned(code: &mut Emit) -> Result<(), Refusal> {
+    use super::quiet::{transfer_word_in, TransferWord};
+    const DONE: u64 = 0x40;
+    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
+    code.load(rax, SEGMENT)?;
+    transfer_entry_of_cache(code)?;
+    let word = |word| transfer_word_in(rcx, word);
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        word(TransferWord::Segment),
+        rax,
+    ))?;
+    code.jump(Code::Jne_rel32_64, DONE)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        word(TransferWord::Translation),
+        rdx,
+    ))?;
+    code.jump(Code::Jne_rel32_64, DONE)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_imm8,
+        word(TransferWord::Target),
+        0,
+    ))?;
+    code.jump(Code::Jne_rel32_64, DONE)?;
+    code.load(rax, CURSOR)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_r64,
+        word(TransferWord::Returned),
+        rax,
+    ))?;
+    code.label(DONE);
+    Ok(())
+}
+
+/// In the resume routine, where a call's cache entry (in rcx) forgets the
+/// record its return went on to: the call's entry of the table of
+/// transfers for the thread's segment forgets it too (an entry of another
+/// transfer that shares its index loses nothing it needs: the record is
+/// only ever taken when the entry is found for the call); rax, rcx, rdx
+/// and the flags lost.
+pub(super) fn forget_returned(code: &mut Emit) -> Result<(), Refusal> {
+    use super::quiet::{transfer_word_in, TransferWord};
+    code.load(Register::RAX, SEGMENT)?;
+    transfer_entry_of_cache(code)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        transfer_word_in(Register::RCX, TransferWord::Returned),
+        0,
+    ))
+}
+
 /// In the resume routine, rcx the number of a translation ending in a
 /// call (lost): on to `fail` unless one of the call's cache entries
 /// (`quiet::call_cache`) says that a run of it was made in the thread's
 /// segment (in `segment`) and that a record of the block its return went
-/// on to is kept in that segment; when the second says so, the two swap
-/// (rbx kept in its slot), so that the first is always the one of the
-/// call's run in the segment, as the call's code and its return expect.
-/// `labels` and the label after it are this use's.
+/// on to is kept in that segment, or, for a direct call, the call's entry
+/// of the table of transfers for the segment says so
+/// ([`TransferWord::Returned`](super::quiet::TransferWord)). When the
+/// second cache entry says so, the two swap; when the table does, the
+/// first moves to the second and takes the table's (rbx and rsi kept in
+/// their slots): so the first is always the one of the call's run in the
+/// segment, as the call's code and its return expect. `labels` and the
+/// three labels after it are this use's.
 pub(super) fn call_repeats_here(
     code: &mut Emit,
     segment: Register,
@@ -761,7 +840,7 @@ pub(super) fn call_repeats_here(
     labels: u64,
 ) -> Result<(), Refusal> {
     use super::quiet::{CALL_CACHE_BYTES, SECOND_ENTRY};
-    let (second, found) = (labels, labels + 1);
+    let (second, found, table) = (labels, labels + 1, labels + 2);
     let (rbx, rcx) = (Register::RBX, Register::RCX);
     code.push(Instruction::with2(
         Code::Shl_rm64_imm8,
@@ -780,9 +859,9 @@ pub(super) fn call_repeats_here(
     code.jump(Code::Je_rel32_64, found)?;
     code.label(second);
     made_here(code, SECOND_ENTRY, 0)?;
-    code.jump(Code::Jne_rel32_64, fail)?;
+    code.jump(Code::Jne_rel32_64, table)?;
     made_here(code, SECOND_ENTRY, 16)?;
-    code.jump(Code::Jne_rel32_64, fail)?;
+    code.jump(Code::Jne_rel32_64, table)?;
     code.save(super::area::SWAP_RBX, rbx)?;
     for word in [0, 8, 16, 24] {
         code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, cache(word)))?;
@@ -807,8 +886,89 @@ pub(super) fn call_repeats_here(
         0,
     ))?;
     code.load(rbx, super::area::SWAP_RBX)?;
+    code.jump(Code::Jmp_rel32_64, found)?;
+    code.label(table);
+    from_transfers(code, segment, fail, found, labels + 3)?;
     code.label(found);
     Ok(())
+}
+
+/// In [`call_repeats_here`] (rcx the translation's number times the bytes
+/// of its cache entries), neither cache entry of the call's run in
+/// `segment`: when the call's entry of the table of transfers for the
+/// segment is the direct call's and keeps a record its return went on to
+/// ([`TransferWord::Returned`](super::quiet::TransferWord)), the first
+/// cache entry moves to the second (unless its caller's segment was
+/// forgotten, as `quiet::choose_segment` moves it) and takes the
+/// segment, the callee's segment the entry chose and that record, then on
+/// to `found`; else on to `fail`. rbx and rsi kept in their slots; label
+/// `own` is this use's.
+fn from_transfers(
+    code: &mut Emit,
+    segment: Register,
+    fail: u64,
+    found: u64,
+    own: u64,
+) -> Result<(), Refusal> {
+    use super::area::{SWAP_RBX, SWAP_RSI};
+    use super::quiet::{transfer_index_in, transfer_word_in, TransferWord, SECOND_ENTRY};
+    let (rbx, rcx, rsi) = (Register::RBX, Register::RCX, Register::RSI);
+    let (missed, forgotten) = (own, own + 1);
+    let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
+    let word = |word| transfer_word_in(rsi, word);
+    code.save(SWAP_RBX, rbx)?;
+    code.save(SWAP_RSI, rsi)?;
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, rcx))?;
+    code.push(Instruction::with2(
+        Code::Shr_rm64_imm8,
+        rbx,
+        super::quiet::CALL_CACHE_BYTES.trailing_zeros(),
+    ))?;
+    transfer_index_in(code, rsi, rbx, segment)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        word(TransferWord::Segment),
+        segment,
+    ))?;
+    code.jump(Code::Jne_rel32_64, missed)?;
+    code.push(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        word(TransferWord::Translation),
+        rbx,
+    ))?;
+    code.jump(Code::Jne_rel32_64, missed)?;
+    for (kept, value) in [
+        (TransferWord::Target, Code::Jne_rel32_64),
+        (TransferWord::Returned, Code::Je_rel32_64),
+    ] {
+        code.push(Instruction::with2(Code::Cmp_rm64_imm8, word(kept), 0))?;
+        code.jump(value, missed)?;
+    }
+    code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, cache(0)))?;
+    code.push(Instruction::with2(Code::Test_rm64_r64, rbx, rbx))?;
+    code.jump(Code::Je_rel32_64, forgotten)?;
+    for at in [0, 8, 16, 24] {
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, cache(at)))?;
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            cache(SECOND_ENTRY + at),
+            rbx,
+        ))?;
+    }
+    code.label(forgotten);
+    code.push(Instruction::with2(Code::Mov_rm64_r64, cache(0), segment))?;
+    code.push(Instruction::with2(Code::Mov_rm64_r64, cache(16), segment))?;
+    for (at, kept) in [(8, TransferWord::Chosen), (24, TransferWord::Returned)] {
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rbx, word(kept)))?;
+        code.push(Instruction::with2(Code::Mov_rm64_r64, cache(at), rbx))?;
+    }
+    code.load(rsi, SWAP_RSI)?;
+    code.load(rbx, SWAP_RBX)?;
+    code.jump(Code::Jmp_rel32_64, found)?;
+    code.label(missed);
+    code.load(rsi, SWAP_RSI)?;
+    code.load(rbx, SWAP_RBX)?;
+    code.jump(Code::Jmp_rel32_64, fail)
 }
 
 /// The flags kept with `lahf`/`seto` at `from` saved (rax lost).

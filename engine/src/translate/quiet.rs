@@ -250,16 +250,21 @@ pub(super) const TRANSFER_BYTES: u64 = 64;
 
 /// A word of an entry of the table of transfers: the segment the transfer
 /// was made from, its translation, its target (an indirect one's; 0 for
-/// a direct transfer), the segment it chose, and for an indirect call a
+/// a direct transfer), the segment it chose, for an indirect call a
 /// record of the calling block in the segment whose run made that call
-/// (0: none known; [`rehome`]).
+/// (0: none known; [`rehome`]), and for a direct call the record its last
+/// normal return from the segment went on to write (0: none known), as
+/// the call's cache entry keeps it (`pending`: a call made from more
+/// segments in turn than its two cache entries hold becomes pending from
+/// this entry).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TransferWord {
+pub(super) enum TransferWord {
     Segment = 0,
     Translation = 1,
     Target = 2,
     Chosen = 3,
     Calling = 4,
+    Returned = 5,
 }
 
 /// rcx = eight times the index in the table of transfers of `callee`'s
@@ -294,19 +299,49 @@ fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
     code.push(Instruction::with2(Code::Movzx_r32_rm16, ecx, cx))
 }
 
+/// `index` = eight times the index in the table of transfers of the
+/// entry of the direct transfer of the translation whose number is in
+/// `id` from the segment whose number is in `segment`, as
+/// [`transfer_index`] computes it (`lea`, `movzx`: flags untouched).
+pub(super) fn transfer_index_in(
+    code: &mut Emit,
+    index: Register,
+    id: Register,
+    segment: Register,
+) -> Result<(), Refusal> {
+    let low = |index: Register| match index {
+        Register::RCX => Ok((Register::ECX, Register::CX)),
+        Register::RSI => Ok((Register::ESI, Register::SI)),
+        other => Err(format!("no index of the table of transfers in {other:?}")),
+    };
+    let (dword, word) = low(index)?;
+    let sum = MemoryOperand::new(id, segment, 8, 0, 0, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, index, sum))?;
+    code.push(Instruction::with2(Code::Movzx_r32_rm16, dword, word))?;
+    let times_eight = MemoryOperand::new(Register::None, index, 8, 0, 4, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, index, times_eight))?;
+    code.push(Instruction::with2(Code::Movzx_r32_rm16, dword, word))
+}
+
 /// That word of the entry of the table of transfers whose index, times
-/// eight, is in rcx ([`transfer_index`]).
-fn transfer_word(word: TransferWord) -> MemoryOperand {
+/// eight, is in `index` ([`transfer_index`], [`transfer_index_in`]).
+pub(super) fn transfer_word_in(index: Register, word: TransferWord) -> MemoryOperand {
     let offset = Area::TRANSFERS_BASE + 8 * word as u64;
     MemoryOperand::new(
         Register::None,
-        Register::RCX,
+        index,
         8,
         offset as i64,
         4,
         false,
         Register::GS,
     )
+}
+
+/// That word of the entry of the table of transfers whose index, times
+/// eight, is in rcx ([`transfer_index`]).
+fn transfer_word(word: TransferWord) -> MemoryOperand {
+    transfer_word_in(Register::RCX, word)
 }
 
 /// In [`choose_segment`] (the thread's segment in rdx, an indirect target
@@ -538,6 +573,11 @@ fn transfer_enter(code: &mut Emit, callee: Callee, forget: Forget) -> Result<(),
         Code::Mov_rm64_imm32,
         transfer_word(TransferWord::Translation),
         callee.id as i32,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Mov_rm64_imm32,
+        transfer_word(TransferWord::Returned),
+        0,
     ))?;
     match callee.target {
         Some(_) => code.push(Instruction::with2(
@@ -1737,6 +1777,100 @@ mod tests {
             assert!(!call_repeats(&running, 7, x));
             set(at, [w, 22, 0, 0x200]);
             assert!(!call_repeats(&running, 7, w));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The rule of a call made from more segments in turn than its cache
+    /// entries hold, run: a normal return keeps the record it goes on to
+    /// in the call's entry of the table of transfers for the segment (a
+    /// direct call's own entry only); a call from a segment neither cache
+    /// entry holds then repeats from that entry, which the first cache
+    /// entry takes (the first moving to the second); a cache entry that
+    /// forgets the record makes the table's forget it too.
+    #[test]
+    fn a_call_from_a_third_segment_repeats_from_the_table_of_transfers() {
+        std::thread::spawn(|| {
+            use super::super::area::CURSOR;
+            use super::super::pending::{forget_returned, keep_returned};
+            let running = Running::new();
+            running.set(NEXT_SEGMENT, 100);
+            let at = call_cache(7).unwrap();
+            let direct = Callee {
+                id: 7,
+                cache: Some(at),
+                target: None,
+            };
+            let entry = |at: u64| [0, 8, 16, 24].map(|word| running.get(at + word));
+            let (x, w, v) = (11, 12, 13);
+            let from: Vec<u64> = [x, w, v]
+                .iter()
+                .map(|&segment| callee_segment(&running, direct, segment, 0))
+                .collect();
+            // The return of the call from `segment`, keeping `record`
+            // (`keep`) or forgetting it.
+            let returned = |segment: u64, record: u64, keep: bool| {
+                running.set(SEGMENT, segment);
+                running.set(CURSOR, record);
+                let mut code = Emit::default();
+                code.push(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, at))
+                    .unwrap();
+                match keep {
+                    true => keep_returned(&mut code).unwrap(),
+                    false => forget_returned(&mut code).unwrap(),
+                }
+                // (Its last label names the next instruction.)
+                code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Nopd)))
+                    .unwrap();
+                running.run(&code.list, 0);
+            };
+            returned(x, 0x100, true);
+            returned(w, 0x200, true);
+            // The cache entries hold v's and w's runs (no return kept).
+            let (v_entry, w_entry) = (entry(at), entry(at + SECOND_ENTRY));
+            assert_eq!((v_entry[0], w_entry[0]), (v, w));
+            assert!(call_repeats(&running, 7, x));
+            assert_eq!(entry(at), [x, from[0], x, 0x100]);
+            assert_eq!(entry(at + SECOND_ENTRY), v_entry);
+            assert!(call_repeats(&running, 7, w));
+            assert_eq!(entry(at), [w, from[1], w, 0x200]);
+            // v's return kept nothing; another translation's entry is
+            // not this one's.
+            assert!(!call_repeats(&running, 7, v));
+            assert!(!call_repeats(&running, 8, x));
+            // Forgotten at the return of a run from x (whose entry is
+            // then the first, its record forgotten there too): x's run is
+            // found in neither place.
+            assert!(call_repeats(&running, 7, x));
+            returned(x, 0, false);
+            running.set(at + 16, 0);
+            let kept = (entry(at), entry(at + SECOND_ENTRY));
+            assert!(!call_repeats(&running, 7, x));
+            assert_eq!((entry(at), entry(at + SECOND_ENTRY)), kept);
+            // An indirect call's entry keeps no record of its return.
+            let indirect = Callee {
+                id: 9,
+                cache: call_cache(9),
+                target: call_target(9),
+            };
+            callee_segment(&running, indirect, x, 0x5555_0000_1000);
+            running.set(SEGMENT, x);
+            running.set(CURSOR, 0x300);
+            let mut code = Emit::default();
+            let indirect_at = call_cache(9).unwrap();
+            code.push(Instruction::with2(
+                Code::Mov_r64_imm64,
+                Register::RCX,
+                indirect_at,
+            ))
+            .unwrap();
+            keep_returned(&mut code).unwrap();
+            code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Nopd)))
+                .unwrap();
+            running.run(&code.list, 0);
+            running.set(indirect_at, 0);
+            assert!(!call_repeats(&running, 9, x));
         })
         .join()
         .unwrap();

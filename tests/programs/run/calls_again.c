@@ -10,7 +10,10 @@
    whose cases are first reached one after another, long after the jump's
    first runs, each followed by a tail call through a pointer; and a
    function called from two call sites in turn that calls libc's memcpy
-   through the PLT, its size (and so memcpy's path) the call site's. */
+   through the PLT, its size (and so memcpy's path) the call site's; and
+   one called from four call sites in turn (more callers' segments than a
+   call's two cache entries hold) that calls libc's strlen through the PLT
+   and, on some call sites' paths, a leaf. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -88,6 +91,19 @@ __attribute__((noinline)) static void put(struct sink *to, const char *from, int
     }
 }
 
+__attribute__((noinline)) static long locked(const char *text, int n)
+{
+    long got = (long)strlen(text + (n & 3));
+    if (n & 1)
+        got += leaf(n);
+    return got;
+}
+
+__attribute__((noinline)) static long lookup(const char *text, int i)
+{
+    return locked(text, 1) + locked(text, 2) + locked(text, i & 3) + locked(text, 5);
+}
+
 int main(int argc, char **argv)
 {
     (void)argv;
@@ -110,6 +126,7 @@ int main(int argc, char **argv)
         sum += call_then_jump(i);
         sum += check_call_then_jump(i);
         sum += strcoll(text + (i & 1), text);
+        sum += lookup(text, i);
         for (int op = 0; op <= i / 20 && op < 10; op++) {
             sum += dispatch(op, i);
             sum += via(table[op & 1], i);
