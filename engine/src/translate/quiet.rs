@@ -56,7 +56,8 @@
 //!
 //! A call keeps the caller's segment on the thread's stack of calls
 //! ([`call_entry`]: segment, stack pointer before the call, return
-//! address, its cache entry; a ring in the area) and chooses its callee's
+//! address, its cache entry and how far the segment's stack pointer is
+//! above the thread's; a ring in the area) and chooses its callee's
 //! segment itself:
 //! when the caller's segment (and for an indirect call the target) is the
 //! one of the call's last run, the callee's segment of then (the calling
@@ -83,7 +84,10 @@
 //! ([`return_check`]): when the top entry (after dropping those of calls
 //! left without their return, whose stack pointer is below the thread's)
 //! has the thread's stack pointer and the return's target, the caller's
-//! segment goes on with the thread's stack pointer, and the return enters
+//! segment goes on with the stack pointer it had at the call (when that
+//! was at most 64 KiB above the thread's, else the thread's: the caller
+//! may pop what it pushed for the call and stay in its segment), and the
+//! return enters
 //! the target at its resume entry. The sink then has the return in order
 //! and, with it, the context the caller had at the call: later runs of
 //! the caller's blocks count in their records of before the call. (A
@@ -178,6 +182,8 @@ const CHECKED_CALLS: u64 = 22;
 /// Labels of the return check's keeping of the call's cache entry.
 const NOT_PENDING: u64 = 23;
 const KEPT_CACHE: u64 = 24;
+/// Label of the return check's stack pointer of the caller's segment.
+const SEGMENT_SP_KEPT: u64 = 25;
 
 /// Bytes before a translation's entry of its quiet entry, the last `jmp
 /// rel32` of its header.
@@ -1105,7 +1111,9 @@ pub(super) fn call_target(id: u32) -> Option<u64> {
 
 /// The code before a call that returns to `return_addr`: the call on the
 /// thread's stack of calls (segment, stack pointer before the call,
-/// return address, its cache entry; the ring's top moved first), flags
+/// return address, its cache entry in the low half of the last word and
+/// in its high half how far the segment's stack pointer is above the
+/// thread's, modulo 2^32; the ring's top moved first), flags
 /// untouched (`lea`, `movzx`, `jrcxz`); rcx and rdx saved and back. With
 /// quiet runs (`callee`), then the callee's segment, the call entering
 /// the callee at its resume entry: the one the call had at its last run
@@ -1130,6 +1138,19 @@ pub(super) fn call_entry(return_addr: u64, callee: Callee) -> Result<Vec<Instruc
         Code::Mov_rm64_imm32,
         call_word(24),
         cache,
+    ))?;
+    // rdx = the segment's stack pointer minus the thread's, flags
+    // untouched: not(not(segment's) + thread's + 1) + 1.
+    code.load(rdx, SEGMENT_SP)?;
+    code.push(Instruction::with1(Code::Not_rm64, rdx))?;
+    let sum = MemoryOperand::new(rsp, rdx, 1, 1, 1, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, rdx, sum))?;
+    code.push(Instruction::with1(Code::Not_rm64, rdx))?;
+    code.lea(rdx, rdx, 1)?;
+    code.push(Instruction::with2(
+        Code::Mov_rm32_r32,
+        call_dword(28),
+        Register::EDX,
     ))?;
     code.load(rdx, LIVE_CALLS)?;
     code.lea(rdx, rdx, 1)?;
@@ -1279,7 +1300,11 @@ fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Re
         Forget::Caller => {
             code.push(Instruction::with2(Code::Mov_rm64_imm32, slot(at), 0))?;
             code.load(rcx, TOP_CALL)?;
-            code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, call_word(24)))?;
+            code.push(Instruction::with2(
+                Code::Mov_r32_rm32,
+                Register::ECX,
+                call_dword(24),
+            ))?;
             code.jump(Code::Jrcxz_rel8_64, FORGOTTEN)?;
             let caller = MemoryOperand::new(rcx, Register::None, 1, 0, 1, false, Register::GS);
             code.push(Instruction::with2(Code::Mov_rm64_imm32, caller, 0))?;
@@ -1327,6 +1352,12 @@ fn move_top_call(code: &mut Emit, by: i64) -> Result<(), Refusal> {
     code.save(TOP_CALL, Register::RCX)
 }
 
+/// The double word `at` of the entry of the stack of calls at offset rcx
+/// (the same operand as [`call_word`]'s, which the instruction sizes).
+fn call_dword(at: i64) -> MemoryOperand {
+    call_word(at)
+}
+
 /// Word `at` of the entry of the stack of calls at offset rcx.
 fn call_word(at: i64) -> MemoryOperand {
     let displacement = Area::CALLS_BASE as i64 + at;
@@ -1364,7 +1395,9 @@ pub(super) fn resume_path(
 /// the entries of the stack of calls whose stack pointer is below the
 /// thread's (calls left without their return); when the next one has the
 /// thread's stack pointer and the target as its return address, its
-/// segment goes on (number back, stack pointer the thread's; the resume
+/// segment goes on (number back, stack pointer the one it had at the call
+/// when that was at most 64 KiB above the thread's, else the thread's;
+/// the resume
 /// path sets the region), it is dropped and `RESUME` says to go on at
 /// the target's resume entry, its cache entry in `RETURNED` when it is
 /// the innermost pending call's (`pending`), else in `RETURN_CACHE`; else
@@ -1393,14 +1426,33 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
     code.jump(Code::Jne_rel32_64, DROP_CALL)?;
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(0)))?;
     code.save(SEGMENT, rax)?;
-    code.save(SEGMENT_SP, rsp)?;
+    code.push(Instruction::with2(
+        Code::Mov_r32_rm32,
+        Register::EAX,
+        call_dword(28),
+    ))?;
+    code.push(Instruction::with2(Code::Cmp_rm64_imm32, rax, 0xffff))?;
+    code.jump(Code::Jbe_rel32_64, SEGMENT_SP_KEPT)?;
+    code.push(Instruction::with2(
+        Code::Xor_r32_rm32,
+        Register::EAX,
+        Register::EAX,
+    ))?;
+    code.label(SEGMENT_SP_KEPT);
+    let above = MemoryOperand::new(rsp, rax, 1, 0, 0, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, rax, above))?;
+    code.save(SEGMENT_SP, rax)?;
     let resume = RESUME_ENTRY as i32;
     code.push(Instruction::with2(
         Code::Mov_rm64_imm32,
         slot(RESUME),
         resume,
     ))?;
-    code.push(Instruction::with2(Code::Mov_r64_rm64, rax, call_word(24)))?;
+    code.push(Instruction::with2(
+        Code::Mov_r32_rm32,
+        Register::EAX,
+        call_dword(24),
+    ))?;
     // The innermost pending call's entry (rbx is set again below).
     code.load(Register::RBX, PENDING_DEPTH)?;
     code.push(Instruction::with2(
@@ -2029,6 +2081,71 @@ mod tests {
             code.save(TEMP, Register::RCX).unwrap();
             running.run(&code.list, segment);
             assert_eq!(running.get(TEMP) / 2, runs_entry(&running, segment, id));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The segment's stack pointer and the thread's after a call made
+    /// `above` bytes below the caller's segment's stack pointer, with two
+    /// words pushed for it, and its return, run: the caller's segment
+    /// goes on, with its stack pointer of before the call.
+    fn after_return(running: &Running, above: i64) -> (u64, u64, u64) {
+        use super::super::area::SAVE_RBX;
+        let (rax, rbx, rsp) = (Register::RAX, Register::RBX, Register::RSP);
+        const RETURN: u64 = 0x5555_5555_1234;
+        let callee = Callee {
+            id: 7,
+            cache: call_cache(7),
+            target: None,
+        };
+        running.set(SEGMENT, 11);
+        running.set(LIVE_CALLS, 0);
+        let mut code = Emit::default();
+        code.save(SAVE_RBX, rbx).unwrap();
+        // Two words pushed for the call, below the segment's stack
+        // pointer.
+        code.lea(rax, rsp, above - 16).unwrap();
+        code.save(SEGMENT_SP, rax).unwrap();
+        for _ in 0..2 {
+            code.push(Instruction::with1(Code::Push_r64, rax)).unwrap();
+        }
+        code.list.append(&mut call_entry(RETURN, callee).unwrap());
+        code.push(Instruction::with2(Code::Mov_r64_imm64, rax, RETURN))
+            .unwrap();
+        code.save(TARGET, rax).unwrap();
+        code.list.append(&mut return_check().unwrap());
+        // The segment's stack pointer above the thread's, the call's
+        // words popped.
+        code.load(rax, SEGMENT_SP).unwrap();
+        code.push(Instruction::with2(Code::Sub_r64_rm64, rax, rsp))
+            .unwrap();
+        code.save(TEMP, rax).unwrap();
+        for _ in 0..2 {
+            code.push(Instruction::with1(Code::Pop_r64, rax)).unwrap();
+        }
+        code.load(rbx, SAVE_RBX).unwrap();
+        running.run(&code.list, 0);
+        (running.get(SEGMENT), running.get(TEMP), running.get(RESUME))
+    }
+
+    /// The rule of a caller's segment after a return, run: it goes on with
+    /// the stack pointer it had at the call, so that the caller popping
+    /// what it pushed for the call stays in it; one more than 64 KiB above
+    /// the thread's at the call is not kept (the thread's instead).
+    #[test]
+    fn a_return_gives_the_caller_s_segment_its_stack_pointer_of_before_the_call() {
+        std::thread::spawn(|| {
+            let running = Running::new();
+            running.set(NEXT_SEGMENT, 100);
+            let resume = RESUME_ENTRY;
+            for above in [0x10, 0x40, 0xffff] {
+                assert_eq!(after_return(&running, above), (11, above as u64, resume));
+            }
+            // Too far above: the thread's.
+            for above in [0x1_0000, 0x20000, -0x10] {
+                assert_eq!(after_return(&running, above), (11, 0, resume));
+            }
         })
         .join()
         .unwrap();

@@ -13,7 +13,8 @@
    through the PLT, its size (and so memcpy's path) the call site's; and
    one called from four call sites in turn (more callers' segments than a
    call's two cache entries hold) that calls libc's strlen through the PLT
-   and, on some call sites' paths, a leaf. */
+   and, on some call sites' paths, a leaf; and calls with arguments on
+   the stack, which the caller pops after the call and then calls on. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -104,6 +105,21 @@ __attribute__((noinline)) static long lookup(const char *text, int i)
     return locked(text, 1) + locked(text, 2) + locked(text, i & 3) + locked(text, 5);
 }
 
+__attribute__((noinline)) static long many(long a, long b, long c, long d, long e, long f,
+                                           long g, long h)
+{
+    return a + b * c - d + (e ^ f) + g * h;
+}
+
+__attribute__((noinline)) static long stacked(int i)
+{
+    long got = many(i, 1, 2, 3, 4, 5, i & 7, 9);
+    if (i & 1)
+        got += leaf(i);
+    got += many(got, i, 3, 4, 5, 6, 7, i);
+    return got + branchy(i);
+}
+
 int main(int argc, char **argv)
 {
     (void)argv;
@@ -127,6 +143,7 @@ int main(int argc, char **argv)
         sum += check_call_then_jump(i);
         sum += strcoll(text + (i & 1), text);
         sum += lookup(text, i);
+        sum += stacked(i);
         for (int op = 0; op <= i / 20 && op < 10; op++) {
             sum += dispatch(op, i);
             sum += via(table[op & 1], i);
