@@ -860,7 +860,7 @@ impl Cache {
         let old_space = reused_id.map(|old| self.translations[old as usize].space.clone());
         // With quiet runs: where the block is for the sink's rules of
         // contexts, and which exits keep the thread's context.
-        let quiet: Option<(Vec<bool>, Option<Place>)> = self.capture.quiet.then(|| {
+        let quiet: Option<(Vec<bool>, Option<Place>, bool)> = self.capture.quiet.then(|| {
             let own = (at.places)(block.addr);
             let quietly = translator::may_leave_quietly(&block);
             let targets = translator::exit_targets(&block);
@@ -870,7 +870,10 @@ impl Cache {
                 quietly && own.is_some_and(continues)
             };
             let exits = targets.iter().map(&mut exit_quiet).collect();
-            (exits, own)
+            let memory = at.memory;
+            let slot = |addr: u64| memory.read_u64(addr).ok();
+            let stub = stub_jumps_away(&block, own, slot, &mut *at.places);
+            (exits, own, stub)
         });
         let linked = |target: u64, entrance: Entrance| self.link_target(target, entrance);
         let capture = self.capture;
@@ -895,10 +898,13 @@ impl Cache {
                 capture,
                 cpuid_trap,
                 original,
-                quiet: quiet.as_ref().map(|(exits, place)| translator::Quiet {
-                    exits,
-                    place: *place,
-                }),
+                quiet: quiet
+                    .as_ref()
+                    .map(|(exits, place, stub)| translator::Quiet {
+                        exits,
+                        place: *place,
+                        stub_jumps_away: *stub,
+                    }),
             };
             translator::translate(&block, id, at, target, &linked)
         };
@@ -1349,8 +1355,113 @@ fn goes_ahead(end: Option<End>, target: u64) -> bool {
     }
 }
 
+/// Whether `block` (at `own`) is a stub the sink does not skip (in
+/// `.plt.got` or `.plt.sec`: one `jmp` through a slot beside the code)
+/// whose slot now holds a target the sink enters from the stub as it
+/// enters a call's callee (`Place::continues_to`: another region, or a
+/// function's start): the jump then chooses its target's segment as a
+/// call does (`quiet::relay_entry`; a run to another target than the
+/// last run's finds its own).
+fn stub_jumps_away(
+    block: &DecodedBlock,
+    own: Option<Place>,
+    slot: impl FnOnce(u64) -> Option<u64>,
+    places: Places<'_>,
+) -> bool {
+    let ([insn], Some(own)) = (&block.insns[..], own) else {
+        return false;
+    };
+    let Some(jump) = insn.instruction.as_ref() else {
+        return false;
+    };
+    let through_slot = jump.code() == iced_x86::Code::Jmp_rm64
+        && jump.op0_kind() == iced_x86::OpKind::Memory
+        && jump.is_ip_rel_memory_operand();
+    if own.skipped || !through_slot {
+        return false;
+    }
+    let Some(target) = slot(jump.ip_rel_memory_address()) else {
+        return false;
+    };
+    target != block.addr && places(target).is_some_and(|to| !own.continues_to(&to))
+}
+
 #[cfg(test)]
 mod tests {
+    /// The rule of a stub's jump through a slot, with made-up places: one
+    /// `jmp` through a slot beside the code, in a function the sink does
+    /// not skip, whose slot's target another region's or a function's
+    /// start (a call for the sink); not a PLT stub's (`relay` as it
+    /// always was), a jump the sink takes for one within its region, a
+    /// block of more instructions, nor a jump through a register.
+    #[test]
+    fn a_stub_s_jump_to_another_function_through_a_slot_chooses_its_target_s_segment() {
+        use crate::event::Place;
+        use iced_x86::{Code, Instruction, MemoryOperand, Register};
+        let block = |instructions: &[Instruction]| super::DecodedBlock {
+            addr: 0x1090,
+            insns: instructions
+                .iter()
+                .map(|&instruction| super::super::blocks::Insn {
+                    addr: instruction.ip(),
+                    len: 6,
+                    flow: crate::flow::Flow::Jump { direct: false },
+                    rep: false,
+                    instruction: Some(instruction),
+                })
+                .collect(),
+        };
+        let mut through_slot = Instruction::with1(
+            Code::Jmp_rm64,
+            MemoryOperand::with_base_displ(Register::RIP, 0x505e),
+        )
+        .unwrap();
+        through_slot.set_ip(0x1090);
+        through_slot.set_next_ip(0x1096);
+        let mut through_rax = Instruction::with1(Code::Jmp_rm64, Register::RAX).unwrap();
+        through_rax.set_ip(0x1090);
+        let mut nop = Instruction::with(Code::Nopd);
+        nop.set_ip(0x1090);
+        let place = |region, starts_function, skipped| Place {
+            region,
+            starts_function,
+            skipped,
+        };
+        let stub = place(1, false, false);
+        // The slot holds 0x7000 (libc's strndup, a function's start in
+        // another region), or 0x2000 (code of the stub's region).
+        let mut places = |addr: u64| match addr {
+            0x7000 => Some(place(2, true, false)),
+            0x2000 => Some(place(1, false, false)),
+            _ => None,
+        };
+        // (iced keeps the slot's address of a RIP-relative operand.)
+        let slot = |value: u64| move |addr: u64| (addr == 0x505e).then_some(value);
+        let jumps = |instructions: &[Instruction], own, value, places: super::Places<'_>| {
+            super::stub_jumps_away(&block(instructions), Some(own), slot(value), places)
+        };
+        assert!(jumps(&[through_slot], stub, 0x7000, &mut places));
+        assert!(!jumps(
+            &[through_slot],
+            place(1, false, true),
+            0x7000,
+            &mut places
+        ));
+        assert!(!jumps(&[through_slot], stub, 0x2000, &mut places));
+        assert!(!jumps(&[through_slot], stub, 0x1090, &mut places));
+        assert!(!jumps(&[through_slot], stub, 0x9000, &mut places));
+        assert!(!jumps(&[nop, through_slot], stub, 0x7000, &mut places));
+        assert!(!jumps(&[through_rax], stub, 0x7000, &mut places));
+        // A slot that cannot be read.
+        let unread = |_: u64| None;
+        assert!(!super::stub_jumps_away(
+            &block(&[through_slot]),
+            Some(stub),
+            unread,
+            &mut places
+        ));
+    }
+
     #[test]
     fn the_replay_data_of_a_translation_is_one_cache_line() {
         // Read for every record replayed.

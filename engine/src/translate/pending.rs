@@ -123,8 +123,10 @@ pub(super) enum Counted {
     Relay,
     /// A block of a function not skipped ending in a direct jump into
     /// another function (a tail call, which the sink takes for a call from
-    /// the block), with a cache entry for its jump (`quiet::relay_entry`):
-    /// the runs of a pending call's callee, each followed by its jump.
+    /// the block), or a stub's jump through a slot to one (in `.plt.got`,
+    /// which Callgrind does not skip: `cache::stub_jumps_away`), with a
+    /// cache entry for its jump (`quiet::relay_entry`): the runs of a
+    /// pending call's callee, each followed by its jump.
     Tail,
 }
 

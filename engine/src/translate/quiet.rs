@@ -1314,10 +1314,11 @@ fn same_target(code: &mut Emit, callee: Callee, forget: Forget, same: u64) -> Re
     code.jump(Code::Jmp_rel32_64, LOOKUP)
 }
 
-/// The code before a jump into another function: a PLT stub's jump to
-/// its target (in rax; the stub's cache entry and target slot in
-/// `callee`; the jump goes through the lookup routine of calls) or a
-/// direct tail jump (no target slot): the target's segment chosen as a
+/// The code before a jump into another function: a stub's jump to its
+/// target (a PLT stub's, or one the sink does not skip, `translator`: in
+/// rax; the stub's cache entry and target slot in `callee`; the jump goes
+/// through the lookup routine of calls) or a direct tail jump (no target
+/// slot): the target's segment chosen as a
 /// call's ([`choose_segment`]), and `RELAYING` set, for the target's
 /// resume entry: in a pending call the target's first run may be counted
 /// too (`pending`). Flags untouched; rcx and rdx saved and back.

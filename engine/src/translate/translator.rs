@@ -520,6 +520,11 @@ pub(super) struct Quiet<'a> {
     /// has a quiet entry (whose path, as the resume path, checks its code
     /// first when it may change unseen).
     pub place: Option<Place>,
+    /// Whether the block is a stub the sink does not skip whose jump
+    /// through a slot the sink takes for a call (`cache`): it chooses its
+    /// target's segment as a PLT stub's does, and counts as a tail jump
+    /// ([`Counted::Tail`]).
+    pub stub_jumps_away: bool,
 }
 
 /// Translates `block` as translation number `id` at `at`, in `target`'s
@@ -579,14 +584,18 @@ pub(super) fn translate(
     let calls_directly = calls_directly(block);
     // A jump into another function chooses its target's segment as a
     // call does, its cache entry that of a call (`quiet::relay_entry`):
-    // a PLT stub's, and a direct one (the sink takes it for a call,
-    // `Place::continues_to`) from a function not skipped.
+    // a PLT stub's, a stub's through a slot to another function (one the
+    // sink does not skip, `Quiet::stub_jumps_away`), and a direct one
+    // (the sink takes it for a call, `Place::continues_to`) from a
+    // function not skipped.
     let jumps_away = quiet
         .filter(|_| !capture.enabled && original.is_none() && !block.last().rep)
         .filter(|_| matches!(block.last().flow, Flow::Jump { .. }))
         .zip(quiet::call_cache(id));
     let relay = jumps_away
-        .filter(|(quiet, _)| quiet.place.is_some_and(|place| place.skipped))
+        .filter(|(quiet, _)| {
+            quiet.place.is_some_and(|place| place.skipped) || quiet.stub_jumps_away
+        })
         .filter(|_| block.last().flow == Flow::Jump { direct: false })
         .map(|(_, cache)| cache);
     let tail = jumps_away
@@ -971,10 +980,15 @@ pub(super) fn translate(
     let has_cache = quiet::call_cache(id).is_some();
     let counts = match block.last().flow {
         _ if cached => Counted::Cached,
-        _ if relay.is_some() && recorder.words() == 0 => Counted::Relay,
+        _ if relay.is_some()
+            && recorder.words() == 0
+            && place.is_some_and(|place| place.skipped) =>
+        {
+            Counted::Relay
+        }
         _ if !plain => Counted::Never,
         _ if ends_quietly => Counted::Callee,
-        _ if tail.is_some() => Counted::Tail,
+        _ if tail.is_some() || relay.is_some() => Counted::Tail,
         _ if dispatches => Counted::Dispatch,
         Flow::Call if has_cache => Counted::Calls,
         Flow::Return => Counted::Returns,
@@ -1552,6 +1566,7 @@ mod tests {
                     starts_function: false,
                     skipped: false,
                 }),
+                stub_jumps_away: false,
             }),
             filter_routines: None,
         };

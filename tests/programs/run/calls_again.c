@@ -14,8 +14,12 @@
    one called from four call sites in turn (more callers' segments than a
    call's two cache entries hold) that calls libc's strlen through the PLT
    and, on some call sites' paths, a leaf; and calls with arguments on
-   the stack, which the caller pops after the call and then calls on. */
+   the stack, which the caller pops after the call and then calls on; and
+   libc's strndup, whose address the program takes, through its stub in
+   .plt.got (which Callgrind does not skip), and libc's malloc from it
+   through libc's own. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -120,6 +124,16 @@ __attribute__((noinline)) static long stacked(int i)
     return got + branchy(i);
 }
 
+char *(*volatile duplicate)(const char *, size_t);
+
+__attribute__((noinline)) static long copied(const char *text, int i)
+{
+    char *copy = strndup(text + (i & 3), 5);
+    long got = copy ? copy[0] + (long)strlen(copy) : 0;
+    free(copy);
+    return got;
+}
+
 int main(int argc, char **argv)
 {
     (void)argv;
@@ -128,6 +142,7 @@ int main(int argc, char **argv)
     static const char record[] = "a record of forty bytes, copied whole..";
     struct sink sink = {.used = 0};
     long sum = 0;
+    duplicate = strndup;
     for (int i = 0; i < 200 + argc; i++) {
         put(&sink, text, 2 + (i & 1));
         put(&sink, record, (int)sizeof record - 1);
@@ -144,6 +159,7 @@ int main(int argc, char **argv)
         sum += strcoll(text + (i & 1), text);
         sum += lookup(text, i);
         sum += stacked(i);
+        sum += copied(text, i);
         for (int op = 0; op <= i / 20 && op < 10; op++) {
             sum += dispatch(op, i);
             sum += via(table[op & 1], i);
