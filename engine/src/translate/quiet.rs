@@ -1861,14 +1861,18 @@ mod tests {
                 .iter()
                 .map(|&segment| callee_segment(&running, direct, segment, 0))
                 .collect();
-            // The return of the call from `segment`, keeping `record`
-            // (`keep`) or forgetting it.
-            let returned = |segment: u64, record: u64, keep: bool| {
+            // The return of the call whose cache entry is at `cache` from
+            // `segment`, keeping `record` (`keep`) or forgetting it.
+            let returned = |cache: u64, segment: u64, record: u64, keep: bool| {
                 running.set(SEGMENT, segment);
                 running.set(CURSOR, record);
                 let mut code = Emit::default();
-                code.push(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, at))
-                    .unwrap();
+                code.push(Instruction::with2(
+                    Code::Mov_r64_imm64,
+                    Register::RCX,
+                    cache,
+                ))
+                .unwrap();
                 match keep {
                     true => keep_returned(&mut code).unwrap(),
                     false => forget_returned(&mut code).unwrap(),
@@ -1878,8 +1882,8 @@ mod tests {
                     .unwrap();
                 running.run(&code.list, 0);
             };
-            returned(x, 0x100, true);
-            returned(w, 0x200, true);
+            returned(at, x, 0x100, true);
+            returned(at, w, 0x200, true);
             // The cache entries hold v's and w's runs (no return kept).
             let (v_entry, w_entry) = (entry(at), entry(at + SECOND_ENTRY));
             assert_eq!((v_entry[0], w_entry[0]), (v, w));
@@ -1896,7 +1900,7 @@ mod tests {
             // then the first, its record forgotten there too): x's run is
             // found in neither place.
             assert!(call_repeats(&running, 7, x));
-            returned(x, 0, false);
+            returned(at, x, 0, false);
             running.set(at + 16, 0);
             let kept = (entry(at), entry(at + SECOND_ENTRY));
             assert!(!call_repeats(&running, 7, x));
@@ -1908,20 +1912,8 @@ mod tests {
                 target: call_target(9),
             };
             callee_segment(&running, indirect, x, 0x5555_0000_1000);
-            running.set(SEGMENT, x);
-            running.set(CURSOR, 0x300);
-            let mut code = Emit::default();
             let indirect_at = call_cache(9).unwrap();
-            code.push(Instruction::with2(
-                Code::Mov_r64_imm64,
-                Register::RCX,
-                indirect_at,
-            ))
-            .unwrap();
-            keep_returned(&mut code).unwrap();
-            code.push(Ok::<_, iced_x86::IcedError>(Instruction::with(Code::Nopd)))
-                .unwrap();
-            running.run(&code.list, 0);
+            returned(indirect_at, x, 0x300, true);
             running.set(indirect_at, 0);
             assert!(!call_repeats(&running, 9, x));
         })
