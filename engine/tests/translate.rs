@@ -106,6 +106,23 @@ fn loop_program_counts_equal_cachegrind_with_few_stops() {
 }
 
 #[test]
+fn a_long_run_hands_off_fewer_and_larger_buffer_halves() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build(dir.path(), "translate_loop", 0);
+    let mut counter = InstructionCounter::default();
+    let (outcome, _) = translated(&program, &mut counter);
+    assert_eq!(outcome.exit, Exit::Code(0));
+    assert_eq!(outcome.instructions, counter.instructions);
+    // Every record takes 16 bytes at least: halves that stayed at their
+    // first 512 KiB would have been handed off once per 32,768 records.
+    let first_half = 512 * 1024;
+    assert!(
+        outcome.drains > 16 && outcome.drains * first_half < outcome.records * 16,
+        "{outcome:?}"
+    );
+}
+
+#[test]
 fn loop_program_gives_the_step_backends_events() {
     // The step backend runs ~10M instructions in minutes; compare a short
     // run of the same program (its round count is a volatile the test

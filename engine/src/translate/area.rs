@@ -256,6 +256,23 @@ pub(super) fn slot(offset: u64) -> MemoryOperand {
     )
 }
 
+/// Hand-offs an area makes with halves of one size before they double.
+const HAND_OFFS_PER_SIZE: u64 = 16;
+
+/// Bytes of a buffer half after `hand_offs` hand-offs of an area whose
+/// halves had `first` bytes: doubled after every [`HAND_OFFS_PER_SIZE`],
+/// up to [`BUFFER_SIZE`] (never below `first`). A short run keeps small
+/// halves, whose last one the tracer replays after the program's end; a
+/// long one gets halves that start its segments of quiet runs anew less
+/// often.
+fn half_after(first: u64, hand_offs: u64) -> u64 {
+    let doublings = (hand_offs / HAND_OFFS_PER_SIZE).min(63);
+    first
+        .saturating_mul(1 << doublings)
+        .min(BUFFER_SIZE)
+        .max(first)
+}
+
 /// Where one thread's area is in the tracee.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Area {
@@ -263,7 +280,11 @@ pub(super) struct Area {
     pub base: u64,
     /// Bytes of each buffer half in use (at most [`BUFFER_SIZE`], a
     /// multiple of [`PAGE`]); the rest of a half's space is never touched.
-    half: u64,
+    halves: [u64; 2],
+    /// Bytes of the halves when the area was mapped.
+    first_half: u64,
+    /// Halves the area's threads have handed off.
+    hand_offs: u64,
     /// Whether its buffer of filter records is in use (guarded).
     filter_records: bool,
 }
@@ -296,7 +317,9 @@ impl Area {
     pub fn for_test(base: u64) -> Area {
         Area {
             base,
-            half: PAGE,
+            halves: [PAGE; 2],
+            first_half: PAGE,
+            hand_offs: 0,
             filter_records: false,
         }
     }
@@ -317,7 +340,39 @@ impl Area {
     }
     /// The guard page after buffer half `half`.
     pub fn guard(&self, half: u64) -> u64 {
-        self.buffer(half) + self.half
+        self.buffer(half) + self.halves[(half & 1) as usize]
+    }
+
+    /// Counts a hand-off of stopped `tid` (registers `regs`), whose
+    /// records now go to the empty half `half`, and grows that half to
+    /// [`half_after`] the hand-offs so far when it is smaller: its guard
+    /// page moves (system calls run at `gadget`). A guard page that cannot
+    /// move leaves the half as it was. Larger halves keep the segments of
+    /// quiet runs (`quiet`), which every hand-off starts anew, for longer.
+    pub fn handed_off(
+        &mut self,
+        tid: i32,
+        memory: &Memory,
+        regs: &Regs,
+        gadget: u64,
+        half: u64,
+    ) -> Result<()> {
+        self.hand_offs += 1;
+        let size = half_after(self.first_half, self.hand_offs);
+        let index = (half & 1) as usize;
+        if size <= self.halves[index] {
+            return Ok(());
+        }
+        let (old, new) = (self.guard(half), self.buffer(half) + size);
+        if inject::protect(tid, memory, regs, gadget, new, PAGE, libc::PROT_NONE)? != 0 {
+            return Ok(());
+        }
+        let read_write = libc::PROT_READ | libc::PROT_WRITE;
+        if inject::protect(tid, memory, regs, gadget, old, PAGE, read_write)? != 0 {
+            return Ok(());
+        }
+        self.halves[index] = size;
+        Ok(())
     }
 
     /// The buffer half whose records end at `cursor`, if it is a record
@@ -404,7 +459,9 @@ impl Area {
         let half = (half.min(BUFFER_SIZE) & !(PAGE - 1)).max(PAGE);
         let area = Area {
             base,
-            half,
+            halves: [half; 2],
+            first_half: half,
+            hand_offs: 0,
             filter_records,
         };
         let filter_guards = match filter_records {
@@ -531,7 +588,7 @@ impl Area {
 mod tests {
     use iced_x86::{Code, Encoder, Instruction, Register};
 
-    use super::{slot, Area};
+    use super::{half_after, slot, Area, BUFFER_SIZE, HAND_OFFS_PER_SIZE, PAGE};
 
     /// The bytes of `mov gs:[offset], rax`.
     fn store_rax(offset: u64) -> Vec<u8> {
@@ -553,5 +610,23 @@ mod tests {
         let bytes = store_rax(last);
         assert_eq!(bytes[..5], [0x65, 0x48, 0x89, 0x04, 0x25]);
         assert_eq!(bytes[5..], (last as u32).to_le_bytes());
+    }
+
+    #[test]
+    fn halves_double_after_a_number_of_hand_offs_at_each_size_up_to_the_buffer() {
+        let first = BUFFER_SIZE / 8;
+        let per = HAND_OFFS_PER_SIZE;
+        assert_eq!(half_after(first, 0), first);
+        assert_eq!(half_after(first, per - 1), first);
+        assert_eq!(half_after(first, per), 2 * first);
+        assert_eq!(half_after(first, 2 * per - 1), 2 * first);
+        assert_eq!(half_after(first, 2 * per), 4 * first);
+        assert_eq!(half_after(first, 3 * per), BUFFER_SIZE);
+        assert_eq!(half_after(first, 100 * per), BUFFER_SIZE);
+        assert_eq!(half_after(first, u64::MAX), BUFFER_SIZE);
+        // Halves mapped whole (a simulation's) or of one page stay whole
+        // or grow from there.
+        assert_eq!(half_after(BUFFER_SIZE, 5 * per), BUFFER_SIZE);
+        assert_eq!(half_after(PAGE, per), 2 * PAGE);
     }
 }

@@ -1130,6 +1130,9 @@ fn drain_blocks<S: EventSink + ?Sized>(
 pub(super) struct HandedOff {
     pub records: Range<u64>,
     pub filtered: Range<u64>,
+    /// The buffer half the thread's records go to now (none: only its
+    /// filter records were handed off).
+    pub filling: Option<u64>,
 }
 
 /// A stopped thread's buffer half is full, and the thread is at the
@@ -1145,7 +1148,11 @@ pub(super) fn hand_off(memory: &Memory, area: &Area) -> Result<HandedOff> {
     // The pending call's records come first in the other half.
     append(memory, area, &pending)?;
     let filtered = hand_off_filter_records(memory, area)?;
-    Ok(HandedOff { records, filtered })
+    Ok(HandedOff {
+        records,
+        filtered,
+        filling: Some(1 - half),
+    })
 }
 
 /// A stopped thread's half of filter records that name their run is full:

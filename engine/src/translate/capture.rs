@@ -116,13 +116,13 @@ impl Capture {
         }
     }
 
-    /// Bytes of each half of a thread's record buffer. When the records
-    /// feed simulations (or hold a filter's records), all of [`BUFFER_SIZE`]: another thread simulates
-    /// a half while the program fills the other, and large halves keep
-    /// both busy. Otherwise an eighth (512 KiB): the tracer replays a
-    /// half that still sits in the processor's cache as fast, and the
-    /// program's memory is smaller (gzip and a python3 loop under
-    /// Callgrind took as long as with 1 MiB halves).
+    /// Bytes of each half of a thread's record buffer when its area is
+    /// mapped. When the records feed simulations (or hold a filter's
+    /// records), all of [`BUFFER_SIZE`]: another thread simulates a half
+    /// while the program fills the other, and large halves keep both busy.
+    /// Otherwise an eighth (512 KiB), which a long run grows
+    /// (`Area::handed_off`): a short run's last half, which the tracer
+    /// replays after the program's end, stays small.
     pub fn buffer_half(&self) -> u64 {
         if self.enabled || (self.filter.is_some() && !self.quiet) {
             BUFFER_SIZE

@@ -251,6 +251,7 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
             let handed = HandedOff {
                 records: 0..0,
                 filtered,
+                filling: None,
             };
             self.replay_handed_off(&regs, handed)?;
             return Ok(Next::Resumed);
@@ -738,11 +739,19 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
 
     /// Resumes the thread with `regs`, on its own CPUs (`placement`: beside
     /// the tracer), and replays the records `handed` of a full buffer half
-    /// ([`hand_off`]) while it runs: its filter records at once, its
+    /// ([`hand_off`]) while it runs (the half it fills now grown first when
+    /// its time has come, `Area::handed_off`): its filter records at once, its
     /// blocks' records, unless they go to a simulation ahead, a chunk at a
     /// time from the tracer's loop ([`Deferred`]).
     fn replay_handed_off(&mut self, regs: &Regs, handed: HandedOff) -> Result<()> {
         let tid = self.state.thread.tid;
+        if let Some(half) = handed.filling {
+            let gadget = self.space.cache.layout().gadget();
+            let memory = &self.space.memory;
+            self.state
+                .area
+                .handed_off(tid, memory, regs, gadget, half)?;
+        }
         ptrace::set_regs(tid, regs)?;
         self.state.placement.own(tid);
         ptrace::cont(tid, 0)?;
