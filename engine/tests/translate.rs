@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use cgx_engine::{step, translate, Command, Exit, InstructionCounter, RunOptions};
@@ -80,14 +80,21 @@ fn tiny_counts_equal_cachegrind() {
     assert_eq!(outcome.stepped_blocks, 0, "{outcome:?}");
 }
 
-#[test]
-fn loop_program_counts_equal_cachegrind_with_few_stops() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build(dir.path(), "translate_loop", 0);
+/// Builds `translate_loop` in `dir` and runs it translated: the outcome
+/// (its exit and count checked against the events) and the wall time.
+fn translated_loop(dir: &Path) -> (PathBuf, translate::Outcome, f64) {
+    let program = build(dir, "translate_loop", 0);
     let mut counter = InstructionCounter::default();
     let (outcome, seconds) = translated(&program, &mut counter);
     assert_eq!(outcome.exit, Exit::Code(0));
     assert_eq!(outcome.instructions, counter.instructions);
+    (program, outcome, seconds)
+}
+
+#[test]
+fn loop_program_counts_equal_cachegrind_with_few_stops() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let (program, outcome, seconds) = translated_loop(dir.path());
 
     let started = Instant::now();
     let cachegrind = valgrind_total(dir.path(), "cachegrind", &program);
@@ -108,11 +115,7 @@ fn loop_program_counts_equal_cachegrind_with_few_stops() {
 #[test]
 fn a_long_run_hands_off_fewer_and_larger_buffer_halves() {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build(dir.path(), "translate_loop", 0);
-    let mut counter = InstructionCounter::default();
-    let (outcome, _) = translated(&program, &mut counter);
-    assert_eq!(outcome.exit, Exit::Code(0));
-    assert_eq!(outcome.instructions, counter.instructions);
+    let (_, outcome, _) = translated_loop(dir.path());
     // Every record takes 16 bytes at least: halves that stayed at their
     // first 512 KiB would have been handed off once per 32,768 records.
     let first_half = 512 * 1024;
