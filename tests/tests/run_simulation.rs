@@ -41,6 +41,13 @@
 //! Valgrind's, with cache and branch simulation, with cache use, and under
 //! Cachegrind ([`a_long_run_equals_valgrind`]).
 //!
+//! `syscalls_between_misses.c` (`-static -nostdlib`, 55 million
+//! instructions) makes a system call after 0 to 3 data-cache misses, two
+//! million times: under Cachegrind's cache simulation its records fill the
+//! buffer some twenty times, some halves right before a call, and each
+//! call is still the program's; every figure equals Valgrind's
+//! ([`buffer_halves_filling_before_system_calls_change_no_call`]).
+//!
 //! The single-threaded, dynamically linked `libc_work.c`, given Valgrind's
 //! environment: every own function's `Ir Dr Dw I1mr ILmr Bc Bcm Bi Bim`
 //! equals Valgrind's; its data-cache misses are within 2 lines (see
@@ -641,19 +648,63 @@ fn a_long_run_equals_valgrind(
     let cgx = run(Profiler::Cgx, &cgx_options, &program, &[], dir.path());
     assert_status(&cgx, LONG_STATUS);
     let context = format!("long.c, cgx {cgx_options:?}");
-    let hand_offs = cgx
-        .stderr
-        .split(" buffer hand-offs")
-        .next()
-        .and_then(|before| before.rsplit('(').next())
-        .and_then(|count| count.parse::<u64>().ok());
     assert!(
-        hand_offs.is_some_and(|count| count >= 2),
+        hand_offs(&cgx).is_some_and(|count| count >= 2),
         "{context}: the buffer was not handed off twice: {}",
         cgx.stderr
     );
     let (expected, actual) = (valgrind.profile(), cgx.profile());
     assert_same_costs(&expected, &actual, events, callgrind, callgrind, &context);
+}
+
+/// The buffer hand-offs cgx's `-v` line reports for `run`.
+fn hand_offs(run: &Run) -> Option<u64> {
+    run.stderr
+        .split(" buffer hand-offs")
+        .next()
+        .and_then(|before| before.rsplit('(').next())
+        .and_then(|count| count.parse::<u64>().ok())
+}
+
+/// `syscalls_between_misses.c` under Cachegrind's cache simulation with
+/// [`LARGE`] caches, whose first levels cgx keeps in the program
+/// (`cgx_engine::L1Filter`): its records of misses and of blocks ending in
+/// `syscall` fill the buffer many times, some halves at the record right
+/// before a call; every call is still the program's (it checks getpid's
+/// result: stdout and exit status as natively), and every figure equals
+/// Valgrind's.
+#[test]
+fn buffer_halves_filling_before_system_calls_change_no_call() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let program = build("syscalls_between_misses.c", Kind::NoLibc, dir.path());
+    let alone = native(&program, &[], dir.path());
+    assert_status(&alone, 0);
+    let options = [
+        "--tool=cachegrind",
+        "--cache-sim=yes",
+        "--cachegrind-out-file={out}/cachegrind.out",
+    ];
+    let valgrind_options = with_caches(&with_caches(&["-q"], &options), &LARGE);
+    let valgrind = run(
+        Profiler::Valgrind,
+        &valgrind_options,
+        &program,
+        &[],
+        dir.path(),
+    );
+    assert_status(&valgrind, 0);
+    let cgx_options = with_caches(&with_caches(&["-v"], &options), &LARGE);
+    let cgx = run(Profiler::Cgx, &cgx_options, &program, &[], dir.path());
+    assert_status(&cgx, 0);
+    assert_eq!(cgx.stdout, alone.stdout, "{}: stdout", cgx.command);
+    let context = format!("syscalls_between_misses.c, cgx {cgx_options:?}");
+    assert!(
+        hand_offs(&cgx).is_some_and(|count| count >= 10),
+        "{context}: the buffer was not handed off ten times: {}",
+        cgx.stderr
+    );
+    let (expected, actual) = (valgrind.profile(), cgx.profile());
+    assert_same_costs(&expected, &actual, &CACHE_EVENTS, false, false, &context);
 }
 
 #[test]

@@ -955,7 +955,8 @@ impl Checks {
 
     /// A label for code that writes a record in the body (a block's own
     /// record written late, before its `syscall`): a store there that
-    /// faults restarts there too, as a record path's.
+    /// faults restarts there, with the program's rax back from the slot
+    /// the record's code saved it in.
     pub fn restart_label(&mut self) -> Result<u64, Refusal> {
         let label = self.label()?;
         self.starts.push(label);

@@ -273,15 +273,9 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                 let back = memory.read_u64(area.at(BACK))?;
                 Some(back + quiet::FRESH_ENTRY)
                     .filter(|&entry| self.space.cache.entry_holding(entry) == Some(entry))
-            } else if let Some(restart) = self
-                .space
-                .cache
-                .filter_routine_holding(regs.rip)
-                .or_else(|| self.space.cache.filter_path_holding(regs.rip))
-            {
-                // In a filter routine, or a block's own record written late
-                // (`filter`): it starts again (nothing changed yet; it
-                // reloads what it needs from the slots).
+            } else if let Some(restart) = self.space.cache.filter_routine_holding(regs.rip) {
+                // In a filter routine: it starts again (nothing changed
+                // yet; it reloads what it needs from the slots).
                 regs.rip = restart;
                 let records = hand_off(&self.space.memory, &area)?;
                 let back = memory.read_u64(area.at(FILTER_BACK))?;
@@ -289,6 +283,15 @@ impl<S: EventSink + ?Sized> Stopped<'_, S> {
                     // Inside a block that counts its runs: in a new record.
                     area.open_record(memory, id, regs.rsp)?;
                 }
+                self.replay_handed_off(&regs, records)?;
+                return Ok(Next::Resumed);
+            } else if let Some(restart) = self.space.cache.filter_path_holding(regs.rip) {
+                // In a block's own record written late (`filter`): it
+                // starts again with the program's rax, which it saved
+                // before it took the cursor there.
+                regs.rax = memory.read_u64(area.at(SAVE_RAX))?;
+                regs.rip = restart;
+                let records = hand_off(&self.space.memory, &area)?;
                 self.replay_handed_off(&regs, records)?;
                 return Ok(Next::Resumed);
             } else if self.space.cache.writes_record(regs.rip) {
