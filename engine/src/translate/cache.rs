@@ -252,6 +252,9 @@ struct Region {
     rules: RuleEntries,
     /// With a filter, its routines (`filter`): I1's, D1's.
     filter_routines: Option<[Range<u64>; 2]>,
+    /// All its routines, from the first lookup routine to the first
+    /// translation.
+    routines: Range<u64>,
 }
 
 impl Region {
@@ -314,6 +317,7 @@ impl Region {
         Ok(Region {
             layout,
             free,
+            routines: layout.code()..free,
             lookup,
             miss,
             returns,
@@ -342,6 +346,29 @@ impl Region {
     fn has_room(&self) -> bool {
         self.layout.end().saturating_sub(self.free) >= ROOM
     }
+
+    /// Whether a thread at `addr` may go on into a translation whose
+    /// address only its slots hold (see [`goes_back`]).
+    fn goes_back(&self, addr: u64) -> bool {
+        let misses = [
+            self.miss,
+            self.returns_miss,
+            self.jumps_miss,
+            self.calls_miss,
+        ];
+        goes_back(&self.routines, &misses, addr)
+    }
+}
+
+/// Whether a thread at `addr` may go on into a translation whose address
+/// only its slots hold: in a region's `routines` (a filter routine goes
+/// back to its `FILTER_BACK` slot, the record, resume and pending
+/// routines to `JUMP` or `BACK`, a lookup that found its target through
+/// `JUMP`), except at a lookup's miss `int3` (one of `misses`), from
+/// which the tracer sends it on. Such a thread has not left the
+/// translation it came from ([`Cache::seen`]).
+fn goes_back(routines: &Range<u64>, misses: &[u64], addr: u64) -> bool {
+    routines.contains(&addr) && !misses.contains(&addr)
 }
 
 /// The translations of one address space (a forked child's starts as a
@@ -1054,8 +1081,14 @@ impl Cache {
     /// Thread `tid` is stopped with its code at the addresses `at` (where
     /// it is and where its signal handlers return; none for a thread that
     /// has ended): dying translations holding none of them are left by it.
+    /// A thread in a routine that goes back into a translation through
+    /// its slots ([`goes_back`]) has left none.
     pub fn seen(&mut self, tid: i32, at: impl Iterator<Item = u64> + Clone) {
         if self.dying.is_empty() {
+            return;
+        }
+        let in_routine = |addr: u64| self.regions.iter().any(|region| region.goes_back(addr));
+        if at.clone().any(in_routine) {
             return;
         }
         for id in self.dying.seen(tid, at) {
@@ -1388,6 +1421,23 @@ fn stub_jumps_away(
 
 #[cfg(test)]
 mod tests {
+    /// A thread in a routine may go back into the translation its slots
+    /// name (a filter routine stopped at a hand-off): it has not left it;
+    /// at a lookup's miss `int3` the tracer sends it on, and outside the
+    /// routines (a translation, the program's code) its address says
+    /// where it is.
+    #[test]
+    fn a_thread_in_a_routine_has_not_left_the_translation_it_came_from() {
+        let routines = 0x1000..0x3000;
+        let misses = [0x1040, 0x1200];
+        assert!(super::goes_back(&routines, &misses, 0x1000));
+        assert!(super::goes_back(&routines, &misses, 0x2fff));
+        assert!(!super::goes_back(&routines, &misses, 0x1040));
+        assert!(!super::goes_back(&routines, &misses, 0x1200));
+        assert!(!super::goes_back(&routines, &misses, 0x3000));
+        assert!(!super::goes_back(&routines, &misses, 0x0fff));
+    }
+
     /// The rule of a stub's jump through a slot, with made-up places: one
     /// `jmp` through a slot beside the code, in a function the sink does
     /// not skip, whose slot's target another region's or a function's
