@@ -619,42 +619,74 @@ fn single_threaded_libc_program_with_cache_and_branch_simulation() {
     );
 }
 
-/// The exit status of `long.c`.
-const LONG_STATUS: i32 = 5;
+/// A program whose records fill cgx's buffer many times.
+struct BufferFilling<'a> {
+    /// Its source in `tests/programs/run/`.
+    source: &'a str,
+    /// Its exit status.
+    status: i32,
+    /// The caches both profilers simulate.
+    caches: &'a [&'a str],
+    /// The fewest buffer hand-offs cgx's run must report.
+    hand_offs: u64,
+}
 
-/// `long.c` with [`SMALL`] caches under Valgrind (`valgrind_options`) and
-/// cgx (`cgx_options`, and `-v`): its records filled cgx's buffer several
-/// times (the drains whose simulation runs ahead), and every figure of
-/// `events` equals Valgrind's (with `callgrind`, also each call arc's and
-/// each instruction's).
-fn a_long_run_equals_valgrind(
+/// `long.c` with [`SMALL`] caches (its drains' simulation runs ahead).
+const LONG: BufferFilling = BufferFilling {
+    source: "long.c",
+    status: 5,
+    caches: &SMALL,
+    hand_offs: 2,
+};
+
+/// `program` under Valgrind (`valgrind_options`) and cgx (`cgx_options`,
+/// and `-v`) with its caches: exit status and stdout as natively, its
+/// records filled cgx's buffer at least `program.hand_offs` times, and
+/// every figure of `events` equals Valgrind's (with `callgrind`, also each
+/// call arc's and each instruction's).
+fn a_buffer_filling_run_equals_valgrind(
+    program: &BufferFilling,
     valgrind_options: &[&str],
     cgx_options: &[&str],
     events: &[&str],
     callgrind: bool,
 ) {
     let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build("long.c", Kind::NoLibc, dir.path());
-    let valgrind_options = with_caches(&with_caches(&["-q"], valgrind_options), &SMALL);
-    let cgx_options = with_caches(&with_caches(&["-v"], cgx_options), &SMALL);
+    let built = build(program.source, Kind::NoLibc, dir.path());
+    let alone = native(&built, &[], dir.path());
+    assert_status(&alone, program.status);
+    let valgrind_options = with_caches(&with_caches(&["-q"], valgrind_options), program.caches);
+    let cgx_options = with_caches(&with_caches(&["-v"], cgx_options), program.caches);
     let valgrind = run(
         Profiler::Valgrind,
         &valgrind_options,
-        &program,
+        &built,
         &[],
         dir.path(),
     );
-    assert_status(&valgrind, LONG_STATUS);
-    let cgx = run(Profiler::Cgx, &cgx_options, &program, &[], dir.path());
-    assert_status(&cgx, LONG_STATUS);
-    let context = format!("long.c, cgx {cgx_options:?}");
+    assert_status(&valgrind, program.status);
+    let cgx = run(Profiler::Cgx, &cgx_options, &built, &[], dir.path());
+    assert_status(&cgx, program.status);
+    assert_eq!(cgx.stdout, alone.stdout, "{}: stdout", cgx.command);
+    let context = format!("{}, cgx {cgx_options:?}", program.source);
     assert!(
-        hand_offs(&cgx).is_some_and(|count| count >= 2),
-        "{context}: the buffer was not handed off twice: {}",
+        hand_offs(&cgx).is_some_and(|count| count >= program.hand_offs),
+        "{context}: the buffer was handed off fewer than {} times: {}",
+        program.hand_offs,
         cgx.stderr
     );
     let (expected, actual) = (valgrind.profile(), cgx.profile());
     assert_same_costs(&expected, &actual, events, callgrind, callgrind, &context);
+}
+
+/// `long.c` ([`LONG`]) under both profilers with these options.
+fn a_long_run_equals_valgrind(
+    valgrind_options: &[&str],
+    cgx_options: &[&str],
+    events: &[&str],
+    callgrind: bool,
+) {
+    a_buffer_filling_run_equals_valgrind(&LONG, valgrind_options, cgx_options, events, callgrind);
 }
 
 /// The buffer hand-offs cgx's `-v` line reports for `run`.
@@ -675,36 +707,18 @@ fn hand_offs(run: &Run) -> Option<u64> {
 /// Valgrind's.
 #[test]
 fn buffer_halves_filling_before_system_calls_change_no_call() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let program = build("syscalls_between_misses.c", Kind::NoLibc, dir.path());
-    let alone = native(&program, &[], dir.path());
-    assert_status(&alone, 0);
+    let program = BufferFilling {
+        source: "syscalls_between_misses.c",
+        status: 0,
+        caches: &LARGE,
+        hand_offs: 10,
+    };
     let options = [
         "--tool=cachegrind",
         "--cache-sim=yes",
         "--cachegrind-out-file={out}/cachegrind.out",
     ];
-    let valgrind_options = with_caches(&with_caches(&["-q"], &options), &LARGE);
-    let valgrind = run(
-        Profiler::Valgrind,
-        &valgrind_options,
-        &program,
-        &[],
-        dir.path(),
-    );
-    assert_status(&valgrind, 0);
-    let cgx_options = with_caches(&with_caches(&["-v"], &options), &LARGE);
-    let cgx = run(Profiler::Cgx, &cgx_options, &program, &[], dir.path());
-    assert_status(&cgx, 0);
-    assert_eq!(cgx.stdout, alone.stdout, "{}: stdout", cgx.command);
-    let context = format!("syscalls_between_misses.c, cgx {cgx_options:?}");
-    assert!(
-        hand_offs(&cgx).is_some_and(|count| count >= 10),
-        "{context}: the buffer was not handed off ten times: {}",
-        cgx.stderr
-    );
-    let (expected, actual) = (valgrind.profile(), cgx.profile());
-    assert_same_costs(&expected, &actual, &CACHE_EVENTS, false, false, &context);
+    a_buffer_filling_run_equals_valgrind(&program, &options, &options, &CACHE_EVENTS, false);
 }
 
 #[test]
