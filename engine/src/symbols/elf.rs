@@ -263,9 +263,10 @@ fn segments<'data, R: ReadRef<'data>>(data: R) -> Result<Vec<Segment>, object::E
 /// without its `@version`, then the versioned one, then the first in byte
 /// order.
 fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<Sym> {
-    // (start, size, unversioned length, unversioned, name)
-    type Candidate = (u64, u64, usize, bool, String);
-    let mut all: Vec<Candidate> = Vec::new();
+    // (start, size, unversioned length, unversioned, name): the names
+    // borrowed from the files' string tables until the choice is made.
+    type Candidate<'a> = (u64, u64, usize, bool, &'a str);
+    let mut all: Vec<Candidate<'data>> = Vec::new();
     let every_symbol = files.iter().flat_map(|file| {
         file.symbols()
             .chain(file.dynamic_symbols())
@@ -294,18 +295,21 @@ fn symbols<'data, R: ReadRef<'data>>(files: &[&object::File<'data, R>]) -> Vec<S
             s.size(),
             unversioned,
             unversioned == name.len(),
-            name.to_owned(),
+            name,
         ));
     }
-    all.sort_by(|a, b| (a.0, a.2, a.3, &a.4).cmp(&(b.0, b.2, b.3, &b.4)));
+    all.sort_by(|a, b| (a.0, a.2, a.3, a.4).cmp(&(b.0, b.2, b.3, b.4)));
     all.dedup_by_key(|s| s.0);
-    all.into_iter()
-        .map(|(start, size, _, _, name)| Sym {
-            start,
-            end: start + size,
-            name: Arc::from(name.as_str()),
-        })
-        .collect()
+    // A vector of its own, as long as the symbols kept: collected from
+    // `all` in place it would keep all of `all`'s memory (a large C++
+    // program has hundreds of thousands of candidates).
+    let mut kept = Vec::with_capacity(all.len());
+    kept.extend(all.iter().map(|&(start, size, _, _, name)| Sym {
+        start,
+        end: start + size,
+        name: Arc::from(name),
+    }));
+    kept
 }
 
 pub(super) fn has_dwarf<'data, R: ReadRef<'data>>(file: &object::File<'data, R>) -> bool {
