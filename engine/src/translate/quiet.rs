@@ -250,6 +250,9 @@ pub(super) const CALL_CACHE_BYTES: u64 = 2 * SECOND_ENTRY;
 /// Entries of a thread's table of transfers ([`Area::TRANSFERS_BASE`]),
 /// indexed by 13 bits.
 pub(super) const TRANSFER_ENTRIES: u64 = 1 << 13;
+// [`transfer_index`] and [`transfer_index_in`] keep 13 bits of the index
+// (16 bits of eight times it, `movzx`): another size changes them too.
+const _: () = assert!(TRANSFER_ENTRIES == 1 << (16 - 3));
 
 /// Bytes of an entry of the table of transfers: [`TransferWord`]s.
 pub(super) const TRANSFER_BYTES: u64 = 64;
