@@ -316,3 +316,23 @@ pub(super) fn has_dwarf<'data, R: ReadRef<'data>>(file: &object::File<'data, R>)
     file.section_by_name(".debug_info")
         .is_some_and(|s| s.size() > 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_symbols_hold_no_more_memory_than_they_need() {
+        // The test program itself: thousands of function symbols in
+        // `.symtab` and `.dynsym`, more candidates than symbols kept.
+        let data = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        let file = object::File::parse(&*data).unwrap();
+        let kept = symbols(&[&file]);
+        assert!(kept.len() > 1000, "only {} symbols", kept.len());
+        assert_eq!(kept.capacity(), kept.len());
+        assert!(kept.windows(2).all(|pair| pair[0].start < pair[1].start));
+        assert!(kept
+            .iter()
+            .all(|sym| sym.end > sym.start && !sym.name.is_empty()));
+    }
+}
