@@ -34,8 +34,9 @@
 //!   the callee's segments of its last run and the segment and address of
 //!   the record its return went on to, then the same of its last run from
 //!   another caller's segment (`quiet::call_cache`); then the thread's
-//!   table of transfers, 16384 entries of four words (a segment, a
-//!   translation, a target, the segment the transfer chose), the thread's
+//!   table of transfers, 65536 entries of six words (a segment, a
+//!   translation, a target, the segment the transfer chose, a record of
+//!   the calling block, the record a return went on to), the thread's
 //!   stack of calls, a ring of 2048 entries, and its table of records,
 //!   65536 entries of a segment and a record's address (`quiet`).
 //!   Emptying a half or handing one off starts a new segment and empties

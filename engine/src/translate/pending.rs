@@ -753,8 +753,8 @@ fn count_in_segment(code: &mut Emit) -> std::result::Result<(), Refusal> {
 
 /// In the resume routine, rcx a call's cache entry (`quiet::call_cache`)
 /// and rax the thread's segment: rdx the calling translation's number,
-/// rcx eight times the index of its entry for the segment in the table of
-/// transfers (`quiet::transfer_index_in`).
+/// rcx the place of its entry for the segment in the table of transfers
+/// (`quiet::transfer_index_in`).
 fn transfer_entry_of_cache(code: &mut Emit) -> Result<(), Refusal> {
     let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     code.lea(rdx, rcx, -(Area::QUIET_BASE as i64))?;

@@ -248,14 +248,17 @@ pub(super) const SECOND_ENTRY: u64 = 32;
 pub(super) const CALL_CACHE_BYTES: u64 = 2 * SECOND_ENTRY;
 
 /// Entries of a thread's table of transfers ([`Area::TRANSFERS_BASE`]),
-/// indexed by 13 bits.
-pub(super) const TRANSFER_ENTRIES: u64 = 1 << 13;
-// [`transfer_index`] and [`transfer_index_in`] keep 13 bits of the index
-// (16 bits of eight times it, `movzx`): another size changes them too.
-const _: () = assert!(TRANSFER_ENTRIES == 1 << (16 - 3));
+/// indexed by 16 bits (a `movzx`).
+pub(super) const TRANSFER_ENTRIES: u64 = 1 << 16;
 
-/// Bytes of an entry of the table of transfers: [`TransferWord`]s.
-pub(super) const TRANSFER_BYTES: u64 = 64;
+/// Bytes of an entry of the table of transfers: its six
+/// [`TransferWord`]s.
+pub(super) const TRANSFER_BYTES: u64 = 48;
+
+/// The scale of the register holding an entry's place
+/// ([`keep_transfer_bits`]) in the address of one of its words: the place
+/// is the entry's offset in the table divided by it.
+const PLACE_SCALE: u32 = 2;
 
 /// A word of an entry of the table of transfers: the segment the transfer
 /// was made from, its translation, its target (an indirect one's; 0 for
@@ -276,20 +279,14 @@ pub(super) enum TransferWord {
     Returned = 5,
 }
 
-/// rcx = eight times the index in the table of transfers of `callee`'s
+/// rcx = the place ([`keep_transfer_bits`]) in the table of transfers of `callee`'s
 /// entry for the segment whose number is in rdx (and its indirect target
 /// in rax): the segment's number times 8 plus the [`id_part`] of the
-/// translation's number (plus the target), 13 bits of it (`lea`, `movzx`:
+/// translation's number (plus the target), 16 bits of it (`lea`, `movzx`:
 /// flags untouched). The target spreads an indirect call's targets from
 /// one segment over the table.
 fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
-    let (rax, rcx, ecx, cx, rdx) = (
-        Register::RAX,
-        Register::RCX,
-        Register::ECX,
-        Register::CX,
-        Register::RDX,
-    );
+    let (rax, rcx, rdx) = (Register::RAX, Register::RCX, Register::RDX);
     // iced's size of a displacement: 8 beside a base register in 64-bit
     // code, 4 without one.
     let (base, displacement_size) = match callee.target {
@@ -299,16 +296,27 @@ fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
     let part = i64::from(id_part(callee.id));
     let sum = MemoryOperand::new(base, rdx, 8, part, displacement_size, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
-    code.push(Instruction::with2(Code::Movzx_r32_rm16, ecx, cx))?;
-    code.push(Instruction::with2(
-        Code::Lea_r64_m,
-        rcx,
-        MemoryOperand::new(Register::None, rcx, 8, 0, 4, false, Register::None),
-    ))?;
-    code.push(Instruction::with2(Code::Movzx_r32_rm16, ecx, cx))
+    keep_transfer_bits(code, rcx)
 }
 
-/// `index` = eight times the index in the table of transfers of the
+/// `index` = the place in the table of transfers of the entry whose index
+/// is the low 16 bits of `index`: [`TRANSFER_BYTES`] / [`PLACE_SCALE`]
+/// (24) times that index (`movzx`, `lea`: flags untouched).
+fn keep_transfer_bits(code: &mut Emit, index: Register) -> Result<(), Refusal> {
+    let (dword, word) = match index {
+        Register::RCX => (Register::ECX, Register::CX),
+        Register::RSI => (Register::ESI, Register::SI),
+        other => return Err(format!("no index of the table of transfers in {other:?}")),
+    };
+    code.push(Instruction::with2(Code::Movzx_r32_rm16, dword, word))?;
+    let thrice = MemoryOperand::new(index, index, 2, 0, 0, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, index, thrice))?;
+    let times_eight = MemoryOperand::new(Register::None, index, 8, 0, 4, false, Register::None);
+    code.push(Instruction::with2(Code::Lea_r64_m, index, times_eight))
+}
+const _: () = assert!(TRANSFER_BYTES / PLACE_SCALE as u64 == 3 * 8);
+
+/// `index` = the place ([`keep_transfer_bits`]) in the table of transfers of the
 /// entry of the direct transfer of the translation whose number is in
 /// `id` from the segment whose number is in `segment`, as
 /// [`transfer_index`] computes it (`lea`, `movzx`: flags untouched).
@@ -318,37 +326,36 @@ pub(super) fn transfer_index_in(
     id: Register,
     segment: Register,
 ) -> Result<(), Refusal> {
-    let low = |index: Register| match index {
-        Register::RCX => Ok((Register::ECX, Register::CX)),
-        Register::RSI => Ok((Register::ESI, Register::SI)),
-        other => Err(format!("no index of the table of transfers in {other:?}")),
-    };
-    let (dword, word) = low(index)?;
     let sum = MemoryOperand::new(id, segment, 8, 0, 0, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, index, sum))?;
-    code.push(Instruction::with2(Code::Movzx_r32_rm16, dword, word))?;
-    let times_eight = MemoryOperand::new(Register::None, index, 8, 0, 4, false, Register::None);
-    code.push(Instruction::with2(Code::Lea_r64_m, index, times_eight))?;
-    code.push(Instruction::with2(Code::Movzx_r32_rm16, dword, word))
+    keep_transfer_bits(code, index)
 }
 
-/// That word of the entry of the table of transfers whose index, times
-/// eight, is in `index` ([`transfer_index`], [`transfer_index_in`]).
+/// That word of the entry of the table of transfers whose place
+/// ([`keep_transfer_bits`]) is in `index` ([`transfer_index`],
+/// [`transfer_index_in`]), in the thread's area.
 pub(super) fn transfer_word_in(index: Register, word: TransferWord) -> MemoryOperand {
+    transfer_word_at(index, word, Register::GS)
+}
+
+/// That word of the entry of the table of transfers whose place is in
+/// `index`, at its offset in the area (`segment` [`Register::None`]) or
+/// in the thread's area (`segment` [`Register::GS`]).
+fn transfer_word_at(index: Register, word: TransferWord, segment: Register) -> MemoryOperand {
     let offset = Area::TRANSFERS_BASE + 8 * word as u64;
     MemoryOperand::new(
         Register::None,
         index,
-        8,
+        PLACE_SCALE,
         offset as i64,
         4,
         false,
-        Register::GS,
+        segment,
     )
 }
 
-/// That word of the entry of the table of transfers whose index, times
-/// eight, is in rcx ([`transfer_index`]).
+/// That word of the entry of the table of transfers whose place is in rcx
+/// ([`transfer_index`]), in the thread's area.
 fn transfer_word(word: TransferWord) -> MemoryOperand {
     transfer_word_in(Register::RCX, word)
 }
@@ -517,16 +524,7 @@ fn rehome(code: &mut Emit, callee: Callee, unlisted: u64) -> Result<(), Refusal>
     code.label(learn);
     code.load(rdx, SEGMENT)?;
     transfer_index(code, callee)?;
-    let calling = Area::TRANSFERS_BASE + 8 * TransferWord::Calling as u64;
-    let word = MemoryOperand::new(
-        Register::None,
-        rcx,
-        8,
-        calling as i64,
-        4,
-        false,
-        Register::None,
-    );
+    let word = transfer_word_at(rcx, TransferWord::Calling, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, rcx, word))?;
     code.save(LEARN, rcx)?;
     code.jump(Code::Jmp_rel32_64, unlisted)?;
@@ -2031,6 +2029,52 @@ mod tests {
         code.save(TEMP, Register::RCX).unwrap();
         running.run(&code.list, segment);
         running.get(TEMP) / 2
+    }
+
+    /// The place in the table of transfers of translation `id`'s direct
+    /// transfer from `segment`, as [`transfer_index_in`] computes it, run.
+    fn transfer_place(running: &Running, segment: u64, id: u64) -> u64 {
+        let (rcx, rdx) = (Register::RCX, Register::RDX);
+        let mut code = Emit::default();
+        code.push(Instruction::with2(Code::Mov_r64_imm64, rdx, id))
+            .unwrap();
+        transfer_index_in(&mut code, rcx, rdx, Register::RAX).unwrap();
+        code.save(TEMP, rcx).unwrap();
+        running.run(&code.list, segment);
+        running.get(TEMP)
+    }
+
+    /// An entry's index is the low 16 bits of the segment's number times 8
+    /// plus the translation's number; its words lie in the table, the
+    /// last entry's last word at the table's end, and higher bits change
+    /// nothing.
+    #[test]
+    fn a_transfer_s_entry_is_chosen_by_16_bits_and_lies_in_the_table() {
+        std::thread::spawn(|| {
+            let running = Running::new();
+            let offset = |place: u64, word: TransferWord| {
+                let operand = transfer_word_at(Register::RCX, word, Register::None);
+                operand.displacement as u64 - Area::TRANSFERS_BASE + place * operand.scale as u64
+            };
+            for (segment, id) in [
+                (100, 7),
+                (100 + 5 * SEGMENT_STRIDE, 0x1234),
+                (u64::MAX / 8, 7),
+            ] {
+                let index = segment.wrapping_mul(8).wrapping_add(id) % TRANSFER_ENTRIES;
+                let place = transfer_place(&running, segment, id);
+                assert_eq!(offset(place, TransferWord::Segment), index * TRANSFER_BYTES);
+            }
+            let last = TRANSFER_ENTRIES - 1;
+            let place = transfer_place(&running, 1 << 40, last);
+            assert_eq!(place, transfer_place(&running, 0, last));
+            assert_eq!(transfer_place(&running, 0, last + 1), 0);
+            let end = offset(place, TransferWord::Returned) + 8;
+            assert_eq!(end, TRANSFER_ENTRIES * TRANSFER_BYTES);
+            assert_eq!(Area::TRANSFERS_BASE + end, Area::CALLS_BASE);
+        })
+        .join()
+        .unwrap();
     }
 
     /// One segment's entries for translations made one after another share
