@@ -256,9 +256,11 @@ pub(super) const TRANSFER_ENTRIES: u64 = 1 << 16;
 pub(super) const TRANSFER_BYTES: u64 = 48;
 
 /// The scale of the register holding an entry's place
-/// ([`keep_transfer_bits`]) in the address of one of its words: the place
+/// ([`transfer_place_of`]) in the address of one of its words: the place
 /// is the entry's offset in the table divided by it.
 const PLACE_SCALE: u32 = 2;
+// [`transfer_place_of`] multiplies by 3, then by 8.
+const _: () = assert!(TRANSFER_BYTES / PLACE_SCALE as u64 == 3 * 8);
 
 /// A word of an entry of the table of transfers: the segment the transfer
 /// was made from, its translation, its target (an indirect one's; 0 for
@@ -279,7 +281,7 @@ pub(super) enum TransferWord {
     Returned = 5,
 }
 
-/// rcx = the place ([`keep_transfer_bits`]) in the table of transfers of `callee`'s
+/// rcx = the place ([`transfer_place_of`]) in the table of transfers of `callee`'s
 /// entry for the segment whose number is in rdx (and its indirect target
 /// in rax): the segment's number times 8 plus the [`id_part`] of the
 /// translation's number (plus the target), 16 bits of it (`lea`, `movzx`:
@@ -296,13 +298,13 @@ fn transfer_index(code: &mut Emit, callee: Callee) -> Result<(), Refusal> {
     let part = i64::from(id_part(callee.id));
     let sum = MemoryOperand::new(base, rdx, 8, part, displacement_size, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, rcx, sum))?;
-    keep_transfer_bits(code, rcx)
+    transfer_place_of(code, rcx)
 }
 
 /// `index` = the place in the table of transfers of the entry whose index
 /// is the low 16 bits of `index`: [`TRANSFER_BYTES`] / [`PLACE_SCALE`]
 /// (24) times that index (`movzx`, `lea`: flags untouched).
-fn keep_transfer_bits(code: &mut Emit, index: Register) -> Result<(), Refusal> {
+fn transfer_place_of(code: &mut Emit, index: Register) -> Result<(), Refusal> {
     let (dword, word) = match index {
         Register::RCX => (Register::ECX, Register::CX),
         Register::RSI => (Register::ESI, Register::SI),
@@ -314,9 +316,8 @@ fn keep_transfer_bits(code: &mut Emit, index: Register) -> Result<(), Refusal> {
     let times_eight = MemoryOperand::new(Register::None, index, 8, 0, 4, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, index, times_eight))
 }
-const _: () = assert!(TRANSFER_BYTES / PLACE_SCALE as u64 == 3 * 8);
 
-/// `index` = the place ([`keep_transfer_bits`]) in the table of transfers of the
+/// `index` = the place ([`transfer_place_of`]) in the table of transfers of the
 /// entry of the direct transfer of the translation whose number is in
 /// `id` from the segment whose number is in `segment`, as
 /// [`transfer_index`] computes it (`lea`, `movzx`: flags untouched).
@@ -328,11 +329,11 @@ pub(super) fn transfer_index_in(
 ) -> Result<(), Refusal> {
     let sum = MemoryOperand::new(id, segment, 8, 0, 0, false, Register::None);
     code.push(Instruction::with2(Code::Lea_r64_m, index, sum))?;
-    keep_transfer_bits(code, index)
+    transfer_place_of(code, index)
 }
 
 /// That word of the entry of the table of transfers whose place
-/// ([`keep_transfer_bits`]) is in `index` ([`transfer_index`],
+/// ([`transfer_place_of`]) is in `index` ([`transfer_index`],
 /// [`transfer_index_in`]), in the thread's area.
 pub(super) fn transfer_word_in(index: Register, word: TransferWord) -> MemoryOperand {
     transfer_word_at(index, word, Register::GS)
