@@ -9,7 +9,8 @@
 //!   lines), and warns only if it warns about the original; gprof2dot
 //!   (`-f callgrind`) exits with 0, warns about nothing and draws the same graph
 //!   (see [`same_graph`]: the same nodes, edges, names and counts, each
-//!   decimal within one unit of its last digit).
+//!   decimal within one unit of its last digit; the object in the label of a
+//!   name several objects define is left out, see [`without_shared_objects`]).
 //! - Callgrind → Cachegrind: cg_annotate prints the per-function figures
 //!   callgrind_annotate prints for the original.
 //! - Cachegrind → Callgrind: callgrind_annotate prints cg_annotate's figures for the
