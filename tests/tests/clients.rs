@@ -206,7 +206,7 @@ fn names_in_several_objects(file: &Path) -> Vec<(String, String)> {
     for part in &profile.parts {
         for (function, _) in part.functions() {
             let object = profile.names.get(function.object);
-            let base = object.rsplit('/').next().unwrap_or(object);
+            let base = object.rsplit_once('/').map_or(object, |(_, base)| base);
             objects
                 .entry(profile.names.get(function.name))
                 .or_default()
@@ -229,9 +229,9 @@ fn names_in_several_objects(file: &Path) -> Vec<(String, String)> {
 /// the name comes with first in the file; a conversion, which gathers each
 /// function's records in one place, can put another object's first.
 fn without_shared_objects(graph: &[u8], shared: &[(String, String)]) -> Vec<u8> {
+    let escaped = |text: &str| text.replace('\\', "\\\\").replace('"', "\\\"");
     let mut text = String::from_utf8_lossy(graph).into_owned();
     for (object, name) in shared {
-        let escaped = |text: &str| text.replace('\\', "\\\\").replace('"', "\\\"");
         let label = format!("label=\"{}\\n{}\\n", escaped(object), escaped(name));
         let anonymous = format!("label=\"*\\n{}\\n", escaped(name));
         text = text.replace(&label, &anonymous);
@@ -384,5 +384,23 @@ fn a_shared_name_s_object_is_left_out_of_its_label() {
     assert_ne!(
         without_shared_objects(&node("libc.so.6", "strcmp"), &shared),
         without_shared_objects(&node("libc.so.6", "strcmpx"), &shared)
+    );
+}
+
+#[test]
+fn names_several_objects_define_are_listed_with_each_object_s_base_name() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let file = dir.path().join("callgrind.out");
+    std::fs::write(
+        &file,
+        "events: Ir\nob=/lib/a.so\nfn=f\n1 5\nfn=g\n2 1\nob=/usr/lib/b.so\nfn=f\n1 3\n",
+    )
+    .expect("the file is written");
+    assert_eq!(
+        names_in_several_objects(&file),
+        [
+            ("a.so".to_owned(), "f".to_owned()),
+            ("b.so".to_owned(), "f".to_owned())
+        ]
     );
 }
