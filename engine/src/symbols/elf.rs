@@ -1,20 +1,23 @@
 //! One object file (executable or shared library): its loadable segments, its
 //! function symbols and its DWARF line and inline information.
 
-use std::cell::RefCell;
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
-use std::path::Path;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use object::elf::{PF_X, PT_LOAD};
 use object::read::elf::{FileHeader, ProgramHeader};
+use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSymbol, ReadRef, SymbolKind};
 
 use super::debug_file::{debug_places, separate_debug_file};
 use super::demangle::demangle;
 use super::dwarf;
 use super::lines::LineTables;
-use super::window::read_cache;
+use super::window::{read_cache, Window};
 use super::{SectionKind as CodeSection, SymbolsError};
 
 /// A `PT_LOAD` program header.
@@ -53,32 +56,132 @@ pub(super) struct ElfObject {
     /// large C++ program has a hundred thousand names, a run asks for a
     /// few thousand.
     demangled: RefCell<HashMap<u64, Arc<str>>>,
-    lines: Option<LineTables>,
+    lines: LineSlot,
+}
+
+/// An object's line tables (none without DWARF): read with its symbols,
+/// or still being read on the thread that read those
+/// ([`ElfObject::load_symbols_first`]), when the first question about a
+/// source line waits for them.
+struct LineSlot {
+    tables: OnceCell<Option<LineTables>>,
+    coming: Cell<Option<Receiver<Option<LineTables>>>>,
+}
+
+impl LineSlot {
+    /// The tables, waiting for them when they are still being read (none
+    /// when their reader stopped without sending them).
+    fn get(&self) -> Option<&LineTables> {
+        self.tables
+            .get_or_init(|| {
+                self.coming
+                    .take()
+                    .and_then(|coming| coming.recv().ok())
+                    .flatten()
+            })
+            .as_ref()
+    }
+}
+
+/// The file holding an object's DWARF (the object or its separate debug
+/// file), open, for its line tables to be read once its symbols are.
+struct DwarfFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl DwarfFile {
+    /// Reads its line tables. A broken DWARF section is the second value
+    /// (then there are none).
+    fn line_tables(self) -> (Option<LineTables>, Option<SymbolsError>) {
+        let shown = self.path.display().to_string();
+        let data = ReadCache::new(Window::new(self.file));
+        let sections = match object::File::parse(&data) {
+            Ok(file) => dwarf::sections(&file, &self.path),
+            Err(source) => {
+                return (
+                    None,
+                    Some(SymbolsError::Elf {
+                        path: shown,
+                        source,
+                    }),
+                )
+            }
+        };
+        // The file's bytes go here, before the units are read.
+        drop(data);
+        let read = match sections.and_then(LineTables::load) {
+            Ok(lines) => (Some(lines), None),
+            Err(source) => (
+                None,
+                Some(SymbolsError::Dwarf {
+                    path: shown,
+                    source,
+                }),
+            ),
+        };
+        release_free_memory();
+        read
+    }
+}
+
+/// The line tables of an object taken before they were read
+/// ([`ElfObject::load_symbols_first`]), to be read and sent to it.
+pub(super) struct LinesToRead {
+    dwarf: Option<DwarfFile>,
+    to: SyncSender<Option<LineTables>>,
+}
+
+impl LinesToRead {
+    /// Reads the line tables and sends them to their object. A broken
+    /// DWARF section is returned (the object then has none).
+    pub fn read(self) -> Option<SymbolsError> {
+        let (tables, problem) = self.dwarf.map_or((None, None), DwarfFile::line_tables);
+        // The object may be gone: nothing waits then.
+        let _ = self.to.send(tables);
+        problem
+    }
 }
 
 impl ElfObject {
     /// Reads and parses `path`. A broken DWARF section is reported in the second
     /// value and leaves the symbols usable.
     pub fn load(path: &Path) -> Result<(ElfObject, Option<SymbolsError>), SymbolsError> {
-        let loaded = Self::read(path);
-        release_free_memory();
-        loaded
+        let (object, dwarf) = Self::read_symbols(path)?;
+        let (tables, problem) = dwarf.map_or((None, None), DwarfFile::line_tables);
+        object.lines.tables.get_or_init(|| tables);
+        Ok((object, problem))
     }
 
-    /// [`ElfObject::load`] but for giving the memory back.
-    fn read(path: &Path) -> Result<(ElfObject, Option<SymbolsError>), SymbolsError> {
+    /// [`ElfObject::load`] in two steps: the object with its segments,
+    /// sections and symbols, whose line tables come once the second value
+    /// is read ([`LinesToRead::read`]); until then its first question
+    /// about a source line waits. Translating needs the symbols at the
+    /// first block of an object, the call graph its lines only when it
+    /// replays the block, later.
+    pub fn load_symbols_first(path: &Path) -> Result<(ElfObject, LinesToRead), SymbolsError> {
+        let (object, dwarf) = Self::read_symbols(path)?;
+        let (to, coming) = sync_channel(1);
+        object.lines.coming.set(Some(coming));
+        Ok((object, LinesToRead { dwarf, to }))
+    }
+
+    /// Reads `path`'s segments, sections and symbols (with those of its
+    /// separate debug file); the object has no line tables yet, the file
+    /// with its DWARF is the second value.
+    fn read_symbols(path: &Path) -> Result<(ElfObject, Option<DwarfFile>), SymbolsError> {
         let shown = path.display().to_string();
-        let (segments, sections, symbols, dwarf) = {
-            // The parts of the files nothing looks at (code, data,
-            // location lists) are not read.
-            let data = read_cache(path).map_err(|source| SymbolsError::Io {
-                path: shown.clone(),
-                source,
-            })?;
-            let elf_err = |source| SymbolsError::Elf {
-                path: shown.clone(),
-                source,
-            };
+        let elf_err = |source| SymbolsError::Elf {
+            path: shown.clone(),
+            source,
+        };
+        // The parts of the files nothing looks at (code, data, location
+        // lists) are not read.
+        let data = read_cache(path).map_err(|source| SymbolsError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        let (segments, sections, symbols, own_dwarf, debug_path, debug_data) = {
             let file = object::File::parse(&data).map_err(elf_err)?;
             let segments = segments(&data).map_err(elf_err)?;
             let sections = code_sections(&file);
@@ -92,34 +195,42 @@ impl ElfObject {
             let mut symbol_files = vec![&file];
             symbol_files.extend(debug_file.as_ref());
             let symbols = symbols(&symbol_files);
-            let dwarf = if has_dwarf(&file) {
-                Some((dwarf::sections(&file, path), shown.clone()))
-            } else {
-                match (&debug_file, &debug_path) {
-                    (Some(f), Some(p)) => Some((dwarf::sections(f, p), p.display().to_string())),
-                    _ => None,
-                }
-            };
-            (segments, sections, symbols, dwarf)
-            // The files' bytes go here, before the units are read.
-        };
-        let (lines, problem) = match dwarf {
-            None => (None, None),
-            Some((sections, path)) => match sections.and_then(LineTables::load) {
-                Ok(lines) => (Some(lines), None),
-                Err(source) => (None, Some(SymbolsError::Dwarf { path, source })),
-            },
-        };
-        Ok((
-            ElfObject {
+            let debug_parsed = debug_file.is_some();
+            drop(symbol_files);
+            drop(debug_file);
+            // Only a debug file that parses gives DWARF.
+            let debug_data = debug_data.filter(|_| debug_parsed);
+            (
                 segments,
                 sections,
                 symbols,
-                demangled: RefCell::default(),
-                lines,
+                has_dwarf(&file),
+                debug_path,
+                debug_data,
+            )
+        };
+        let dwarf = if own_dwarf {
+            Some(DwarfFile {
+                file: data.into_inner().into_file(),
+                path: path.to_path_buf(),
+            })
+        } else {
+            debug_data.zip(debug_path).map(|(data, path)| DwarfFile {
+                file: data.into_inner().into_file(),
+                path,
+            })
+        };
+        let object = ElfObject {
+            segments,
+            sections,
+            symbols,
+            demangled: RefCell::default(),
+            lines: LineSlot {
+                tables: OnceCell::new(),
+                coming: Cell::new(None),
             },
-            problem,
-        ))
+        };
+        Ok((object, dwarf))
     }
 
     /// Whether the file bytes `offset..offset + len` overlap an executable
@@ -206,7 +317,7 @@ impl ElfObject {
     /// when unknown).
     pub fn source_line(&self, addr: u64) -> (Option<Arc<str>>, u32) {
         self.lines
-            .as_ref()
+            .get()
             .and_then(|lines| lines.find(addr))
             .unwrap_or((None, 0))
     }
@@ -319,6 +430,7 @@ pub(super) fn has_dwarf<'data, R: ReadRef<'data>>(file: &object::File<'data, R>)
 
 #[cfg(test)]
 mod tests {
+    use super::super::lines::SourceLine;
     use super::*;
 
     #[test]
@@ -334,5 +446,51 @@ mod tests {
         assert!(kept
             .iter()
             .all(|sym| sym.end > sym.start && !sym.name.is_empty()));
+    }
+
+    /// Some function starts of `object` (the test program) and their
+    /// source lines, at least one of them known.
+    fn some_lines(object: &ElfObject) -> Vec<(u64, SourceLine)> {
+        let starts = object.symbols.iter().step_by(50).take(40);
+        let lines: Vec<_> = starts
+            .map(|sym| (sym.start, object.source_line(sym.start)))
+            .collect();
+        assert!(
+            lines
+                .iter()
+                .any(|(_, (file, line))| file.is_some() && *line > 0),
+            "no source line known: the test program has no DWARF"
+        );
+        lines
+    }
+
+    #[test]
+    fn an_object_taken_before_its_line_tables_answers_with_them_once_read() {
+        let exe = std::env::current_exe().unwrap();
+        let (whole, problem) = ElfObject::load(&exe).unwrap();
+        assert!(problem.is_none());
+        let expected = some_lines(&whole);
+        let (first, lines) = ElfObject::load_symbols_first(&exe).unwrap();
+        for &(start, _) in &expected {
+            assert_eq!(first.symbol(start, true), whole.symbol(start, true));
+        }
+        let reader = std::thread::spawn(move || lines.read());
+        let found: Vec<_> = expected
+            .iter()
+            .map(|&(start, _)| (start, first.source_line(start)))
+            .collect();
+        assert_eq!(found, expected);
+        assert!(reader.join().unwrap().is_none());
+    }
+
+    #[test]
+    fn an_object_whose_line_tables_never_come_has_no_lines_and_does_not_wait() {
+        let exe = std::env::current_exe().unwrap();
+        let (first, lines) = ElfObject::load_symbols_first(&exe).unwrap();
+        // Its reader stopped before reading them.
+        drop(lines);
+        let start = first.symbols[0].start;
+        assert!(first.symbol(start, true).is_some());
+        assert_eq!(first.source_line(start), (None, 0));
     }
 }

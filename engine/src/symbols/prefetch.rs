@@ -5,12 +5,16 @@
 //! file the tracer sees mapped executable ([`prefetch`]). Each file (by
 //! [`FileKey`]) is parsed ahead at most once per run of the process; the
 //! first `Symbols` that needs it takes the result, waiting for a parse
-//! under way, or parses it itself when its turn has not come yet.
+//! under way, or parses it itself when its turn has not come yet. The
+//! result is the object with its symbols; its line tables follow on the
+//! same thread once the thread has no symbols left to read (translating
+//! needs an object's symbols at its first block, the call graph its lines
+//! only when it replays that block, later).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use super::elf::ElfObject;
+use super::elf::{ElfObject, LinesToRead};
 use super::needed::{needed_libraries, started_with};
 use super::{FileKey, SymbolsError};
 
@@ -61,7 +65,9 @@ pub fn prefetch(path: &str) {
     }
     let beside = crate::launch::pinned_cpu();
     let (parsed, owned) = (key.clone(), PathBuf::from(path));
-    if !start_beside(beside, move || parse(&parsed, &owned)) {
+    if !start_beside(beside, move || {
+        read_lines(parse(&parsed, &owned).into_iter().collect())
+    }) {
         set(&key, State::Taken);
     }
 }
@@ -87,12 +93,10 @@ pub fn prefetch_needed(program: &Path) {
             }
         }
         // The loader and the program first; the libraries are found
-        // meanwhile.
-        if let Some((key, path)) = next_queued() {
-            parse(&key, &path);
-        }
+        // meanwhile. Every symbol table before any line table.
+        let first = next_queued().and_then(|(key, path)| parse(&key, &path));
         queue(&needed_libraries(&program));
-        parse_queued();
+        parse_queued_with(first.into_iter().collect());
     });
 }
 
@@ -122,11 +126,18 @@ fn queue(paths: &[PathBuf]) {
     }
 }
 
-/// Parses the queued files, first queued first, until none is left.
+/// Parses the queued files, first queued first, until none is left;
+/// then reads their line tables.
 fn parse_queued() {
+    parse_queued_with(Vec::new());
+}
+
+/// [`parse_queued`], then the line tables of `lines` too.
+fn parse_queued_with(mut lines: Vec<LinesToRead>) {
     while let Some((key, path)) = next_queued() {
-        parse(&key, &path);
+        lines.extend(parse(&key, &path));
     }
+    read_lines(lines);
 }
 
 /// The first queued file, now to be parsed by the caller.
@@ -141,9 +152,27 @@ fn next_queued() -> Option<(FileKey, PathBuf)> {
     }
 }
 
-/// Parses the file `key` at `path` and keeps the result for [`take`].
-fn parse(key: &FileKey, path: &Path) {
-    keep(key, || ElfObject::load(path));
+/// Parses the file `key` at `path`: keeps the object with its symbols
+/// for [`take`]; its line tables are to be read after (the second value),
+/// and its first question about a source line waits for them.
+fn parse(key: &FileKey, path: &Path) -> Option<LinesToRead> {
+    let mut lines = None;
+    keep(key, || {
+        ElfObject::load_symbols_first(path).map(|(object, to_read)| {
+            lines = Some(to_read);
+            (object, None)
+        })
+    });
+    lines
+}
+
+/// Reads the line tables of `objects` and sends them to their objects. A
+/// broken DWARF section found now is not reported (the object was taken:
+/// it has no line tables, as when it is reported).
+fn read_lines(objects: Vec<LinesToRead>) {
+    for lines in objects {
+        let _ = lines.read();
+    }
 }
 
 /// Keeps what `parse` gives for the file `key`; a parse that panics leaves
@@ -251,6 +280,26 @@ mod tests {
         assert!(panicked.is_err());
         assert!(is_taken(&key));
         assert!(take(&key).is_none());
+    }
+
+    #[test]
+    fn a_parse_ahead_gives_the_object_whose_line_tables_follow() {
+        // A copy of the test program: a file no other test parses ahead.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("program");
+        std::fs::copy(std::env::current_exe().unwrap(), &path).unwrap();
+        let key = FileKey::of(path.to_str().unwrap()).unwrap();
+        prefetch(path.to_str().unwrap());
+        let Some(Ok((ahead, None))) = take(&key) else {
+            panic!("not parsed ahead");
+        };
+        let (loaded, _) = ElfObject::load(&path).unwrap();
+        let addresses = (0..4096).map(|page| page << 12);
+        let lines: Vec<_> = addresses.map(|a| (a, loaded.source_line(a))).collect();
+        assert!(lines.iter().any(|(_, (file, _))| file.is_some()));
+        for (addr, line) in lines {
+            assert_eq!(ahead.source_line(addr), line, "{addr:#x}");
+        }
     }
 
     #[test]

@@ -41,6 +41,11 @@ impl Window {
         }
     }
 
+    /// Its file, the blocks read dropped.
+    pub fn into_file(self) -> File {
+        self.file
+    }
+
     /// The bytes of block `number`, read from the file unless kept.
     fn block(&mut self, number: u64) -> std::io::Result<&[u8]> {
         if !self.blocks.contains_key(&number) {
