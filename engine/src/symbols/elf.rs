@@ -63,6 +63,7 @@ pub(super) struct ElfObject {
 /// or still being read on the thread that read those
 /// ([`ElfObject::load_symbols_first`]), when the first question about a
 /// source line waits for them.
+#[derive(Default)]
 struct LineSlot {
     tables: OnceCell<Option<LineTables>>,
     coming: Cell<Option<Receiver<Option<LineTables>>>>,
@@ -147,9 +148,8 @@ impl ElfObject {
     /// Reads and parses `path`. A broken DWARF section is reported in the second
     /// value and leaves the symbols usable.
     pub fn load(path: &Path) -> Result<(ElfObject, Option<SymbolsError>), SymbolsError> {
-        let (object, dwarf) = Self::read_symbols(path)?;
-        let (tables, problem) = dwarf.map_or((None, None), DwarfFile::line_tables);
-        object.lines.tables.get_or_init(|| tables);
+        let (object, lines) = Self::load_symbols_first(path)?;
+        let problem = lines.read();
         Ok((object, problem))
     }
 
@@ -225,10 +225,7 @@ impl ElfObject {
             sections,
             symbols,
             demangled: RefCell::default(),
-            lines: LineSlot {
-                tables: OnceCell::new(),
-                coming: Cell::new(None),
-            },
+            lines: LineSlot::default(),
         };
         Ok((object, dwarf))
     }

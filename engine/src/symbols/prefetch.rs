@@ -153,8 +153,8 @@ fn next_queued() -> Option<(FileKey, PathBuf)> {
 }
 
 /// Parses the file `key` at `path`: keeps the object with its symbols
-/// for [`take`]; its line tables are to be read after (the second value),
-/// and its first question about a source line waits for them.
+/// for [`take`] and gives what reads its line tables, to be read after;
+/// its first question about a source line waits for them.
 fn parse(key: &FileKey, path: &Path) -> Option<LinesToRead> {
     let mut lines = None;
     keep(key, || {
