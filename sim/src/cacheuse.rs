@@ -110,11 +110,29 @@ struct Usage {
     owner: Owner,
 }
 
-const UNUSED: Usage = Usage {
-    count: 0,
-    mask: 0,
-    owner: NO_OWNER,
-};
+/// A slot's [`Usage`] as a cache stores it: the count in the low half of
+/// the first word and the mask in its high half, the owner's complement
+/// in the second, so that zeroed memory is an unused line without owner.
+type StoredUsage = [u64; 2];
+
+impl Usage {
+    #[inline(always)]
+    fn load(stored: StoredUsage) -> Usage {
+        Usage {
+            count: stored[0] as u32,
+            mask: (stored[0] >> 32) as u32,
+            owner: !stored[1],
+        }
+    }
+
+    #[inline(always)]
+    fn store(self) -> StoredUsage {
+        [
+            u64::from(self.count) | u64::from(self.mask) << 32,
+            !self.owner,
+        ]
+    }
+}
 
 /// No LL slot recorded for an L1 line.
 const NO_DEP: u32 = u32::MAX;
@@ -122,6 +140,12 @@ const NO_DEP: u32 = u32::MAX;
 /// One cache with usage bookkeeping. `tags` holds, per set in MRU-first order,
 /// `tag | slot` where tag is the address with the low `tag_shift` bits cleared and
 /// `slot` names the set's usage entry, which stays put while tags move.
+///
+/// A set's tags are written when it is first looked up beyond its most
+/// recently used way (`ready`): until then they are the zeroed memory they
+/// were allocated as, whose first way (tag 0, slot 0) is what an untouched
+/// set has there, and whose usage (zeroed too) is that of unused lines. So
+/// a large LL costs memory only for the sets a program reaches.
 #[derive(Clone, Debug)]
 struct UseCache {
     line_size: u32,
@@ -130,7 +154,9 @@ struct UseCache {
     tag_mask: u64,
     assoc: usize,
     tags: Box<[u64]>,
-    usage: Box<[Usage]>,
+    usage: Box<[StoredUsage]>,
+    /// One bit per set: whether its tags are written.
+    ready: Box<[u64]>,
     /// For L1 caches: the LL slot each line was loaded from (or found in).
     deps: Box<[u32]>,
     start_mask: Box<[u32]>,
@@ -159,7 +185,7 @@ impl UseCache {
             return Err(CacheUseError::AssocTooLarge(level, limit));
         }
         let (start_mask, end_mask) = use_masks(config.line_size);
-        let mut cache = UseCache {
+        Ok(UseCache {
             line_size: config.line_size,
             line_bits,
             set_mask: sets as u64 - 1,
@@ -167,22 +193,85 @@ impl UseCache {
             // zeros, so lines 4 GiB apart share a tag.
             tag_mask: u64::from(!(1u32.wrapping_shl(tag_shift).wrapping_sub(1))),
             assoc,
+            // Zeroed allocations: the pages come when a set is reached.
             tags: vec![0; sets * assoc].into_boxed_slice(),
-            usage: vec![UNUSED; sets * assoc].into_boxed_slice(),
+            usage: vec![[0; 2]; sets * assoc].into_boxed_slice(),
+            ready: vec![0; sets.div_ceil(64)].into_boxed_slice(),
             deps: vec![NO_DEP; if l1 { sets * assoc } else { 0 }].into_boxed_slice(),
             start_mask,
             end_mask,
-        };
-        cache.clear();
-        Ok(cache)
+        })
     }
 
+    /// Every line back to its initial state (tag 0, unused, no owner).
     fn clear(&mut self) {
-        for (i, tag) in self.tags.iter_mut().enumerate() {
-            *tag = (i % self.assoc) as u64;
-        }
-        self.usage.fill(UNUSED);
+        let len = self.tags.len();
+        self.tags = vec![0; len].into_boxed_slice();
+        self.usage = vec![[0; 2]; len].into_boxed_slice();
+        self.ready = vec![0; self.ready.len()].into_boxed_slice();
         self.deps.fill(NO_DEP);
+    }
+
+    /// The number of sets.
+    fn sets(&self) -> usize {
+        self.tags.len() / self.assoc
+    }
+
+    /// Whether the tags of `set` are written.
+    #[inline]
+    fn is_ready(&self, set: usize) -> bool {
+        self.ready
+            .get(set / 64)
+            .is_some_and(|word| word & (1 << (set % 64)) != 0)
+    }
+
+    /// Writes the initial tags of `set` (way `j`: tag 0, slot `j`) unless
+    /// they are written. Until then only its first way can have been used,
+    /// and the zeroed memory there already is that way's (tag 0, slot 0);
+    /// the usage of its slot stays.
+    #[inline]
+    fn make_ready(&mut self, set: usize) {
+        let Some(word) = self.ready.get_mut(set / 64) else {
+            return;
+        };
+        let bit = 1 << (set % 64);
+        if *word & bit != 0 {
+            return;
+        }
+        *word |= bit;
+        let start = set * self.assoc;
+        if let Some(ways) = self.tags.get_mut(start..start + self.assoc) {
+            for (slot, way) in (0u64..).zip(ways) {
+                *way = slot;
+            }
+        }
+    }
+
+    /// The slots of the sets whose tags are written, in order: the only
+    /// ones whose lines can have an owner.
+    fn ready_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.sets())
+            .filter(|&set| self.is_ready(set))
+            .flat_map(|set| set * self.assoc..(set + 1) * self.assoc)
+    }
+
+    /// The slots whose lines have an owner, in order.
+    fn owned_slots(&self) -> Vec<usize> {
+        self.ready_slots()
+            .filter(|&slot| self.usage(slot).owner != NO_OWNER)
+            .collect()
+    }
+
+    /// The usage of the line in `slot`.
+    #[inline(always)]
+    fn usage(&self, slot: usize) -> Usage {
+        Usage::load(self.usage[slot])
+    }
+
+    /// Sets the usage of the line in `slot`.
+    #[inline(always)]
+    fn set_usage(&mut self, slot: usize, usage: Usage) {
+        self.usage[slot] = usage.store();
     }
 
     #[inline]
@@ -224,9 +313,10 @@ impl UseCache {
     /// `count` more uses of the line in `slot`, touching the bytes of `mask`.
     #[inline(always)]
     fn use_slot(&mut self, slot: usize, count: u32, mask: u32) {
-        if let Some(usage) = self.usage.get_mut(slot) {
-            usage.count = usage.count.wrapping_add(count);
-            usage.mask |= mask;
+        if let Some(stored) = self.usage.get_mut(slot) {
+            let usage = Usage::load(*stored);
+            stored[0] =
+                u64::from(usage.count.wrapping_add(count)) | u64::from(usage.mask | mask) << 32;
         }
     }
 
@@ -237,10 +327,12 @@ impl UseCache {
         let tag = addr & self.tag_mask;
         let slot_mask = !self.tag_mask;
         let start = set as usize * self.assoc;
-        let ways = &mut self.tags[start..start + self.assoc];
-        if ways[0] & self.tag_mask == tag {
-            return Lookup::Hit(start + (ways[0] & slot_mask) as usize);
+        let first = self.tags[start];
+        if first & self.tag_mask == tag {
+            return Lookup::Hit(start + (first & slot_mask) as usize);
         }
+        self.make_ready(set as usize);
+        let ways = &mut self.tags[start..start + self.assoc];
         if let Some(found) = ways[1..].iter().position(|&t| t & self.tag_mask == tag) {
             let way = found + 1;
             let entry = ways[way];
@@ -380,9 +472,9 @@ impl UseHierarchy {
     /// lost in [`UseHierarchy::drain_line_changes`].
     pub fn clear(&mut self) {
         for cache in [&self.i1, &self.d1, &self.ll] {
-            for usage in cache.usage.iter().filter(|u| u.owner != NO_OWNER) {
+            for slot in cache.owned_slots() {
                 self.lines.push(LineChange {
-                    owner: usage.owner,
+                    owner: cache.usage(slot).owner,
                     loaded: false,
                 });
             }
@@ -522,12 +614,8 @@ impl UseHierarchy {
         if count == 0 {
             return;
         }
-        if let Some(usage) = self
-            .last_fetched
-            .and_then(|(_, idx)| self.i1.usage.get_mut(idx))
-        {
-            usage.count = usage.count.wrapping_add(count);
-            usage.mask |= mask;
+        if let Some((_, slot)) = self.last_fetched {
+            self.i1.use_slot(slot, count, mask);
         }
     }
 
@@ -567,17 +655,12 @@ impl UseHierarchy {
     /// lines still leave their owners.
     pub fn flush(&mut self) {
         for which in [L1::I, L1::D] {
-            let len = self.l1(which).usage.len();
-            for idx in 0..len {
-                if self.l1(which).usage[idx].owner != NO_OWNER {
-                    self.evict_l1(which, idx, 0, NO_OWNER);
-                }
+            for idx in self.l1(which).owned_slots() {
+                self.evict_l1(which, idx, 0, NO_OWNER);
             }
         }
-        for idx in 0..self.ll.usage.len() {
-            if self.ll.usage[idx].owner != NO_OWNER {
-                self.evict_ll(idx, NO_OWNER);
-            }
+        for idx in self.ll.owned_slots() {
+            self.evict_ll(idx, NO_OWNER);
         }
     }
 
@@ -633,10 +716,7 @@ impl UseHierarchy {
         let c = self.l1(which);
         match c.lookup(set, addr) {
             Lookup::Hit(idx) => {
-                if let Some(u) = c.usage.get_mut(idx) {
-                    u.count = u.count.wrapping_add(1);
-                    u.mask |= mask;
-                }
+                c.use_slot(idx, 1, mask);
                 Outcome::L1Hit
             }
             Lookup::Miss(idx) => self.l1_miss(which, idx, addr, mask, owner),
@@ -670,7 +750,7 @@ impl UseHierarchy {
             L1::I => &mut self.i1,
             L1::D => &mut self.d1,
         };
-        let old = c.usage[idx];
+        let old = c.usage(idx);
         if old.count > 0 && collect && old.owner != NO_OWNER {
             let loss = c.loss(old.mask);
             self.charges.push(Charge {
@@ -683,16 +763,16 @@ impl UseHierarchy {
                 event: UseEvent::SpLoss1,
                 amount: loss,
             });
-            if let Some(dep) = self.ll.usage.get_mut(c.deps[idx] as usize) {
-                dep.mask |= old.mask;
-                dep.count = dep.count.wrapping_add(old.count);
-            }
+            self.ll.use_slot(c.deps[idx] as usize, old.count, old.mask);
         }
-        c.usage[idx] = Usage {
-            count: 1,
-            mask,
-            owner,
-        };
+        c.set_usage(
+            idx,
+            Usage {
+                count: 1,
+                mask,
+                owner,
+            },
+        );
         self.record_change(old.owner, owner);
     }
 
@@ -736,7 +816,7 @@ impl UseHierarchy {
     /// Charges the LL line in slot `idx` (if it was used and owned) and installs an
     /// unused line owned by `owner`.
     fn evict_ll(&mut self, idx: usize, owner: Owner) {
-        let old = self.ll.usage[idx];
+        let old = self.ll.usage(idx);
         if old.count > 0 && self.collect && old.owner != NO_OWNER {
             self.charges.push(Charge {
                 owner: old.owner,
@@ -749,11 +829,14 @@ impl UseHierarchy {
                 amount: self.ll.loss(old.mask),
             });
         }
-        self.ll.usage[idx] = Usage {
-            count: 0,
-            mask: 0,
-            owner,
-        };
+        self.ll.set_usage(
+            idx,
+            Usage {
+                count: 0,
+                mask: 0,
+                owner,
+            },
+        );
         self.record_change(old.owner, owner);
     }
 }
@@ -1091,6 +1174,94 @@ mod tests {
         assert!(h.pending_charges().is_empty());
         assert_eq!(h.data(0x100, 1, 1), Outcome::LlMiss);
         assert_eq!(h.config().d1.line_size, 32);
+    }
+
+    #[test]
+    fn a_stored_usage_of_zeros_is_an_unused_line_and_every_usage_keeps() {
+        let unused = Usage::load([0; 2]);
+        assert_eq!((unused.count, unused.mask, unused.owner), (0, 0, NO_OWNER));
+        for (count, mask, owner) in [
+            (1, 0x8000_0001, 0),
+            (u32::MAX, u32::MAX, 7),
+            (3, 0, NO_OWNER),
+        ] {
+            let usage = Usage::load(Usage { count, mask, owner }.store());
+            assert_eq!((usage.count, usage.mask, usage.owner), (count, mask, owner));
+        }
+    }
+
+    /// Every set of every cache of `h` with its tags written.
+    fn all_ready(h: &mut UseHierarchy) {
+        for cache in [&mut h.i1, &mut h.d1, &mut h.ll] {
+            for set in 0..cache.sets() {
+                cache.make_ready(set);
+            }
+        }
+    }
+
+    #[test]
+    fn sets_written_when_first_reached_behave_as_sets_written_at_the_start() {
+        // I1 = D1: 256 B, 2-way, 32 B lines (4 sets); LL: 1 KB, 4-way (8 sets).
+        let config = CachesConfig {
+            i1: CacheConfig::new(256, 2, 32),
+            d1: CacheConfig::new(256, 2, 32),
+            ll: CacheConfig::new(1024, 4, 32),
+        };
+        let mut lazy = UseHierarchy::new(&config).unwrap();
+        let mut eager = lazy.clone();
+        all_ready(&mut eager);
+        let mut state = 11;
+        for step in 0..20_000u64 {
+            let random = next_random(&mut state);
+            // Addresses below 4 KB: many lines with tag 0, the initial one.
+            let addr = (random >> 20) % 4096;
+            let (size, owner) = ((random >> 8) as u32 % 8 + 1, step);
+            let (a, b) = match random % 8 {
+                0..=2 => (
+                    lazy.fetch(addr, size, owner),
+                    eager.fetch(addr, size, owner),
+                ),
+                3..=6 => (lazy.data(addr, size, owner), eager.data(addr, size, owner)),
+                _ if step % 1000 == 7 => {
+                    lazy.flush();
+                    eager.flush();
+                    (Outcome::L1Hit, Outcome::L1Hit)
+                }
+                _ => (lazy.fetch(addr, 1, owner), eager.fetch(addr, 1, owner)),
+            };
+            assert_eq!(a, b, "step {step}");
+            assert_eq!(
+                lazy.pending_charges(),
+                eager.pending_charges(),
+                "step {step}"
+            );
+            assert_eq!(
+                lazy.pending_line_changes(),
+                eager.pending_line_changes(),
+                "step {step}"
+            );
+            lazy.clear_reports();
+            eager.clear_reports();
+        }
+        lazy.flush();
+        eager.flush();
+        assert_eq!(lazy.pending_charges(), eager.pending_charges());
+        assert!(!lazy.pending_charges().is_empty());
+    }
+
+    #[test]
+    fn only_the_sets_an_access_reaches_beyond_their_first_way_are_written() {
+        let mut h = small();
+        let ready = |cache: &UseCache| (0..cache.sets()).filter(|&set| cache.is_ready(set)).count();
+        // 0x20: tag 0 in I1's set 1, its first way: nothing written.
+        assert_eq!(h.fetch(0x20, 4, 1), Outcome::L1Hit);
+        assert_eq!((ready(&h.i1), ready(&h.ll)), (0, 0));
+        // 0x84 misses I1's set 0 and LL's set 0.
+        assert_eq!(h.fetch(0x84, 4, 1), Outcome::LlMiss);
+        assert_eq!((ready(&h.i1), ready(&h.ll)), (1, 1));
+        assert!(h.i1.is_ready(0) && h.ll.is_ready(0));
+        h.clear();
+        assert_eq!((ready(&h.i1), ready(&h.ll)), (0, 0));
     }
 
     #[test]
