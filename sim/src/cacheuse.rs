@@ -141,11 +141,13 @@ const NO_DEP: u32 = u32::MAX;
 /// `tag | slot` where tag is the address with the low `tag_shift` bits cleared and
 /// `slot` names the set's usage entry, which stays put while tags move.
 ///
-/// A set's tags are written when it is first looked up beyond its most
-/// recently used way (`ready`): until then they are the zeroed memory they
-/// were allocated as, whose first way (tag 0, slot 0) is what an untouched
-/// set has there, and whose usage (zeroed too) is that of unused lines. So
-/// a large LL costs memory only for the sets a program reaches.
+/// The tables are zeroed allocations whose sets are set up (`ready`) at
+/// once for I1 and D1, and for LL when a lookup first reaches the set,
+/// which writes its tags and usage before anything reads them: so a large
+/// LL costs memory only for the sets a program reaches, and each of their
+/// pages is made once, by a write (a page read first would be the shared
+/// zero page, whose replacement at the first write costs every thread of
+/// the tracer a flush of its address translations).
 #[derive(Clone, Debug)]
 struct UseCache {
     line_size: u32,
@@ -155,7 +157,7 @@ struct UseCache {
     assoc: usize,
     tags: Box<[u64]>,
     usage: Box<[StoredUsage]>,
-    /// One bit per set: whether its tags are written.
+    /// One bit per set: whether its tags and usage are written.
     ready: Box<[u64]>,
     /// For L1 caches: the LL slot each line was loaded from (or found in).
     deps: Box<[u32]>,
@@ -185,7 +187,7 @@ impl UseCache {
             return Err(CacheUseError::AssocTooLarge(level, limit));
         }
         let (start_mask, end_mask) = use_masks(config.line_size);
-        Ok(UseCache {
+        let mut cache = UseCache {
             line_size: config.line_size,
             line_bits,
             set_mask: sets as u64 - 1,
@@ -193,23 +195,31 @@ impl UseCache {
             // zeros, so lines 4 GiB apart share a tag.
             tag_mask: u64::from(!(1u32.wrapping_shl(tag_shift).wrapping_sub(1))),
             assoc,
-            // Zeroed allocations: the pages come when a set is reached.
-            tags: vec![0; sets * assoc].into_boxed_slice(),
-            usage: vec![[0; 2]; sets * assoc].into_boxed_slice(),
-            ready: vec![0; sets.div_ceil(64)].into_boxed_slice(),
+            tags: Box::default(),
+            usage: Box::default(),
+            ready: Box::default(),
             deps: vec![NO_DEP; if l1 { sets * assoc } else { 0 }].into_boxed_slice(),
             start_mask,
             end_mask,
-        })
+        };
+        cache.clear();
+        Ok(cache)
     }
 
-    /// Every line back to its initial state (tag 0, unused, no owner).
+    /// Every line back to its initial state (tag 0, unused, no owner): the
+    /// tables allocated anew, zeroed, and for I1 and D1 every set set up.
     fn clear(&mut self) {
-        let len = self.tags.len();
+        let sets = self.set_mask as usize + 1;
+        let len = sets * self.assoc;
         self.tags = vec![0; len].into_boxed_slice();
         self.usage = vec![[0; 2]; len].into_boxed_slice();
-        self.ready = vec![0; self.ready.len()].into_boxed_slice();
+        self.ready = vec![0; sets.div_ceil(64)].into_boxed_slice();
         self.deps.fill(NO_DEP);
+        if !self.deps.is_empty() {
+            for set in 0..sets {
+                self.make_ready(set);
+            }
+        }
     }
 
     /// The number of sets.
@@ -225,10 +235,8 @@ impl UseCache {
             .is_some_and(|word| word & (1 << (set % 64)) != 0)
     }
 
-    /// Writes the initial tags of `set` (way `j`: tag 0, slot `j`) unless
-    /// they are written. Until then only its first way can have been used,
-    /// and the zeroed memory there already is that way's (tag 0, slot 0);
-    /// the usage of its slot stays.
+    /// Writes the initial tags of `set` (way `j`: tag 0, slot `j`) and its
+    /// lines' usage (unused, no owner) unless they are written.
     #[inline]
     fn make_ready(&mut self, set: usize) {
         let Some(word) = self.ready.get_mut(set / 64) else {
@@ -245,10 +253,13 @@ impl UseCache {
                 *way = slot;
             }
         }
+        if let Some(usage) = self.usage.get_mut(start..start + self.assoc) {
+            usage.fill([0; 2]);
+        }
     }
 
-    /// The slots of the sets whose tags are written, in order: the only
-    /// ones whose lines can have an owner.
+    /// The slots of the sets set up, in order: the only ones whose lines
+    /// can have an owner.
     fn ready_slots(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.sets())
             .filter(|&set| self.is_ready(set))
@@ -327,12 +338,11 @@ impl UseCache {
         let tag = addr & self.tag_mask;
         let slot_mask = !self.tag_mask;
         let start = set as usize * self.assoc;
-        let first = self.tags[start];
-        if first & self.tag_mask == tag {
-            return Lookup::Hit(start + (first & slot_mask) as usize);
-        }
         self.make_ready(set as usize);
         let ways = &mut self.tags[start..start + self.assoc];
+        if ways[0] & self.tag_mask == tag {
+            return Lookup::Hit(start + (ways[0] & slot_mask) as usize);
+        }
         if let Some(found) = ways[1..].iter().position(|&t| t & self.tag_mask == tag) {
             let way = found + 1;
             let entry = ways[way];
@@ -1250,18 +1260,27 @@ mod tests {
     }
 
     #[test]
-    fn only_the_sets_an_access_reaches_beyond_their_first_way_are_written() {
+    fn first_level_sets_are_set_up_at_once_and_ll_sets_at_their_first_lookup() {
         let mut h = small();
-        let ready = |cache: &UseCache| (0..cache.sets()).filter(|&set| cache.is_ready(set)).count();
-        // 0x20: tag 0 in I1's set 1, its first way: nothing written.
+        let ready = |cache: &UseCache| -> Vec<usize> {
+            (0..cache.sets())
+                .filter(|&set| cache.is_ready(set))
+                .collect()
+        };
+        assert_eq!(
+            (ready(&h.i1), ready(&h.d1), ready(&h.ll)),
+            (vec![0, 1], vec![0, 1], vec![])
+        );
+        // 0x20 hits I1 (tag 0): LL is not looked up.
         assert_eq!(h.fetch(0x20, 4, 1), Outcome::L1Hit);
-        assert_eq!((ready(&h.i1), ready(&h.ll)), (0, 0));
-        // 0x84 misses I1's set 0 and LL's set 0.
+        assert_eq!(ready(&h.ll), []);
+        // 0x44 misses I1 and hits LL's set 2 (tag 0); 0x84 misses LL's set 0.
+        assert_eq!(h.fetch(0x44, 4, 1), Outcome::LlHit);
+        assert_eq!(ready(&h.ll), [2]);
         assert_eq!(h.fetch(0x84, 4, 1), Outcome::LlMiss);
-        assert_eq!((ready(&h.i1), ready(&h.ll)), (1, 1));
-        assert!(h.i1.is_ready(0) && h.ll.is_ready(0));
+        assert_eq!(ready(&h.ll), [0, 2]);
         h.clear();
-        assert_eq!((ready(&h.i1), ready(&h.ll)), (0, 0));
+        assert_eq!((ready(&h.i1), ready(&h.ll)), (vec![0, 1], vec![]));
     }
 
     #[test]
