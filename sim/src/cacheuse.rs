@@ -146,8 +146,8 @@ const NO_DEP: u32 = u32::MAX;
 /// which writes its tags and usage before anything reads them: so a large
 /// LL costs memory only for the sets a program reaches, and each of their
 /// pages is made once, by a write (a page read first would be the shared
-/// zero page, whose replacement at the first write costs every thread of
-/// the tracer a flush of its address translations).
+/// zero page, whose replacement at the first write flushes the address
+/// translations of the other processors running the tracer's threads).
 #[derive(Clone, Debug)]
 struct UseCache {
     line_size: u32,
@@ -159,6 +159,8 @@ struct UseCache {
     usage: Box<[StoredUsage]>,
     /// One bit per set: whether its tags and usage are written.
     ready: Box<[u64]>,
+    /// Whether this is I1 or D1: every set set up at once, and `deps` kept.
+    first_level: bool,
     /// For L1 caches: the LL slot each line was loaded from (or found in).
     deps: Box<[u32]>,
     start_mask: Box<[u32]>,
@@ -198,6 +200,7 @@ impl UseCache {
             tags: Box::default(),
             usage: Box::default(),
             ready: Box::default(),
+            first_level: l1,
             deps: vec![NO_DEP; if l1 { sets * assoc } else { 0 }].into_boxed_slice(),
             start_mask,
             end_mask,
@@ -215,7 +218,7 @@ impl UseCache {
         self.usage = vec![[0; 2]; len].into_boxed_slice();
         self.ready = vec![0; sets.div_ceil(64)].into_boxed_slice();
         self.deps.fill(NO_DEP);
-        if !self.deps.is_empty() {
+        if self.first_level {
             for set in 0..sets {
                 self.make_ready(set);
             }
@@ -227,7 +230,7 @@ impl UseCache {
         self.tags.len() / self.assoc
     }
 
-    /// Whether the tags of `set` are written.
+    /// Whether `set` is set up (its tags and usage written).
     #[inline]
     fn is_ready(&self, set: usize) -> bool {
         self.ready
@@ -326,8 +329,12 @@ impl UseCache {
     fn use_slot(&mut self, slot: usize, count: u32, mask: u32) {
         if let Some(stored) = self.usage.get_mut(slot) {
             let usage = Usage::load(*stored);
-            stored[0] =
-                u64::from(usage.count.wrapping_add(count)) | u64::from(usage.mask | mask) << 32;
+            *stored = Usage {
+                count: usage.count.wrapping_add(count),
+                mask: usage.mask | mask,
+                owner: usage.owner,
+            }
+            .store();
         }
     }
 
@@ -1200,7 +1207,7 @@ mod tests {
         }
     }
 
-    /// Every set of every cache of `h` with its tags written.
+    /// Every set of every cache of `h` set up.
     fn all_ready(h: &mut UseHierarchy) {
         for cache in [&mut h.i1, &mut h.d1, &mut h.ll] {
             for set in 0..cache.sets() {
