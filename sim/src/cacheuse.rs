@@ -212,7 +212,7 @@ impl UseCache {
     /// Every line back to its initial state (tag 0, unused, no owner): the
     /// tables allocated anew, zeroed, and for I1 and D1 every set set up.
     fn clear(&mut self) {
-        let sets = self.set_mask as usize + 1;
+        let sets = self.sets();
         let len = sets * self.assoc;
         self.tags = vec![0; len].into_boxed_slice();
         self.usage = vec![[0; 2]; len].into_boxed_slice();
@@ -227,7 +227,7 @@ impl UseCache {
 
     /// The number of sets.
     fn sets(&self) -> usize {
-        self.tags.len() / self.assoc
+        self.set_mask as usize + 1
     }
 
     /// Whether `set` is set up (its tags and usage written).
@@ -261,17 +261,12 @@ impl UseCache {
         }
     }
 
-    /// The slots of the sets set up, in order: the only ones whose lines
-    /// can have an owner.
-    fn ready_slots(&self) -> impl Iterator<Item = usize> + '_ {
+    /// The slots whose lines have an owner, in order: only sets set up
+    /// can have them.
+    fn owned_slots(&self) -> Vec<usize> {
         (0..self.sets())
             .filter(|&set| self.is_ready(set))
             .flat_map(|set| set * self.assoc..(set + 1) * self.assoc)
-    }
-
-    /// The slots whose lines have an owner, in order.
-    fn owned_slots(&self) -> Vec<usize> {
-        self.ready_slots()
             .filter(|&slot| self.usage(slot).owner != NO_OWNER)
             .collect()
     }
