@@ -809,9 +809,13 @@ fn run_caches<C: RunCaches, S: RunSink>(
         true => columns.dirty.unwrap_or_default(),
         false => DirtyColumns::default(),
     };
+    // The block by reference, its instructions looked up in each fetch:
+    // a copy of the slice into a closure is a wide load of what the
+    // replay has just stored in parts (a stall: the stores cannot
+    // forward).
     let fetch = |caches: &mut C, tickets: &mut Tickets, point: &FetchPoint, sink: &mut S| {
         let at = point.at();
-        if let Some(&instruction) = block.instructions.get(at) {
+        if let Some(&instruction) = instruction_at(block, at) {
             let owner = &mut || tickets.issue(&mut |ticket| sink.loaded(at, ticket));
             let outcome = caches.fetch_point(instruction, point, owner);
             count_misses(sink, at, outcome, fetched);
@@ -841,6 +845,12 @@ fn run_caches<C: RunCaches, S: RunSink>(
     for point in fetches {
         fetch(caches, tickets, point, sink);
     }
+}
+
+/// The instruction at `position` of `block`, read through the block.
+#[inline(always)]
+fn instruction_at<'a>(block: &SimulatedBlock<'a>, position: usize) -> Option<&'a (u64, u8)> {
+    block.instructions.get(position)
 }
 
 /// Reports the misses of an access of the instruction at `position` with
