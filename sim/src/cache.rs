@@ -2,9 +2,16 @@
 //! (`cg_sim.c`) and by Callgrind without `--cacheuse` (`callgrind/sim.c`).
 //!
 //! Write-allocate, no dirty state. The tag of a line is its block number
-//! (`addr >> log2(line)`), the set is `block & (sets − 1)`. Each set is a slice of
-//! tags kept in most-recently-used-first order. Like Valgrind, every tag starts as 0,
+//! (`addr >> log2(line)`), the set is `block & (sets − 1)`. Each set's tags are
+//! kept in most-recently-used-first order. Like Valgrind, every tag starts as 0,
 //! so block 0 (addresses `0..line`) is resident at the start.
+//!
+//! A set's tags lie side by side, or (a cache made with [`Cache::in_chunks`],
+//! for a last level of hundreds of megabytes) in chunks of a few ways: the
+//! first chunk of every set, then the second of every set, and so on. A set
+//! only ever holds lines in its first ways (a miss puts its line first and
+//! the ways that were empty stay at the end), so a program that leaves most
+//! ways of its sets empty touches only the first chunks' memory.
 
 use crate::config::{CacheConfig, GeometryError};
 
@@ -18,7 +25,11 @@ pub struct Cache<T: Tag = u64> {
     set_bits: u32,
     set_mask: u64,
     assoc: usize,
-    /// `sets × assoc` tags; each set's slice is in MRU-first order.
+    /// Ways per chunk of a set's tags: `assoc` (one chunk, the set's tags
+    /// side by side) or a power of two below it.
+    chunk: usize,
+    /// The tags, each set's in MRU-first order: the first chunk of every
+    /// set, then the second, and so on.
     tags: Box<[T]>,
 }
 
@@ -53,14 +64,27 @@ impl<T: Tag> Cache<T> {
     /// An empty cache (block 0 alone resident, in every way of set 0) of
     /// the given geometry, which must pass [`CacheConfig::check`].
     pub fn new(config: CacheConfig) -> Result<Cache<T>, GeometryError> {
+        Cache::in_chunks(config, config.assoc as usize)
+    }
+
+    /// [`Cache::new`] with each set's tags in chunks of `chunk` ways (see
+    /// the module's documentation): one chunk of all ways when `chunk` is
+    /// not a power of two below the associativity.
+    pub fn in_chunks(config: CacheConfig, chunk: usize) -> Result<Cache<T>, GeometryError> {
         config.check()?;
         let sets = u64::from(config.sets());
+        let assoc = config.assoc as usize;
+        let chunk = match chunk.is_power_of_two() && chunk < assoc {
+            true => chunk,
+            false => assoc,
+        };
         let mut cache = Cache {
             config,
             line_bits: config.line_size.trailing_zeros(),
             set_bits: sets.trailing_zeros(),
             set_mask: sets - 1,
-            assoc: config.assoc as usize,
+            assoc,
+            chunk,
             tags: Box::default(),
         };
         cache.clear();
@@ -76,9 +100,12 @@ impl<T: Tag> Cache<T> {
     /// The tags are allocated anew, so the memory of sets never used stays
     /// untouched.
     pub fn clear(&mut self) {
-        let mut tags = vec![T::default(); (self.set_mask as usize + 1) * self.assoc];
+        let chunks = self.assoc.div_ceil(self.chunk);
+        let mut tags = vec![T::default(); (self.set_mask as usize + 1) * chunks * self.chunk];
         if let Some(zero) = T::of_block(0, self.set_bits) {
-            tags[..self.assoc].fill(zero);
+            for way in 0..self.assoc {
+                tags[self.slot(0, way)] = zero;
+            }
         }
         self.tags = tags.into_boxed_slice();
     }
@@ -96,7 +123,8 @@ impl<T: Tag> Cache<T> {
     }
 
     /// Every line's tag: `sets × assoc`, each set's most recently used
-    /// first.
+    /// first (for a cache made with [`Cache::new`] or [`Cache::of_tags`],
+    /// whose sets' tags lie side by side).
     pub fn tags(&self) -> &[T] {
         &self.tags
     }
@@ -104,7 +132,14 @@ impl<T: Tag> Cache<T> {
     /// The first tag of `block`'s set.
     #[inline(always)]
     fn set_start(&self, block: u64) -> usize {
-        (block & self.set_mask) as usize * self.assoc
+        (block & self.set_mask) as usize * self.chunk
+    }
+
+    /// Where way `way` of set `set` is in the tags.
+    #[inline(always)]
+    fn slot(&self, set: usize, way: usize) -> usize {
+        let sets = self.set_mask as usize + 1;
+        (way / self.chunk) * sets * self.chunk + set * self.chunk + way % self.chunk
     }
 
     /// [`Cache::access`], `None` (nothing done) when a block it references
@@ -153,29 +188,27 @@ impl<T: Tag> Cache<T> {
     }
 
     /// One reference to `block`, tagged `tag`: Cachegrind's true-LRU step
-    /// in its set (a hit moves it to the front, a miss puts it there and
-    /// drops the least recently used); true on a miss.
+    /// in its set; true on a miss.
     fn access_tag(&mut self, block: u64, tag: T) -> bool {
-        let start = self.set_start(block);
-        let Some(ways) = self.tags.get_mut(start..start + self.assoc) else {
-            return true;
+        let set = (block & self.set_mask) as usize;
+        let empty = Empty {
+            in_set_zero: set == 0,
         };
-        if ways[0] == tag {
-            return false;
-        }
-        match ways[1..].iter().position(|&t| t == tag) {
-            Some(found) => {
-                let way = found + 1;
-                ways.copy_within(0..way, 1);
-                ways[0] = tag;
-                false
+        if self.chunk == self.assoc {
+            let start = set * self.assoc;
+            match self.tags.get_mut(start..start + self.assoc) {
+                Some(ways) => lru_step(ways, tag, empty),
+                None => true,
             }
-            None => {
-                let last = ways.len() - 1;
-                ways.copy_within(0..last, 1);
-                ways[0] = tag;
-                true
-            }
+        } else {
+            let mut ways = Chunked {
+                tags: &mut self.tags,
+                start: set * self.chunk,
+                stride: (self.set_mask as usize + 1) * self.chunk,
+                shift: self.chunk.trailing_zeros(),
+                assoc: self.assoc,
+            };
+            lru_step(&mut ways, tag, empty)
         }
     }
 
@@ -183,12 +216,8 @@ impl<T: Tag> Cache<T> {
     pub fn try_contains(&self, addr: u64) -> Option<bool> {
         let block = addr >> self.line_bits;
         let tag = T::of_block(block, self.set_bits)?;
-        let start = self.set_start(block);
-        Some(
-            self.tags
-                .get(start..start + self.assoc)
-                .is_some_and(|ways| ways.contains(&tag)),
-        )
+        let set = (block & self.set_mask) as usize;
+        Some((0..self.assoc).any(|way| self.tags.get(self.slot(set, way)) == Some(&tag)))
     }
 
     /// An empty cache of the same geometry, with tags of type `U`.
@@ -206,6 +235,7 @@ impl<T: Tag> Cache<T> {
             set_bits: self.set_bits,
             set_mask: self.set_mask,
             assoc: self.assoc,
+            chunk: self.chunk,
             tags,
         }
     }
@@ -214,21 +244,19 @@ impl<T: Tag> Cache<T> {
 impl Cache<u32> {
     /// The same cache with block numbers for tags.
     pub fn widened(&self) -> Cache<u64> {
-        let set_bits = self.set_bits;
-        let tags = self
-            .tags
-            .chunks_exact(self.assoc)
-            .zip(0u64..)
-            .flat_map(|(ways, set)| {
-                ways.iter().map(move |&tag| match tag {
+        let mut tags = vec![0u64; self.tags.len()];
+        for set in 0..=self.set_mask as usize {
+            for way in 0..self.assoc {
+                let slot = self.slot(set, way);
+                tags[slot] = match self.tags[slot] {
                     // No block: only set 0 is ever asked for block 0, and
                     // set 0 never holds this.
                     0 => 0,
-                    tag => (u64::from(tag - 1) << set_bits) | set,
-                })
-            })
-            .collect();
-        self.with_tags(tags)
+                    tag => (u64::from(tag - 1) << self.set_bits) | set as u64,
+                };
+            }
+        }
+        self.with_tags(tags.into_boxed_slice())
     }
 }
 
@@ -253,6 +281,113 @@ impl Cache<u64> {
     pub fn contains(&self, addr: u64) -> bool {
         self.try_contains(addr).unwrap_or(false)
     }
+}
+
+/// Which tags are empty ways: the default tag, but in set 0, where every
+/// way starts as block 0 (whose `u64` tag is the default).
+#[derive(Clone, Copy)]
+struct Empty {
+    in_set_zero: bool,
+}
+
+impl Empty {
+    #[inline(always)]
+    fn is<T: Tag>(self, tag: T) -> bool {
+        !self.in_set_zero && tag == T::default()
+    }
+}
+
+/// The ways of one set, most recently used first.
+trait Ways<T> {
+    /// How many.
+    fn len(&self) -> usize;
+    /// Way `way`'s tag.
+    fn get(&self, way: usize) -> T;
+    /// Sets way `way`'s tag.
+    fn set(&mut self, way: usize, tag: T);
+}
+
+impl<T: Copy> Ways<T> for [T] {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        <[T]>::len(self)
+    }
+    #[inline(always)]
+    fn get(&self, way: usize) -> T {
+        self[way]
+    }
+    #[inline(always)]
+    fn set(&mut self, way: usize, tag: T) {
+        self[way] = tag;
+    }
+}
+
+/// A set whose tags are in chunks of `2^shift` ways, `stride` tags apart,
+/// the first at `start`.
+struct Chunked<'a, T> {
+    tags: &'a mut [T],
+    start: usize,
+    stride: usize,
+    shift: u32,
+    assoc: usize,
+}
+
+impl<T> Chunked<'_, T> {
+    #[inline(always)]
+    fn slot(&self, way: usize) -> usize {
+        self.start + (way >> self.shift) * self.stride + (way & ((1 << self.shift) - 1))
+    }
+}
+
+impl<T: Copy> Ways<T> for Chunked<'_, T> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.assoc
+    }
+    #[inline(always)]
+    fn get(&self, way: usize) -> T {
+        self.tags[self.slot(way)]
+    }
+    #[inline(always)]
+    fn set(&mut self, way: usize, tag: T) {
+        let slot = self.slot(way);
+        self.tags[slot] = tag;
+    }
+}
+
+/// Cachegrind's true-LRU step for a reference to the line tagged `tag` in
+/// a set: a hit moves the line to the front, a miss puts it there and
+/// drops the least recently used. Lines fill a set from its first way, so
+/// the first empty way (`empty`) ends the search, and only the ways before
+/// it move; true on a miss.
+#[inline(always)]
+fn lru_step<T: Tag, W: Ways<T> + ?Sized>(ways: &mut W, tag: T, empty: Empty) -> bool {
+    let assoc = ways.len();
+    if assoc == 0 || ways.get(0) == tag {
+        return assoc == 0;
+    }
+    let mut way = 1;
+    let hit = loop {
+        if way == assoc {
+            break false;
+        }
+        let held = ways.get(way);
+        if held == tag {
+            break true;
+        }
+        if empty.is(held) {
+            break false;
+        }
+        way += 1;
+    };
+    // The ways up to the hit, the first empty way or the last move back one.
+    let end = way.min(assoc - 1);
+    for moved in (1..=end).rev() {
+        let before = ways.get(moved - 1);
+        ways.set(moved, before);
+    }
+    ways.set(0, tag);
+    !hit
 }
 
 #[cfg(test)]
@@ -375,6 +510,103 @@ mod tests {
         }
         assert_eq!(copy.tags(), c.tags());
         assert!(Cache::of_tags(c.config(), vec![0u64; 3]).unwrap().is_none());
+    }
+
+    /// Addresses from a fixed pseudo-random sequence: mostly a few lines
+    /// per set, some sets filled past their ways, block 0 and its set.
+    fn addresses(seed: u64, count: usize) -> Vec<(u64, u32)> {
+        let mut state = seed;
+        (0..count)
+            .map(|step| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let addr = match state % 5 {
+                    0 => state % 64,
+                    1 => (state % 24) << 13,
+                    2 => state % (1 << 12),
+                    _ => state % (1 << 22),
+                };
+                (addr, 1 + (step % 20) as u32)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tags_in_chunks_are_the_same_lru_as_tags_side_by_side() {
+        // 6 ways in chunks of 4 (the last chunk half used), 8 in chunks of
+        // 2, 16 in chunks of 4; block numbers and narrow tags.
+        for (assoc, chunk) in [(6, 4), (8, 2), (16, 4), (3, 2)] {
+            let config = CacheConfig::new(128 * assoc * 64, assoc, 64);
+            let mut whole = Cache::<u64>::new(config).unwrap();
+            let mut chunked = Cache::<u64>::in_chunks(config, chunk).unwrap();
+            let mut narrow = Cache::<u32>::in_chunks(config, chunk).unwrap();
+            assert_eq!(chunked.chunk, chunk, "{assoc} ways");
+            for (step, (addr, size)) in addresses(0x9e37_79b9_7f4a_7c15, 30_000)
+                .into_iter()
+                .enumerate()
+            {
+                let miss = whole.access(addr, size);
+                assert_eq!(
+                    chunked.access(addr, size),
+                    miss,
+                    "{assoc} ways, step {step}"
+                );
+                assert_eq!(
+                    narrow.try_access(addr, size),
+                    Some(miss),
+                    "{assoc} ways, step {step}"
+                );
+                let probe = addr.wrapping_mul(7) % (1 << 22);
+                let resident = whole.contains(probe);
+                assert_eq!(chunked.contains(probe), resident, "step {step}");
+                assert_eq!(narrow.try_contains(probe), Some(resident), "step {step}");
+                assert_eq!(
+                    chunked.hits_most_recent(probe, 1),
+                    whole.hits_most_recent(probe, 1)
+                );
+            }
+            // Widened, the narrow tags name the same lines, in chunks still.
+            let widened = narrow.widened();
+            assert_eq!(widened.chunk, chunk);
+            for addr in (0..1u64 << 22).step_by(64 * 37) {
+                assert_eq!(widened.contains(addr), whole.contains(addr), "{addr:#x}");
+            }
+            // Emptied: block 0 alone, in every way of set 0.
+            let mut emptied = chunked.emptied::<u64>();
+            assert!(emptied.contains(0) && !emptied.contains(64));
+            for way in 1..assoc as u64 {
+                // Set 0's other blocks push block 0 out only after every way.
+                assert!(emptied.access(way * 128 * 64, 1));
+            }
+            assert!(emptied.contains(0));
+            assert!(emptied.access(assoc as u64 * 128 * 64, 1));
+        }
+    }
+
+    #[test]
+    fn a_miss_moves_only_the_ways_before_the_first_empty_one() {
+        // One set of 4 ways, chunks of 2: [9, 5, -, -] then a miss on 7.
+        let config = CacheConfig::new(4 * 16, 4, 16);
+        let mut c = Cache::<u64>::in_chunks(config, 2).unwrap();
+        // Set 0 starts with block 0 in every way: they are lines, not empty.
+        c.access_block(5);
+        c.access_block(9);
+        assert_eq!(&c.tags[..], [9, 5, 0, 0]);
+        // Ways 2 and 3 still hold block 0: the miss drops one of them.
+        c.access_block(7);
+        assert_eq!(&c.tags[..], [7, 9, 5, 0]);
+        // Another set's empty ways stay empty, untouched.
+        let config = CacheConfig::new(2 * 4 * 16, 4, 16);
+        let mut two = Cache::<u64>::in_chunks(config, 2).unwrap();
+        two.access_block(3);
+        two.access_block(5);
+        // Chunks: set 0's first, set 1's first, set 0's second, set 1's second.
+        assert_eq!(&two.tags[..], [0, 0, 5, 3, 0, 0, 0, 0]);
+        assert!(!two.access_block(3));
+        assert_eq!(&two.tags[..], [0, 0, 3, 5, 0, 0, 0, 0]);
+        two.access_block(7);
+        assert_eq!(&two.tags[..], [0, 0, 7, 3, 0, 0, 5, 0]);
     }
 
     #[test]

@@ -3,7 +3,10 @@
 //! fits, its tags are narrow (`u32`, [`Cache<u32>`]: half the memory of
 //! block numbers), and at the first block that does not (an address beyond
 //! user space) they become block numbers for good. The misses are the same
-//! either way.
+//! either way. A cache whose tags would take more than [`CHUNKED_BYTES`]
+//! keeps each set's tags in chunks of [`CHUNK_WAYS`] ways
+//! ([`Cache::in_chunks`]): a program's lines then leave most ways of most
+//! sets empty, and only the first chunks take memory.
 
 use crate::cache::Cache;
 use crate::config::{CacheConfig, GeometryError};
@@ -12,9 +15,26 @@ use crate::config::{CacheConfig, GeometryError};
 /// space (below 2^47) has one.
 const NARROW_SETS: u32 = 1 << 10;
 
+/// Bytes of narrow tags above which a set's tags are kept in chunks.
+const CHUNKED_BYTES: u64 = 8 << 20;
+
+/// Ways per chunk of a set's tags, in a cache whose tags are kept in chunks:
+/// 16 bytes of narrow tags.
+const CHUNK_WAYS: usize = 4;
+
 /// Whether a cache of geometry `config` starts with narrow tags.
 fn narrow(config: CacheConfig) -> bool {
     config.sets() >= NARROW_SETS
+}
+
+/// The ways per chunk of a set's tags in a cache of geometry `config`
+/// ([`Cache::in_chunks`]).
+fn chunk_ways(config: CacheConfig) -> usize {
+    let lines = u64::from(config.sets()) * u64::from(config.assoc);
+    match lines * 4 > CHUNKED_BYTES {
+        true => CHUNK_WAYS,
+        false => config.assoc as usize,
+    }
 }
 
 /// A true-LRU cache whose tags are narrow while they can be.
@@ -36,9 +56,10 @@ impl LastLevelCache {
     /// [`CacheConfig::check`]; narrow tags when it has [`NARROW_SETS`] sets
     /// or more.
     pub fn new(config: CacheConfig) -> Result<LastLevelCache, GeometryError> {
+        let chunk = chunk_ways(config);
         let tags = match narrow(config) {
-            true => Tags::Narrow(Box::new(Cache::new(config)?)),
-            false => Tags::Wide(Box::new(Cache::new(config)?)),
+            true => Tags::Narrow(Box::new(Cache::in_chunks(config, chunk)?)),
+            false => Tags::Wide(Box::new(Cache::in_chunks(config, chunk)?)),
         };
         Ok(LastLevelCache { tags })
     }
@@ -179,6 +200,25 @@ mod tests {
         // Emptied: narrow again.
         cache.clear();
         assert!(cache.is_narrow() && cache.contains(0) && !cache.contains(0x40));
+    }
+
+    #[test]
+    fn only_tags_of_hundreds_of_megabytes_are_kept_in_chunks() {
+        // A host reporting a 480 MB, 30-way L3 (as simulated: 262,144 sets):
+        // 31 MB of narrow tags.
+        let huge = CacheConfig::new(262_144 * 30 * 64, 30, 64);
+        assert_eq!(chunk_ways(huge), CHUNK_WAYS);
+        // A 32 MB, 16-way L3: 2 MB of tags, each set's side by side.
+        let large = CacheConfig::new(32 << 20, 16, 64);
+        assert_eq!(chunk_ways(large), 16);
+        // Valgrind's default LL.
+        let default = CacheConfig::new(262_144, 8, 64);
+        assert_eq!(chunk_ways(default), 8);
+        // Just above the limit: chunks.
+        let above = CacheConfig::new((2 * CHUNKED_BYTES * 16) as u32, 8, 64);
+        assert_eq!(chunk_ways(above), CHUNK_WAYS);
+        let at = CacheConfig::new((CHUNKED_BYTES * 16) as u32, 8, 64);
+        assert_eq!(chunk_ways(at), 8);
     }
 
     #[test]
