@@ -25,9 +25,8 @@ pub struct Cache<T: Tag = u64> {
     set_bits: u32,
     set_mask: u64,
     assoc: usize,
-    /// Ways per chunk of a set's tags: `assoc` (one chunk, the set's tags
-    /// side by side) or a power of two below it.
-    chunk: usize,
+    /// Where each set's ways are in `tags`.
+    layout: Layout,
     /// The tags, each set's in MRU-first order: the first chunk of every
     /// set, then the second, and so on.
     tags: Box<[T]>,
@@ -74,17 +73,13 @@ impl<T: Tag> Cache<T> {
         config.check()?;
         let sets = u64::from(config.sets());
         let assoc = config.assoc as usize;
-        let chunk = match chunk.is_power_of_two() && chunk < assoc {
-            true => chunk,
-            false => assoc,
-        };
         let mut cache = Cache {
             config,
             line_bits: config.line_size.trailing_zeros(),
             set_bits: sets.trailing_zeros(),
             set_mask: sets - 1,
             assoc,
-            chunk,
+            layout: Layout::new(config.sets(), config.assoc, chunk),
             tags: Box::default(),
         };
         cache.clear();
@@ -100,11 +95,11 @@ impl<T: Tag> Cache<T> {
     /// The tags are allocated anew, so the memory of sets never used stays
     /// untouched.
     pub fn clear(&mut self) {
-        let chunks = self.assoc.div_ceil(self.chunk);
-        let mut tags = vec![T::default(); (self.set_mask as usize + 1) * chunks * self.chunk];
+        let chunks = self.assoc.div_ceil(self.layout.chunk());
+        let mut tags = vec![T::default(); chunks * self.layout.stride()];
         if let Some(zero) = T::of_block(0, self.set_bits) {
             for way in 0..self.assoc {
-                tags[self.slot(0, way)] = zero;
+                tags[self.layout.slot(0, way)] = zero;
             }
         }
         self.tags = tags.into_boxed_slice();
@@ -132,14 +127,7 @@ impl<T: Tag> Cache<T> {
     /// The first tag of `block`'s set.
     #[inline(always)]
     fn set_start(&self, block: u64) -> usize {
-        (block & self.set_mask) as usize * self.chunk
-    }
-
-    /// Where way `way` of set `set` is in the tags.
-    #[inline(always)]
-    fn slot(&self, set: usize, way: usize) -> usize {
-        let sets = self.set_mask as usize + 1;
-        (way / self.chunk) * sets * self.chunk + set * self.chunk + way % self.chunk
+        self.layout.slot((block & self.set_mask) as usize, 0)
     }
 
     /// [`Cache::access`], `None` (nothing done) when a block it references
@@ -194,8 +182,8 @@ impl<T: Tag> Cache<T> {
         let empty = Empty {
             in_set_zero: set == 0,
         };
-        if self.chunk == self.assoc {
-            let start = set * self.assoc;
+        if self.layout.chunk() == self.assoc {
+            let start = self.layout.slot(set, 0);
             match self.tags.get_mut(start..start + self.assoc) {
                 Some(ways) => lru_step(ways, tag, empty),
                 None => true,
@@ -203,9 +191,8 @@ impl<T: Tag> Cache<T> {
         } else {
             let mut ways = Chunked {
                 tags: &mut self.tags,
-                start: set * self.chunk,
-                stride: (self.set_mask as usize + 1) * self.chunk,
-                shift: self.chunk.trailing_zeros(),
+                layout: self.layout,
+                set,
                 assoc: self.assoc,
             };
             lru_step(&mut ways, tag, empty)
@@ -217,7 +204,7 @@ impl<T: Tag> Cache<T> {
         let block = addr >> self.line_bits;
         let tag = T::of_block(block, self.set_bits)?;
         let set = (block & self.set_mask) as usize;
-        Some((0..self.assoc).any(|way| self.tags.get(self.slot(set, way)) == Some(&tag)))
+        Some((0..self.assoc).any(|way| self.tags.get(self.layout.slot(set, way)) == Some(&tag)))
     }
 
     /// An empty cache of the same geometry, with tags of type `U`.
@@ -235,7 +222,7 @@ impl<T: Tag> Cache<T> {
             set_bits: self.set_bits,
             set_mask: self.set_mask,
             assoc: self.assoc,
-            chunk: self.chunk,
+            layout: self.layout,
             tags,
         }
     }
@@ -247,7 +234,7 @@ impl Cache<u32> {
         let mut tags = vec![0u64; self.tags.len()];
         for set in 0..=self.set_mask as usize {
             for way in 0..self.assoc {
-                let slot = self.slot(set, way);
+                let slot = self.layout.slot(set, way);
                 tags[slot] = match self.tags[slot] {
                     // No block: only set 0 is ever asked for block 0, and
                     // set 0 never holds this.
@@ -322,21 +309,67 @@ impl<T: Copy> Ways<T> for [T] {
     }
 }
 
-/// A set whose tags are in chunks of `2^shift` ways, `stride` tags apart,
-/// the first at `start`.
-struct Chunked<'a, T> {
-    tags: &'a mut [T],
-    start: usize,
-    stride: usize,
+/// Where the ways of each set are among a cache's tags: in chunks of
+/// `chunk` ways side by side, chunk `i` of every set after chunk `i - 1`
+/// of every set (one chunk of all ways: each set's tags side by side).
+/// Narrow fields keep [`Cache`] small: a cache of `u32` bytes has fewer
+/// tags than `u32::MAX`.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    /// Ways per chunk: all of them, or a power of two below that.
+    chunk: u32,
+    /// Tags from one chunk of a set to its next: a chunk of every set.
+    stride: u32,
+    /// A way's chunk is `way >> shift`, its place in the chunk the bits
+    /// below.
     shift: u32,
-    assoc: usize,
 }
 
-impl<T> Chunked<'_, T> {
-    #[inline(always)]
-    fn slot(&self, way: usize) -> usize {
-        self.start + (way >> self.shift) * self.stride + (way & ((1 << self.shift) - 1))
+impl Layout {
+    /// The layout of `sets` sets of `assoc` ways in chunks of `chunk`
+    /// ways, or of all of them when `chunk` is not a power of two below
+    /// `assoc`.
+    fn new(sets: u32, assoc: u32, chunk: usize) -> Layout {
+        match u32::try_from(chunk) {
+            Ok(chunk) if chunk.is_power_of_two() && chunk < assoc => Layout {
+                chunk,
+                stride: sets.saturating_mul(chunk),
+                shift: chunk.trailing_zeros(),
+            },
+            _ => Layout {
+                chunk: assoc,
+                stride: sets.saturating_mul(assoc),
+                shift: usize::BITS - 1,
+            },
+        }
     }
+
+    /// Ways per chunk.
+    #[inline(always)]
+    fn chunk(self) -> usize {
+        self.chunk as usize
+    }
+
+    /// Tags in one chunk of every set.
+    #[inline(always)]
+    fn stride(self) -> usize {
+        self.stride as usize
+    }
+
+    /// Where way `way` of set `set` is.
+    #[inline(always)]
+    fn slot(self, set: usize, way: usize) -> usize {
+        let within = (1usize << self.shift) - 1;
+        set * self.chunk() + (way >> self.shift) * self.stride() + (way & within)
+    }
+}
+
+/// The ways of set `set` of tags laid out in chunks.
+struct Chunked<'a, T> {
+    tags: &'a mut [T],
+    layout: Layout,
+    set: usize,
+    assoc: usize,
 }
 
 impl<T: Copy> Ways<T> for Chunked<'_, T> {
@@ -346,11 +379,11 @@ impl<T: Copy> Ways<T> for Chunked<'_, T> {
     }
     #[inline(always)]
     fn get(&self, way: usize) -> T {
-        self.tags[self.slot(way)]
+        self.tags[self.layout.slot(self.set, way)]
     }
     #[inline(always)]
     fn set(&mut self, way: usize, tag: T) {
-        let slot = self.slot(way);
+        let slot = self.layout.slot(self.set, way);
         self.tags[slot] = tag;
     }
 }
@@ -541,7 +574,7 @@ mod tests {
             let mut whole = Cache::<u64>::new(config).unwrap();
             let mut chunked = Cache::<u64>::in_chunks(config, chunk).unwrap();
             let mut narrow = Cache::<u32>::in_chunks(config, chunk).unwrap();
-            assert_eq!(chunked.chunk, chunk, "{assoc} ways");
+            assert_eq!(chunked.layout.chunk(), chunk, "{assoc} ways");
             for (step, (addr, size)) in addresses(0x9e37_79b9_7f4a_7c15, 30_000)
                 .into_iter()
                 .enumerate()
@@ -568,7 +601,7 @@ mod tests {
             }
             // Widened, the narrow tags name the same lines, in chunks still.
             let widened = narrow.widened();
-            assert_eq!(widened.chunk, chunk);
+            assert_eq!(widened.layout.chunk(), chunk);
             for addr in (0..1u64 << 22).step_by(64 * 37) {
                 assert_eq!(widened.contains(addr), whole.contains(addr), "{addr:#x}");
             }
