@@ -69,7 +69,7 @@ impl<T: Tag> Cache<T> {
     /// [`Cache::new`] with each set's tags in chunks of `chunk` ways (see
     /// the module's documentation): one chunk of all ways when `chunk` is
     /// not a power of two below the associativity.
-    pub fn in_chunks(config: CacheConfig, chunk: usize) -> Result<Cache<T>, GeometryError> {
+    pub(crate) fn in_chunks(config: CacheConfig, chunk: usize) -> Result<Cache<T>, GeometryError> {
         config.check()?;
         let sets = u64::from(config.sets());
         let assoc = config.assoc as usize;
@@ -618,8 +618,8 @@ mod tests {
     }
 
     #[test]
-    fn a_miss_moves_only_the_ways_before_the_first_empty_one() {
-        // One set of 4 ways, chunks of 2: [9, 5, -, -] then a miss on 7.
+    fn chunked_tags_lie_chunk_after_chunk_and_fill_a_set_from_its_first_way() {
+        // One set of 4 ways in chunks of 2, every way block 0 at first.
         let config = CacheConfig::new(4 * 16, 4, 16);
         let mut c = Cache::<u64>::in_chunks(config, 2).unwrap();
         // Set 0 starts with block 0 in every way: they are lines, not empty.
@@ -640,6 +640,67 @@ mod tests {
         assert_eq!(&two.tags[..], [0, 0, 3, 5, 0, 0, 0, 0]);
         two.access_block(7);
         assert_eq!(&two.tags[..], [0, 0, 7, 3, 0, 0, 5, 0]);
+    }
+
+    /// A set's ways that log which ways are written.
+    struct Logged {
+        tags: Vec<u64>,
+        written: Vec<usize>,
+    }
+
+    impl Ways<u64> for Logged {
+        fn len(&self) -> usize {
+            self.tags.len()
+        }
+        fn get(&self, way: usize) -> u64 {
+            self.tags[way]
+        }
+        fn set(&mut self, way: usize, tag: u64) {
+            self.written.push(way);
+            self.tags[way] = tag;
+        }
+    }
+
+    #[test]
+    fn the_lru_step_writes_only_the_ways_before_the_first_empty_one() {
+        let set = |tags: &[u64]| Logged {
+            tags: tags.to_vec(),
+            written: Vec::new(),
+        };
+        let other_set = Empty { in_set_zero: false };
+        // A miss in a set holding two lines: ways 2, 1 and 0 move, way 3
+        // (empty, as are those after the first empty one) is not written.
+        let mut ways = set(&[9, 5, 0, 0]);
+        assert!(lru_step(&mut ways, 7, other_set));
+        assert_eq!(
+            (ways.tags.as_slice(), ways.written.as_slice()),
+            ([7, 9, 5, 0].as_slice(), [2, 1, 0].as_slice())
+        );
+        // A hit on way 1: ways 1 and 0.
+        let mut ways = set(&[9, 5, 0, 0]);
+        assert!(!lru_step(&mut ways, 5, other_set));
+        assert_eq!(
+            (ways.tags.as_slice(), ways.written.as_slice()),
+            ([5, 9, 0, 0].as_slice(), [1, 0].as_slice())
+        );
+        // A full set: every way moves, the last line drops.
+        let mut ways = set(&[9, 5, 3, 1]);
+        assert!(lru_step(&mut ways, 7, other_set));
+        assert_eq!(
+            (ways.tags.as_slice(), ways.written.as_slice()),
+            ([7, 9, 5, 3].as_slice(), [3, 2, 1, 0].as_slice())
+        );
+        // Set 0: its zero tags are block 0's lines, not empty ways.
+        let mut ways = set(&[9, 5, 0, 0]);
+        assert!(lru_step(&mut ways, 7, Empty { in_set_zero: true }));
+        assert_eq!(
+            (ways.tags.as_slice(), ways.written.as_slice()),
+            ([7, 9, 5, 0].as_slice(), [3, 2, 1, 0].as_slice())
+        );
+        // A hit on the most recently used line writes nothing.
+        let mut ways = set(&[9, 5, 0, 0]);
+        assert!(!lru_step(&mut ways, 9, other_set));
+        assert!(ways.written.is_empty());
     }
 
     #[test]
