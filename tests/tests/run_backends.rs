@@ -20,7 +20,10 @@
 //! `run_cachegrind.rs`'s). The same holds for a small dynamically linked
 //! program (`hello.c`) with the cache and branch simulations, and for one
 //! whose calls repeat (`calls_again.c`: direct, indirect, nested and PLT
-//! calls in a loop) and for one that writes code into writable memory and
+//! calls in a loop), for one whose calls nest deep in a loop
+//! (`deep_calls.c`: a chain of 30 calls, recursions 40 and 70 deep, two
+//! functions calling each other, a recursion with two call sites) and for
+//! one that writes code into writable memory and
 //! rewrites it in place between calls (`jit_loops.c`: a loop of blocks in
 //! no object, with an indirect jump and a call out) with the option sets
 //! of quiet runs, and for one made
@@ -428,6 +431,19 @@ fn calls_through_a_table_whose_target_changes_give_the_same_profiles_under_both_
             source: "dispatch_calls.c",
             kind: Kind::C,
             args: &[],
+            status: 0,
+        },
+        QUIET_OPTION_SETS,
+    );
+}
+
+#[test]
+fn calls_nested_deep_and_recursions_give_the_same_profiles_under_both_backends() {
+    differential(
+        &Case {
+            source: "deep_calls.c",
+            kind: Kind::C,
+            args: &["20"],
             status: 0,
         },
         QUIET_OPTION_SETS,

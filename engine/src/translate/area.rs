@@ -5,7 +5,7 @@
 //! does, see `Cache::get_or_translate` and `invalidate`). It holds, in this
 //! order,
 //!
-//! - a data page of slots the instrumentation uses as scratch memory (it
+//! - two data pages of slots the instrumentation uses as scratch memory (it
 //!   never touches the tracee's stack, so red zones stay intact), the
 //!   record cursor, the address of the record being written (for the
 //!   recorded words, `capture`), the address of the indirect-branch table,
@@ -135,17 +135,22 @@ pub(super) const TIMING_RDI: u64 = 160;
 pub(super) const TIMING_RSI: u64 = 168;
 /// See [`TIMING_RAX`].
 pub(super) const TIMING_R11: u64 = 176;
-/// Bytes of the pending calls' frames in use (`pending`: 16 per pending
-/// call, innermost last; 0: no call is pending).
+/// Bytes of the pending calls' frames in use (`pending`: [`FRAME`] per
+/// pending call, innermost last; 0: no call is pending).
 pub(super) const PENDING_DEPTH: u64 = 184;
 /// The pending calls' frames ([`DEPTH`] of them): for each, the offset of
-/// its entry in the stack of calls and the offset in the chain of its
-/// calling block's run.
+/// its entry in the stack of calls, the offset in the chain of its
+/// calling block's run, and the segment and the address of the record its
+/// return is to count its run in (its cache entry's when it was made
+/// pending: a call pending at several depths at once, a recursion, keeps
+/// one cache entry for all of them).
 pub(super) const PENDING_FRAMES: u64 = 192;
+/// Bytes of a pending call's frame.
+pub(super) const FRAME: u64 = 32;
 /// Calls pending at once, at most (nested).
-pub(super) const DEPTH: u64 = 8;
+pub(super) const DEPTH: u64 = 64;
 /// The cache entry of the pending call that has just returned (0: none).
-pub(super) const RETURNED: u64 = PENDING_FRAMES + 16 * DEPTH;
+pub(super) const RETURNED: u64 = PENDING_FRAMES + FRAME * DEPTH;
 /// The cache entry of the call a return has just matched (not pending;
 /// 0: none).
 pub(super) const RETURN_CACHE: u64 = RETURNED + 8;
@@ -156,7 +161,7 @@ pub(super) const CHAIN_END: u64 = RETURN_CACHE + 8;
 /// words).
 pub(super) const PENDING_CHAIN: u64 = CHAIN_END + 8;
 /// Runs the chain holds at most.
-pub(super) const CHAIN: u64 = 48;
+pub(super) const CHAIN: u64 = 128;
 /// The record a block ending in an indirect jump counted its run in,
 /// from its quiet path until the lookup routine of jumps (0: none), and
 /// the run's stack pointer (`pending`).
@@ -238,9 +243,12 @@ const SCRATCH: usize = (RECORD + 8) as usize;
 /// translations use the same slots).
 pub(super) type Scratch = [u8; SCRATCH];
 
+/// Bytes of the area's data pages: the slots, then the spare record.
+const DATA_PAGES: u64 = 2 * PAGE;
+
 /// Where recorded words go when no record is open: the rest of the data
-/// page, [`MAX_RECORD`] bytes.
-const SPARE_RECORD: u64 = PAGE - MAX_RECORD;
+/// pages, [`MAX_RECORD`] bytes.
+const SPARE_RECORD: u64 = DATA_PAGES - MAX_RECORD;
 
 /// The slot at `offset` of the running thread's area: `gs:[offset]`, with
 /// 64-bit addressing (a sign-extended 32-bit displacement, no
@@ -292,7 +300,7 @@ pub(super) struct Area {
 
 impl Area {
     /// Bytes of the whole area.
-    pub const SIZE: u64 = PAGE
+    pub const SIZE: u64 = DATA_PAGES
         + 2 * (BUFFER_SIZE + PAGE)
         + 8 * COUNTERS
         + quiet::CALL_CACHE_BYTES * quiet::CALL_CACHES
@@ -301,7 +309,7 @@ impl Area {
         + RUNS_BYTES
         + 2 * (FILTER_HALF + PAGE);
     /// Offset of the run counters (translation `id`'s at `8 * id` after).
-    pub const COUNTER_BASE: u64 = PAGE + 2 * (BUFFER_SIZE + PAGE);
+    pub const COUNTER_BASE: u64 = DATA_PAGES + 2 * (BUFFER_SIZE + PAGE);
     /// Offset of the translations' entries for quiet runs (`quiet::call_cache`).
     pub const QUIET_BASE: u64 = Area::COUNTER_BASE + 8 * COUNTERS;
     /// Offset of the thread's table of transfers (`quiet`).
@@ -337,7 +345,7 @@ impl Area {
     }
     /// The first record of buffer half `half` (0 or 1).
     pub fn buffer(&self, half: u64) -> u64 {
-        self.base + PAGE + half * (BUFFER_SIZE + PAGE)
+        self.base + DATA_PAGES + half * (BUFFER_SIZE + PAGE)
     }
     /// The guard page after buffer half `half`.
     pub fn guard(&self, half: u64) -> u64 {

@@ -11,7 +11,10 @@
 //! calling entry): its run kept at the end of the thread's chain of runs
 //! in order (`PENDING_CHAIN`, [`CHAIN`] runs at most) and a frame pushed
 //! for it (`PENDING_FRAMES`, [`DEPTH`] at most: the call's entry in the
-//! stack of calls and its run's place in the chain). The call goes to the
+//! stack of calls, its run's place in the chain, and the segment and the
+//! record its return is to count in, copied from the cache entry: the
+//! calls of a recursion share one cache entry, which each level's call
+//! changes). The call goes to the
 //! callee's segment of that last run (for an indirect call, when its
 //! target is that run's; else to a new segment, where the callee finds no
 //! record); there the callee's first block counts its run in its record
@@ -28,7 +31,7 @@
 //! ending in `ret` counts its run at the chain's end (the chained entry).
 //! When the return matches the innermost pending call
 //! (`quiet::return_check`: `RETURNED`), the block it goes on to counts
-//! its run in the record the cache entry kept ([`resume_routine`]) (a
+//! its run in the record the call's frame kept ([`resume_routine`]) (a
 //! block ending in `ret` or in a jump into another function only while
 //! an outer call is pending), and the call is over, counted: the calling
 //! block's record says its runs made the call each time (`Repeat::Calls`;
@@ -84,9 +87,9 @@ use crate::error::{Error, Result};
 use crate::event::Repeat;
 
 use super::area::{
-    slot, Area, BACK, CHAIN, CHAIN_END, CURSOR, DEPTH, JUMP, JUMPER, JUMPER_SP, PENDING_CHAIN,
-    PENDING_DEPTH, PENDING_FRAMES, PENDING_SLOTS, RECORD, RELAYING, RETURNED, RETURN_CACHE,
-    SAVE_RDX, SEGMENT, TEMP, TOP_CALL, WRITE_RDX,
+    slot, Area, BACK, CHAIN, CHAIN_END, CURSOR, DEPTH, FRAME, JUMP, JUMPER, JUMPER_SP,
+    PENDING_CHAIN, PENDING_DEPTH, PENDING_FRAMES, PENDING_SLOTS, RECORD, RELAYING, RETURNED,
+    RETURN_CACHE, SAVE_RDX, SEGMENT, TEMP, TOP_CALL, WRITE_RDX,
 };
 use super::emit::Emit;
 use super::memory::Memory;
@@ -290,7 +293,7 @@ fn cmp_nested(code: &mut Emit) -> Result<(), Refusal> {
 /// what the run arrives from:
 ///
 /// - the innermost pending call's return (`RETURNED`): when the
-///   translation allows ([`data_word`]) and the call's cache entry kept a
+///   translation allows ([`data_word`]) and the call's frame kept a
 ///   record of the translation in the thread's segment, the run counted
 ///   there, the call over (for a block ending in a call, its own call
 ///   pending when the calling entry's conditions hold);
@@ -357,7 +360,7 @@ pub(super) fn resume_routine(
     code.push(Instruction::with2(
         Code::Cmp_rm64_imm8,
         slot(PENDING_DEPTH),
-        16,
+        FRAME as i32,
     ))?;
     code.jump(Code::Jbe_rel32_64, RETURNED_FAIL)?;
     code.label(NESTED_CHECKED);
@@ -367,7 +370,9 @@ pub(super) fn resume_routine(
         LAST_APPEND,
     ))?;
     code.jump(Code::Ja_rel32_64, RETURNED_FAIL)?;
-    let kept = |at: i64| area_word(rcx, at);
+    // What the innermost frame says its return counts in.
+    code.load(rcx, PENDING_DEPTH)?;
+    let kept = |at: i64| area_word(rcx, PENDING_FRAMES as i64 - FRAME as i64 + at);
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, kept(16)))?;
     code.push(Instruction::with2(Code::Cmp_r64_rm64, rax, slot(SEGMENT)))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
@@ -502,7 +507,7 @@ pub(super) fn resume_routine(
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         rax,
-        area_word(rcx, PENDING_FRAMES as i64 - 8),
+        area_word(rcx, PENDING_FRAMES as i64 - FRAME as i64 + 8),
     ))?;
     // The calling run's place, without the bit of [`FinishedRuns`].
     code.push(Instruction::with2(Code::And_rm64_imm8, rax, -16))?;
@@ -532,7 +537,7 @@ pub(super) fn resume_routine(
         code.push(Instruction::with2(
             Code::Cmp_rm64_imm32,
             slot(PENDING_DEPTH),
-            (16 * (DEPTH - 1)) as i32,
+            (FRAME * (DEPTH - 1)) as i32,
         ))?;
         code.jump(Code::Ja_rel32_64, TO_FRESH)?;
         code.push(Instruction::with2(
@@ -677,12 +682,38 @@ enum FinishedRuns {
 /// In the resume routine: the calling block's record in rax (its run
 /// counted) at the chain's end and a frame for its call pushed, the
 /// call's entry in the stack of calls the one after the top (the block's
-/// call enters it next); rcx and rdx lost.
+/// call enters it next), with the segment and record its return is to
+/// count in from the first cache entry of the call of the translation the
+/// routine works for (`RESUMING`); rcx, rdx and the flags lost.
 fn push_frame(code: &mut Emit, runs: FinishedRuns) -> Result<(), Refusal> {
-    let (rcx, rdx) = (Register::RCX, Register::RDX);
+    use super::quiet::{CALL_CACHE_BYTES, DATA};
+    let (rbx, rcx, rdx) = (Register::RBX, Register::RCX, Register::RDX);
     code.load(rdx, PENDING_DEPTH)?;
-    code.load(rcx, CHAIN_END)?;
     let frame = |at: i64| area_word(rdx, PENDING_FRAMES as i64 + at);
+    code.save(super::area::SWAP_RBX, rbx)?;
+    code.load(rbx, super::area::RESUMING)?;
+    let number = MemoryOperand::with_base_displ(rbx, -(DATA as i64));
+    code.push(Instruction::with2(
+        Code::Mov_r32_rm32,
+        Register::EBX,
+        number,
+    ))?;
+    code.push(Instruction::with2(
+        Code::Shl_rm64_imm8,
+        rbx,
+        CALL_CACHE_BYTES.trailing_zeros(),
+    ))?;
+    for word in [16, 24] {
+        let cached = area_word(rbx, (Area::QUIET_BASE + word) as i64);
+        code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, cached))?;
+        code.push(Instruction::with2(
+            Code::Mov_rm64_r64,
+            frame(word as i64),
+            rcx,
+        ))?;
+    }
+    code.load(rbx, super::area::SWAP_RBX)?;
+    code.load(rcx, CHAIN_END)?;
     if runs == FinishedRuns::Kept {
         code.lea(rcx, rcx, FinishedRuns::Kept as i64)?;
     }
@@ -696,7 +727,7 @@ fn push_frame(code: &mut Emit, runs: FinishedRuns) -> Result<(), Refusal> {
         Register::CX,
     ))?;
     code.push(Instruction::with2(Code::Mov_rm64_r64, frame(0), rcx))?;
-    code.lea(rdx, rdx, 16)?;
+    code.lea(rdx, rdx, FRAME as i64)?;
     code.save(PENDING_DEPTH, rdx)
 }
 
@@ -707,7 +738,7 @@ fn push_frame(code: &mut Emit, runs: FinishedRuns) -> Result<(), Refusal> {
 fn pop_frame(code: &mut Emit, outermost: u64, kept: u64) -> Result<(), Refusal> {
     let (rcx, rdx) = (Register::RCX, Register::RDX);
     code.load(rcx, PENDING_DEPTH)?;
-    code.lea(rcx, rcx, -16)?;
+    code.lea(rcx, rcx, -(FRAME as i64))?;
     code.save(PENDING_DEPTH, rcx)?;
     code.push(Instruction::with2(Code::Test_rm64_r64, rcx, rcx))?;
     code.jump(Code::Je_rel32_64, outermost)?;
@@ -1256,7 +1287,7 @@ mod tests {
             running.set(PENDING_CHAIN + 16, at(&last[..]));
             running.set(PENDING_CHAIN + 24, 0x7ffd_0000_0fe0);
             running.set(CHAIN_END, 32);
-            running.set(PENDING_DEPTH, 16);
+            running.set(PENDING_DEPTH, FRAME);
             // A word of the area nothing else uses here.
             let learnt = Area::TRANSFERS_BASE + 32;
             running.set(LEARN, learnt);
@@ -1278,7 +1309,7 @@ mod tests {
             // Asked nowhere: nothing kept.
             running.set(learnt, 0);
             running.set(CHAIN_END, 16);
-            running.set(PENDING_DEPTH, 16);
+            running.set(PENDING_DEPTH, FRAME);
             running.call(|at, back| {
                 running.set(BACK, back);
                 write_routine(at).unwrap()
@@ -1345,9 +1376,9 @@ mod tests {
         // Two calls pending, the inner one's callee running: the outer
         // call, its callee's first run, the inner call, its callee's
         // first run and a jump's target's.
-        set(PENDING_DEPTH, 32);
+        set(PENDING_DEPTH, 2 * FRAME);
         set(PENDING_FRAMES + 8, 0);
-        set(PENDING_FRAMES + 24, 32);
+        set(PENDING_FRAMES + FRAME + 8, 32);
         for index in 0..4 {
             set(PENDING_CHAIN + 16 * index, record(index as usize));
             set(PENDING_CHAIN + 16 * index + 8, 0x100 - 8 * index);
@@ -1389,7 +1420,7 @@ mod tests {
         jumper_in_order(memory, &area).unwrap();
         assert_eq!(get(CHAIN_END), 0);
         // A pending call's run in the chain, then the jumping block's.
-        set(PENDING_DEPTH, 16);
+        set(PENDING_DEPTH, FRAME);
         set(PENDING_CHAIN, record(0));
         set(PENDING_CHAIN + 8, 0x200);
         set(CHAIN_END, 16);
@@ -1449,5 +1480,112 @@ mod tests {
         assert_eq!(tail.as_callee(), AsCallee::Yes);
         assert_eq!(tail.after_return(), AfterReturn::Nested);
         assert_eq!(Counted::Dispatch.after_return(), AfterReturn::No);
+    }
+
+    /// A recursion two deep, run through the resume routine: the outer
+    /// level's call made pending keeps in its frame the segment and the
+    /// record its return is to count in, from the call's cache entry;
+    /// the inner level then changes that cache entry (the same call, in
+    /// the next segment), and the outer level's return still counts its
+    /// run in the record its frame kept, and pops the frame.
+    #[test]
+    fn a_pending_call_s_return_counts_in_the_record_its_frame_kept() {
+        std::thread::spawn(|| {
+            use super::super::quiet::{CALL_CACHE_BYTES, DATA, FRESH_ENTRY};
+            use super::super::running::Running;
+            let running = Running::new();
+            let (calling, returned_to) = (3u32, 4u32);
+            let (outer, inner) = (0x10_0008u64, 0x10_0010u64);
+            let call_record = Box::new([u64::from(calling), 1]);
+            let return_record = Box::new([u64::from(returned_to), 1]);
+            let inner_record = Box::new([u64::from(returned_to), 1]);
+            let at = |words: &[u64; 2]| words.as_ptr() as u64;
+            let read = |words: &[u64; 2]| unsafe { std::ptr::read_volatile(&words[1]) };
+            let cache = Area::QUIET_BASE + CALL_CACHE_BYTES * u64::from(calling);
+            let runs_entry = |segment: u64, id: u32| {
+                let index = (segment * 8 + u64::from(super::super::quiet::id_part(id))) & 0xffff;
+                Area::RUNS_BASE + 16 * index
+            };
+            // Translation `id`'s header at `entry`: its data word, and its
+            // body and fresh entries jumping back to the test.
+            let header = |bytes: &mut Vec<u8>, base: u64, entry: u64, id: u32, counted, back| {
+                let word = data_word(counted, id);
+                let offset = (entry - DATA - base) as usize;
+                bytes[offset..offset + 8].copy_from_slice(&word);
+                for from in [entry - super::super::quiet::BODY_ENTRY, entry - FRESH_ENTRY] {
+                    let jump = Instruction::with_branch(Code::Jmp_rel32_64, back).unwrap();
+                    let (code, _) = super::super::encode::encode(&[jump], from).unwrap();
+                    let offset = (from - base) as usize;
+                    bytes[offset..offset + code.len()].copy_from_slice(&code);
+                }
+            };
+            // Runs the routine's entry `which` (of the routine at `at` +
+            // 0x200) for the translation whose entry is `entry`.
+            let run = |which: fn(&RuleRoutine, u64) -> u64, entry_of: fn(u64) -> u64| {
+                running.call(|base, back| {
+                    let mut bytes = vec![0xcc; 0x200];
+                    let routine = resume_routine(base + 0x200, base + 0x180).unwrap();
+                    header(&mut bytes, base, base + 0x80, calling, Counted::Calls, back);
+                    header(
+                        &mut bytes,
+                        base,
+                        base + 0x100,
+                        returned_to,
+                        Counted::Returns,
+                        back,
+                    );
+                    let to_back = Instruction::with_branch(Code::Jmp_rel32_64, back).unwrap();
+                    let (code, _) = super::super::encode::encode(&[to_back], base + 0x180).unwrap();
+                    bytes[0x180..0x180 + code.len()].copy_from_slice(&code);
+                    let stub = [
+                        Instruction::with2(Code::Mov_r64_imm64, Register::RAX, entry_of(base))
+                            .unwrap(),
+                        Instruction::with_branch(Code::Jmp_rel32_64, which(&routine, base + 0x200))
+                            .unwrap(),
+                    ];
+                    let (code, _) = super::super::encode::encode(&stub, base).unwrap();
+                    bytes[..code.len()].copy_from_slice(&code);
+                    bytes.extend_from_slice(&routine.bytes);
+                    bytes
+                })
+            };
+            // An outer call pending (its frame's run first in the chain).
+            running.set(SEGMENT, outer);
+            running.set(PENDING_DEPTH, FRAME);
+            running.set(PENDING_FRAMES + 8, 0);
+            running.set(CHAIN_END, 16);
+            running.set(PENDING_CHAIN, at(&call_record));
+            // The calling block's call, last made from this segment, its
+            // return counted in `return_record`; its record in the segment.
+            for (word, value) in [
+                (0, outer),
+                (8, inner),
+                (16, outer),
+                (24, at(&return_record)),
+            ] {
+                running.set(cache + word, value);
+            }
+            running.set(runs_entry(outer, calling), outer);
+            running.set(runs_entry(outer, calling) + 8, at(&call_record));
+            run(|routine, _| routine.entries.calling, |base| base + 0x80);
+            assert_eq!(read(&call_record), 2, "the calling run counted");
+            assert_eq!(running.get(PENDING_DEPTH), 2 * FRAME);
+            assert_eq!(running.get(PENDING_FRAMES + FRAME + 16), outer);
+            assert_eq!(running.get(PENDING_FRAMES + FRAME + 24), at(&return_record));
+            // The inner level's run of the same call, from the next segment.
+            for (word, value) in [(0, inner), (16, inner), (24, at(&inner_record))] {
+                running.set(cache + word, value);
+            }
+            // The outer level's return, to a block ending in `ret`.
+            running.set(RETURNED, cache);
+            run(|_, routine| routine, |base| base + 0x100);
+            assert_eq!(read(&return_record), 2, "the returned-to run counted");
+            assert_eq!(read(&inner_record), 1);
+            assert_eq!(running.get(RECORD), at(&return_record));
+            assert_eq!(running.get(PENDING_DEPTH), FRAME, "its frame popped");
+            assert_eq!(running.get(RETURNED), 0);
+        })
+        .join()
+        .unwrap();
     }
 }

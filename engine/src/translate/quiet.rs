@@ -114,7 +114,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, CHAIN_END, JUMPER, JUMPER_SP, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH,
+    slot, Area, CHAIN_END, FRAME, JUMPER, JUMPER_SP, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH,
     PENDING_FRAMES, RECORD, RELAYING, RESUME, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT,
     SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP, TOP_CALL,
 };
@@ -498,7 +498,7 @@ fn rehome(code: &mut Emit, callee: Callee, unlisted: u64) -> Result<(), Refusal>
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         rcx,
-        area_word(rcx, PENDING_FRAMES as i64 - 8),
+        area_word(rcx, PENDING_FRAMES as i64 - FRAME as i64 + 8),
     ))?;
     code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     let sum = MemoryOperand::new(rcx, rdx, 1, -15, 1, false, Register::None);
@@ -1468,7 +1468,7 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
         Register::RBX,
         Register::None,
         1,
-        PENDING_FRAMES as i64 - 16,
+        PENDING_FRAMES as i64 - FRAME as i64,
         1,
         false,
         Register::GS,
@@ -1960,7 +1960,7 @@ mod tests {
             // A run counted in the record of the call to u (its last run's
             // target), its call pending: the chain ends with it.
             let pending = |record: u64| {
-                running.set(PENDING_DEPTH, 16);
+                running.set(PENDING_DEPTH, FRAME);
                 running.set(PENDING_FRAMES + 8, 0);
                 running.set(CHAIN_END, 16);
                 running.set(PENDING_CHAIN, record);
