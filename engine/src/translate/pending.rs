@@ -686,7 +686,7 @@ enum FinishedRuns {
 /// count in from the first cache entry of the call of the translation the
 /// routine works for (`RESUMING`); rcx, rdx and the flags lost.
 fn push_frame(code: &mut Emit, runs: FinishedRuns) -> Result<(), Refusal> {
-    use super::quiet::{CALL_CACHE_BYTES, DATA};
+    use super::quiet::DATA;
     let (rbx, rcx, rdx) = (Register::RBX, Register::RCX, Register::RDX);
     code.load(rdx, PENDING_DEPTH)?;
     let frame = |at: i64| area_word(rdx, PENDING_FRAMES as i64 + at);
@@ -698,11 +698,7 @@ fn push_frame(code: &mut Emit, runs: FinishedRuns) -> Result<(), Refusal> {
         Register::EBX,
         number,
     ))?;
-    code.push(Instruction::with2(
-        Code::Shl_rm64_imm8,
-        rbx,
-        CALL_CACHE_BYTES.trailing_zeros(),
-    ))?;
+    cache_entry_of(code, rbx)?;
     for word in [16, 24] {
         let cached = area_word(rbx, (Area::QUIET_BASE + word) as i64);
         code.push(Instruction::with2(Code::Mov_r64_rm64, rcx, cached))?;
@@ -854,6 +850,18 @@ pub(super) fn forget_returned(code: &mut Emit) -> Result<(), Refusal> {
     ))
 }
 
+/// `register` = the offset from `Area::QUIET_BASE` of the cache entries
+/// of the call of the translation whose number is in it
+/// (`quiet::call_cache`); the flags lost.
+fn cache_entry_of(code: &mut Emit, register: Register) -> Result<(), Refusal> {
+    use super::quiet::CALL_CACHE_BYTES;
+    code.push(Instruction::with2(
+        Code::Shl_rm64_imm8,
+        register,
+        CALL_CACHE_BYTES.trailing_zeros(),
+    ))
+}
+
 /// In the resume routine, rcx the number of a translation ending in a
 /// call (lost): on to `fail` unless one of the call's cache entries
 /// (`quiet::call_cache`) says that a run of it was made in the thread's
@@ -875,11 +883,7 @@ pub(super) fn call_repeats_here(
     use super::quiet::{CALL_CACHE_BYTES, SECOND_ENTRY};
     let (second, found, table) = (labels, labels + 1, labels + 2);
     let (rbx, rcx) = (Register::RBX, Register::RCX);
-    code.push(Instruction::with2(
-        Code::Shl_rm64_imm8,
-        rcx,
-        CALL_CACHE_BYTES.trailing_zeros(),
-    ))?;
+    cache_entry_of(code, rcx)?;
     let cache = |at: u64| area_word(rcx, (Area::QUIET_BASE + at) as i64);
     // The entry at `entry`: the caller's segment, then its return's.
     let made_here = |code: &mut Emit, entry: u64, word: u64| {
