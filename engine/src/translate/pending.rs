@@ -273,7 +273,19 @@ const LAST_APPEND: i32 = (16 * (CHAIN - 2)) as i32;
 /// The byte or word at `at` of the data word of the translation whose
 /// entry is in rdx.
 fn data(at: i64) -> MemoryOperand {
-    MemoryOperand::with_base_displ(Register::RDX, at - super::quiet::DATA as i64)
+    data_of(Register::RDX, at)
+}
+
+/// The byte or word at `at` of the data word ([`data_word`]) of the
+/// translation whose entry is in `entry`.
+pub(super) fn data_of(entry: Register, at: i64) -> MemoryOperand {
+    MemoryOperand::with_base_displ(entry, at - super::quiet::DATA as i64)
+}
+
+/// The word at `word` of the innermost pending call's frame, `depth` a
+/// register holding the `PENDING_DEPTH` slot (not 0).
+pub(super) fn innermost_frame(depth: Register, word: i64) -> MemoryOperand {
+    area_word(depth, PENDING_FRAMES as i64 - FRAME as i64 + word)
 }
 
 /// Compares the [`AfterReturn`] byte of the translation whose entry is in
@@ -372,7 +384,7 @@ pub(super) fn resume_routine(
     code.jump(Code::Ja_rel32_64, RETURNED_FAIL)?;
     // What the innermost frame says its return counts in.
     code.load(rcx, PENDING_DEPTH)?;
-    let kept = |at: i64| area_word(rcx, PENDING_FRAMES as i64 - FRAME as i64 + at);
+    let kept = |at: i64| innermost_frame(rcx, at);
     code.push(Instruction::with2(Code::Mov_r64_rm64, rax, kept(16)))?;
     code.push(Instruction::with2(Code::Cmp_r64_rm64, rax, slot(SEGMENT)))?;
     code.jump(Code::Jne_rel32_64, RETURNED_FAIL)?;
@@ -507,7 +519,7 @@ pub(super) fn resume_routine(
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         rax,
-        area_word(rcx, PENDING_FRAMES as i64 - FRAME as i64 + 8),
+        innermost_frame(rcx, 8),
     ))?;
     // The calling run's place, without the bit of [`FinishedRuns`].
     code.push(Instruction::with2(Code::And_rm64_imm8, rax, -16))?;
@@ -686,17 +698,15 @@ enum FinishedRuns {
 /// count in from the first cache entry of the call of the translation the
 /// routine works for (`RESUMING`); rcx, rdx and the flags lost.
 fn push_frame(code: &mut Emit, runs: FinishedRuns) -> Result<(), Refusal> {
-    use super::quiet::DATA;
     let (rbx, rcx, rdx) = (Register::RBX, Register::RCX, Register::RDX);
     code.load(rdx, PENDING_DEPTH)?;
     let frame = |at: i64| area_word(rdx, PENDING_FRAMES as i64 + at);
     code.save(super::area::SWAP_RBX, rbx)?;
     code.load(rbx, super::area::RESUMING)?;
-    let number = MemoryOperand::with_base_displ(rbx, -(DATA as i64));
     code.push(Instruction::with2(
         Code::Mov_r32_rm32,
         Register::EBX,
-        number,
+        data_of(rbx, 0),
     ))?;
     cache_entry_of(code, rbx)?;
     for word in [16, 24] {

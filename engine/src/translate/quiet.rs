@@ -114,9 +114,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 use super::area::{
-    slot, Area, CHAIN_END, FRAME, JUMPER, JUMPER_SP, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH,
-    PENDING_FRAMES, RECORD, RELAYING, RESUME, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT,
-    SEGMENT_REGION, SEGMENT_SP, TARGET, TEMP, TOP_CALL,
+    slot, Area, CHAIN_END, JUMPER, JUMPER_SP, LIVE_CALLS, NEXT_SEGMENT, PENDING_DEPTH, RECORD,
+    RELAYING, RESUME, RETURNED, RETURN_CACHE, SAVE_RAX, SAVE_RDX, SEGMENT, SEGMENT_REGION,
+    SEGMENT_SP, TARGET, TEMP, TOP_CALL,
 };
 use super::emit::Emit;
 use super::layout::COUNTERS;
@@ -498,7 +498,7 @@ fn rehome(code: &mut Emit, callee: Callee, unlisted: u64) -> Result<(), Refusal>
     code.push(Instruction::with2(
         Code::Mov_r64_rm64,
         rcx,
-        area_word(rcx, PENDING_FRAMES as i64 - FRAME as i64 + 8),
+        super::pending::innermost_frame(rcx, 8),
     ))?;
     code.push(Instruction::with1(Code::Not_rm64, rcx))?;
     let sum = MemoryOperand::new(rcx, rdx, 1, -15, 1, false, Register::None);
@@ -721,7 +721,7 @@ pub(super) fn runs_index_of(
     entry: Register,
     segment: Register,
 ) -> Result<(), Refusal> {
-    let part = MemoryOperand::with_base_displ(entry, -(DATA as i64));
+    let part = super::pending::data_of(entry, 0);
     code.push(Instruction::with2(
         Code::Movzx_r32_rm16,
         Register::ECX,
@@ -1464,15 +1464,7 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
         Register::RBX,
     ))?;
     code.jump(Code::Je_rel32_64, NOT_PENDING)?;
-    let innermost = MemoryOperand::new(
-        Register::RBX,
-        Register::None,
-        1,
-        PENDING_FRAMES as i64 - FRAME as i64,
-        1,
-        false,
-        Register::GS,
-    );
+    let innermost = super::pending::innermost_frame(Register::RBX, 0);
     code.push(Instruction::with2(Code::Cmp_r64_rm64, rcx, innermost))?;
     code.jump(Code::Jne_rel32_64, NOT_PENDING)?;
     code.save(RETURNED, rax)?;
@@ -1495,6 +1487,7 @@ pub(super) fn return_check() -> Result<Vec<Instruction>, Refusal> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::area::{FRAME, PENDING_FRAMES};
     use super::super::encode::encode;
     use super::super::running::Running;
     use super::*;
